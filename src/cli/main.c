@@ -1,0 +1,51 @@
+/* main.c — `maskpos`: dispatches to one subcommand per pipeline stage (like git).
+ *
+ * Run `maskpos help` for the list. Each subcommand lives in src/cli/<name>.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"    /* mp_cmd_* */
+#include "core/json.h"  /* MP_VERSION */
+
+typedef struct MpCommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} MpCommand;
+
+static const MpCommand commands[] = {
+    {"theory", mp_cmd_theory, "closed-form scores of the parameter-free causal decoder (paper §3)"},
+    {"simulate", mp_cmd_simulate, "Monte-Carlo parameter-free decoder: L2/LayerNorm, RoPE, causal or not"},
+    {"reproduce", mp_cmd_reproduce, "run the paper's experiments and write their outputs"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "maskpos %s — how much positional information the causal mask puts into attention scores\n\n"
+               "usage: maskpos <command> [options]   (maskpos <command> --help for details)\n\ncommands:\n",
+            MP_VERSION);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "  %-10s %s\n", "help", "this list");
+    fprintf(f, "  %-10s %s\n", "version", "print the version");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return MP_EXIT_ERROR;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        usage(stdout);
+        return MP_EXIT_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("maskpos %s\n", MP_VERSION);
+        return MP_EXIT_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "maskpos: error: unknown command '%s' (see 'maskpos help')\n", cmd);
+    return MP_EXIT_ERROR;
+}

@@ -1,0 +1,3 @@
+/* simulate.c — placeholder until the simulation module lands (same session). */
+#include "cli/cli.h"
+int mp_cmd_simulate(int argc, char **argv) { (void)argc; (void)argv; return mp_cli_error("simulate", "not built yet"); }

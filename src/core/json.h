@@ -1,0 +1,23 @@
+/* json.h — JSON output helpers on top of jansson (Debian libjansson-dev).
+ *
+ * Implements: atomic writing of a JSON object (pretty, keys in insertion order) and the common
+ * provenance block every meta.json carries (tool version, command line, wall time, peak memory).
+ * Does not: parse model configs (load/ does that with jansson directly, checking every field).
+ * Tested by: tests/test_core.c, and every command's meta.json is reloaded by tests/ref scripts.
+ */
+#ifndef MP_JSON_H
+#define MP_JSON_H
+
+#include <jansson.h>
+
+#include "core/err.h" /* MpErr */
+
+#define MP_VERSION "0.1.0"
+
+int mp_json_write_atomic(const char *path, json_t *obj, MpErr *e);
+/* Adds "maskpos_version", "command" (argv joined), "wall_time_s", "peak_rss_bytes". */
+void mp_json_add_provenance(json_t *obj, int argc, char **argv, double wall_s);
+/* Reads a JSON file into a new object (NULL + message on failure). */
+json_t *mp_json_read(const char *path, MpErr *e);
+
+#endif

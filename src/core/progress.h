@@ -1,0 +1,26 @@
+/* progress.h — a progress bar with rate and ETA on stderr.
+ *
+ * Implements: a one-line bar redrawn at most 10 times a second, shown only when stderr is a
+ * terminal and the task has run for more than a second (so logs and CI output stay clean).
+ * Call from one thread only (e.g. inside an OpenMP ordered region or the master thread).
+ * Does not: print anything when stderr is not a terminal, unless MASKPOS_PROGRESS=1.
+ */
+#ifndef MP_PROGRESS_H
+#define MP_PROGRESS_H
+
+#include <stdint.h>
+
+typedef struct MpProgress {
+    char label[64];
+    char unit[16];
+    int64_t total;
+    double start, last;
+    int enabled;
+    int shown;
+} MpProgress;
+
+void mp_progress_init(MpProgress *p, const char *label, const char *unit, int64_t total);
+void mp_progress_update(MpProgress *p, int64_t done);
+void mp_progress_finish(MpProgress *p);
+
+#endif

@@ -1,0 +1,188 @@
+/* util.c — see util.h. POSIX only (clock_gettime, getrusage, rename). */
+#include "core/util.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int mp_log_quiet = 0;
+
+double mp_time_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+size_t mp_peak_rss_bytes(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (size_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
+}
+
+int mp_mkdir_p(const char *dir, MpErr *e) {
+    char buf[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof buf) return mp_err_set(e, "%s: bad directory path", dir);
+    memcpy(buf, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return mp_err_set(e, "%s: cannot create directory: %s", buf, strerror(errno));
+            buf[i] = c;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return mp_err_set(e, "%s: exists and is not a directory", dir);
+    return MP_OK;
+}
+
+int mp_path_join(char *out, size_t cap, const char *dir, const char *name, MpErr *e) {
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) return mp_err_set(e, "%s/%s: path too long", dir, name);
+    return MP_OK;
+}
+
+int mp_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e) {
+    memset(af, 0, sizeof *af);
+    if (strlen(path) >= sizeof af->path) return mp_err_set(e, "%s: path too long", path);
+    strcpy(af->path, path);
+    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        af->tmp[0] = '\0';
+        return mp_err_set(e, "%s: cannot write: %s", path, strerror(errno));
+    }
+    return MP_OK;
+}
+
+int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
+    if (!af->f) return mp_err_set(e, "%s: internal: file not open", af->path);
+    int bad = ferror(af->f);
+    if (fclose(af->f) != 0) bad = 1;
+    af->f = NULL;
+    if (bad) {
+        int err = errno;
+        remove(af->tmp);
+        af->tmp[0] = '\0';
+        return mp_err_set(e, "%s: write failed: %s", af->path, strerror(err));
+    }
+    if (rename(af->tmp, af->path) != 0) {
+        int err = errno;
+        remove(af->tmp);
+        af->tmp[0] = '\0';
+        return mp_err_set(e, "%s: cannot rename into place: %s", af->path, strerror(err));
+    }
+    af->tmp[0] = '\0';
+    return MP_OK;
+}
+
+void mp_atomic_abort(MpAtomicFile *af) {
+    if (af->f) fclose(af->f);
+    af->f = NULL;
+    if (af->tmp[0]) remove(af->tmp);
+    af->tmp[0] = '\0';
+}
+
+int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e) {
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    if (n && fwrite(buf, 1, n, af.f) != n) {
+        mp_atomic_abort(&af);
+        return mp_err_set(e, "%s: write failed: %s", path, strerror(errno));
+    }
+    return mp_atomic_commit(&af, e);
+}
+
+int mp_parse_double(const char *s, double *out) {
+    if (!s || !*s) return MP_ERR;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(v)) return MP_ERR;
+    *out = v;
+    return MP_OK;
+}
+
+int mp_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s) return MP_ERR;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return MP_ERR;
+    *out = (int64_t)v;
+    return MP_OK;
+}
+
+int mp_parse_double_list(const char *s, double *out, int cap) {
+    char buf[1024];
+    if (!s || strlen(s) >= sizeof buf) return -1;
+    strcpy(buf, s);
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (n >= cap || mp_parse_double(tok, &out[n]) != MP_OK) return -1;
+        n++;
+    }
+    if (n == 0 || s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,")) return -1;
+    return n;
+}
+
+int mp_parse_range_list(const char *s, int hi, unsigned char *mask) {
+    char buf[1024];
+    if (!s || !*s || strlen(s) >= sizeof buf) return -1;
+    if (s[strlen(s) - 1] == ',' || s[0] == ',' || strstr(s, ",,")) return -1;
+    strcpy(buf, s);
+    memset(mask, 0, (size_t)hi + 1);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *dash = strchr(tok, '-');
+        int64_t a, b;
+        if (dash) {
+            *dash = '\0';
+            if (mp_parse_i64(tok, 1, hi, &a) != MP_OK || mp_parse_i64(dash + 1, 1, hi, &b) != MP_OK ||
+                b < a)
+                return -1;
+        } else {
+            if (mp_parse_i64(tok, 1, hi, &a) != MP_OK) return -1;
+            b = a;
+        }
+        for (int64_t i = a; i <= b; i++) mask[i] = 1;
+    }
+    int n = 0;
+    for (int i = 1; i <= hi; i++) n += mask[i];
+    return n;
+}
+
+uint64_t mp_fnv1a64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+void mp_log(const char *fmt, ...) {
+    if (mp_log_quiet) return;
+    va_list ap;
+    fputs("maskpos: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}

@@ -1,0 +1,51 @@
+/* util.h — small environment helpers shared by every stage.
+ *
+ * Implements: wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
+ * "<path>.tmp.<pid>", fsync-free rename on commit, unlink on abort, so a crash never leaves a
+ * partial file under the final name), strict number parsing for CLI flags, and FNV-1a hashing.
+ * Does not: print progress (progress.h) or decide exit codes (cli/).
+ * Tested by: tests/test_core.c
+ */
+#ifndef MP_UTIL_H
+#define MP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h" /* MpErr, MP_OK/MP_ERR */
+
+double mp_time_now(void);          /* seconds, monotonic */
+size_t mp_peak_rss_bytes(void);    /* peak resident set size of this process, bytes */
+
+int mp_mkdir_p(const char *dir, MpErr *e);
+int mp_path_join(char *out, size_t cap, const char *dir, const char *name, MpErr *e);
+int mp_file_exists(const char *path);
+
+/* Atomic output file: fopen a temp sibling; commit renames it into place, abort removes it. */
+typedef struct MpAtomicFile {
+    FILE *f;
+    char path[4096];
+    char tmp[4200];
+} MpAtomicFile;
+int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e);
+int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fclose+rename; removes tmp on failure */
+void mp_atomic_abort(MpAtomicFile *af);           /* safe on a zeroed or committed struct */
+int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e);
+
+/* Strict parsers: whole string must be a finite number / integer in range. */
+int mp_parse_double(const char *s, double *out);
+int mp_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Comma-separated doubles, e.g. "0,0.2,0.4"; at most cap values. Returns count or -1. */
+int mp_parse_double_list(const char *s, double *out, int cap);
+/* Ranges "1-4", "2", "1,3-5" of positive integers <= hi into a bitmap (1-based). Returns count or -1. */
+int mp_parse_range_list(const char *s, int hi, unsigned char *mask);
+
+uint64_t mp_fnv1a64(const void *data, size_t n, uint64_t h); /* start with h = MP_FNV_INIT */
+#define MP_FNV_INIT 14695981039346656037ULL
+
+/* Lowest-level logging: "maskpos: " + message to stderr (unless mp_log_quiet). */
+extern int mp_log_quiet;
+void mp_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

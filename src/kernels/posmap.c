@@ -1,0 +1,69 @@
+/* posmap.c — see posmap.h. Every sum is in double, in a fixed order. */
+#include "kernels/posmap.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void mp_posmap_diagnorm(double *out, const double *map, int S) {
+    /* offset k = i − j runs over −(S−1)..S−1; one diagonal at a time, no scratch needed */
+    for (int k = -(S - 1); k <= S - 1; k++) {
+        int i0 = k >= 0 ? k : 0;
+        int i1 = k >= 0 ? S : S + k;
+        double sum = 0;
+        int64_t cnt = 0;
+        for (int i = i0; i < i1; i++) {
+            double v = map[(size_t)i * S + (i - k)];
+            if (isfinite(v)) {
+                sum += v;
+                cnt++;
+            }
+        }
+        double mean = cnt ? sum / (double)cnt : NAN;
+        for (int i = i0; i < i1; i++) {
+            size_t at = (size_t)i * S + (i - k);
+            out[at] = isfinite(map[at]) ? map[at] - mean : NAN;
+        }
+    }
+}
+
+void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, const double *se,
+                     int S) {
+    size_t n = (size_t)S * S;
+    double sum = 0;
+    int64_t cnt = 0;
+    for (size_t a = 0; a < n; a++)
+        if (isfinite(map[a])) {
+            sum += map[a];
+            cnt++;
+        }
+    double mean = cnt ? sum / (double)cnt : 0;
+    double num = 0, den = 0, rmin = INFINITY, rmax = -INFINITY, r2 = 0, se2 = 0, z2 = 0;
+    int64_t noff = 0, nz = 0;
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) {
+            size_t a = (size_t)i * S + j;
+            if (!isfinite(map[a])) continue;
+            double r = resid[a];
+            num += r * r;
+            den += (map[a] - mean) * (map[a] - mean);
+            if (i == j) continue;
+            noff++;
+            r2 += r * r;
+            if (r < rmin) rmin = r;
+            if (r > rmax) rmax = r;
+            if (se && isfinite(se[a])) {
+                se2 += se[a] * se[a];
+                if (se[a] > 0) {
+                    z2 += (r / se[a]) * (r / se[a]);
+                    nz++;
+                }
+            }
+        }
+    st->observed = cnt;
+    st->nri = den > 0 ? num / den : 0.0;
+    st->res_min = noff ? rmin : NAN;
+    st->res_max = noff ? rmax : NAN;
+    st->res_rms = noff ? sqrt(r2 / (double)noff) : NAN;
+    st->noise_rms = (se && noff) ? sqrt(se2 / (double)noff) : NAN;
+    st->z_rms = nz ? sqrt(z2 / (double)nz) : NAN;
+}

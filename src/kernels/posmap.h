@@ -1,0 +1,35 @@
+/* posmap.h — statistics of a positional score map, shared by simulate, plot, probe and gram.
+ *
+ * Legend: S = sequence length; maps are [S,S] row-major (row = query i, column = key j), double,
+ * NaN = unobserved (e.g. above the causal diagonal).
+ *
+ * Implements:
+ *   - diagonal-mean normalisation (paper.md §2.3): Ŝ_ij = S_ij − mean{S_i'j' : i'−j' = i−j},
+ *     the mean taken over the finite entries of that diagonal; a purely relative map becomes 0;
+ *   - the non-relative index NRI = Σ Ŝ² / Σ (S − mean S)² over finite entries (docs/metrics.md),
+ *     the residue range, and, given per-entry standard errors, the residue's size in noise units.
+ * Does not: allocate (callers pass [S,S] outputs), or look at more than one map at a time.
+ * Tested by: tests/test_posmap.c (relative maps → 0 exactly, hand-computed NRI).
+ */
+#ifndef MP_POSMAP_H
+#define MP_POSMAP_H
+
+#include <stdint.h>
+
+typedef struct MpPosStats {
+    double nri;          /* non-relative index in [0,1]; 0 for a purely relative map */
+    double res_min;      /* min of Ŝ over finite off-diagonal entries */
+    double res_max;      /* max of Ŝ over finite off-diagonal entries */
+    double res_rms;      /* root mean square of Ŝ over the same entries */
+    double noise_rms;    /* rms of the standard errors (NaN when none were given) */
+    double z_rms;        /* sqrt(mean (Ŝ/se)²): ≈1 for pure noise, ≫1 for a real residue */
+    int64_t observed;    /* finite entries */
+} MpPosStats;
+
+/* out [S,S] may alias nothing; map [S,S]. */
+void mp_posmap_diagnorm(double *out, const double *map, int S);
+/* map, resid [S,S]; se [S,S] standard errors of map's entries, or NULL. */
+void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, const double *se,
+                     int S);
+
+#endif

@@ -1,0 +1,215 @@
+/* test_core.c — core module: Philox known answers, normal moments, .npy round trips and malformed
+ * files, atomic writes, strict flag parsing, overflow-checked sizes.
+ * Run: make test (or build/tests/test_core). */
+#include "testutil.h"
+
+#include "core/err.h"
+#include "core/npy.h"
+#include "core/rng.h"
+#include "core/util.h"
+
+/* Random123's published kat_vectors for philox4x32-10 (independent of our code). */
+static void test_philox_known_answers(void **state) {
+    (void)state;
+    static const uint32_t ctr[3][4] = {{0, 0, 0, 0},
+                                       {0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                                       {0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}};
+    static const uint32_t key[3][2] = {{0, 0}, {0xffffffffu, 0xffffffffu}, {0xa4093822u, 0x299f31d0u}};
+    static const uint32_t want[3][4] = {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u},
+                                        {0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu},
+                                        {0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}};
+    for (int k = 0; k < 3; k++) {
+        uint32_t out[4];
+        mp_philox4x32_10(out, ctr[k], key[k]);
+        for (int i = 0; i < 4; i++) assert_int_equal(out[i], want[k][i]);
+    }
+}
+
+static void test_normal_moments_and_streams(void **state) {
+    (void)state;
+    enum { N = 400000 };
+    double *x = malloc(N * sizeof *x);
+    MpRng r;
+    mp_rng_init(&r, 42, 7);
+    mp_rng_normal_fill(&r, x, N);
+    double m = 0, v = 0, k4 = 0;
+    for (int i = 0; i < N; i++) m += x[i];
+    m /= N;
+    for (int i = 0; i < N; i++) {
+        v += (x[i] - m) * (x[i] - m);
+        k4 += pow(x[i] - m, 4);
+    }
+    v /= N;
+    k4 /= N;
+    /* standard errors: mean 1/sqrt(N)=0.0016, var sqrt(2/N)=0.0022, 4th moment sqrt(96/N)=0.015 */
+    assert_true(fabs(m) < 0.008);
+    assert_true(fabs(v - 1) < 0.011);
+    assert_true(fabs(k4 - 3) < 0.08);
+    /* same (seed, stream) → same numbers; another stream → different numbers */
+    MpRng a, b, c;
+    mp_rng_init(&a, 42, 7);
+    mp_rng_init(&b, 42, 7);
+    mp_rng_init(&c, 42, 8);
+    double xa[5], xb[5], xc[5];
+    mp_rng_normal_fill(&a, xa, 5);
+    mp_rng_normal_fill(&b, xb, 5);
+    mp_rng_normal_fill(&c, xc, 5);
+    assert_memory_equal(xa, xb, sizeof xa);
+    assert_memory_not_equal(xa, xc, sizeof xa);
+    free(x);
+}
+
+static void test_npy_roundtrip(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/a.npy", d);
+    double data[6] = {1, 2.5, NAN, -4, 5e-300, 6};
+    int64_t shp[2] = {2, 3};
+    MpErr e;
+    assert_int_equal(mp_npy_write(path, MP_DT_F64, data, 2, shp, &e), MP_OK);
+    MpNpy a;
+    assert_int_equal(mp_npy_read(path, &a, &e), MP_OK);
+    assert_int_equal(a.dtype, MP_DT_F64);
+    assert_int_equal(a.ndim, 2);
+    assert_int_equal(a.shape[0], 2);
+    assert_int_equal(a.shape[1], 3);
+    assert_memory_equal(a.data, data, sizeof data);
+    mp_npy_free(&a);
+    /* 1-D and 3-D headers, float32 */
+    float f[4] = {1, 2, 3, 4};
+    int64_t s1[1] = {4}, s3[3] = {1, 2, 2};
+    assert_int_equal(mp_npy_write(path, MP_DT_F32, f, 1, s1, &e), MP_OK);
+    assert_int_equal(mp_npy_read(path, &a, &e), MP_OK);
+    assert_int_equal(a.ndim, 1);
+    assert_int_equal(a.shape[0], 4);
+    mp_npy_free(&a);
+    assert_int_equal(mp_npy_write(path, MP_DT_F32, f, 3, s3, &e), MP_OK);
+    assert_int_equal(mp_npy_read(path, &a, &e), MP_OK);
+    assert_int_equal(a.ndim, 3);
+    double *dd;
+    assert_int_equal(mp_npy_to_f64(&a, &dd, &e), MP_OK);
+    assert_true(dd[3] == 4.0);
+    free(dd);
+    mp_npy_free(&a);
+    /* the header is 64-byte aligned and ends in a newline, as numpy writes it */
+    FILE *fp = fopen(path, "rb");
+    unsigned char hdr[10];
+    assert_int_equal(fread(hdr, 1, 10, fp), 10);
+    fclose(fp);
+    size_t hlen = hdr[8] | (hdr[9] << 8);
+    assert_int_equal((10 + hlen) % 64, 0);
+}
+
+/* Builds a version-1 .npy image from a header dict string, followed by ndata zero bytes. */
+static size_t npy_image(unsigned char *buf, size_t cap, const char *dict, size_t ndata) {
+    size_t hlen = strlen(dict);
+    assert_true(10 + hlen + ndata <= cap);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)(hlen & 0xff);
+    buf[9] = (unsigned char)(hlen >> 8);
+    memcpy(buf + 10, dict, hlen);
+    memset(buf + 10 + hlen, 0, ndata);
+    return 10 + hlen + ndata;
+}
+
+static void test_npy_malformed(void **state) {
+    (void)state;
+    MpNpy a;
+    MpErr e;
+    unsigned char buf[512];
+    size_t n = npy_image(buf, sizeof buf, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }\n", 16);
+    assert_int_equal(mp_npy_parse(buf, n, &a, &e), MP_OK);
+    assert_int_equal(a.count, 2);
+    mp_npy_free(&a);
+    /* truncated data, truncated header, bad magic, empty */
+    assert_int_equal(mp_npy_parse(buf, n - 1, &a, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "truncated"));
+    assert_int_equal(mp_npy_parse(buf, 20, &a, &e), MP_ERR);
+    assert_int_equal(mp_npy_parse((const unsigned char *)"NUMPY", 5, &a, &e), MP_ERR);
+    assert_int_equal(mp_npy_parse(buf, 0, &a, &e), MP_ERR);
+    /* unsupported dtype, fortran order, huge shape (overflow), garbage shape, bad version */
+    const char *bad[] = {
+        "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }\n",
+        "{'descr': '<f8', 'fortran_order': True, 'shape': (2,), }\n",
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (99999999999999, 99999999), }\n",
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (2,x), }\n",
+        "{'descr': '<f8', 'fortran_order': False}\n",
+        "{'descr': <f8, 'fortran_order': False, 'shape': (2,), }\n",
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        n = npy_image(buf, sizeof buf, bad[k], 16);
+        assert_int_equal(mp_npy_parse(buf, n, &a, &e), MP_ERR);
+        assert_true(strlen(e.msg) > 0);
+        assert_null(a.data);
+    }
+    n = npy_image(buf, sizeof buf, "{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }\n", 16);
+    buf[6] = 9; /* version 9 */
+    assert_int_equal(mp_npy_parse(buf, n, &a, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "version"));
+    /* a missing file is named in the message */
+    assert_int_equal(mp_npy_read("/nonexistent/x.npy", &a, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "/nonexistent/x.npy"));
+}
+
+static void test_atomic_file(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[256], tmp[sizeof(((MpAtomicFile *)0)->tmp)];
+    snprintf(path, sizeof path, "%s/out.bin", d);
+    MpAtomicFile af;
+    MpErr e;
+    assert_int_equal(mp_atomic_open(&af, path, &e), MP_OK);
+    fputs("partial", af.f);
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    assert_true(mp_file_exists(tmp));
+    assert_false(mp_file_exists(path));
+    mp_atomic_abort(&af);
+    assert_false(mp_file_exists(tmp)); /* nothing left behind */
+    assert_false(mp_file_exists(path));
+    assert_int_equal(mp_file_write_atomic(path, "abc", 3, &e), MP_OK);
+    assert_true(mp_file_exists(path));
+    /* an unwritable location fails with the path in the message */
+    assert_int_equal(mp_file_write_atomic("/proc/nope/x", "abc", 3, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "/proc/nope/x"));
+}
+
+static void test_parsers_and_sizes(void **state) {
+    (void)state;
+    double v;
+    int64_t i;
+    assert_int_equal(mp_parse_double("0.25", &v), MP_OK);
+    assert_true(v == 0.25);
+    assert_int_equal(mp_parse_double("0.25x", &v), MP_ERR);
+    assert_int_equal(mp_parse_double("", &v), MP_ERR);
+    assert_int_equal(mp_parse_double("nan", &v), MP_ERR);
+    assert_int_equal(mp_parse_double("1e999", &v), MP_ERR);
+    assert_int_equal(mp_parse_i64("12", 0, 100, &i), MP_OK);
+    assert_int_equal(mp_parse_i64("101", 0, 100, &i), MP_ERR);
+    assert_int_equal(mp_parse_i64("1.5", 0, 100, &i), MP_ERR);
+    double list[8];
+    assert_int_equal(mp_parse_double_list("0,0.2,0.4", list, 8), 3);
+    assert_true(list[2] == 0.4);
+    assert_int_equal(mp_parse_double_list("0,,1", list, 8), -1);
+    assert_int_equal(mp_parse_double_list("0,1,", list, 8), -1);
+    unsigned char mask[11];
+    assert_int_equal(mp_parse_range_list("1-3,7", 10, mask), 4);
+    assert_true(mask[1] && mask[3] && mask[7] && !mask[4]);
+    assert_int_equal(mp_parse_range_list("0-3", 10, mask), -1);
+    assert_int_equal(mp_parse_range_list("4-2", 10, mask), -1);
+    assert_int_equal(mp_parse_range_list("1-11", 10, mask), -1);
+    size_t s;
+    assert_int_equal(mp_size_mul(SIZE_MAX / 2, 3, &s), MP_ERR);
+    assert_int_equal(mp_size_mul(1000, 1000, &s), MP_OK);
+    assert_int_equal(s, 1000000);
+    assert_int_equal(mp_size_add(SIZE_MAX, 1, &s), MP_ERR);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_philox_known_answers), cmocka_unit_test(test_normal_moments_and_streams),
+        cmocka_unit_test(test_npy_roundtrip),        cmocka_unit_test(test_npy_malformed),
+        cmocka_unit_test(test_atomic_file),          cmocka_unit_test(test_parsers_and_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

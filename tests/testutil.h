@@ -1,0 +1,91 @@
+/* testutil.h — helpers shared by the cmocka test programs (header-only, static functions).
+ *
+ * Provides: mp_test_run() to run the maskpos binary under test (MP_TEST_BIN, set by the Makefile)
+ * and capture its output and exit status; mp_test_tmpdir() for a fresh scratch directory;
+ * mp_test_write_file() to write fixture bytes; mp_test_max_abs_diff() for map comparisons.
+ */
+#ifndef MP_TESTUTIL_H
+#define MP_TESTUTIL_H
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#ifndef MP_TEST_BIN
+#define MP_TEST_BIN "build/maskpos"
+#endif
+#ifndef MP_SOURCE_DIR
+#define MP_SOURCE_DIR "."
+#endif
+
+/* Runs `MP_TEST_BIN <args>` through the shell (stderr merged into stdout); returns the exit
+ * status (or 128+signal), with up to cap-1 bytes of output in out (may be NULL). */
+static int mp_test_run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
+static int mp_test_run(char *out, size_t cap, const char *fmt, ...) {
+    char args[8192], cmd[9000];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", MP_TEST_BIN, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = 0;
+    char buf[4096];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (out && n + 1 < cap) {
+            size_t take = got < cap - 1 - n ? got : cap - 1 - n;
+            memcpy(out + n, buf, take);
+            n += take;
+        }
+    }
+    if (out && cap) out[n] = '\0';
+    int st = pclose(p);
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return -1;
+}
+
+/* Creates a fresh directory /tmp/maskpos-test-XXXXXX; returns a static buffer per call slot. */
+static const char *mp_test_tmpdir(void) __attribute__((unused));
+static const char *mp_test_tmpdir(void) {
+    static char slots[8][64];
+    static int next = 0;
+    char *d = slots[next++ % 8];
+    snprintf(d, 64, "/tmp/maskpos-test-XXXXXX");
+    if (!mkdtemp(d)) fail_msg("mkdtemp failed");
+    return d;
+}
+
+static void mp_test_write_file(const char *path, const void *buf, size_t n) __attribute__((unused));
+static void mp_test_write_file(const char *path, const void *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) fail_msg("cannot write %s", path);
+    if (n) assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* Max |a−b| over entries finite in both; NaN patterns must agree (else returns +inf). */
+static double mp_test_max_abs_diff(const double *a, const double *b, size_t n) __attribute__((unused));
+static double mp_test_max_abs_diff(const double *a, const double *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INFINITY;
+        if (isnan(a[i])) continue;
+        double d = fabs(a[i] - b[i]);
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+#endif

@@ -21,7 +21,7 @@ OPT ?= -O2 -g
 WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
         -Werror=implicit-function-declaration -Wno-error=unused-function
 STD := -std=c11 -D_DEFAULT_SOURCE -D_GNU_SOURCE
-PKGS := cairo jansson
+PKGS := cairo jansson libpcre2-8 libutf8proc
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
@@ -73,8 +73,9 @@ test: $(BUILD)/maskpos $(TEST_BIN)
 
 # AddressSanitizer + UBSan: every UB report is fatal.
 SAN := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_BUILD ?= build-asan
 asan:
-	$(MAKE) BUILD=build-asan OPT="$(SAN)" EXTRA_LDFLAGS="-fsanitize=address,undefined" test
+	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(SAN)" EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
 debug:
 	$(MAKE) BUILD=build-debug OPT="-O0 -g -fsanitize=address,undefined" EXTRA_LDFLAGS="-fsanitize=address,undefined" all

@@ -7,6 +7,7 @@ pkgs=(
   libcmocka-dev                         # C test framework
   libjansson-dev                        # JSON (meta.json, HF config.json)
   libcairo2-dev                         # figures: PNG, PDF, SVG
+  libpcre2-dev libutf8proc-dev          # tokenizer pre-splitting (UTF+UCP) and NFC
   poppler-utils                         # pdfinfo/pdftoppm: tests check our PDFs
   python3-numpy python3-torch           # tests/ref reference implementations and bench peers
 )

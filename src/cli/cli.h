@@ -16,7 +16,11 @@
 int mp_cmd_theory(int argc, char **argv);
 int mp_cmd_simulate(int argc, char **argv);
 int mp_cmd_reproduce(int argc, char **argv);
-/* (new subcommands: declare here and add a row to the table in main.c) */
+int mp_cmd_plot(int argc, char **argv);     /* src/cli/plot.c */
+int mp_cmd_inspect(int argc, char **argv);  /* src/cli/inspect.c */
+int mp_cmd_mkmodel(int argc, char **argv);  /* src/cli/mkmodel.c */
+int mp_cmd_tokenize(int argc, char **argv); /* src/cli/tokenize.c */
+int mp_cmd_corpus(int argc, char **argv);   /* src/cli/corpus.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -18,6 +18,11 @@ static const MpCommand commands[] = {
     {"theory", mp_cmd_theory, "closed-form scores of the parameter-free causal decoder (paper §3)"},
     {"simulate", mp_cmd_simulate, "Monte-Carlo parameter-free decoder: L2/LayerNorm, RoPE, causal or not"},
     {"reproduce", mp_cmd_reproduce, "run the paper's experiments and write their outputs"},
+    {"plot", mp_cmd_plot, "draw .npy score maps as PNG/PDF/SVG figures"},
+    {"inspect", mp_cmd_inspect, "describe a checkpoint (HF safetensors directory or GGUF file)"},
+    {"mkmodel", mp_cmd_mkmodel, "write a random-weight test model in HF or GGUF format"},
+    {"tokenize", mp_cmd_tokenize, "text to the model's own token ids (HF tokenizer.json / GGUF vocab)"},
+    {"corpus", mp_cmd_corpus, "tokenize a corpus into an [N,S] token cache for probe"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -1,0 +1,7 @@
+/* corpus.c — placeholder: this subcommand is being written (replace this whole file). */
+#include "cli/cli.h"
+int mp_cmd_corpus(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return mp_cli_error("corpus", "not available in this build yet");
+}

@@ -1,0 +1,7 @@
+/* tokenize.c — placeholder: this subcommand is being written (replace this whole file). */
+#include "cli/cli.h"
+int mp_cmd_tokenize(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return mp_cli_error("tokenize", "not available in this build yet");
+}

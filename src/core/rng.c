@@ -2,6 +2,7 @@
 #include "core/rng.h"
 
 #include <math.h>
+#include <pthread.h>
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -39,31 +40,79 @@ void mp_rng_init(MpRng *r, uint64_t seed, uint64_t stream) {
     r->avail = 0;
 }
 
-static void rng_refill(MpRng *r) {
+static inline void rng_refill(MpRng *r) {
     mp_philox4x32_10(r->buf, r->ctr, r->key);
     if (++r->ctr[0] == 0) ++r->ctr[1];
     r->avail = 4;
 }
 
-uint32_t mp_rng_u32(MpRng *r) {
+static inline uint32_t rng_next_u32(MpRng *r) {
     if (r->avail == 0) rng_refill(r);
     return r->buf[4 - r->avail--];
 }
 
+uint32_t mp_rng_u32(MpRng *r) { return rng_next_u32(r); }
+
 double mp_rng_uniform(MpRng *r) {
-    uint64_t a = mp_rng_u32(r) >> 5, b = mp_rng_u32(r) >> 6; /* 27 + 26 bits */
+    uint64_t a = rng_next_u32(r) >> 5, b = rng_next_u32(r) >> 6; /* 27 + 26 bits */
     return ((double)a * 67108864.0 + (double)b) * (1.0 / 9007199254740992.0);
 }
 
-void mp_rng_normal_fill(MpRng *r, double *out, size_t n) {
-    const double two_pi = 6.283185307179586476925286766559;
-    size_t i = 0;
-    while (i < n) {
-        double u1 = 1.0 - mp_rng_uniform(r); /* (0, 1]: log is finite */
-        double u2 = mp_rng_uniform(r);
-        double rad = sqrt(-2.0 * log(u1));
-        double ang = two_pi * u2;
-        out[i++] = rad * cos(ang);
-        if (i < n) out[i++] = rad * sin(ang);
+/* ---- normals: ziggurat with 128 blocks (Marsaglia & Tsang 2000, in Doornik's 2005 "ZIGNOR"
+ * layout: one uniform u in (−1,1) and an independent block index per try). R is the start of
+ * the tail, V the common area of the blocks; both are Doornik's published constants. */
+#define ZIG_C 128
+#define ZIG_R 3.442619855899
+#define ZIG_V 9.91256303526217e-3
+
+static double zig_x[ZIG_C + 1]; /* block edges: x[0] = V/f(R) (base strip), x[1] = R, x[C] = 0 */
+static double zig_ratio[ZIG_C]; /* x[i+1]/x[i]: |u| below it is inside block i's rectangle */
+static pthread_once_t zig_once = PTHREAD_ONCE_INIT;
+
+static void zig_init(void) {
+    double f = exp(-0.5 * ZIG_R * ZIG_R);
+    zig_x[0] = ZIG_V / f;
+    zig_x[1] = ZIG_R;
+    zig_x[ZIG_C] = 0;
+    for (int i = 2; i < ZIG_C; i++) {
+        zig_x[i] = sqrt(-2 * log(ZIG_V / zig_x[i - 1] + f));
+        f = exp(-0.5 * zig_x[i] * zig_x[i]);
     }
+    for (int i = 0; i < ZIG_C; i++) zig_ratio[i] = zig_x[i + 1] / zig_x[i];
+}
+
+static inline uint64_t rng_u64(MpRng *r) {
+    uint64_t hi = rng_next_u32(r);
+    return (hi << 32) | rng_next_u32(r);
+}
+
+/* uniform in (0, 1): never 0, so its log is finite */
+static double rng_open01(MpRng *r) { return ((double)(rng_u64(r) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static double zig_tail(MpRng *r, int negative) {
+    double x, y;
+    do {
+        x = log(rng_open01(r)) / ZIG_R;
+        y = log(rng_open01(r));
+    } while (-2 * y < x * x);
+    return negative ? x - ZIG_R : ZIG_R - x;
+}
+
+static double zig_normal(MpRng *r) {
+    for (;;) {
+        uint64_t w = rng_u64(r);
+        unsigned i = (unsigned)(w & (ZIG_C - 1));
+        double u = 2.0 * ((double)(w >> 11) + 0.5) * (1.0 / 9007199254740992.0) - 1.0;
+        if (fabs(u) < zig_ratio[i]) return u * zig_x[i]; /* inside a rectangle: ~99% of draws */
+        if (i == 0) return zig_tail(r, u < 0);
+        double x = u * zig_x[i];
+        double f0 = exp(-0.5 * (zig_x[i] * zig_x[i] - x * x));
+        double f1 = exp(-0.5 * (zig_x[i + 1] * zig_x[i + 1] - x * x));
+        if (f1 + rng_open01(r) * (f0 - f1) < 1.0) return x;
+    }
+}
+
+void mp_rng_normal_fill(MpRng *r, double *out, size_t n) {
+    pthread_once(&zig_once, zig_init);
+    for (size_t i = 0; i < n; i++) out[i] = zig_normal(r);
 }

@@ -2,7 +2,7 @@
  *
  * Implements: a stream of uniforms/normals fully determined by (seed, stream id), so that
  * sequence b of a simulation draws the same numbers whichever thread runs it and in whatever
- * order. Normals use the Box–Muller transform on 53-bit uniforms (double precision).
+ * order. Normals use a 128-block ziggurat on 53-bit uniforms (double precision).
  * Does not: reproduce torch.randn's stream (tests exchange inputs through .npy files instead).
  * Tested by: tests/test_core.c (published Philox known-answer vectors, moments of the normals).
  */

@@ -1,0 +1,84 @@
+/* sim_out.c — see sim_out.h. */
+#include "cli/sim_out.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/json.h" /* meta.json */
+#include "core/npy.h"  /* mp_npy_write */
+#include "core/util.h" /* mp_mkdir_p, mp_path_join */
+
+void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
+    fprintf(f, "%6s %10s %13s %13s %12s %14s\n", "layer", "NRI", "residue min", "residue max",
+            "residue rms", "rms/noise (z)");
+    for (int l = 0; l < layers; l++)
+        fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %14.2f\n", l + 1, st[l].nri, st[l].res_min,
+                st[l].res_max, st[l].res_rms, st[l].z_rms);
+}
+
+static json_t *sim_stats_json(const MpPosStats *st, int layers) {
+    json_t *arr = json_array();
+    for (int l = 0; l < layers; l++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "layer", json_integer(l + 1));
+        json_object_set_new(o, "nri", json_real(st[l].nri));
+        json_object_set_new(o, "residue_min", json_real(st[l].res_min));
+        json_object_set_new(o, "residue_max", json_real(st[l].res_max));
+        json_object_set_new(o, "residue_rms", json_real(st[l].res_rms));
+        json_object_set_new(o, "noise_rms", json_real(st[l].noise_rms));
+        json_object_set_new(o, "residue_z_rms", json_real(st[l].z_rms));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,
+                         const MpSimResult *r, int plot, int argc, char **argv, MpErr *e) {
+    char path[4096];
+    int64_t shp[3] = {r->layers, r->seq, r->seq};
+    const struct {
+        const char *name;
+        const double *data;
+    } files[] = {{"scores.npy", r->scores},
+                 {"scores_se.npy", r->se},
+                 {"probs.npy", r->probs},
+                 {"scores_diagnorm.npy", r->diagnorm}};
+    if (mp_mkdir_p(dir, e) != MP_OK) return MP_ERR;
+    /* meta.json marks completeness: remove a stale one before rewriting the arrays */
+    if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
+    remove(path);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (mp_path_join(path, sizeof path, dir, files[i].name, e) != MP_OK ||
+            mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
+            return MP_ERR;
+    (void)plot; /* figures: wired in with the viz module */
+    json_t *m = json_object();
+    json_object_set_new(m, "kind", json_string("simulate"));
+    json_object_set_new(m, "batch", json_integer(c->batch));
+    json_object_set_new(m, "seq", json_integer(c->seq));
+    json_object_set_new(m, "dim", json_integer(c->dim));
+    json_object_set_new(m, "layers", json_integer(c->layers));
+    json_object_set_new(m, "alpha", json_real(c->alpha));
+    json_object_set_new(m, "norm", json_string(c->norm == MP_NORM_L2 ? "l2" : "layernorm"));
+    json_object_set_new(m, "scale", json_string(scale_word));
+    json_object_set_new(m, "scale_divisor", json_real(c->scale));
+    json_object_set_new(m, "layernorm_eps", json_real(c->ln_eps));
+    json_object_set_new(m, "causal", json_boolean(c->causal));
+    json_object_set_new(m, "rope", json_boolean(c->rope));
+    json_object_set_new(m, "rope_theta", json_real(c->rope_theta));
+    json_object_set_new(m, "seed", json_integer((json_int_t)c->seed));
+    json_object_set_new(m, "rng", json_string("philox4x32-10, stream = sequence index; box-muller normals"));
+    json_object_set_new(m, "threads", json_integer(c->threads));
+    json_t *files_j = json_object();
+    json_object_set_new(files_j, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score, row = query, column = key; NaN where masked"));
+    json_object_set_new(files_j, "scores_se.npy", json_string("float64 [L,S,S] standard error of the mean score"));
+    json_object_set_new(files_j, "probs.npy", json_string("float64 [L,S,S] mean post-softmax probability; 0 where masked"));
+    json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
+    json_object_set_new(m, "files", files_j);
+    json_object_set_new(m, "stats", sim_stats_json(r->stats, r->layers));
+    json_object_set_new(m, "sim_wall_time_s", json_real(r->wall_s));
+    mp_json_add_provenance(m, argc, argv, r->wall_s);
+    int rc = mp_path_join(path, sizeof path, dir, "meta.json", e) == MP_OK ? mp_json_write_atomic(path, m, e) : MP_ERR;
+    json_decref(m);
+    return rc;
+}

@@ -1,0 +1,17 @@
+/* sim_out.h — writing and printing simulation results; shared by `simulate` and `reproduce`. */
+#ifndef MP_SIM_OUT_H
+#define MP_SIM_OUT_H
+
+#include <stdio.h>
+
+#include "core/err.h"     /* MpErr */
+#include "sim/simulate.h" /* MpSimConfig, MpSimResult */
+
+/* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, meta.json (and figures when
+ * plot) into dir, creating it. Every file is written atomically; meta.json goes last, so a
+ * directory with a meta.json holds a complete result. */
+int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,
+                         const MpSimResult *r, int plot, int argc, char **argv, MpErr *e);
+void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers);
+
+#endif

@@ -1,0 +1,375 @@
+/* simulate.c — see simulate.h.
+ *
+ * ================================================================ layout
+ *   inputs           one sequence's x from its own Philox stream
+ *   layer kernels    norm, RoPE, scores, softmax, A·Y + X (naive loops, vectorisable over the
+ *                    innermost index; no reassociation, so any build gives the same bits)
+ *   driver           blocks of sequences in parallel, block sums merged in order
+ */
+#include "sim/simulate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/progress.h" /* MpProgress */
+#include "core/rng.h"      /* MpRng, mp_rng_normal_fill */
+#include "core/util.h"     /* mp_time_now */
+
+/* Sequences per block: the unit of work and of ordered summation. Changing it changes the
+ * rounding of the sums (not their meaning), so it is fixed. */
+#define SIM_BLOCK 64
+
+void mp_sim_config_default(MpSimConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->batch = 100000;
+    c->seq = 50;
+    c->dim = 64;
+    c->layers = 4;
+    c->alpha = 0;
+    c->norm = MP_NORM_L2;
+    c->scale = 1;
+    c->rope = 0;
+    c->rope_theta = 10000;
+    c->causal = 1;
+    c->seed = 0;
+    c->threads = 0;
+    c->ln_eps = 1e-12;
+}
+
+int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
+    if (c->batch < 1) return mp_err_set(e, "batch must be >= 1");
+    if (c->seq < 1 || c->seq > 4096) return mp_err_set(e, "seq must be in [1, 4096]");
+    if (c->dim < 1 || c->dim > 65536) return mp_err_set(e, "dim must be in [1, 65536]");
+    if (c->layers < 1 || c->layers > 64) return mp_err_set(e, "layers must be in [1, 64]");
+    if (!(c->alpha >= 0 && c->alpha < 1)) return mp_err_set(e, "alpha must be in [0, 1)");
+    if (!(c->scale > 0) || !isfinite(c->scale)) return mp_err_set(e, "scale must be > 0");
+    if (c->rope && c->dim % 2) return mp_err_set(e, "--rope needs an even --dim (got %d)", c->dim);
+    if (c->rope && !(c->rope_theta > 1)) return mp_err_set(e, "rope theta must be > 1");
+    if (c->norm == MP_NORM_LAYERNORM && c->dim < 2) return mp_err_set(e, "layernorm needs dim >= 2");
+    return MP_OK;
+}
+
+/* ================================================================ inputs */
+
+void mp_sim_sequence_input(double *x, const MpSimConfig *c, int64_t b) {
+    const int S = c->seq, D = c->dim;
+    const double l = sqrt(c->alpha / (1 - c->alpha));
+    MpRng r;
+    mp_rng_init(&r, c->seed, (uint64_t)b);
+    /* first the shared component (D), then the rows (S·D) */
+    double shared[D];
+    mp_rng_normal_fill(&r, shared, (size_t)D);
+    mp_rng_normal_fill(&r, x, (size_t)S * D);
+    for (int i = 0; i < S; i++) {
+        double *xi = x + (size_t)i * D;
+        double n2 = 0;
+        for (int k = 0; k < D; k++) {
+            xi[k] += l * shared[k];
+            n2 += xi[k] * xi[k];
+        }
+        double inv = 1.0 / sqrt(n2);
+        for (int k = 0; k < D; k++) xi[k] *= inv;
+    }
+}
+
+/* ================================================================ layer kernels */
+
+typedef struct SimWork {
+    double *x;     /* (S,D) residual stream */
+    double *y;     /* (S,D) normalised rows: the values */
+    double *q;     /* (S,D) queries = keys: y, rotated when RoPE */
+    double *qt;    /* (D,Sp) q transposed, Sp = S rounded up to 8 */
+    double *sc;    /* (S,S) scores, then probabilities */
+    double *psum;  /* (L,S,S) block sum of scores */
+    double *psq;   /* (L,S,S) block sum of squared scores */
+    double *pprob; /* (L,S,S) block sum of probabilities */
+} SimWork;
+
+/* y (S,D) = norm(x) row by row. */
+static void sim_norm_forward(double *y, const double *x, const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim;
+    for (int i = 0; i < S; i++) {
+        const double *xi = x + (size_t)i * D;
+        double *yi = y + (size_t)i * D;
+        if (c->norm == MP_NORM_L2) {
+            double n2 = 0;
+            for (int k = 0; k < D; k++) n2 += xi[k] * xi[k];
+            double inv = 1.0 / sqrt(n2);
+            for (int k = 0; k < D; k++) yi[k] = xi[k] * inv;
+        } else {
+            double mu = 0, var = 0;
+            for (int k = 0; k < D; k++) mu += xi[k];
+            mu /= D;
+            for (int k = 0; k < D; k++) var += (xi[k] - mu) * (xi[k] - mu);
+            var /= D;
+            double inv = 1.0 / sqrt(var + c->ln_eps);
+            for (int k = 0; k < D; k++) yi[k] = (xi[k] - mu) * inv;
+        }
+    }
+}
+
+/* q (S,D) = q(y): HF rotate-half RoPE at positions 0..S−1, or a copy.
+ * cs, sn (S, D/2): cos and sin of position·inv_freq. */
+static void sim_rope_forward(double *q, const double *y, const double *cs, const double *sn,
+                             const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim, H = D / 2;
+    if (!c->rope) {
+        memcpy(q, y, (size_t)S * D * sizeof *q);
+        return;
+    }
+    for (int i = 0; i < S; i++) {
+        const double *yi = y + (size_t)i * D, *ci = cs + (size_t)i * H, *si = sn + (size_t)i * H;
+        double *qi = q + (size_t)i * D;
+        for (int k = 0; k < H; k++) {
+            qi[k] = yi[k] * ci[k] - yi[k + H] * si[k];
+            qi[k + H] = yi[k + H] * ci[k] + yi[k] * si[k];
+        }
+    }
+}
+
+/* Keys per pass of the score kernel: 32 independent accumulators hide the add latency. */
+#define SIM_KB 32
+#define SIM_PAD(S) (((S) + SIM_KB - 1) / SIM_KB * SIM_KB)
+
+/* qt (D, Sp) = qᵀ, Sp = S rounded up to a multiple of SIM_KB, zero padded. */
+static void sim_transpose(double *qt, const double *q, int S, int D) {
+    const int Sp = SIM_PAD(S);
+    for (int k = 0; k < D; k++) {
+        double *row = qt + (size_t)k * Sp;
+        for (int i = 0; i < S; i++) row[i] = q[(size_t)i * D + k];
+        for (int i = S; i < Sp; i++) row[i] = 0;
+    }
+}
+
+/* sc (S,S): row i holds q_i·q_j / scale for the keys j it sees (j ≤ i when causal), computed
+ * SIM_KB keys at a time from qt (D,Sp): each entry is summed over k in ascending order, exactly
+ * as the naive loop would, so any vector width gives the same bits. The map is symmetric, so
+ * the bidirectional upper triangle is mirrored from the lower one. */
+static void sim_scores_forward(double *sc, const double *q, const double *qt, const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim, Sp = SIM_PAD(S);
+    const double inv_scale = 1.0 / c->scale;
+    for (int i = 0; i < S; i++) {
+        const double *qi = q + (size_t)i * D;
+        double *row = sc + (size_t)i * S;
+        for (int j0 = 0; j0 <= i; j0 += SIM_KB) {
+            double acc[SIM_KB] = {0};
+            for (int k = 0; k < D; k++) {
+                const double a = qi[k];
+                const double *t = qt + (size_t)k * Sp + j0;
+#pragma GCC unroll 32
+                for (int u = 0; u < SIM_KB; u++) acc[u] += a * t[u];
+            }
+            for (int u = 0; u < SIM_KB && j0 + u <= i; u++) row[j0 + u] = acc[u] * inv_scale;
+        }
+    }
+    if (!c->causal)
+        for (int i = 0; i < S; i++)
+            for (int j = i + 1; j < S; j++) sc[(size_t)i * S + j] = sc[(size_t)j * S + i];
+}
+
+/* Adds this sequence's scores to the block sums, then turns sc into probabilities in place
+ * (max subtracted; masked entries stay exact zeros) and adds those too. */
+static void sim_softmax_accumulate(double *sc, double *psum, double *psq, double *pprob,
+                                   const MpSimConfig *c) {
+    const int S = c->seq;
+    for (int i = 0; i < S; i++) {
+        double *row = sc + (size_t)i * S;
+        const int jn = c->causal ? i + 1 : S;
+        double *ps = psum + (size_t)i * S, *pq = psq + (size_t)i * S, *pp = pprob + (size_t)i * S;
+        double mx = row[0];
+        for (int j = 0; j < jn; j++) {
+            ps[j] += row[j];
+            pq[j] += row[j] * row[j];
+            if (row[j] > mx) mx = row[j];
+        }
+        double den = 0;
+        for (int j = 0; j < jn; j++) {
+            row[j] = exp(row[j] - mx);
+            den += row[j];
+        }
+        const double inv = 1.0 / den;
+        for (int j = 0; j < jn; j++) {
+            row[j] *= inv;
+            pp[j] += row[j];
+        }
+    }
+}
+
+/* Output columns per pass of the mixing kernel, held in registers across the key loop. */
+#define SIM_XB 64
+
+/* x (S,D) += A (S,S) · y (S,D). Each x_ik adds p_ij·y_jk for j ascending, as the naive loop. */
+static void sim_mix_forward(double *x, const double *a, const double *y, const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim;
+    for (int i = 0; i < S; i++) {
+        double *xi = x + (size_t)i * D;
+        const double *ai = a + (size_t)i * S;
+        const int jn = c->causal ? i + 1 : S;
+        int k0 = 0;
+        for (; k0 + SIM_XB <= D; k0 += SIM_XB) {
+            double acc[SIM_XB];
+            for (int u = 0; u < SIM_XB; u++) acc[u] = xi[k0 + u];
+            for (int j = 0; j < jn; j++) {
+                const double p = ai[j];
+                const double *yj = y + (size_t)j * D + k0;
+#pragma GCC unroll 64
+                for (int u = 0; u < SIM_XB; u++) acc[u] += p * yj[u];
+            }
+            for (int u = 0; u < SIM_XB; u++) xi[k0 + u] = acc[u];
+        }
+        for (int j = 0; j < jn; j++) {
+            const double p = ai[j];
+            const double *yj = y + (size_t)j * D;
+            for (int k = k0; k < D; k++) xi[k] += p * yj[k];
+        }
+    }
+}
+
+/* One sequence through all layers, adding its maps to the work's block sums. Compiled for
+ * AVX-512, AVX2 and baseline x86-64 and chosen at run time (the kernels above inline into it);
+ * every clone computes the same bits, since no loop is reassociated. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+__attribute__((target_clones("avx512f", "avx2", "default"), flatten))
+#endif
+static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn, const MpSimConfig *c,
+                                 int64_t b) {
+    const size_t SS = (size_t)c->seq * c->seq;
+    mp_sim_sequence_input(w->x, c, b);
+    for (int l = 0; l < c->layers; l++) {
+        sim_norm_forward(w->y, w->x, c);
+        sim_rope_forward(w->q, w->y, cs, sn, c);
+        sim_transpose(w->qt, w->q, c->seq, c->dim);
+        sim_scores_forward(w->sc, w->q, w->qt, c);
+        sim_softmax_accumulate(w->sc, w->psum + l * SS, w->psq + l * SS, w->pprob + l * SS, c);
+        sim_mix_forward(w->x, w->sc, w->y, c);
+    }
+}
+
+/* ================================================================ driver */
+
+void mp_sim_result_free(MpSimResult *r) {
+    free(r->scores);
+    free(r->se);
+    free(r->probs);
+    free(r->diagnorm);
+    free(r->stats);
+    memset(r, 0, sizeof *r);
+}
+
+int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
+    memset(r, 0, sizeof *r);
+    if (mp_sim_config_check(c, e) != MP_OK) return MP_ERR;
+    const double t0 = mp_time_now();
+    const int S = c->seq, D = c->dim, L = c->layers, H = D / 2;
+    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS;
+    double *sum = calloc(LSS, sizeof *sum), *sq = calloc(LSS, sizeof *sq);
+    double *prob = calloc(LSS, sizeof *prob);
+    double *cs = calloc((size_t)S * (H ? H : 1), sizeof *cs), *sn = calloc((size_t)S * (H ? H : 1), sizeof *sn);
+    if (!sum || !sq || !prob || !cs || !sn) {
+        free(sum), free(sq), free(prob), free(cs), free(sn);
+        return mp_err_set(e, "out of memory for maps of %d layers x %d x %d", L, S, S);
+    }
+    for (int p = 0; p < S; p++)
+        for (int k = 0; k < H; k++) {
+            double inv_freq = pow(c->rope_theta, -2.0 * k / D);
+            cs[(size_t)p * H + k] = cos(p * inv_freq);
+            sn[(size_t)p * H + k] = sin(p * inv_freq);
+        }
+    const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
+#endif
+    MpProgress prog;
+    mp_progress_init(&prog, "simulate", "seq", c->batch);
+    if (!c->progress) prog.enabled = 0;
+    int oom = 0;
+#pragma omp parallel num_threads(nthreads)
+    {
+        SimWork w;
+        const size_t Sp = (size_t)SIM_PAD(S);
+        size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + 3 * LSS;
+        double *blk = malloc(per * sizeof(double));
+        if (!blk) {
+#pragma omp atomic write
+            oom = 1;
+        }
+        w.x = blk;
+        w.y = blk ? w.x + (size_t)S * D : NULL;
+        w.q = blk ? w.y + (size_t)S * D : NULL;
+        w.qt = blk ? w.q + (size_t)S * D : NULL;
+        w.sc = blk ? w.qt + (size_t)D * Sp : NULL;
+        w.psum = blk ? w.sc + SS : NULL;
+        w.psq = blk ? w.psum + LSS : NULL;
+        w.pprob = blk ? w.psq + LSS : NULL;
+#pragma omp for ordered schedule(dynamic, 1)
+        for (int64_t k = 0; k < nblocks; k++) {
+            int64_t b0 = k * SIM_BLOCK, b1 = b0 + SIM_BLOCK < c->batch ? b0 + SIM_BLOCK : c->batch;
+            int bad;
+#pragma omp atomic read
+            bad = oom;
+            if (!bad) {
+                memset(w.psum, 0, 3 * LSS * sizeof(double));
+                for (int64_t b = b0; b < b1; b++) sim_sequence_forward(&w, cs, sn, c, b);
+            }
+#pragma omp ordered
+            {
+                if (!bad) {
+                    for (size_t a = 0; a < LSS; a++) {
+                        sum[a] += w.psum[a];
+                        sq[a] += w.psq[a];
+                        prob[a] += w.pprob[a];
+                    }
+                    mp_progress_update(&prog, b1);
+                }
+            }
+        }
+        free(blk);
+    }
+    free(cs);
+    free(sn);
+    mp_progress_finish(&prog);
+    if (oom) {
+        free(sum), free(sq), free(prob);
+        return mp_err_set(e, "out of memory for per-thread buffers");
+    }
+    r->layers = L;
+    r->seq = S;
+    r->batch = c->batch;
+    r->scores = sum;
+    r->probs = prob;
+    r->se = sq;
+    r->diagnorm = malloc(LSS * sizeof(double));
+    r->stats = calloc((size_t)L, sizeof(MpPosStats));
+    if (!r->diagnorm || !r->stats) {
+        mp_sim_result_free(r);
+        return mp_err_set(e, "out of memory");
+    }
+    const double nb = (double)c->batch;
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) {
+                size_t a = l * SS + (size_t)i * S + j;
+                if (c->causal && j > i) {
+                    sum[a] = NAN;
+                    sq[a] = NAN;
+                    continue;
+                }
+                double mean = sum[a] / nb;
+                double var = c->batch > 1 ? (sq[a] / nb - mean * mean) * nb / (nb - 1) : 0;
+                sum[a] = mean;
+                sq[a] = sqrt(var > 0 ? var / nb : 0);
+                prob[a] /= nb;
+            }
+    for (int l = 0; l < L; l++) {
+        mp_posmap_diagnorm(r->diagnorm + l * SS, r->scores + l * SS, S);
+        mp_posmap_stats(&r->stats[l], r->scores + l * SS, r->diagnorm + l * SS, r->se + l * SS, S);
+    }
+    r->wall_s = mp_time_now() - t0;
+    return MP_OK;
+}

@@ -67,3 +67,14 @@ void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, con
     st->noise_rms = (se && noff) ? sqrt(se2 / (double)noff) : NAN;
     st->z_rms = nz ? sqrt(z2 / (double)nz) : NAN;
 }
+
+double mp_posmap_max_abs_diff(const double *a, const double *b, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INFINITY;
+        if (isnan(a[i])) continue;
+        double d = fabs(a[i] - b[i]);
+        if (d > m) m = d;
+    }
+    return m;
+}

@@ -14,6 +14,7 @@
 #ifndef MP_POSMAP_H
 #define MP_POSMAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct MpPosStats {
@@ -31,5 +32,8 @@ void mp_posmap_diagnorm(double *out, const double *map, int S);
 /* map, resid [S,S]; se [S,S] standard errors of map's entries, or NULL. */
 void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, const double *se,
                      int S);
+
+/* max |a − b| over entries finite in both; +inf when their NaN patterns differ. a, b (n). */
+double mp_posmap_max_abs_diff(const double *a, const double *b, size_t n);
 
 #endif

@@ -1,0 +1,205 @@
+/* test_simulate.c — the Monte-Carlo decoder (sim/simulate.c) against independent references:
+ *   - theory: at large D the layer-2 mean map approaches the closed form (α = 0 and 0.2);
+ *   - torch: tests/ref/simulate_ref.py recomputes every variant from the dumped inputs (1e-10);
+ *   - RoPE: bidirectional residue is noise (z ≈ 1) in every layer; causal layers 2–4 are not;
+ *   - the paper's landmarks S(50,1), S(50,49) at layers 2–4 (paper.md §2.1);
+ *   - determinism: 1 vs 2 threads bit-identical; bad flags exit 2 with one line.
+ */
+#include "testutil.h"
+
+#include "core/npy.h"
+#include "core/util.h"
+#include "sim/simulate.h"
+#include "sim/theory.h"
+
+static void run_or_fail(MpSimResult *r, const MpSimConfig *c) {
+    MpErr e;
+    if (mp_sim_run(r, c, &e) != MP_OK) fail_msg("mp_sim_run: %s", e.msg);
+}
+
+/* Finite-width bias at D = 2048 is O(1/D) and the Monte-Carlo error with B = 1500 is about
+ * 0.0005 per entry; 0.004 leaves room for both while a wrong formula (e.g. a missing residual,
+ * S21 0.154 → 0.5) is off by far more. Measured: max deviation 0.0015 (α=0), 0.0008 (α=0.2). */
+static void test_matches_theory_at_large_width(void **state) {
+    (void)state;
+    const double alphas[2] = {0.0, 0.2};
+    for (int a = 0; a < 2; a++) {
+        MpSimConfig c;
+        mp_sim_config_default(&c);
+        c.batch = 1500;
+        c.seq = 10;
+        c.dim = 2048;
+        c.layers = 2;
+        c.alpha = alphas[a];
+        c.seed = 11;
+        MpSimResult r;
+        run_or_fail(&r, &c);
+        MpTheory t;
+        MpErr e;
+        assert_int_equal(mp_theory_init(&t, c.alpha, c.seq, &e), MP_OK);
+        double d = mp_test_max_abs_diff(r.scores + (size_t)c.seq * c.seq, t.s2, (size_t)c.seq * c.seq);
+        print_message("alpha %.1f: max |simulate - theory| at layer 2 = %.5f\n", c.alpha, d);
+        if (!(d < 0.004)) fail_msg("alpha %g: layer-2 map differs from theory by %g", c.alpha, d);
+        mp_theory_free(&t);
+        mp_sim_result_free(&r);
+    }
+}
+
+static void test_against_torch(void **state) {
+    (void)state;
+    const char *variants[][2] = {
+        {"--alpha 0.2", "--layers 3"},
+        {"--alpha 0.3 --norm layernorm --bidirectional", "--layers 3 --norm layernorm --scale 5.656854249492381 --bidirectional"},
+        {"--alpha 0.5 --rope", "--layers 3 --rope"},
+        {"--rope --rope-theta 100 --bidirectional --norm layernorm --scale d", "--layers 3 --norm layernorm --scale 32 --rope --theta 100 --bidirectional"},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        const char *d = mp_test_tmpdir();
+        char out[8192], cmd[2048];
+        int rc = mp_test_run(out, sizeof out, "simulate --batch 64 --seq 16 --dim 32 --layers 3 --seed 3 %s "
+                             "--dump-inputs %s/in.npy --out %s --quiet", variants[v][0], d, d);
+        if (rc != 0) fail_msg("simulate failed: %s", out);
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/simulate_ref.py %s/in.npy %s %s 2>&1",
+                 MP_SOURCE_DIR, d, d, variants[v][1]);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        print_message("%s", out);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("torch reference disagrees for '%s'", variants[v][0]);
+    }
+}
+
+/* RoPE without a mask is purely relative (E[q_i·q_j] depends on i−j only), so the normalised
+ * residue must be noise: rms z ≈ 1. With the mask, layers 2–4 carry a residue many standard
+ * errors large (paper.md §2.3). Measured (B 6000, S 24): bidirectional z 1.02–1.11; causal z 1.03,
+ * 6.9, 8.2, 15.0 for layers 1–4. */
+static void test_rope_residue_vs_noise(void **state) {
+    (void)state;
+    MpSimConfig c;
+    mp_sim_config_default(&c);
+    c.batch = 6000;
+    c.seq = 24;
+    c.dim = 64;
+    c.layers = 4;
+    c.rope = 1;
+    c.seed = 5;
+    for (int causal = 0; causal <= 1; causal++) {
+        c.causal = causal;
+        MpSimResult r;
+        run_or_fail(&r, &c);
+        for (int l = 0; l < c.layers; l++) {
+            print_message("%s layer %d: residue %.4f..%.4f, z_rms %.2f, NRI %.5f\n",
+                          causal ? "causal" : "bidirectional", l + 1, r.stats[l].res_min,
+                          r.stats[l].res_max, r.stats[l].z_rms, r.stats[l].nri);
+            if (!causal || l == 0) assert_true(r.stats[l].z_rms < 1.3 && r.stats[l].z_rms > 0.7);
+            else assert_true(r.stats[l].z_rms > 4);
+        }
+        mp_sim_result_free(&r);
+    }
+}
+
+/* Paper §2.1 at its settings but B = 20000: S(50,1) ≈ 0.019, 0.067, 0.147 and S(50,49) ≈ 0.031,
+ * 0.129, 0.334 at layers 2, 3, 4. The paper's own figures are Monte-Carlo estimates printed to
+ * 3 decimals; we allow 0.004. Measured (B = 1e5): 0.0176/0.0663/0.1460, 0.0329/0.1301/0.3339. */
+static void test_paper_landmarks(void **state) {
+    (void)state;
+    MpSimConfig c;
+    mp_sim_config_default(&c);
+    c.batch = 20000;
+    c.seed = 1;
+    MpSimResult r;
+    run_or_fail(&r, &c);
+    const double want_first[3] = {0.019, 0.067, 0.147}, want_prev[3] = {0.031, 0.129, 0.334};
+    for (int l = 1; l < 4; l++) {
+        const double *m = r.scores + (size_t)l * 50 * 50;
+        double first = m[49 * 50 + 0], prev = m[49 * 50 + 48];
+        print_message("layer %d: S(50,1) = %.4f (paper %.3f), S(50,49) = %.4f (paper %.3f)\n", l + 1, first,
+                      want_first[l - 1], prev, want_prev[l - 1]);
+        assert_true(fabs(first - want_first[l - 1]) < 0.004);
+        assert_true(fabs(prev - want_prev[l - 1]) < 0.004);
+    }
+    /* layer 1 is flat off the diagonal: |mean score| within noise of 0 */
+    for (int i = 1; i < 50; i++)
+        for (int j = 0; j < i; j++) assert_true(fabs(r.scores[(size_t)i * 50 + j]) < 6 * r.se[(size_t)i * 50 + j] + 1e-12);
+    mp_sim_result_free(&r);
+}
+
+static void test_threads_bit_identical(void **state) {
+    (void)state;
+    MpSimConfig c;
+    mp_sim_config_default(&c);
+    c.batch = 1000; /* 16 blocks, uneven last block */
+    c.seq = 20;
+    c.dim = 48;
+    c.layers = 3;
+    c.alpha = 0.3;
+    c.rope = 1;
+    MpSimResult r1, r2;
+    c.threads = 1;
+    run_or_fail(&r1, &c);
+    c.threads = 2;
+    run_or_fail(&r2, &c);
+    size_t n = (size_t)c.layers * c.seq * c.seq * sizeof(double);
+    assert_memory_equal(r1.scores, r2.scores, n);
+    assert_memory_equal(r1.probs, r2.probs, n);
+    assert_memory_equal(r1.se, r2.se, n);
+    /* and a different seed changes the result */
+    c.seed = 99;
+    MpSimResult r3;
+    run_or_fail(&r3, &c);
+    assert_memory_not_equal(r1.scores + c.seq * c.seq, r3.scores + c.seq * c.seq, (size_t)c.seq * c.seq * sizeof(double) / 2);
+    mp_sim_result_free(&r1);
+    mp_sim_result_free(&r2);
+    mp_sim_result_free(&r3);
+}
+
+static void test_outputs_and_probabilities(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], path[512];
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --batch 200 --seq 8 --dim 16 --layers 2 --alpha 0,0.4 --out %s --quiet", d), 0);
+    snprintf(path, sizeof path, "%s/alpha_0.4/probs.npy", d);
+    MpNpy a;
+    MpErr e;
+    assert_int_equal(mp_npy_read(path, &a, &e), MP_OK);
+    assert_int_equal(a.ndim, 3);
+    const double *p = a.data;
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < 8; i++) {
+            double s = 0;
+            for (int j = 0; j < 8; j++) s += p[(size_t)l * 64 + i * 8 + j];
+            assert_true(fabs(s - 1) < 1e-12); /* rows of mean probabilities sum to 1 */
+            for (int j = i + 1; j < 8; j++) assert_true(p[(size_t)l * 64 + i * 8 + j] == 0);
+        }
+    mp_npy_free(&a);
+    const char *names[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "meta.json"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "%s/alpha_0/%s", d, names[k]);
+        if (!mp_file_exists(path)) fail_msg("missing %s", path);
+    }
+}
+
+static void test_bad_flags(void **state) {
+    (void)state;
+    const char *bad[] = {"--alpha 1", "--alpha 0,x", "--alpha 0,,1", "--batch 0", "--seq -3", "--dim 63 --rope",
+                         "--norm rms", "--scale 2", "--threads 0", "--bogus", "--plot", "--rope-theta 1",
+                         "--layers 65", "--batch 10 --dump-inputs /nonexistent/dir/x.npy"};
+    char out[4096];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = mp_test_run(out, sizeof out, "simulate --quiet %s", bad[i]);
+        if (rc != 2) fail_msg("'simulate %s' exited %d, want 2: %s", bad[i], rc, out);
+        if (!strstr(out, "maskpos simulate: error:")) fail_msg("'simulate %s': no error line: %s", bad[i], out);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matches_theory_at_large_width), cmocka_unit_test(test_against_torch),
+        cmocka_unit_test(test_rope_residue_vs_noise),        cmocka_unit_test(test_paper_landmarks),
+        cmocka_unit_test(test_threads_bit_identical),         cmocka_unit_test(test_outputs_and_probabilities),
+        cmocka_unit_test(test_bad_flags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

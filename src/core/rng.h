@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define MP_RNG_BATCH 16 /* Philox blocks generated per refill (vectorised) */
+
 typedef struct MpRng {
-    uint32_t key[2];   /* from the seed */
-    uint32_t ctr[4];   /* ctr[0..1] block counter, ctr[2..3] stream id */
-    uint32_t buf[4];   /* last Philox output block */
-    int avail;         /* unread words left in buf */
+    uint32_t key[2];                  /* from the seed */
+    uint32_t ctr[4];                  /* ctr[0..1] next block counter, ctr[2..3] stream id */
+    uint32_t buf[4 * MP_RNG_BATCH];   /* output of blocks ctr−BATCH .. ctr−1, in order */
+    int avail;                        /* unread words left at the end of buf */
 } MpRng;
 
 /* One Philox4x32-10 block: out = philox(ctr, key). Exposed for known-answer tests. */

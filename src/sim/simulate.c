@@ -19,6 +19,7 @@
 #include "core/progress.h" /* MpProgress */
 #include "core/rng.h"      /* MpRng, mp_rng_normal_fill */
 #include "core/util.h"     /* mp_time_now */
+#include "kernels/vexp.h"   /* mp_vexp: vectorisable exp */
 
 /* Sequences per block: the unit of work and of ordered summation. Changing it changes the
  * rounding of the sums (not their meaning), so it is fixed. */
@@ -182,16 +183,18 @@ static void sim_softmax_accumulate(double *sc, double *psum, double *psq, double
         const int jn = c->causal ? i + 1 : S;
         double *ps = psum + (size_t)i * S, *pq = psq + (size_t)i * S, *pp = pprob + (size_t)i * S;
         double mx = row[0];
+#pragma omp simd
         for (int j = 0; j < jn; j++) {
             ps[j] += row[j];
             pq[j] += row[j] * row[j];
-            if (row[j] > mx) mx = row[j];
         }
+        /* max is exact in any order, so this one reduction may be vectorised */
+#pragma omp simd reduction(max : mx)
+        for (int j = 0; j < jn; j++) mx = row[j] > mx ? row[j] : mx;
         double den = 0;
-        for (int j = 0; j < jn; j++) {
-            row[j] = exp(row[j] - mx);
-            den += row[j];
-        }
+#pragma omp simd
+        for (int j = 0; j < jn; j++) row[j] = mp_vexp(row[j] - mx);
+        for (int j = 0; j < jn; j++) den += row[j];
         const double inv = 1.0 / den;
         for (int j = 0; j < jn; j++) {
             row[j] *= inv;

@@ -15,7 +15,8 @@ void mp_progress_init(MpProgress *p, const char *label, const char *unit, int64_
     p->total = total;
     p->start = p->last = mp_time_now();
     const char *force = getenv("MASKPOS_PROGRESS");
-    p->enabled = (force && strcmp(force, "1") == 0) || (isatty(2) && !(force && strcmp(force, "0") == 0));
+    p->forced = force && strcmp(force, "1") == 0;
+    p->enabled = p->forced || (isatty(2) && !(force && strcmp(force, "0") == 0));
 }
 
 static void progress_fmt_time(char *buf, size_t cap, double s) {
@@ -31,7 +32,7 @@ static void progress_fmt_time(char *buf, size_t cap, double s) {
 void mp_progress_update(MpProgress *p, int64_t done) {
     if (!p->enabled) return;
     double now = mp_time_now();
-    if (now - p->start < 1.0 || (now - p->last < 0.1 && done < p->total)) return;
+    if ((!p->forced && now - p->start < 1.0) || (p->shown && now - p->last < 0.1 && done < p->total)) return;
     p->last = now;
     p->shown = 1;
     double frac = p->total > 0 ? (double)done / (double)p->total : 1.0;

@@ -3,7 +3,8 @@
  * Implements: a one-line bar redrawn at most 10 times a second, shown only when stderr is a
  * terminal and the task has run for more than a second (so logs and CI output stay clean).
  * Call from one thread only (e.g. inside an OpenMP ordered region or the master thread).
- * Does not: print anything when stderr is not a terminal, unless MASKPOS_PROGRESS=1.
+ * Does not: print anything when stderr is not a terminal, unless MASKPOS_PROGRESS=1 (which also
+ * draws from the first update, without the one-second delay); MASKPOS_PROGRESS=0 silences it.
  */
 #ifndef MP_PROGRESS_H
 #define MP_PROGRESS_H
@@ -16,6 +17,7 @@ typedef struct MpProgress {
     int64_t total;
     double start, last;
     int enabled;
+    int forced; /* MASKPOS_PROGRESS=1: draw from the start, terminal or not */
     int shown;
 } MpProgress;
 

@@ -21,6 +21,8 @@ int mp_cmd_inspect(int argc, char **argv);  /* src/cli/inspect.c */
 int mp_cmd_mkmodel(int argc, char **argv);  /* src/cli/mkmodel.c */
 int mp_cmd_tokenize(int argc, char **argv); /* src/cli/tokenize.c */
 int mp_cmd_corpus(int argc, char **argv);   /* src/cli/corpus.c */
+int mp_cmd_probe(int argc, char **argv);    /* src/cli/probe.c */
+int mp_cmd_logits(int argc, char **argv);   /* src/cli/logits.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -23,6 +23,8 @@ static const MpCommand commands[] = {
     {"mkmodel", mp_cmd_mkmodel, "write a random-weight test model in HF or GGUF format"},
     {"tokenize", mp_cmd_tokenize, "text to the model's own token ids (HF tokenizer.json / GGUF vocab)"},
     {"corpus", mp_cmd_corpus, "tokenize a corpus into an [N,S] token cache for probe"},
+    {"probe", mp_cmd_probe, "mean pre-softmax score maps of a real checkpoint over a corpus"},
+    {"logits", mp_cmd_logits, "run a checkpoint to next-token logits (sanity check after loading)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

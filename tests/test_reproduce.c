@@ -20,7 +20,7 @@ static void test_full_quick_run_and_rerun(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
     static char out[1 << 16];
-    int rc = mp_test_run(out, sizeof out, "reproduce --quick --batch 600 --out %s", d);
+    int rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
     if (rc != 0) fail_msg("reproduce exited %d: %s", rc, out);
     const char *files[] = {"fig1/layer2_scores.npy", "fig1/meta.json", "fig2/alpha_0/scores.npy",
                            "fig2/alpha_0.8/meta.json", "fig2ln/layernorm_d/scores_diagnorm.npy",
@@ -40,7 +40,7 @@ static void test_full_quick_run_and_rerun(void **state) {
     char *tail = strstr(first, "## Per-run statistics");
     assert_non_null(tail);
     *tail = '\0';
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch 600 --out %s", d);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "up to date, skipped"));
     rep = slurp(path);
@@ -48,10 +48,10 @@ static void test_full_quick_run_and_rerun(void **state) {
     assert_int_equal(strncmp(first, second, strlen(first)), 0);
     free(first);
     /* --force recomputes; a different batch is a different setting */
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch 600 --only fig2 --force --out %s", d);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --only fig2 --force --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
     assert_int_equal(rc, 0);
     assert_null(strstr(out, "skipped"));
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch 700 --only fig4 --out %s", d);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --only fig4 --out %s", MP_TEST_SANITIZED ? 160 : 700, d);
     assert_int_equal(rc, 0);
     assert_null(strstr(out, "skipped"));
 }
@@ -78,17 +78,17 @@ static void test_progress_bar(void **state) {
     (void)state;
     char out[1 << 15];
     /* not a terminal: no bar */
-    int rc = mp_test_run(out, sizeof out, "simulate --batch 3000 --seq 20 --threads 1");
+    int rc = mp_test_run(out, sizeof out, "simulate --batch 300 --seq 20 --threads 1");
     assert_int_equal(rc, 0);
     assert_null(strstr(out, "ETA"));
     /* forced on: drawn from the start, finished with the full count */
     setenv("MASKPOS_PROGRESS", "1", 1);
-    rc = mp_test_run(out, sizeof out, "simulate --batch 3000 --seq 20 --threads 1");
+    rc = mp_test_run(out, sizeof out, "simulate --batch 300 --seq 20 --threads 1");
     unsetenv("MASKPOS_PROGRESS");
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "ETA"));
     assert_non_null(strstr(out, "seq/s"));
-    assert_non_null(strstr(out, "3000/3000"));
+    assert_non_null(strstr(out, "300/300"));
 }
 
 int main(void) {

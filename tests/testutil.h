@@ -23,6 +23,14 @@
 #ifndef MP_TEST_BIN
 #define MP_TEST_BIN "build/maskpos"
 #endif
+/* Sanitizer builds run 10-20x slower: tests may shrink Monte-Carlo sizes there, with tolerances
+ * that follow from the run's own standard errors. */
+#if defined(__SANITIZE_ADDRESS__)
+#define MP_TEST_SANITIZED 1
+#else
+#define MP_TEST_SANITIZED 0
+#endif
+
 #ifndef MP_SOURCE_DIR
 #define MP_SOURCE_DIR "."
 #endif

@@ -1,0 +1,7 @@
+/* train.c — placeholder: this subcommand is being written (replace this whole file). */
+#include "cli/cli.h"
+int mp_cmd_train(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    return mp_cli_error("train", "not available in this build yet");
+}

@@ -1,7 +1,394 @@
-/* plot.c — placeholder: this subcommand is being written (replace this whole file). */
-#include "cli/cli.h"
+/* plot.c — `maskpos plot`: .npy score maps → a PNG/PDF/SVG figure (viz/plot.h does the drawing).
+ *
+ *   maskpos plot layer_scores.npy -o fig2.png --preset fig2
+ *   maskpos plot a.npy b.npy -o fig.pdf --layers 1-4 --panel-title "α=0, Layer" --panel-title "α=0.2, Layer"
+ * Inputs: float32/float64 .npy of shape [S,S] (one panel), [L,S,S] (a panel per selected layer) or
+ * [L,H,S,S] (a panel per selected layer and head, or per layer with --heads mean). Each input file
+ * fills its own row(s) of the grid unless --cols is given.
+ * Does not: compute maps (theory/simulate/probe do). Bad input → one line
+ * "maskpos plot: error: ..." naming the file, exit 2, and no output file (written atomically).
+ * Tested by: tests/test_viz.c (bad-input cases, presets end to end).
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"    /* mp_cli_* */
+#include "core/npy.h"   /* mp_npy_read, mp_npy_to_f64 */
+#include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list */
+#include "viz/cmap.h"   /* mp_plot_cmap_find */
+#include "viz/plot.h"   /* MpPlotPanel, MpPlotOptions, mp_plot_render_ex */
+
+#define PLOT_MAX_INPUTS 64
+#define PLOT_MAX_INDEX 65536 /* largest layer/head number a range may name */
+
+static const char *plot_help =
+    "usage: maskpos plot IN.npy [IN2.npy ...] -o OUT.{png,pdf,svg} [options]\n"
+    "\n"
+    "Draws score maps (row = query position, column = key position; NaN = not observed, left\n"
+    "blank) as heatmaps with colour bars, one panel per map. Inputs are float32/float64 .npy of\n"
+    "shape [S,S], [L,S,S] (one panel per layer) or [L,H,S,S] (one panel per layer and head).\n"
+    "\n"
+    "  -o, --out PATH       the figure; format from the extension: .png, .pdf or .svg\n"
+    "  --preset NAME        the paper's figures (other flags override the preset):\n"
+    "                         fig1  small annotated theory map (e.g. theory --n 3 layer2_scores.npy)\n"
+    "                         fig2  layers 1-4, rocket, colour range [0,1] shared\n"
+    "                         fig4  layers 1-4: raw row (rocket) + diagonal-normalised row (vlag;\n"
+    "                               --cmap sets both rows)\n"
+    "                         fig5  layers 1-4 diagonal-normalised, clip 1,99, rocket\n"
+    "  --layers RANGE       layers of [L,...] inputs, 1-based: 1-4, 2, 1,3-5 (default: all;\n"
+    "                       fig2/fig4/fig5: 1-4); [S,S] inputs have one map and ignore it\n"
+    "  --heads RANGE|mean   heads of [L,H,S,S] inputs, 1-based (default all); 'mean' averages the\n"
+    "                       heads' finite entries into one map per layer\n"
+    "  --cols N             panels per row (default: one row per input, else up to 4 per row)\n"
+    "  --title TEXT         figure title\n"
+    "  --panel-title FMT    panel titles: %d = layer, %h = head, %% = %; without %d the text is a\n"
+    "                       prefix ('Llama-3, Layer' gives 'Llama-3, Layer 2'). Give it once per\n"
+    "                       input to title each input's row (default 'Layer %d')\n"
+    "  --cmap NAME          rocket (default), vlag, RdBu; append _r to reverse. Diverging maps\n"
+    "                       (vlag, RdBu) get limits symmetric about 0 unless --vmin/--vmax are set\n"
+    "  --vmin X, --vmax X   colour limits (default: from the data)\n"
+    "  --clip P,Q           limits at the P-th and Q-th percentiles of the finite entries\n"
+    "  --shared             one set of limits for all panels (raw and normalised rows apart)\n"
+    "  --diagnorm           diagonal-mean normalise each map first: S_ij - mean over i'-j' = i-j\n"
+    "  --annotate           print each cell's value (small maps); --digits K decimals (default 3)\n"
+    "  --panel-px N         heatmap side in pixels (points for PDF/SVG), 40..4000 (default 300)\n"
+    "  --index-base 0|1     label of the first position on the axes (default 1)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Maps larger than the panel are area-averaged over their finite entries (not point-sampled).\n";
+
+/* One input file, converted to double. */
+typedef struct PlotInput {
+    const char *path;
+    double *data;       /* (L, H, S, S) as read, or (L, S, S) after --heads mean; owned */
+    int rank;           /* 2, 3 or 4 as read */
+    int L, H, S;        /* H = 1 for rank 2/3; L = 1 for rank 2 */
+} PlotInput;
+
+/* Reads one input and checks dtype and shape. */
+static int plot_read_input(PlotInput *in, const char *path, MpErr *e) {
+    MpNpy a;
+    memset(in, 0, sizeof *in);
+    in->path = path;
+    if (mp_npy_read(path, &a, e) != MP_OK) return MP_ERR;
+    if (a.dtype != MP_DT_F32 && a.dtype != MP_DT_F64) {
+        mp_err_set(e, "%s: unsupported dtype %s (need float32 or float64)", path, mp_dtype_name(a.dtype));
+        mp_npy_free(&a);
+        return MP_ERR;
+    }
+    char shp[128] = "";
+    for (int d = 0; d < a.ndim; d++) {
+        size_t used = strlen(shp);
+        snprintf(shp + used, sizeof shp - used, "%s%lld", d ? "," : "", (long long)a.shape[d]);
+    }
+    if (a.ndim < 2 || a.ndim > 4) {
+        mp_err_set(e, "%s: shape [%s] is not [S,S], [L,S,S] or [L,H,S,S]", path, shp);
+        mp_npy_free(&a);
+        return MP_ERR;
+    }
+    int64_t S = a.shape[a.ndim - 1];
+    if (a.shape[a.ndim - 2] != S || S < 1 || S > 65536) {
+        mp_err_set(e, "%s: shape [%s]: the last two dimensions must be equal (a square map)", path, shp);
+        mp_npy_free(&a);
+        return MP_ERR;
+    }
+    int64_t L = a.ndim >= 3 ? a.shape[0] : 1, H = a.ndim == 4 ? a.shape[1] : 1;
+    if (L < 1 || H < 1 || L > PLOT_MAX_INDEX || H > PLOT_MAX_INDEX) {
+        mp_err_set(e, "%s: shape [%s] has an empty or too large dimension", path, shp);
+        mp_npy_free(&a);
+        return MP_ERR;
+    }
+    int rc = mp_npy_to_f64(&a, &in->data, e);
+    int ndim = a.ndim;
+    mp_npy_free(&a);
+    if (rc != MP_OK) return mp_err_prefix(e, "%s", path);
+    in->rank = ndim;
+    in->L = (int)L;
+    in->H = (int)H;
+    in->S = (int)S;
+    return MP_OK;
+}
+
+/* [L,H,S,S] → [L,S,S]: mean over heads of the finite entries (NaN where no head has one). */
+static int plot_heads_mean(PlotInput *in, MpErr *e) {
+    size_t SS = (size_t)in->S * in->S;
+    double *m = malloc((size_t)in->L * SS * sizeof *m);
+    if (!m) return mp_err_set(e, "%s: out of memory", in->path);
+    for (int l = 0; l < in->L; l++)
+        for (size_t a = 0; a < SS; a++) {
+            double s = 0;
+            int c = 0;
+            for (int h = 0; h < in->H; h++) {
+                double v = in->data[((size_t)l * in->H + h) * SS + a];
+                if (isfinite(v)) {
+                    s += v;
+                    c++;
+                }
+            }
+            m[(size_t)l * SS + a] = c ? s / c : NAN;
+        }
+    free(in->data);
+    in->data = m;
+    in->H = 1;
+    return MP_OK;
+}
+
+/* Checks a range list against a dimension: every selected index must exist. */
+static int plot_select(unsigned char *mask, const char *spec, int n, const char *what, const char *path,
+                       MpErr *e) {
+    static unsigned char big[PLOT_MAX_INDEX + 1];
+    if (!spec) {
+        memset(mask, 1, (size_t)n + 1);
+        return MP_OK;
+    }
+    if (mp_parse_range_list(spec, PLOT_MAX_INDEX, big) < 0)
+        return mp_err_set(e, "--%s: '%s' is not a list of ranges like 1-4 or 1,3", what, spec);
+    for (int i = n + 1; i <= PLOT_MAX_INDEX; i++)
+        if (big[i]) return mp_err_set(e, "%s: has %d %s, but --%s %s selects number %d", path, n, what, what, spec, i);
+    memcpy(mask, big, (size_t)n + 1);
+    return MP_OK;
+}
+
+static const char *plot_basename_stem(char *buf, size_t cap, const char *path) {
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(buf, cap, "%s", b);
+    char *dot = strrchr(buf, '.');
+    if (dot && dot != buf) *dot = '\0';
+    return buf;
+}
+
 int mp_cmd_plot(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return mp_cli_error("plot", "not available in this build yet");
+    const char *cmd = "plot";
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    /* flags are collected first, then applied over the preset */
+    const char *out = NULL, *preset = NULL, *layers = NULL, *heads = NULL, *cmap = NULL, *title = NULL;
+    const char *ptitle[PLOT_MAX_INPUTS];
+    int nptitle = 0, cols = -1, shared = -1, diagnorm = -1, annotate = -1, digits = -1, panel_px = -1,
+        index_base = -1;
+    double vmin = NAN, vmax = NAN, clip[2] = {NAN, NAN};
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"preset", required_argument, 0, 'p'},
+                                         {"layers", required_argument, 0, 'l'},
+                                         {"heads", required_argument, 0, 'H'},
+                                         {"cols", required_argument, 0, 'c'},
+                                         {"title", required_argument, 0, 't'},
+                                         {"panel-title", required_argument, 0, 'T'},
+                                         {"cmap", required_argument, 0, 'm'},
+                                         {"vmin", required_argument, 0, 'a'},
+                                         {"vmax", required_argument, 0, 'b'},
+                                         {"clip", required_argument, 0, 'C'},
+                                         {"shared", no_argument, 0, 's'},
+                                         {"diagnorm", no_argument, 0, 'd'},
+                                         {"annotate", no_argument, 0, 'A'},
+                                         {"digits", required_argument, 0, 'k'},
+                                         {"panel-px", required_argument, 0, 'P'},
+                                         {"index-base", required_argument, 0, 'i'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'p': preset = optarg; break;
+        case 'l': layers = optarg; break;
+        case 'H': heads = optarg; break;
+        case 'c': cols = (int)mp_cli_i64(cmd, "--cols", optarg, 1, MP_PLOT_MAX_PANELS); break;
+        case 't':
+            if (strlen(optarg) >= sizeof o.title)
+                return mp_cli_error(cmd, "--title: longer than %zu bytes", sizeof o.title - 1);
+            title = optarg;
+            break;
+        case 'T':
+            if (nptitle >= PLOT_MAX_INPUTS) return mp_cli_error(cmd, "--panel-title: given too often");
+            ptitle[nptitle++] = optarg;
+            break;
+        case 'm': cmap = optarg; break;
+        case 'a': vmin = mp_cli_double(cmd, "--vmin", optarg, -1e300, 1e300); break;
+        case 'b': vmax = mp_cli_double(cmd, "--vmax", optarg, -1e300, 1e300); break;
+        case 'C':
+            if (mp_parse_double_list(optarg, clip, 2) != 2 || !(clip[0] >= 0 && clip[0] < clip[1] && clip[1] <= 100))
+                return mp_cli_error(cmd, "--clip: '%s' is not P,Q with 0 <= P < Q <= 100", optarg);
+            break;
+        case 's': shared = 1; break;
+        case 'd': diagnorm = 1; break;
+        case 'A': annotate = 1; break;
+        case 'k': digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 12); break;
+        case 'P': panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
+        case 'i': index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
+        case 'h': fputs(plot_help, stdout); return MP_EXIT_OK;
+        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
+        }
+    }
+    int ninputs = argc - optind;
+    if (ninputs < 1) return mp_cli_error(cmd, "no input .npy file (see 'maskpos plot --help')");
+    if (ninputs > PLOT_MAX_INPUTS) return mp_cli_error(cmd, "at most %d input files", PLOT_MAX_INPUTS);
+    if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
+    if (mp_plot_format_from_path(out) < 0)
+        return mp_cli_error(cmd, "%s: unknown output extension (use .png, .pdf or .svg)", out);
+    if (nptitle > 1 && nptitle != ninputs)
+        return mp_cli_error(cmd, "--panel-title given %d times for %d inputs (give it once, or once per input)",
+                            nptitle, ninputs);
+    MpErr e;
+    if (preset && mp_plot_preset_apply(&o, preset, &e) != MP_OK) return mp_cli_error(cmd, "--preset: %s", e.msg);
+    MpPlotCmap cm;
+    if (cmap && mp_plot_cmap_find(&cm, cmap) != MP_OK)
+        return mp_cli_error(cmd, "--cmap: unknown colour map '%s' (known: %s)", cmap, mp_plot_cmap_names());
+    if (!isnan(vmin) && !isnan(vmax) && !(vmin < vmax))
+        return mp_cli_error(cmd, "--vmin %g must be below --vmax %g", vmin, vmax);
+    if (heads && strcmp(heads, "mean")) {
+        static unsigned char probe[PLOT_MAX_INDEX + 1];
+        if (mp_parse_range_list(heads, PLOT_MAX_INDEX, probe) < 0)
+            return mp_cli_error(cmd, "--heads: '%s' is not 'mean' or a list of ranges like 1-4", heads);
+    }
+    if (layers) {
+        static unsigned char probe[PLOT_MAX_INDEX + 1];
+        if (mp_parse_range_list(layers, PLOT_MAX_INDEX, probe) < 0)
+            return mp_cli_error(cmd, "--layers: '%s' is not a list of ranges like 1-4 or 1,3", layers);
+    }
+    /* explicit flags over the preset */
+    if (cmap) o.cmap = cmap;
+    if (title) snprintf(o.title, sizeof o.title, "%s", title);
+    if (shared >= 0) o.shared = shared;
+    if (diagnorm >= 0) o.diagnorm = diagnorm;
+    if (annotate >= 0) o.annotate = annotate;
+    if (digits >= 0) o.annotate_digits = digits;
+    if (panel_px >= 0) o.panel_px = panel_px;
+    if (index_base >= 0) o.index_base = index_base;
+    if (!isnan(clip[0])) { /* percentiles replace the preset's fixed limits */
+        o.clip_lo = clip[0];
+        o.clip_hi = clip[1];
+        o.vmin = o.vmax = NAN;
+    }
+    if (!isnan(vmin)) o.vmin = vmin;
+    if (!isnan(vmax)) o.vmax = vmax;
+    if (!isnan(o.vmin) && !isnan(o.vmax) && !(o.vmin < o.vmax))
+        return mp_cli_error(cmd, "colour limits: vmin %g must be below vmax %g (--vmin/--vmax with the preset's)",
+                            o.vmin, o.vmax);
+    int fig4 = preset && !strcmp(preset, "fig4");
+    int first4 = preset && (!strcmp(preset, "fig2") || fig4 || !strcmp(preset, "fig5"));
+
+    /* ---- read the inputs and build the panels */
+    PlotInput *in = calloc((size_t)ninputs, sizeof *in);
+    MpPlotPanel *panels = calloc(MP_PLOT_MAX_PANELS, sizeof *panels);
+    unsigned char *lmask = malloc(PLOT_MAX_INDEX + 1), *hmask = malloc(PLOT_MAX_INDEX + 1);
+    double(*lim)[2] = malloc(MP_PLOT_MAX_PANELS * sizeof *lim);
+    if (!in || !panels || !lmask || !hmask || !lim) mp_die("out of memory");
+    int rc = MP_EXIT_OK, np = 0, rowlen = -1, rows_consistent = 1;
+    for (int f = 0; f < ninputs && rc == MP_EXIT_OK; f++) {
+        PlotInput *x = &in[f];
+        const char *path = argv[optind + f];
+        if (plot_read_input(x, path, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            break;
+        }
+        if (heads && x->rank != 4) {
+            rc = mp_cli_error(cmd, "%s: --heads needs an [L,H,S,S] input, this one has rank %d", path, x->rank);
+            break;
+        }
+        if (heads && !strcmp(heads, "mean") && plot_heads_mean(x, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            break;
+        }
+        const char *lspec = layers;
+        char def[32];
+        if (!lspec && first4 && x->rank >= 3) {
+            snprintf(def, sizeof def, "1-%d", x->L < 4 ? x->L : 4);
+            lspec = def;
+        }
+        if (x->rank == 2) memset(lmask, 1, 2);
+        else if (plot_select(lmask, lspec, x->L, "layers", path, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            break;
+        }
+        int head_each = x->H > 1 || (x->rank == 4 && !(heads && !strcmp(heads, "mean")));
+        if (head_each && plot_select(hmask, heads, x->H, "heads", path, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            break;
+        }
+        /* title format of this input */
+        char stem[128], fmtbuf[256];
+        const char *fmt = nptitle == 1 ? ptitle[0] : nptitle > 1 ? ptitle[f] : NULL;
+        if (!fmt) {
+            if (x->rank == 2) fmt = ninputs > 1 ? plot_basename_stem(stem, sizeof stem, path) : "";
+            else fmt = head_each ? "Layer %d, head %h" : "Layer %d";
+        } else if (x->rank >= 3 && *fmt && !strstr(fmt, "%d")) {
+            snprintf(fmtbuf, sizeof fmtbuf, "%s %%d", fmt);
+            fmt = fmtbuf;
+        }
+        int before = np;
+        size_t SS = (size_t)x->S * x->S;
+        for (int pass = 0; pass < (fig4 ? 2 : 1) && rc == MP_EXIT_OK; pass++) {
+            int start = np;
+            for (int l = 1; l <= x->L && rc == MP_EXIT_OK; l++) {
+                if (!lmask[l]) continue;
+                for (int h = 1; h <= x->H; h++) {
+                    if (head_each && !hmask[h]) continue;
+                    if (np >= MP_PLOT_MAX_PANELS) {
+                        rc = mp_cli_error(cmd, "too many panels (at most %d): select fewer with --layers/--heads",
+                                          MP_PLOT_MAX_PANELS);
+                        break;
+                    }
+                    MpPlotPanel *p = &panels[np];
+                    memset(p, 0, sizeof *p);
+                    p->map = x->data + ((size_t)(l - 1) * x->H + (h - 1)) * SS;
+                    p->rows = p->cols = x->S;
+                    p->group = pass;
+                    if (pass == 1) { /* fig4's second row: the non-relative residue */
+                        p->diagnorm = 1;
+                        if (!cmap) p->cmap = "vlag"; /* signed residue; --cmap sets both rows */
+                    }
+                    char t[sizeof p->title];
+                    if (mp_plot_title_format(t, sizeof t, fmt, l, h, &e) != MP_OK) {
+                        rc = mp_cli_error(cmd, "--panel-title: %s", e.msg);
+                        break;
+                    }
+                    const char *suffix = pass == 1 ? (t[0] ? ", normalised" : "normalised") : "";
+                    size_t tl = strlen(t), sl = strlen(suffix);
+                    if (tl + sl < sizeof p->title) memcpy(t + tl, suffix, sl + 1); /* else: no suffix */
+                    memcpy(p->title, t, sizeof p->title);
+                    /* an all-NaN map is an input error: name the file and the layer */
+                    size_t fin = 0;
+                    for (size_t a = 0; a < SS; a++) fin += isfinite(p->map[a]) != 0;
+                    if (!fin) {
+                        if (x->rank == 2) rc = mp_cli_error(cmd, "%s: the map has no finite entries (all NaN)", path);
+                        else if (head_each) rc = mp_cli_error(cmd, "%s: layer %d, head %d has no finite entries (all NaN)", path, l, h);
+                        else rc = mp_cli_error(cmd, "%s: layer %d has no finite entries (all NaN)", path, l);
+                        break;
+                    }
+                    np++;
+                }
+            }
+            int len = np - start;
+            if (rowlen < 0) rowlen = len;
+            else if (rowlen != len) rows_consistent = 0;
+        }
+        if (rc == MP_EXIT_OK && np == before) rc = mp_cli_error(cmd, "%s: no panel selected", path);
+    }
+    if (rc == MP_EXIT_OK) {
+        if (cols > 0) o.cols = cols;
+        else if ((ninputs > 1 || fig4) && rows_consistent && rowlen > 0 && rowlen <= 8) o.cols = rowlen;
+        if (mp_plot_render_ex(out, panels, np, &o, lim, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+        } else {
+            printf("maskpos plot: wrote %s (%d panel%s)\n", out, np, np == 1 ? "" : "s");
+            for (int k = 0; k < np; k++)
+                printf("  %-40s colour limits [%.6g, %.6g]\n", panels[k].title[0] ? panels[k].title : "(untitled)",
+                       lim[k][0], lim[k][1]);
+        }
+    }
+    mp_plot_release();
+    for (int f = ninputs - 1; f >= 0; f--) free(in[f].data);
+    free(lim);
+    free(hmask);
+    free(lmask);
+    free(panels);
+    free(in);
+    return rc;
 }

@@ -4,16 +4,39 @@
  * forced on. */
 #include "testutil.h"
 
+#include <cairo.h>
+
 #include "core/util.h"
+
+/* A figure file exists, decodes as PNG (cairo's reader) and has a plausible size. */
+static void assert_png(const char *path, int min_w, int min_h) {
+    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
+    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) fail_msg("%s: not a readable PNG", path);
+    if (cairo_image_surface_get_width(s) < min_w || cairo_image_surface_get_height(s) < min_h)
+        fail_msg("%s: %dx%d is too small", path, cairo_image_surface_get_width(s), cairo_image_surface_get_height(s));
+    cairo_surface_destroy(s);
+}
 
 static char *slurp(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
-    static char buf[1 << 17];
+    static char buf[1 << 23]; /* report.html embeds its figures: ~1 MB */
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     buf[n] = '\0';
     fclose(f);
     return buf;
+}
+
+/* Decodes the first 12 base64 characters at p into 9 bytes (test-side decoder). */
+static void b64_head(const char *p, unsigned char out[9]) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int g = 0; g < 3; g++) {
+        unsigned v = 0;
+        for (int k = 0; k < 4; k++) v = v << 6 | (unsigned)(strchr(tab, p[4 * g + k]) - tab);
+        out[3 * g] = (unsigned char)(v >> 16);
+        out[3 * g + 1] = (unsigned char)(v >> 8);
+        out[3 * g + 2] = (unsigned char)v;
+    }
 }
 
 static void test_full_quick_run_and_rerun(void **state) {
@@ -30,10 +53,30 @@ static void test_full_quick_run_and_rerun(void **state) {
         snprintf(path, sizeof path, "%s/%s", d, files[i]);
         if (!mp_file_exists(path)) fail_msg("missing %s", path);
     }
+    const char *figs[] = {"fig1/figure1.png", "fig2/figure2.png", "fig2/appendix_alpha.png",
+                          "fig2ln/appendix_layernorm.png", "fig4/figure4.png"};
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", d, figs[i]);
+        assert_png(path, 200, 200);
+    }
     snprintf(path, sizeof path, "%s/report.md", d);
     char *rep = slurp(path);
+    assert_non_null(strstr(rep, "![Figure 4"));
+    /* the HTML report is self-contained: five embedded PNG figures */
+    snprintf(path, sizeof path, "%s/report.html", d);
+    char *html = slurp(path);
+    assert_non_null(html);
+    int nimg = 0;
+    for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
+    assert_int_equal(nimg, 5);
+    unsigned char sig[9];
+    b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
+    assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
+    assert_non_null(strstr(html, "<tr class=\"bad\"><td>Fig. 1 S32</td>"));
+    snprintf(path, sizeof path, "%s/report.md", d);
+    rep = slurp(path);
     assert_non_null(rep);
-    assert_non_null(strstr(rep, "| Fig. 1 S21 (theory, α=0) | 0.154 | 0.15352 (→ 0.154) | ✅ agrees |"));
+    assert_non_null(strstr(rep, "| Fig. 1 S21 (theory, α=0) | 0.154 | 0.15352 (→ 0.154) | ✓ agrees |"));
     assert_non_null(strstr(rep, "Fig. 4 RoPE bidirectional"));
     char *first = strdup(strstr(rep, "| quantity |"));
     /* numbers of the table, not the header's wall time, must be identical on the re-run */
@@ -56,6 +99,30 @@ static void test_full_quick_run_and_rerun(void **state) {
     assert_null(strstr(out, "skipped"));
 }
 
+/* The HTML report in a real browser (Debian chromium, headless, through playwright-core from
+ * tests/browser): it loads, has its table, and all five embedded figures decode. */
+static void test_report_in_browser(void **state) {
+    (void)state;
+    char mod[512];
+    snprintf(mod, sizeof mod, "%s/tests/browser/node_modules/playwright-core", MP_SOURCE_DIR);
+    if (!mp_file_exists(mod) || !mp_file_exists("/usr/bin/chromium"))
+        fail_msg("browser check needs chromium and tests/browser/node_modules: run scripts/setup.sh --test");
+    const char *d = mp_test_tmpdir();
+    char out[8192], cmd[2048];
+    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --out %s", d), 0);
+    snprintf(cmd, sizeof cmd, "cd %s/tests/browser && node check_report.js %s/report.html 5 2>&1", MP_SOURCE_DIR, d);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    print_message("%s", out);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("browser check failed: %s", out);
+    /* and the check can fail: a report whose figure is missing is caught */
+    snprintf(cmd, sizeof cmd, "cd %s/tests/browser && node check_report.js %s/report.html 6 >/dev/null 2>&1", MP_SOURCE_DIR, d);
+    assert_int_not_equal(system(cmd), 0);
+}
+
 static void test_only_and_bad_flags(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -72,6 +139,15 @@ static void test_only_and_bad_flags(void **state) {
     /* an output path that cannot be created */
     int rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig1 --out /proc/nope");
     assert_int_equal(rc, 2);
+}
+
+static void test_simulate_plot(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], path[512];
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --batch 300 --seq 12 --layers 3 --rope --plot --quiet --out %s", d), 0);
+    snprintf(path, sizeof path, "%s/scores.png", d);
+    assert_png(path, 600, 300); /* two rows of three panels */
 }
 
 static void test_progress_bar(void **state) {
@@ -94,7 +170,9 @@ static void test_progress_bar(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_quick_run_and_rerun),
+        cmocka_unit_test(test_report_in_browser),
         cmocka_unit_test(test_only_and_bad_flags),
+        cmocka_unit_test(test_simulate_plot),
         cmocka_unit_test(test_progress_bar),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

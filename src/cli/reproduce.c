@@ -22,6 +22,9 @@
 #include "core/npy.h"     /* mp_npy_read */
 #include "core/util.h"    /* mp_mkdir_p, mp_time_now, MpAtomicFile */
 #include "kernels/posmap.h" /* mp_posmap_max_abs_diff */
+#include "cli/figs.h"      /* mp_fig_rows */
+#include "cli/report.h"    /* MpReport: report.md, report.html */
+#include "viz/plot.h"      /* mp_plot_render, presets */
 #include "sim/simulate.h" /* mp_sim_run */
 #include "sim/theory.h"   /* mp_theory_init */
 
@@ -191,21 +194,67 @@ static int repro_run_sim(ReproResult *res, const ReproRun *run, MpSimConfig c, c
 
 /* ================================================================ report */
 
-typedef struct ReproReport {
-    FILE *f;
-    int rows, pass;
-} ReproReport;
-
-static void report_row(ReproReport *rp, const char *what, const char *expected, const char *measured, int ok,
-                       const char *note) {
-    fprintf(rp->f, "| %s | %s | %s | %s%s%s |\n", what, expected, measured, ok ? "✅ agrees" : "⚠️ differs",
-            note && *note ? ": " : "", note ? note : "");
-    rp->rows++;
-    rp->pass += ok;
-}
-
 static const double *map_at(const ReproResult *r, int layer, int i, int j) {
     return r->scores + ((size_t)layer * r->S + (size_t)i) * r->S + j;
+}
+
+/* ================================================================ figures */
+
+/* Draws the figures of the stages that ran; paths[k] gets the report-relative path of figure k
+ * (Figure 1, Figure 2, α appendix, LayerNorm appendix, Figure 4) or stays NULL. */
+static int repro_figures(const char *out, const MpTheory *th, const ReproResult *res, const char **paths, MpErr *e) {
+    char path[4096];
+    if (th) {
+        MpPlotOptions o;
+        mp_plot_options_default(&o);
+        if (mp_plot_preset_apply(&o, "fig1", e) != MP_OK) return MP_ERR;
+        snprintf(o.title, sizeof o.title, "Parameter-free causal decoder, closed form");
+        MpPlotPanel p;
+        memset(&p, 0, sizeof p);
+        p.map = th->s2;
+        p.rows = p.cols = th->n;
+        snprintf(p.title, sizeof p.title, "Layer 2, α=0");
+        if (mp_path_join(path, sizeof path, out, "fig1/figure1.png", e) || mp_plot_render(path, &p, 1, &o, e) != MP_OK)
+            return MP_ERR;
+        paths[0] = "fig1/figure1.png";
+    }
+    static const struct {
+        const char *file, *title;
+        int runs[6], diag[6]; /* indices into repro_runs, -1 ends a shorter list */
+        const char *labels[6];
+    } figs[4] = {
+        {"fig2/figure2.png", "L2 norm, causal mask, no positional encoding (B sequences averaged)",
+         {0, 1, -1}, {0, 0}, {"α=0", "α=0.2"}},
+        {"fig2/appendix_alpha.png", "L2 norm, causal mask: larger input correlation α",
+         {2, 3, 4, -1}, {0, 0, 0}, {"α=0.4", "α=0.6", "α=0.8"}},
+        {"fig2ln/appendix_layernorm.png", "LayerNorm (no affine), α=0: scores divided by √d and by d",
+         {5, 6, -1}, {0, 0}, {"LN, /√d", "LN, /d"}},
+        {"fig4/figure4.png", "RoPE (θ=10000), L2 norm: raw and diagonal-mean normalised",
+         {7, 7, 8, 8, 9, 9}, {0, 1, 0, 1, 0, 1},
+         {"Causal α=0", "Causal α=0 (norm.)", "Causal α=0.5", "Causal α=0.5 (norm.)", "Bidir. α=0", "Bidir. α=0 (norm.)"}},
+    };
+    for (int k = 0; k < 4; k++) {
+        MpFigRow rows[6];
+        int n = 0, complete = 1;
+        for (int r = 0; r < 6 && figs[k].runs[r] >= 0; r++) {
+            const ReproResult *rr = &res[figs[k].runs[r]];
+            if (!rr->ok) {
+                complete = 0;
+                break;
+            }
+            rows[n].maps = rr->scores;
+            rows[n].L = rr->L;
+            rows[n].S = rr->S;
+            rows[n].label = figs[k].labels[r];
+            rows[n].diagnorm = figs[k].diag[r];
+            n++;
+        }
+        if (!complete || n == 0) continue;
+        if (mp_path_join(path, sizeof path, out, figs[k].file, e) || mp_fig_rows(path, figs[k].title, rows, n, e) != MP_OK)
+            return MP_ERR;
+        paths[k + 1] = figs[k].file;
+    }
+    return MP_OK;
 }
 
 int mp_cmd_reproduce(int argc, char **argv) {
@@ -300,19 +349,22 @@ int mp_cmd_reproduce(int argc, char **argv) {
         if (repro_run_sim(&res[k], &repro_runs[k], base, out, force, argc, argv) != MP_OK) failed++;
     }
 
-    /* ---- report.md: every number below comes from this run's results */
-    char path[4096];
-    if (mp_path_join(path, sizeof path, out, "report.md", &e)) return mp_cli_error(cmd, "%s", e.msg);
-    MpAtomicFile af;
-    if (mp_atomic_open(&af, path, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    ReproReport rp = {af.f, 0, 0};
-    FILE *f = af.f;
-    fprintf(f, "# maskpos reproduce — Kim et al. 2025, *Behind RoPE*\n\n");
-    fprintf(f, "maskpos %s; B = %lld sequences, S = %d, d = %d, %d layers, seed %llu; wall time %.1f s.\n\n",
-            MP_VERSION, (long long)base.batch, base.seq, base.dim, base.layers, (unsigned long long)base.seed,
-            mp_time_now() - t0);
-    fprintf(f, "Verdicts compare with the values in paper.md; Monte-Carlo rows allow 0.003 + 4 standard errors of "
-               "this run.\n\n| quantity | expected (paper) | measured (this run) | verdict |\n|---|---|---|---|\n");
+    /* ---- figures, drawn from the maps in memory (fresh or reloaded) */
+    const char *fig_paths[5] = {0};
+    if (repro_figures(out, have_th ? &th : NULL, res, fig_paths, &e) != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: figures: %s\n", e.msg);
+        failed++;
+    }
+
+    /* ---- report.md + report.html: every number below comes from this run's results */
+    MpReport *rp = mp_calloc_or_die(1, sizeof *rp, "report");
+    snprintf(rp->title, sizeof rp->title, "maskpos reproduce — Kim et al. 2025, Behind RoPE");
+    snprintf(rp->intro, sizeof rp->intro,
+             "maskpos %s; B = %lld sequences per simulation, S = %d, d = %d, %d layers, seed %llu; wall time %.1f s.",
+             MP_VERSION, (long long)base.batch, base.seq, base.dim, base.layers, (unsigned long long)base.seed,
+             mp_time_now() - t0);
+    snprintf(rp->method, sizeof rp->method,
+             "Verdicts compare with the values in paper.md; Monte-Carlo rows allow 0.003 + 4 standard errors of this run.");
     char exp_s[128], got_s[256], note[256];
     if (have_th) {
         const double want3[3] = {0.154, 0.132, 0.150};
@@ -323,7 +375,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
             snprintf(got_s, sizeof got_s, "%.5f (→ %.3f)", v[i], v[i]);
             int ok = fabs(round(v[i] * 1000) / 1000 - want3[i]) < 1e-9;
             snprintf(note, sizeof note, "%s", ok ? "" : "the closed form rounds to the next thousandth; the paper's figure shows it one lower (docs/theory.md)");
-            report_row(&rp, nm[i], exp_s, got_s, ok, note);
+            mp_report_row(rp, nm[i], exp_s, got_s, ok, note);
         }
     }
     if (res[0].ok) {
@@ -338,14 +390,14 @@ int mp_cmd_reproduce(int argc, char **argv) {
                 snprintf(what, sizeof what, "Fig. 2 L2 α=0, layer %d, S(%d,%d)", l + 1, r->S, j + 1);
                 snprintf(exp_s, sizeof exp_s, "%.3f", want_v);
                 snprintf(got_s, sizeof got_s, "%.4f ± %.4f", v, se);
-                report_row(&rp, what, exp_s, got_s, fabs(v - want_v) <= 0.003 + 4 * se, "");
+                mp_report_row(rp, what, exp_s, got_s, fabs(v - want_v) <= 0.003 + 4 * se, "");
             }
         if (have_th && r->S >= 3) {
             MpTheory t50;
             if (mp_theory_init(&t50, 0.0, r->S, &e) == MP_OK) {
                 double d = mp_posmap_max_abs_diff(r->scores + (size_t)r->S * r->S, t50.s2, (size_t)r->S * r->S);
                 snprintf(got_s, sizeof got_s, "max |sim − theory| = %.4f", d);
-                report_row(&rp, "Layer 2 simulation (d=64) vs closed form", "≈ 0.01", got_s, d < 0.02, "");
+                mp_report_row(rp, "Layer 2 simulation (d=64) vs closed form", "≈ 0.01", got_s, d < 0.02, "");
                 mp_theory_free(&t50);
             }
         }
@@ -368,7 +420,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
             spread[k] = (hi - lo) / *map_at(r, l, r->S - 1, r->S - 1);
         }
         snprintf(got_s, sizeof got_s, "off-diagonal spread / diagonal, layer %d: √d %.4f, d %.4f", res[5].L, spread[0], spread[1]);
-        report_row(&rp, "Appendix LayerNorm: √d vs d scaling", "pattern nearly vanishes with √d, strong with d", got_s,
+        mp_report_row(rp, "Appendix LayerNorm: √d vs d scaling", "pattern nearly vanishes with √d, strong with d", got_s,
                    spread[1] > 3 * spread[0], "");
     }
     if (res[7].ok) {
@@ -383,7 +435,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
             int ok = l == 0 ? r->stats[l].z_rms < 1.5
                             : fabs(r->stats[l].res_min - lo[l]) <= tol + 4 * r->stats[l].noise_rms &&
                                   fabs(r->stats[l].res_max - hi[l]) <= tol + 4 * r->stats[l].noise_rms;
-            report_row(&rp, what, exp_s, got_s, ok, l == 0 ? "layer 1 must be noise only (z ≈ 1)" : "");
+            mp_report_row(rp, what, exp_s, got_s, ok, l == 0 ? "layer 1 must be noise only (z ≈ 1)" : "");
         }
     }
     if (res[8].ok) {
@@ -391,39 +443,61 @@ int mp_cmd_reproduce(int argc, char **argv) {
         double m = INFINITY;
         for (int l = 1; l < r->L; l++) m = r->stats[l].res_min < m ? r->stats[l].res_min : m;
         snprintf(got_s, sizeof got_s, "min over layers 2–%d: %+.4f", r->L, m);
-        report_row(&rp, "Fig. 4 RoPE causal α=0.5 residue minimum", "≈ −0.15", got_s, fabs(m + 0.15) < 0.05, "");
+        mp_report_row(rp, "Fig. 4 RoPE causal α=0.5 residue minimum", "≈ −0.15", got_s, fabs(m + 0.15) < 0.05, "");
     }
     if (res[9].ok) {
         const ReproResult *r = &res[9];
         double zmax = 0;
         for (int l = 0; l < r->L; l++) zmax = r->stats[l].z_rms > zmax ? r->stats[l].z_rms : zmax;
         snprintf(got_s, sizeof got_s, "residue rms / noise ≤ %.2f in every layer", zmax);
-        report_row(&rp, "Fig. 4 RoPE bidirectional: residue", "noise only", got_s, zmax < 1.5, "");
+        mp_report_row(rp, "Fig. 4 RoPE bidirectional: residue", "noise only", got_s, zmax < 1.5, "");
     }
     if (res[7].ok && res[9].ok) {
         snprintf(got_s, sizeof got_s, "layer-%d NRI causal %.4f vs bidirectional %.6f", res[7].L, res[7].stats[res[7].L - 1].nri,
                  res[9].stats[res[9].L - 1].nri);
-        report_row(&rp, "Non-relative index (ours): mask vs no mask", "causal ≫ bidirectional", got_s,
+        mp_report_row(rp, "Non-relative index (ours): mask vs no mask", "causal ≫ bidirectional", got_s,
                    res[7].stats[res[7].L - 1].nri > 20 * res[9].stats[res[9].L - 1].nri, "");
     }
-    fprintf(f, "\n%d of %d rows agree.\n\n## Per-run statistics\n\n| run | layer | NRI | residue min | residue max | rms/noise | wall s |\n|---|---|---|---|---|---|---|\n",
-            rp.pass, rp.rows);
+    static const char *fig_caption[5] = {
+        "Figure 1: layer-2 scores of the parameter-free decoder, closed form (α = 0, n = 3)",
+        "Figure 2: L2 simulation, α = 0 and 0.2, layers 1–4 (mean pre-softmax scores)",
+        "Appendix: L2 simulation, α = 0.4, 0.6, 0.8",
+        "Appendix: LayerNorm, scores divided by √d (top) and d (bottom)",
+        "Figure 4: RoPE simulation, raw and diagonal-mean normalised: causal α = 0, causal α = 0.5, bidirectional α = 0"};
+    for (int k = 0; k < 5; k++)
+        if (fig_paths[k]) mp_report_fig(rp, fig_caption[k], fig_paths[k]);
+    snprintf(rp->stats_title, sizeof rp->stats_title, "Per-run statistics (docs/metrics.md)");
+    static const char *heads[7] = {"run", "layer", "NRI", "residue min", "residue max", "rms/noise", "wall s"};
+    rp->stats_cols = 7;
+    for (int col = 0; col < 7; col++) snprintf(rp->stats_head[col], sizeof rp->stats_head[col], "%s", heads[col]);
     for (size_t k = 0; k < N_RUNS; k++) {
         if (!res[k].ok) continue;
-        for (int l = 0; l < res[k].L; l++)
-        {
-            char wall[32] = "";
-            if (l == 0) snprintf(wall, sizeof wall, "%.1f%s", res[k].wall_s, res[k].skipped ? " (reused)" : "");
-            fprintf(f, "| %s/%s | %d | %.6f | %+.5f | %+.5f | %.2f | %s |\n", repro_runs[k].stage, repro_runs[k].name, l + 1,
-                    res[k].stats[l].nri, res[k].stats[l].res_min, res[k].stats[l].res_max, res[k].stats[l].z_rms, wall);
+        for (int l = 0; l < res[k].L && rp->stats_rows < MP_REPORT_MAX_STATS; l++) {
+            char(*row)[48] = rp->stats[rp->stats_rows++];
+            snprintf(row[0], 48, "%s/%s", repro_runs[k].stage, repro_runs[k].name);
+            snprintf(row[1], 48, "%d", l + 1);
+            snprintf(row[2], 48, "%.6f", res[k].stats[l].nri);
+            snprintf(row[3], 48, "%+.5f", res[k].stats[l].res_min);
+            snprintf(row[4], 48, "%+.5f", res[k].stats[l].res_max);
+            snprintf(row[5], 48, "%.2f", res[k].stats[l].z_rms);
+            if (l == 0) snprintf(row[6], 48, "%.1f%s", res[k].wall_s, res[k].skipped ? " (reused)" : "");
         }
     }
-    fprintf(f, "\nFigures 3 and 5 (trained NoPE/RoPE models, real checkpoints) are not part of this build.\n");
-    if (failed) fprintf(f, "\n**%d stage(s) failed**: see the command's error output.\n", failed);
-    int rc = mp_atomic_commit(&af, &e);
+    snprintf(rp->footer, sizeof rp->footer, "Figures 3 and 5 (trained NoPE/RoPE models, real checkpoints) are not part of this build.%s",
+             failed ? " Some stages FAILED: see the command's error output." : "");
+    char path[4096], hpath[4096];
+    int rc = MP_ERR;
+    if (mp_path_join(path, sizeof path, out, "report.md", &e) == MP_OK &&
+        mp_path_join(hpath, sizeof hpath, out, "report.html", &e) == MP_OK &&
+        mp_report_write_md(rp, path, &e) == MP_OK && mp_report_write_html(rp, out, hpath, &e) == MP_OK)
+        rc = MP_OK;
+    int npass = rp->npass, nrows = rp->nrows;
+    free(rp);
     for (size_t k = 0; k < N_RUNS; k++) repro_result_free(&res[k]);
     if (have_th) mp_theory_free(&th);
+    mp_plot_release();
     if (rc != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    printf("report: %s (%d of %d rows agree with paper.md); total %.1f s\n", path, rp.pass, rp.rows, mp_time_now() - t0);
+    printf("report: %s and report.html (%d of %d rows agree with paper.md); total %.1f s\n", path, npass, nrows,
+           mp_time_now() - t0);
     return failed ? MP_EXIT_FAILED : MP_EXIT_OK;
 }

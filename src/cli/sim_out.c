@@ -7,6 +7,7 @@
 #include "core/json.h" /* meta.json */
 #include "core/npy.h"  /* mp_npy_write */
 #include "core/util.h" /* mp_mkdir_p, mp_path_join */
+#include "cli/figs.h" /* mp_fig_rows */
 
 void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
     fprintf(f, "%6s %10s %13s %13s %12s %14s\n", "layer", "NRI", "residue min", "residue max",
@@ -51,7 +52,15 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
         if (mp_path_join(path, sizeof path, dir, files[i].name, e) != MP_OK ||
             mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
             return MP_ERR;
-    (void)plot; /* figures: wired in with the viz module */
+    if (plot) {
+        char title[256];
+        snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",
+                 c->norm == MP_NORM_L2 ? "L2 norm" : "LayerNorm", c->causal ? "causal" : "bidirectional",
+                 c->alpha, c->rope ? ", RoPE" : "", (long long)c->batch, c->seq, c->dim);
+        MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0}, {r->scores, r->layers, r->seq, "Normalised", 1}};
+        if (mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK)
+            return MP_ERR;
+    }
     json_t *m = json_object();
     json_object_set_new(m, "kind", json_string("simulate"));
     json_object_set_new(m, "batch", json_integer(c->batch));
@@ -74,6 +83,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     json_object_set_new(files_j, "scores_se.npy", json_string("float64 [L,S,S] standard error of the mean score"));
     json_object_set_new(files_j, "probs.npy", json_string("float64 [L,S,S] mean post-softmax probability; 0 where masked"));
     json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
+    if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
     json_object_set_new(m, "stats", sim_stats_json(r->stats, r->layers));
     json_object_set_new(m, "sim_wall_time_s", json_real(r->wall_s));

@@ -17,6 +17,7 @@
 #include "core/npy.h"     /* mp_npy_write (--dump-inputs) */
 #include "core/util.h"    /* mp_parse_double_list */
 #include "sim/simulate.h" /* MpSimConfig, mp_sim_run */
+#include "viz/plot.h"      /* mp_plot_release */
 
 static const char *simulate_help =
     "usage: maskpos simulate [options]\n"
@@ -147,9 +148,10 @@ int mp_cmd_simulate(int argc, char **argv) {
                 rc = mp_cli_error(cmd, "%s", e.msg);
             else
                 printf("wrote %s/{scores,scores_se,probs,scores_diagnorm}.npy, meta.json%s\n", dir,
-                       plot ? ", figures" : "");
+                       plot ? ", scores.png" : "");
         }
         mp_sim_result_free(&res);
     }
+    if (plot) mp_plot_release();
     return rc;
 }

@@ -1,0 +1,32 @@
+/* figs.c — see figs.h. */
+#include "cli/figs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "viz/plot.h" /* mp_plot_render */
+
+int mp_fig_rows(const char *path, const char *title, const MpFigRow *rows, int nrows, MpErr *e) {
+    MpPlotPanel panels[MP_PLOT_MAX_PANELS];
+    memset(panels, 0, sizeof panels);
+    int n = 0, cols = 1;
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    snprintf(o.title, sizeof o.title, "%s", title);
+    o.shared = 1;
+    for (int r = 0; r < nrows; r++) {
+        if (rows[r].L > cols) cols = rows[r].L;
+        for (int l = 0; l < rows[r].L; l++) {
+            if (n >= MP_PLOT_MAX_PANELS) return mp_err_set(e, "%s: too many panels", path);
+            MpPlotPanel *p = &panels[n++];
+            p->map = rows[r].maps + (size_t)l * rows[r].S * rows[r].S;
+            p->rows = p->cols = rows[r].S;
+            snprintf(p->title, sizeof p->title, "%s, Layer %d", rows[r].label, l + 1);
+            p->cmap = rows[r].diagnorm ? "vlag" : "rocket";
+            p->diagnorm = rows[r].diagnorm;
+            p->group = r;
+        }
+    }
+    o.cols = cols;
+    return mp_plot_render(path, panels, n, &o, e);
+}

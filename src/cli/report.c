@@ -1,0 +1,172 @@
+/* report.c — see report.h. */
+#include "cli/report.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h" /* MpAtomicFile, mp_path_join */
+
+void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
+                   const char *note) {
+    if (r->nrows >= MP_REPORT_MAX_ROWS) return;
+    MpReportRow *w = &r->rows[r->nrows++];
+    snprintf(w->what, sizeof w->what, "%s", what);
+    snprintf(w->expected, sizeof w->expected, "%s", expected);
+    snprintf(w->measured, sizeof w->measured, "%s", measured);
+    snprintf(w->note, sizeof w->note, "%s", note ? note : "");
+    w->ok = ok;
+    r->npass += ok != 0;
+}
+
+void mp_report_fig(MpReport *r, const char *caption, const char *path) {
+    if (r->nfigs >= MP_REPORT_MAX_FIGS) return;
+    snprintf(r->figs[r->nfigs].caption, sizeof r->figs[0].caption, "%s", caption);
+    snprintf(r->figs[r->nfigs].path, sizeof r->figs[0].path, "%s", path);
+    r->nfigs++;
+}
+
+/* ================================================================ Markdown */
+
+int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    FILE *f = af.f;
+    fprintf(f, "# %s\n\n%s\n\n%s\n\n| quantity | expected (paper) | measured (this run) | verdict |\n|---|---|---|---|\n",
+            r->title, r->intro, r->method);
+    for (int i = 0; i < r->nrows; i++) {
+        const MpReportRow *w = &r->rows[i];
+        fprintf(f, "| %s | %s | %s | %s%s%s |\n", w->what, w->expected, w->measured, w->ok ? "✓ agrees" : "⚠ differs",
+                w->note[0] ? ": " : "", w->note);
+    }
+    fprintf(f, "\n%d of %d rows agree.\n\n", r->npass, r->nrows);
+    if (r->nfigs) fprintf(f, "## Figures\n\n");
+    for (int i = 0; i < r->nfigs; i++)
+        fprintf(f, "### %s\n\n![%s](%s)\n\n", r->figs[i].caption, r->figs[i].caption, r->figs[i].path);
+    if (r->stats_rows) {
+        fprintf(f, "## %s\n\n|", r->stats_title);
+        for (int c = 0; c < r->stats_cols; c++) fprintf(f, " %s |", r->stats_head[c]);
+        fprintf(f, "\n|");
+        for (int c = 0; c < r->stats_cols; c++) fprintf(f, "---|");
+        fprintf(f, "\n");
+        for (int i = 0; i < r->stats_rows; i++) {
+            fprintf(f, "|");
+            for (int c = 0; c < r->stats_cols; c++) fprintf(f, " %s |", r->stats[i][c]);
+            fprintf(f, "\n");
+        }
+    }
+    if (r->footer[0]) fprintf(f, "\n%s\n", r->footer);
+    return mp_atomic_commit(&af, e);
+}
+
+/* ================================================================ HTML */
+
+static void html_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+/* Writes the file's bytes base64-encoded (RFC 4648 alphabet, '=' padding). */
+static int html_base64_file(FILE *f, const char *path, MpErr *e) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    FILE *in = fopen(path, "rb");
+    if (!in) return mp_err_set(e, "%s: cannot read figure: %s", path, strerror(errno));
+    unsigned char b[3];
+    size_t n;
+    while ((n = fread(b, 1, 3, in)) > 0) {
+        unsigned v = (unsigned)b[0] << 16 | (n > 1 ? (unsigned)b[1] << 8 : 0) | (n > 2 ? b[2] : 0);
+        fputc(tab[v >> 18 & 63], f);
+        fputc(tab[v >> 12 & 63], f);
+        fputc(n > 1 ? tab[v >> 6 & 63] : '=', f);
+        fputc(n > 2 ? tab[v & 63] : '=', f);
+        if (n < 3) break;
+    }
+    int bad = ferror(in);
+    fclose(in);
+    return bad ? mp_err_set(e, "%s: read error", path) : MP_OK;
+}
+
+int mp_report_write_html(const MpReport *r, const char *dir, const char *path, MpErr *e) {
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    FILE *f = af.f;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
+    html_text(f, r->title);
+    fputs("</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+          "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:14px}"
+          "th{background:#f4f4f4}tr.bad td{background:#fff4e0}img{max-width:100%;border:1px solid #eee}"
+          "figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em}</style></head><body>\n<h1>",
+          f);
+    html_text(f, r->title);
+    fputs("</h1>\n<p>", f);
+    html_text(f, r->intro);
+    fputs("</p>\n<p>", f);
+    html_text(f, r->method);
+    fputs("</p>\n<table><tr><th>quantity</th><th>expected (paper)</th><th>measured (this run)</th><th>verdict</th></tr>\n", f);
+    for (int i = 0; i < r->nrows; i++) {
+        const MpReportRow *w = &r->rows[i];
+        fprintf(f, "<tr%s><td>", w->ok ? "" : " class=\"bad\"");
+        html_text(f, w->what);
+        fputs("</td><td>", f);
+        html_text(f, w->expected);
+        fputs("</td><td>", f);
+        html_text(f, w->measured);
+        fputs(w->ok ? "</td><td>✓ agrees" : "</td><td>⚠ differs", f);
+        if (w->note[0]) {
+            fputs(": ", f);
+            html_text(f, w->note);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fprintf(f, "</table>\n<p>%d of %d rows agree.</p>\n", r->npass, r->nrows);
+    for (int i = 0; i < r->nfigs; i++) {
+        char fp[4096];
+        if (mp_path_join(fp, sizeof fp, dir, r->figs[i].path, e) != MP_OK) goto fail;
+        fputs("<figure><figcaption>", f);
+        html_text(f, r->figs[i].caption);
+        fputs("</figcaption><img alt=\"", f);
+        html_text(f, r->figs[i].caption);
+        fputs("\" src=\"data:image/png;base64,", f);
+        if (html_base64_file(f, fp, e) != MP_OK) goto fail;
+        fputs("\"></figure>\n", f);
+    }
+    if (r->stats_rows) {
+        fputs("<h2>", f);
+        html_text(f, r->stats_title);
+        fputs("</h2>\n<table><tr>", f);
+        for (int c = 0; c < r->stats_cols; c++) {
+            fputs("<th>", f);
+            html_text(f, r->stats_head[c]);
+            fputs("</th>", f);
+        }
+        fputs("</tr>\n", f);
+        for (int i = 0; i < r->stats_rows; i++) {
+            fputs("<tr>", f);
+            for (int c = 0; c < r->stats_cols; c++) {
+                fputs("<td>", f);
+                html_text(f, r->stats[i][c]);
+                fputs("</td>", f);
+            }
+            fputs("</tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    }
+    if (r->footer[0]) {
+        fputs("<p>", f);
+        html_text(f, r->footer);
+        fputs("</p>\n", f);
+    }
+    fputs("</body></html>\n", f);
+    return mp_atomic_commit(&af, e);
+fail:
+    mp_atomic_abort(&af);
+    return MP_ERR;
+}

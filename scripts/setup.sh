@@ -7,8 +7,10 @@ pkgs=(
   libcmocka-dev                         # C test framework
   libjansson-dev                        # JSON (meta.json, HF config.json)
   libcairo2-dev                         # figures: PNG, PDF, SVG
+  fonts-dejavu-core                     # figures: the font their text is set in (DejaVu Sans)
   libpcre2-dev libutf8proc-dev          # tokenizer pre-splitting (UTF+UCP) and NFC
   poppler-utils                         # pdfinfo/pdftoppm: tests check our PDFs
+  fortunes                              # tokenizer test corpus: fortune texts (BSD), tests/test_tok.c
   python3-numpy python3-torch           # tests/ref reference implementations and bench peers
 )
 missing=()

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Installs the Debian packages maskpos needs to build, test and benchmark (run as root).
-# A no-op when everything is present. Usage: scripts/setup.sh
+# Installs what maskpos needs (run as root; a no-op when everything is present).
+#   scripts/setup.sh          Debian packages to build maskpos, run it and build its tests
+#   scripts/setup.sh --test   also the test-only tools: Debian's chromium (report.html check) and
+#                             the npm test oracles (HF tokenizers, llama.cpp, playwright-core)
 set -euo pipefail
+cd "$(dirname "$0")/.."
+with_tests=0
+case "${1:-}" in
+  --test) with_tests=1 ;;
+  "") ;;
+  *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+esac
 pkgs=(
   build-essential pkg-config            # compiler, make
   libcmocka-dev                         # C test framework
@@ -13,6 +22,10 @@ pkgs=(
   fortunes                              # tokenizer test corpus: fortune texts (BSD), tests/test_tok.c
   python3-numpy python3-torch           # tests/ref reference implementations and bench peers
 )
+test_pkgs=(
+  chromium                              # headless browser check of report.html
+)
+if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,4 +38,15 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+if [ "$with_tests" = 1 ]; then
+  # node and npm come with the machine image (Debian's npm package would replace its nodejs).
+  command -v npm >/dev/null || { echo "setup: npm not found: install Node.js 20+ with npm" >&2; exit 1; }
+  for s in scripts/setup_oracles.sh scripts/setup_oracle_llama.sh; do
+    if [ -x "$s" ]; then "$s"; fi
+  done
+  if [ ! -d tests/browser/node_modules/playwright-core ]; then
+    (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+  echo "setup: test tools ready"
 fi

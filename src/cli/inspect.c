@@ -1,7 +1,247 @@
-/* inspect.c — placeholder: this subcommand is being written (replace this whole file). */
-#include "cli/cli.h"
+/* inspect.c — `maskpos inspect MODEL`: describe an HF directory or a GGUF file.
+ *
+ *   maskpos inspect MODEL                     architecture, dims, RoPE, dtypes, parameters, memory
+ *   maskpos inspect MODEL --tensors           + every stored tensor (HF orientation shapes)
+ *   maskpos inspect MODEL --json --layers 4   the same as one JSON object, for scripts
+ * Exit 2 with "maskpos inspect: error: <file>: <what>" on any malformed input.
+ * Tested by: tests/test_load.c (round trip mkmodel -> inspect, malformed files).
+ */
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"     /* mp_cli_* */
+#include "load/model.h"  /* MpModel, mp_model_open */
+
+static const char *inspect_help =
+    "usage: maskpos inspect MODEL [--tensors] [--json] [--layers L] [--seq S]\n"
+    "\n"
+    "MODEL is an HF directory (config.json + model.safetensors or sharded\n"
+    "model-*.safetensors with model.safetensors.index.json) or a .gguf file.\n"
+    "Prints the architecture, dimensions, RoPE settings (theta, scaling, rotary dim), stored\n"
+    "dtypes, parameter count and the memory a probe of the first L layers needs.\n"
+    "\n"
+    "  --tensors    list every stored tensor: name, dtype, shape ([out, in] as in torch), bytes\n"
+    "  --json       one JSON object on stdout instead of text\n"
+    "  --layers L   layers a probe would run (default 4, at most the model's)\n"
+    "  --seq S      sequence length for the memory estimate (default 1024)\n"
+    "\n"
+    "Probe memory estimate (f32): weights of layers 1..L after dequantisation\n"
+    "+ activations S*(3C + NH*HS + 2*NKV*HS + 2*FF)*4 + one sequence's scores NH*S*S*4\n"
+    "+ the accumulated maps L*S*S*8 (float64). Mapped weights of other layers are not read.\n";
+
+typedef struct Mem {
+    uint64_t weights, acts, scores, maps, total;
+} Mem;
+
+static Mem probe_memory(const MpModel *m, int L, int64_t S) {
+    Mem r;
+    uint64_t C = (uint64_t)m->dim, Q = (uint64_t)m->n_heads * (uint64_t)m->head_dim, KV = (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim;
+    r.weights = mp_model_layer_f32_bytes(m, L);
+    r.acts = (uint64_t)S * (3 * C + Q + 2 * KV + 2 * (uint64_t)m->ffn) * 4;
+    r.scores = (uint64_t)m->n_heads * (uint64_t)S * (uint64_t)S * 4;
+    r.maps = (uint64_t)L * (uint64_t)S * (uint64_t)S * 8;
+    r.total = r.weights + r.acts + r.scores + r.maps;
+    return r;
+}
+
+static void shape_str(char *out, size_t cap, const MpModelTensor *t) {
+    size_t k = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < t->ndim && k < cap; d++) k += (size_t)snprintf(out + k, cap - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
+static uint64_t tensor_elems(const MpModelTensor *t) {
+    uint64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+/* Per-dtype tensor counts and bytes. */
+typedef struct DtStat {
+    MpWType t;
+    int count;
+    uint64_t bytes;
+} DtStat;
+
+static int dtype_stats(const MpModel *m, DtStat *st, int cap) {
+    int n = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        int k;
+        for (k = 0; k < n; k++)
+            if (st[k].t == m->tensors[i].type) break;
+        if (k == n) {
+            if (n == cap) continue;
+            st[n].t = m->tensors[i].type;
+            st[n].count = 0;
+            st[n].bytes = 0;
+            n++;
+        }
+        st[k].count++;
+        st[k].bytes += m->tensors[i].nbytes;
+    }
+    return n;
+}
+
+static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
+    printf("model:          %s\n", m->path);
+    printf("format:         %s (%d file%s)\n", m->format == MP_FORMAT_HF ? "hf safetensors" : "gguf", m->n_files, m->n_files == 1 ? "" : "s");
+    if (m->gguf) printf("gguf version:   %u (alignment %u)\n", m->gguf->version, m->gguf->alignment);
+    printf("architecture:   %s\n", mp_model_arch_name(m->arch));
+    printf("layers:         %d\n", m->n_layers);
+    printf("hidden size:    %d\n", m->dim);
+    printf("heads:          %d query, %d key/value (GQA group %d), head_dim %d\n", m->n_heads, m->n_kv_heads,
+           m->n_heads / m->n_kv_heads, m->head_dim);
+    printf("ffn size:       %d\n", m->ffn);
+    printf("vocab size:     %d\n", m->vocab);
+    printf("rms norm eps:   %g\n", m->norm_eps);
+    printf("qkv bias:       %s\nqk norm:        %s\ntied embedding: %s\n", m->has_qkv_bias ? "yes" : "no",
+           m->has_qk_norm ? "yes" : "no", m->tie_embeddings ? "yes" : "no");
+    printf("max positions:  %d\n", m->max_pos);
+    if (m->sliding_window) printf("sliding window: %d (sequences longer than this are not supported)\n", m->sliding_window);
+    else printf("sliding window: none\n");
+    printf("bos / eos:      %d / %d\n", m->bos_id, m->eos_id);
+    printf("rope:           theta %g, rotary dim %d of %d, scaling %s", m->rope_theta, m->rot_dim, m->head_dim,
+           mp_model_rope_scaling_name(m->rope_scaling));
+    if (m->rope_scaling == MP_ROPE_LLAMA3)
+        printf(" (factor %g, low_freq_factor %g, high_freq_factor %g, original ctx %d)", m->rope_factor, m->rope_low_freq_factor,
+               m->rope_high_freq_factor, m->rope_orig_ctx);
+    else if (m->rope_scaling == MP_ROPE_LINEAR) printf(" (factor %g)", m->rope_factor);
+    else if (m->rope_scaling == MP_ROPE_LONGROPE)
+        printf(" (original ctx %d, factor %g, attention factor %.7g)", m->rope_orig_ctx, m->rope_factor, m->rope_attn_factor);
+    else if (m->rope_scaling == MP_ROPE_FREQ_FACTORS) printf(" (rope_freqs.weight: Llama-3.1-style)");
+    int half = m->rot_dim / 2;
+    printf("\ninv_freq:       [0] %.6e  [1] %.6e  ... [%d] %.6e\n", m->inv_freq[0], half > 1 ? m->inv_freq[1] : m->inv_freq[0], half - 1,
+           m->inv_freq[half - 1]);
+    DtStat st[16];
+    int nd = dtype_stats(m, st, 16);
+    printf("dtypes:        ");
+    for (int i = 0; i < nd; i++) printf(" %s x%d (%.2f MiB)%s", mp_quant_name(st[i].t), st[i].count, st[i].bytes / 1048576.0, i + 1 < nd ? "," : "");
+    uint64_t p = mp_model_param_count(m);
+    printf("\nparameters:     %llu (%.3f M)\n", (unsigned long long)p, p / 1e6);
+    printf("tensors:        %zu\n", m->n_tensors);
+    Mem mem = probe_memory(m, L, S);
+    printf("probe memory:   first %d layer%s, seq %lld: weights %.2f MiB + activations %.2f MiB + scores %.2f MiB + maps %.2f MiB = %.2f MiB\n",
+           L, L == 1 ? "" : "s", (long long)S, mem.weights / 1048576.0, mem.acts / 1048576.0, mem.scores / 1048576.0,
+           mem.maps / 1048576.0, mem.total / 1048576.0);
+    if (tensors) {
+        printf("\n%-48s %-5s %-18s %12s  %s\n", "tensor", "type", "shape", "bytes", "file");
+        for (size_t i = 0; i < m->n_tensors; i++) {
+            const MpModelTensor *t = &m->tensors[i];
+            char sh[96];
+            shape_str(sh, sizeof sh, t);
+            const char *fn = m->file_names[t->file], *slash = strrchr(fn, '/');
+            printf("%-48s %-5s %-18s %12zu  %s\n", t->name, mp_quant_name(t->type), sh, t->nbytes, slash ? slash + 1 : fn);
+        }
+    }
+}
+
+static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
+    json_t *o = json_object();
+    json_object_set_new(o, "path", json_string(m->path));
+    json_object_set_new(o, "format", json_string(m->format == MP_FORMAT_HF ? "hf" : "gguf"));
+    json_object_set_new(o, "files", json_integer(m->n_files));
+    json_object_set_new(o, "architecture", json_string(mp_model_arch_name(m->arch)));
+    json_object_set_new(o, "layers", json_integer(m->n_layers));
+    json_object_set_new(o, "hidden_size", json_integer(m->dim));
+    json_object_set_new(o, "heads", json_integer(m->n_heads));
+    json_object_set_new(o, "kv_heads", json_integer(m->n_kv_heads));
+    json_object_set_new(o, "head_dim", json_integer(m->head_dim));
+    json_object_set_new(o, "ffn_size", json_integer(m->ffn));
+    json_object_set_new(o, "vocab_size", json_integer(m->vocab));
+    json_object_set_new(o, "rms_norm_eps", json_real(m->norm_eps));
+    json_object_set_new(o, "qkv_bias", json_boolean(m->has_qkv_bias));
+    json_object_set_new(o, "qk_norm", json_boolean(m->has_qk_norm));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(m->tie_embeddings));
+    json_object_set_new(o, "max_position_embeddings", json_integer(m->max_pos));
+    json_object_set_new(o, "sliding_window", json_integer(m->sliding_window));
+    json_object_set_new(o, "bos_token_id", json_integer(m->bos_id));
+    json_object_set_new(o, "eos_token_id", json_integer(m->eos_id));
+    json_t *r = json_object();
+    json_object_set_new(r, "theta", json_real(m->rope_theta));
+    json_object_set_new(r, "rotary_dim", json_integer(m->rot_dim));
+    json_object_set_new(r, "scaling", json_string(mp_model_rope_scaling_name(m->rope_scaling)));
+    json_object_set_new(r, "factor", json_real(m->rope_factor));
+    json_object_set_new(r, "low_freq_factor", json_real(m->rope_low_freq_factor));
+    json_object_set_new(r, "high_freq_factor", json_real(m->rope_high_freq_factor));
+    json_object_set_new(r, "original_context", json_integer(m->rope_orig_ctx));
+    json_object_set_new(r, "attention_factor", json_real(m->rope_attn_factor));
+    json_t *inv = json_array();
+    for (int i = 0; i < m->rot_dim / 2; i++) json_array_append_new(inv, json_real(m->inv_freq[i]));
+    json_object_set_new(r, "inv_freq", inv);
+    if (m->inv_freq_long) {
+        json_t *il = json_array();
+        for (int i = 0; i < m->rot_dim / 2; i++) json_array_append_new(il, json_real(m->inv_freq_long[i]));
+        json_object_set_new(r, "inv_freq_long", il);
+    }
+    json_object_set_new(o, "rope", r);
+    DtStat st[16];
+    int nd = dtype_stats(m, st, 16);
+    json_t *dt = json_object();
+    for (int i = 0; i < nd; i++) json_object_set_new(dt, mp_quant_name(st[i].t), json_integer(st[i].count));
+    json_object_set_new(o, "dtypes", dt);
+    json_object_set_new(o, "parameters", json_integer((json_int_t)mp_model_param_count(m)));
+    json_object_set_new(o, "n_tensors", json_integer((json_int_t)m->n_tensors));
+    Mem mem = probe_memory(m, L, S);
+    json_t *pm = json_object();
+    json_object_set_new(pm, "layers", json_integer(L));
+    json_object_set_new(pm, "seq", json_integer(S));
+    json_object_set_new(pm, "weights_bytes", json_integer((json_int_t)mem.weights));
+    json_object_set_new(pm, "activations_bytes", json_integer((json_int_t)mem.acts));
+    json_object_set_new(pm, "scores_bytes", json_integer((json_int_t)mem.scores));
+    json_object_set_new(pm, "maps_bytes", json_integer((json_int_t)mem.maps));
+    json_object_set_new(pm, "total_bytes", json_integer((json_int_t)mem.total));
+    json_object_set_new(o, "probe_memory", pm);
+    if (tensors) {
+        json_t *ta = json_array();
+        for (size_t i = 0; i < m->n_tensors; i++) {
+            const MpModelTensor *t = &m->tensors[i];
+            json_t *to = json_object(), *sh = json_array();
+            json_object_set_new(to, "name", json_string(t->name));
+            json_object_set_new(to, "type", json_string(mp_quant_name(t->type)));
+            for (int d = 0; d < t->ndim; d++) json_array_append_new(sh, json_integer(t->shape[d]));
+            json_object_set_new(to, "shape", sh);
+            json_object_set_new(to, "elements", json_integer((json_int_t)tensor_elems(t)));
+            json_object_set_new(to, "bytes", json_integer((json_int_t)t->nbytes));
+            json_object_set_new(to, "file", json_string(m->file_names[t->file]));
+            json_array_append_new(ta, to);
+        }
+        json_object_set_new(o, "tensors", ta);
+    }
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    if (s) puts(s);
+    free(s);
+    json_decref(o);
+}
+
 int mp_cmd_inspect(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return mp_cli_error("inspect", "not available in this build yet");
+    const char *cmd = "inspect";
+    int tensors = 0, as_json = 0, layers = 4;
+    int64_t seq = 1024;
+    static const struct option opts[] = {{"tensors", no_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
+                                         {"layers", required_argument, 0, 'l'}, {"seq", required_argument, 0, 's'},
+                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': tensors = 1; break;
+        case 'j': as_json = 1; break;
+        case 'l': layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 4096); break;
+        case 's': seq = mp_cli_i64(cmd, "--seq", optarg, 1, 1 << 20); break;
+        case 'h': fputs(inspect_help, stdout); return MP_EXIT_OK;
+        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
+        }
+    }
+    if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one MODEL expected" : "missing MODEL (see 'maskpos inspect --help')");
+    MpModel m;
+    MpErr e;
+    if (mp_model_open(&m, argv[optind], &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    if (layers > m.n_layers) layers = m.n_layers;
+    if (as_json) print_json(&m, tensors, layers, seq);
+    else print_text(&m, tensors, layers, seq);
+    mp_model_free(&m);
+    return MP_EXIT_OK;
 }

@@ -1,7 +1,110 @@
-/* mkmodel.c — placeholder: this subcommand is being written (replace this whole file). */
-#include "cli/cli.h"
+/* mkmodel.c — `maskpos mkmodel`: write a random-weight test model in HF or GGUF format.
+ *
+ *   maskpos mkmodel --arch llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
+ *       --vocab 512 --seed 1 --format hf OUTDIR
+ *   maskpos mkmodel --arch qwen3 ... --format gguf --dtype q8_0 OUT.gguf
+ * The same seed gives the same f32 weights in both formats (src/load/mkmodel.h).
+ * Tested by: tests/test_load.c, tests/test_load_gguf.c.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"       /* mp_cli_* */
+#include "load/mkmodel.h"  /* MpMkSpec, mp_mk_write */
+
+static const char *mkmodel_help =
+    "usage: maskpos mkmodel [options] OUT\n"
+    "\n"
+    "Writes a model with random weights (Philox RNG keyed by seed, role, layer, row) in a real\n"
+    "checkpoint format: an HF directory (config.json + safetensors, optionally sharded with\n"
+    "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
+    "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
+    "\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 (default llama)\n"
+    "  --layers L        decoder layers (default 2)\n"
+    "  --dim C           hidden size (default 64)\n"
+    "  --heads H         query heads (default 4)\n"
+    "  --kv-heads K      key/value heads, divides H (default 2)\n"
+    "  --head-dim D      head dim (default C/H; llama.cpp's phi3 needs H x D = C)\n"
+    "  --ffn F           MLP intermediate size (default 128)\n"
+    "  --vocab V         vocabulary size (default 512; GGUF needs >= 258)\n"
+    "  --seed S          RNG seed (default 1)\n"
+    "  --format F        hf | gguf (default hf)\n"
+    "  --dtype T         f32 | f16 | bf16 (both formats); q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k |\n"
+    "                    q3_k | q4_k | q5_k | q6_k (GGUF; simple grids, not llama.cpp's optimal\n"
+    "                    quantisers; rows that are not whole blocks fall back to q8_0 then f16;\n"
+    "                    1-D tensors stay f32)\n"
+    "  --shards N        HF: split into N safetensors files + index (default 1)\n"
+    "  --rope-scaling S  none | llama3 (llama, mistral) | longrope (phi3)\n"
+    "  --rope-theta X    RoPE base (default 10000; 500000 with llama3)\n"
+    "  --partial-rotary X  phi3 partial_rotary_factor in (0, 1] (default 1)\n"
+    "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
+    "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
+    "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n";
+
 int mp_cmd_mkmodel(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return mp_cli_error("mkmodel", "not available in this build yet");
+    const char *cmd = "mkmodel";
+    MpMkSpec s;
+    mp_mk_spec_default(&s);
+    static const struct option opts[] = {{"arch", required_argument, 0, 'a'},       {"layers", required_argument, 0, 'L'},
+                                         {"dim", required_argument, 0, 'd'},        {"heads", required_argument, 0, 'H'},
+                                         {"kv-heads", required_argument, 0, 'K'},   {"head-dim", required_argument, 0, 'D'},
+                                         {"ffn", required_argument, 0, 'f'},        {"vocab", required_argument, 0, 'V'},
+                                         {"seed", required_argument, 0, 's'},       {"format", required_argument, 0, 'F'},
+                                         {"dtype", required_argument, 0, 't'},      {"shards", required_argument, 0, 'n'},
+                                         {"rope-scaling", required_argument, 0, 'r'}, {"rope-theta", required_argument, 0, 'T'},
+                                         {"partial-rotary", required_argument, 0, 'p'}, {"tie", no_argument, 0, 'y'},
+                                         {"norm-eps", required_argument, 0, 'e'},   {"max-pos", required_argument, 0, 'm'},
+                                         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'a': {
+            int a;
+            for (a = 0; a < MP_ARCH_COUNT; a++)
+                if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3", optarg);
+            s.arch = (MpArch)a;
+            break;
+        }
+        case 'L': s.layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 4096); break;
+        case 'd': s.dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 1 << 24); break;
+        case 'H': s.heads = (int)mp_cli_i64(cmd, "--heads", optarg, 1, 4096); break;
+        case 'K': s.kv_heads = (int)mp_cli_i64(cmd, "--kv-heads", optarg, 1, 4096); break;
+        case 'D': s.head_dim = (int)mp_cli_i64(cmd, "--head-dim", optarg, 2, 1 << 16); break;
+        case 'f': s.ffn = (int)mp_cli_i64(cmd, "--ffn", optarg, 1, 1 << 24); break;
+        case 'V': s.vocab = (int)mp_cli_i64(cmd, "--vocab", optarg, 1, 1 << 27); break;
+        case 's': s.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
+        case 'F':
+            if (!strcmp(optarg, "hf")) s.format = MP_FORMAT_HF;
+            else if (!strcmp(optarg, "gguf")) s.format = MP_FORMAT_GGUF;
+            else return mp_cli_error(cmd, "--format: '%s' is not hf or gguf", optarg);
+            break;
+        case 't':
+            if (mp_quant_parse(optarg, &s.dtype) != MP_OK || !mp_quant_can_encode(s.dtype))
+                return mp_cli_error(cmd, "--dtype: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k", optarg);
+            break;
+        case 'n': s.shards = (int)mp_cli_i64(cmd, "--shards", optarg, 1, 99999); break;
+        case 'r':
+            if (!strcmp(optarg, "none")) s.rope_scaling = MP_ROPE_NONE;
+            else if (!strcmp(optarg, "llama3")) s.rope_scaling = MP_ROPE_LLAMA3;
+            else if (!strcmp(optarg, "longrope")) s.rope_scaling = MP_ROPE_LONGROPE;
+            else return mp_cli_error(cmd, "--rope-scaling: '%s' is not none, llama3 or longrope", optarg);
+            break;
+        case 'T': s.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0001, 1e12); break;
+        case 'p': s.partial_rotary = mp_cli_double(cmd, "--partial-rotary", optarg, 1e-6, 1); break;
+        case 'y': s.tie = 1; break;
+        case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
+        case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
+        case 'h': fputs(mkmodel_help, stdout); return MP_EXIT_OK;
+        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
+        }
+    }
+    if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
+    MpErr e;
+    if (mp_mk_write(&s, argv[optind], &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    return MP_EXIT_OK;
 }

@@ -1,0 +1,255 @@
+/* hfconfig.c — see hfconfig.h. Parser of untrusted input: every key is type- and range-checked
+ * and named in the error message. */
+#include "load/hfconfig.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CFG_MAX_DIM (1 << 24)   /* hidden/ffn/head sizes: keeps every product far from overflow */
+#define CFG_MAX_VOCAB (1 << 27)
+#define CFG_MAX_LAYERS 4096
+#define CFG_MAX_HEADS 4096
+
+/* Integer key in [lo, hi]; absent (or null) → def when !required. */
+static int cfg_int(json_t *root, const char *key, int required, int64_t def, int64_t lo, int64_t hi, int64_t *out,
+                   const char *path, MpErr *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (required) return mp_err_set(e, "%s: missing key \"%s\"", path, key);
+        *out = def;
+        return MP_OK;
+    }
+    if (!json_is_integer(v)) return mp_err_set(e, "%s: key \"%s\" is not an integer", path, key);
+    json_int_t x = json_integer_value(v);
+    if (x < lo || x > hi) return mp_err_set(e, "%s: key \"%s\" = %lld is outside [%lld, %lld]", path, key, (long long)x, (long long)lo, (long long)hi);
+    *out = x;
+    return MP_OK;
+}
+
+static int cfg_num(json_t *root, const char *key, int required, double def, double *out, const char *path, MpErr *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        if (required) return mp_err_set(e, "%s: missing key \"%s\"", path, key);
+        *out = def;
+        return MP_OK;
+    }
+    if (!json_is_number(v)) return mp_err_set(e, "%s: key \"%s\" is not a number", path, key);
+    *out = json_number_value(v);
+    if (!isfinite(*out)) return mp_err_set(e, "%s: key \"%s\" is not finite", path, key);
+    return MP_OK;
+}
+
+static int cfg_bool(json_t *root, const char *key, int def, int *out, const char *path, MpErr *e) {
+    json_t *v = json_object_get(root, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return MP_OK;
+    }
+    if (!json_is_boolean(v)) return mp_err_set(e, "%s: key \"%s\" is not a boolean", path, key);
+    *out = json_is_true(v);
+    return MP_OK;
+}
+
+/* bos/eos: an integer, a list of integers (first taken), or null → -1. */
+static int cfg_token(json_t *root, const char *key, int *out, const char *path, MpErr *e) {
+    json_t *v = json_object_get(root, key);
+    *out = -1;
+    if (!v || json_is_null(v)) return MP_OK;
+    if (json_is_array(v)) {
+        if (json_array_size(v) == 0) return MP_OK;
+        v = json_array_get(v, 0);
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > CFG_MAX_VOCAB)
+        return mp_err_set(e, "%s: key \"%s\" is not a token id", path, key);
+    *out = (int)json_integer_value(v);
+    return MP_OK;
+}
+
+/* A list of exactly n finite numbers → new double array. */
+static int cfg_factor_list(json_t *obj, const char *key, size_t n, double **out, const char *path, MpErr *e) {
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_array(v)) return mp_err_set(e, "%s: rope_scaling.%s is missing or not a list", path, key);
+    if (json_array_size(v) != n)
+        return mp_err_set(e, "%s: rope_scaling.%s has %zu entries, rotary dim / 2 = %zu", path, key, json_array_size(v), n);
+    double *a = mp_try_calloc(n ? n : 1, sizeof *a);
+    if (!a) return mp_err_set(e, "%s: out of memory", path);
+    for (size_t i = 0; i < n; i++) {
+        json_t *x = json_array_get(v, i);
+        if (!json_is_number(x) || !isfinite(json_number_value(x)) || json_number_value(x) <= 0) {
+            free(a);
+            return mp_err_set(e, "%s: rope_scaling.%s[%zu] is not a positive number", path, key, i);
+        }
+        a[i] = json_number_value(x);
+    }
+    *out = a;
+    return MP_OK;
+}
+
+static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    if (!json_is_object(root)) return mp_err_set(e, "%s: not a JSON object", path);
+    json_t *mt = json_object_get(root, "model_type");
+    if (!json_is_string(mt)) return mp_err_set(e, "%s: missing or non-string key \"model_type\"", path);
+    const char *type = json_string_value(mt);
+    int a;
+    for (a = 0; a < MP_ARCH_COUNT; a++)
+        if (!strcmp(type, mp_model_arch_name((MpArch)a))) break;
+    if (a == MP_ARCH_COUNT)
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3)", path, type);
+    m->arch = (MpArch)a;
+
+    static const char *moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *v = json_object_get(root, moe_keys[i]);
+        if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
+            return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
+    }
+    json_t *act = json_object_get(root, "hidden_act");
+    if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
+        return mp_err_set(e, "%s: key \"hidden_act\": only \"silu\" is supported", path);
+
+    int64_t v;
+    if (cfg_int(root, "hidden_size", 1, 0, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+    m->dim = (int)v;
+    if (cfg_int(root, "intermediate_size", 1, 0, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+    m->ffn = (int)v;
+    if (cfg_int(root, "num_hidden_layers", 1, 0, 1, CFG_MAX_LAYERS, &v, path, e)) return MP_ERR;
+    m->n_layers = (int)v;
+    if (cfg_int(root, "num_attention_heads", 1, 0, 1, CFG_MAX_HEADS, &v, path, e)) return MP_ERR;
+    m->n_heads = (int)v;
+    if (cfg_int(root, "num_key_value_heads", 0, m->n_heads, 1, CFG_MAX_HEADS, &v, path, e)) return MP_ERR;
+    m->n_kv_heads = (int)v;
+    if (m->n_heads % m->n_kv_heads)
+        return mp_err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, m->n_heads, m->n_kv_heads);
+    json_t *hd = json_object_get(root, "head_dim");
+    if (hd && !json_is_null(hd)) {
+        if (cfg_int(root, "head_dim", 1, 0, 2, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+        m->head_dim = (int)v;
+    } else {
+        if (m->dim % m->n_heads)
+            return mp_err_set(e, "%s: hidden_size %d is not a multiple of num_attention_heads %d (and no \"head_dim\")", path, m->dim, m->n_heads);
+        m->head_dim = m->dim / m->n_heads;
+    }
+    if ((int64_t)m->n_heads * m->head_dim > CFG_MAX_DIM)
+        return mp_err_set(e, "%s: num_attention_heads x head_dim is too large", path);
+    if (cfg_int(root, "vocab_size", 1, 0, 1, CFG_MAX_VOCAB, &v, path, e)) return MP_ERR;
+    m->vocab = (int)v;
+    if (cfg_num(root, "rms_norm_eps", 0, 1e-6, &m->norm_eps, path, e)) return MP_ERR;
+    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"rms_norm_eps\" is negative", path);
+    if (cfg_int(root, "max_position_embeddings", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+    m->max_pos = (int)v;
+    if (cfg_bool(root, "tie_word_embeddings", 0, &m->tie_embeddings, path, e)) return MP_ERR;
+    if (cfg_token(root, "bos_token_id", &m->bos_id, path, e) || cfg_token(root, "eos_token_id", &m->eos_id, path, e)) return MP_ERR;
+
+    int attn_bias = 0, mlp_bias = 0;
+    if (cfg_bool(root, "attention_bias", 0, &attn_bias, path, e) || cfg_bool(root, "mlp_bias", 0, &mlp_bias, path, e)) return MP_ERR;
+    if (attn_bias) return mp_err_set(e, "%s: key \"attention_bias\": true is not supported for %s", path, type);
+    if (mlp_bias) return mp_err_set(e, "%s: key \"mlp_bias\": true is not supported", path);
+    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
+    m->has_qk_norm = m->arch == MP_ARCH_QWEN3;
+
+    /* sliding windows */
+    int use_sw = 0;
+    if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
+    if (use_sw) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported", path);
+    json_t *lt = json_object_get(root, "layer_types");
+    if (json_is_array(lt)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(lt, i, x) if (json_is_string(x) && strcmp(json_string_value(x), "full_attention"))
+            return mp_err_set(e, "%s: key \"layer_types\"[%zu] = \"%.30s\": only full_attention layers are supported", path, i, json_string_value(x));
+    }
+    if (m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3) {
+        if (cfg_int(root, "sliding_window", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+        m->sliding_window = (int)v;
+    }
+
+    /* RoPE: transformers v5 "rope_parameters" or v4 rope_theta + rope_scaling */
+    json_t *rp = json_object_get(root, "rope_parameters");
+    json_t *rs = json_object_get(root, "rope_scaling");
+    const char *rs_key = "rope_scaling";
+    if (json_is_object(rp)) {
+        if (cfg_num(rp, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) return mp_err_prefix(e, "rope_parameters");
+        rs = rp;
+        rs_key = "rope_parameters";
+    } else if (cfg_num(root, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) {
+        return MP_ERR;
+    }
+    if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key \"rope_theta\" must be > 1", path);
+    double prf;
+    if (cfg_num(root, "partial_rotary_factor", 0, 1.0, &prf, path, e)) return MP_ERR;
+    if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"partial_rotary_factor\" must be in (0, 1]", path);
+    m->rot_dim = (int)(m->head_dim * prf);
+    if (m->rot_dim < 2 || m->rot_dim % 2)
+        return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);
+    m->rope_scaling = MP_ROPE_NONE;
+    m->rope_attn_factor = 1.0;
+    m->rope_factor = 1.0;
+    double *sf = NULL, *lf = NULL;
+    if (rs && !json_is_null(rs)) {
+        if (!json_is_object(rs)) return mp_err_set(e, "%s: key \"%s\" is not an object", path, rs_key);
+        json_t *ty = json_object_get(rs, "rope_type");
+        if (!ty) ty = json_object_get(rs, "type");
+        const char *t = json_is_string(ty) ? json_string_value(ty) : NULL;
+        if (!t) return mp_err_set(e, "%s: %s.rope_type is missing", path, rs_key);
+        if (m->arch == MP_ARCH_PHI3 && (!strcmp(t, "su") || !strcmp(t, "yarn"))) t = "longrope";
+        if (!strcmp(t, "default")) {
+            /* nothing */
+        } else if (!strcmp(t, "linear")) {
+            m->rope_scaling = MP_ROPE_LINEAR;
+            if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
+        } else if (!strcmp(t, "llama3")) {
+            m->rope_scaling = MP_ROPE_LLAMA3;
+            if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e) ||
+                cfg_num(rs, "low_freq_factor", 1, 1, &m->rope_low_freq_factor, path, e) ||
+                cfg_num(rs, "high_freq_factor", 1, 1, &m->rope_high_freq_factor, path, e) ||
+                cfg_int(rs, "original_max_position_embeddings", 1, 0, 1, INT32_MAX, &v, path, e))
+                return mp_err_prefix(e, "%s (llama3)", rs_key);
+            m->rope_orig_ctx = (int)v;
+            if (!(m->rope_high_freq_factor > m->rope_low_freq_factor) || !(m->rope_low_freq_factor > 0))
+                return mp_err_set(e, "%s: %s: need high_freq_factor > low_freq_factor > 0", path, rs_key);
+        } else if (!strcmp(t, "longrope")) {
+            m->rope_scaling = MP_ROPE_LONGROPE;
+            int64_t orig;
+            if (cfg_int(root, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
+            if (!orig && cfg_int(rs, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
+            if (!orig && m->arch == MP_ARCH_PHI3) orig = 4096; /* Phi3Config default */
+            if (!orig) return mp_err_set(e, "%s: longrope needs original_max_position_embeddings", path);
+            m->rope_orig_ctx = (int)orig;
+            if (m->max_pos > 0) m->rope_factor = (double)m->max_pos / (double)orig;
+            else if (cfg_num(rs, "factor", 0, 1.0, &m->rope_factor, path, e)) return MP_ERR;
+            json_t *af = json_object_get(rs, "attention_factor");
+            if (af && !json_is_null(af)) {
+                if (cfg_num(rs, "attention_factor", 1, 1, &m->rope_attn_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
+            } else {
+                m->rope_attn_factor = m->rope_factor <= 1 ? 1.0 : sqrt(1 + log(m->rope_factor) / log((double)orig));
+            }
+            if (cfg_factor_list(rs, "short_factor", (size_t)m->rot_dim / 2, &sf, path, e)) return MP_ERR;
+            if (cfg_factor_list(rs, "long_factor", (size_t)m->rot_dim / 2, &lf, path, e)) {
+                free(sf);
+                return MP_ERR;
+            }
+        } else {
+            return mp_err_set(e, "%s: %s.rope_type \"%.30s\" is not supported (default, linear, llama3, longrope)", path, rs_key, t);
+        }
+        if (!(m->rope_factor > 0)) {
+            free(sf);
+            free(lf);
+            return mp_err_set(e, "%s: %s.factor must be > 0", path, rs_key);
+        }
+    }
+    int rc = mp_model_rope_init(m, sf, lf, e);
+    free(sf);
+    free(lf);
+    return rc;
+}
+
+int mp_hfconfig_parse(MpModel *m, const char *text, size_t n, const char *path, MpErr *e) {
+    json_error_t je;
+    json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return mp_err_set(e, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column, je.text);
+    int rc = cfg_parse(m, root, path, e);
+    json_decref(root);
+    return rc;
+}

@@ -1,0 +1,648 @@
+/* mkmodel.c — random-weight HF / GGUF test models; see mkmodel.h.
+ *
+ * Sections: generator → tensor list → HF writer (config.json, safetensors, index) → GGUF writer
+ * (metadata, vocabulary, tensor data) → entry point.
+ * Tensor data is produced in row chunks and streamed to the file, so models larger than memory
+ * (e.g. the 8B-shaped 4-layer benchmark model) can be written.
+ */
+#include "load/mkmodel.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h" /* mp_json_write_atomic */
+#include "core/rng.h"  /* MpRng: Philox counter streams */
+#include "core/util.h" /* MpAtomicFile, mp_mkdir_p, mp_path_join */
+
+/* ================================================================ generator */
+
+void mp_mk_spec_default(MpMkSpec *s) {
+    memset(s, 0, sizeof *s);
+    s->arch = MP_ARCH_LLAMA;
+    s->layers = 2;
+    s->dim = 64;
+    s->heads = 4;
+    s->kv_heads = 2;
+    s->ffn = 128;
+    s->vocab = 512;
+    s->seed = 1;
+    s->format = MP_FORMAT_HF;
+    s->dtype = MP_WT_F32;
+    s->shards = 1;
+    s->partial_rotary = 1.0;
+    s->norm_eps = 1e-5;
+}
+
+static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
+static int mk_rot_dim(const MpMkSpec *s) { return (int)(mk_head_dim(s) * s->partial_rotary); }
+static double mk_theta(const MpMkSpec *s) {
+    return s->rope_theta > 0 ? s->rope_theta : s->rope_scaling == MP_ROPE_LLAMA3 ? 500000.0 : 10000.0;
+}
+static int mk_max_pos(const MpMkSpec *s) { return s->max_pos > 0 ? s->max_pos : s->rope_scaling != MP_ROPE_NONE ? 131072 : 4096; }
+static int mk_orig_ctx(const MpMkSpec *s) { return s->rope_scaling == MP_ROPE_LLAMA3 ? 8192 : 4096; }
+
+void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t cols, float *out) {
+    /* stream = (layer+1, role, row): independent of the file format and of fused storage */
+    uint64_t stream = ((uint64_t)(layer + 1) << 40) | ((uint64_t)role << 32) | (uint64_t)(uint32_t)row;
+    MpRng r;
+    mp_rng_init(&r, s->seed, stream);
+    double scale = 1.0, offset = 0.0;
+    switch (role) {
+    case MP_ROLE_TOK_EMBD: scale = 1.0; break;
+    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM:
+        scale = 0.1;
+        offset = 1.0;
+        break;
+    case MP_ROLE_Q_BIAS: case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: scale = 0.1; break;
+    default: scale = 1.0 / sqrt((double)cols); break;
+    }
+    double buf[256];
+    for (int64_t j = 0; j < cols; j += 256) {
+        int64_t k = cols - j < 256 ? cols - j : 256;
+        mp_rng_normal_fill(&r, buf, (size_t)k); /* k is even except possibly in the last call */
+        for (int64_t i = 0; i < k; i++) out[j + i] = (float)(offset + scale * buf[i]);
+    }
+}
+
+void mp_mk_row_stored(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t cols, float *out) {
+    mp_mk_row(s, role, layer, row, cols, out);
+    if (s->dtype == MP_WT_F16)
+        for (int64_t i = 0; i < cols; i++) out[i] = mp_f16_to_f32(mp_f32_to_f16(out[i]));
+    else if (s->dtype == MP_WT_BF16)
+        for (int64_t i = 0; i < cols; i++) out[i] = mp_bf16_to_f32(mp_f32_to_bf16(out[i]));
+}
+
+/* ================================================================ tensor list */
+
+enum { MK_PLAIN = 0, MK_ROPE_FREQS, MK_FACTORS_SHORT, MK_FACTORS_LONG };
+
+typedef struct MkTensor {
+    char name[160];
+    int ndim;                /* 1: [rows]; 2: [rows, cols] (HF orientation) */
+    int64_t rows, cols;
+    MpWType type;
+    int layer;
+    int nparts;              /* fused tensors: parts stacked along rows */
+    MpRole part_role[3];
+    int64_t part_rows[3];
+    int permute_heads;       /* GGUF llama Q/K: rows written in interleaved order */
+    int special;             /* MK_* */
+    size_t nbytes;
+} MkTensor;
+
+typedef struct MkList {
+    MkTensor *t;
+    size_t n, cap;
+} MkList;
+
+static MkTensor *mk_add(MkList *l, MpErr *e) {
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 64;
+        MkTensor *nt = realloc(l->t, nc * sizeof *nt);
+        if (!nt) {
+            mp_err_set(e, "out of memory");
+            return NULL;
+        }
+        l->t = nt;
+        l->cap = nc;
+    }
+    MkTensor *t = &l->t[l->n++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+/* Storage type of a 2-D tensor with rows of `cols` elements. */
+static MpWType mk_type2(const MpMkSpec *s, int64_t cols) {
+    size_t b;
+    if (mp_quant_row_bytes(s->dtype, (uint64_t)cols, &b) == MP_OK) return s->dtype;
+    if (mp_quant_row_bytes(MP_WT_Q8_0, (uint64_t)cols, &b) == MP_OK) return MP_WT_Q8_0;
+    return MP_WT_F16;
+}
+
+static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
+    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
+    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3;
+    if (r == MP_ROLE_OUTPUT) return !s->tie;
+    return 1;
+}
+
+static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
+    int64_t C = s->dim, HD = mk_head_dim(s), Q = (int64_t)s->heads * HD, KV = (int64_t)s->kv_heads * HD;
+    int phi = s->arch == MP_ARCH_PHI3, gguf = s->format == MP_FORMAT_GGUF;
+    if (phi && (r == MP_ROLE_K || r == MP_ROLE_V || r == MP_ROLE_UP)) return MP_OK; /* inside the fused tensor */
+    MkTensor *t = mk_add(l, e);
+    if (!t) return MP_ERR;
+    mp_model_stored_name(s->format, s->arch, r, layer, t->name, sizeof t->name);
+    t->layer = layer;
+    t->nparts = 1;
+    t->part_role[0] = r;
+    t->ndim = 2;
+    t->cols = C;
+    switch (r) {
+    case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: t->rows = s->vocab; break;
+    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: t->ndim = 1; t->rows = C; break;
+    case MP_ROLE_Q:
+        t->rows = Q;
+        if (phi) {
+            t->nparts = 3;
+            t->part_role[1] = MP_ROLE_K;
+            t->part_role[2] = MP_ROLE_V;
+            t->part_rows[1] = t->part_rows[2] = KV;
+            t->rows = Q + 2 * KV;
+        }
+        break;
+    case MP_ROLE_K: case MP_ROLE_V: t->rows = KV; break;
+    case MP_ROLE_Q_BIAS: t->ndim = 1; t->rows = Q; break;
+    case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: t->ndim = 1; t->rows = KV; break;
+    case MP_ROLE_O: t->rows = C; t->cols = Q; break;
+    case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM: t->ndim = 1; t->rows = HD; break;
+    case MP_ROLE_GATE:
+        t->rows = s->ffn;
+        if (phi) {
+            t->nparts = 2;
+            t->part_role[1] = MP_ROLE_UP;
+            t->part_rows[1] = s->ffn;
+            t->rows = 2 * (int64_t)s->ffn;
+        }
+        break;
+    case MP_ROLE_UP: t->rows = s->ffn; break;
+    case MP_ROLE_DOWN: t->rows = C; t->cols = s->ffn; break;
+    default: return mp_err_set(e, "internal: role %d", (int)r);
+    }
+    t->part_rows[0] = t->nparts == 1 ? t->rows : (r == MP_ROLE_Q ? Q : s->ffn);
+    if (t->ndim == 1) t->cols = 1;
+    int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL;
+    if (gguf && llama_like && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
+    if (gguf && llama_like && (r == MP_ROLE_K || r == MP_ROLE_K_BIAS)) t->permute_heads = s->kv_heads;
+    if (!gguf) t->type = s->dtype;
+    else t->type = t->ndim == 1 ? MP_WT_F32 : mk_type2(s, t->cols);
+    return MP_OK;
+}
+
+static int mk_special(const MpMkSpec *s, MkList *l, const char *name, int special, MpErr *e) {
+    MkTensor *t = mk_add(l, e);
+    if (!t) return MP_ERR;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = 1;
+    t->rows = mk_rot_dim(s) / 2;
+    t->cols = 1;
+    t->type = MP_WT_F32;
+    t->special = special;
+    t->layer = -1;
+    return MP_OK;
+}
+
+static int mk_build(const MpMkSpec *s, MkList *l, MpErr *e) {
+    memset(l, 0, sizeof *l);
+    int gguf = s->format == MP_FORMAT_GGUF;
+    if (mk_one(s, l, MP_ROLE_TOK_EMBD, -1, e)) return MP_ERR;
+    for (int layer = 0; layer < s->layers; layer++)
+        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++)
+            if (mk_role_in_arch(s, (MpRole)r) && mk_one(s, l, (MpRole)r, layer, e)) return MP_ERR;
+    if (mk_one(s, l, MP_ROLE_OUTPUT_NORM, -1, e)) return MP_ERR;
+    if (!s->tie && mk_one(s, l, MP_ROLE_OUTPUT, -1, e)) return MP_ERR;
+    if (gguf && s->rope_scaling == MP_ROPE_LLAMA3 && mk_special(s, l, "rope_freqs.weight", MK_ROPE_FREQS, e)) return MP_ERR;
+    if (gguf && s->rope_scaling == MP_ROPE_LONGROPE &&
+        (mk_special(s, l, "rope_factors_long.weight", MK_FACTORS_LONG, e) ||
+         mk_special(s, l, "rope_factors_short.weight", MK_FACTORS_SHORT, e)))
+        return MP_ERR;
+    for (size_t i = 0; i < l->n; i++) {
+        MkTensor *t = &l->t[i];
+        size_t rb;
+        if (mp_quant_row_bytes(t->type, (uint64_t)(t->ndim == 2 ? t->cols : t->rows), &rb) ||
+            mp_size_mul(rb, (size_t)(t->ndim == 2 ? t->rows : 1), &t->nbytes))
+            return mp_err_set(e, "tensor '%s': size overflows", t->name);
+    }
+    return MP_OK;
+}
+
+/* Longrope factor lists (exact in f32 and in JSON). */
+static double mk_short_factor(int i) { return 1.0 + 0.25 * (i % 4); }
+static double mk_long_factor(int i) { return 1.0 + 0.5 * i; }
+
+/* Llama-3.1 rope_freqs divisor, as convert_hf_to_gguf computes it (spec §3.5). */
+static double mk_llama3_divisor(const MpMkSpec *s, int i) {
+    const double factor = 8.0, lo = 1.0, hi = 4.0, old = mk_orig_ctx(s), two_pi = 6.283185307179586476925286766559;
+    int R = mk_rot_dim(s);
+    double freq = 1.0 / pow(mk_theta(s), (2.0 * i) / R), wl = two_pi / freq;
+    if (wl < old / hi) return 1.0;
+    if (wl > old / lo) return factor;
+    double sm = (old / wl - lo) / (hi - lo);
+    return 1.0 / ((1 - sm) / factor + sm);
+}
+
+/* Rows [r0, r0+n) of tensor t as stored (after permutation), f32 values in out. */
+static void mk_rows(const MpMkSpec *s, const MkTensor *t, int64_t r0, int64_t n, float *out) {
+    if (t->special) {
+        for (int64_t i = 0; i < t->rows; i++)
+            out[i] = (float)(t->special == MK_ROPE_FREQS ? mk_llama3_divisor(s, (int)i)
+                             : t->special == MK_FACTORS_SHORT ? mk_short_factor((int)i) : mk_long_factor((int)i));
+        return;
+    }
+    if (t->ndim == 1) {
+        if (t->permute_heads) { /* biases of permuted heads: whole vector, rows moved like Q/K rows */
+            float *tmp = mp_malloc_or_die((size_t)t->rows * sizeof *tmp, "bias");
+            mp_mk_row_stored(s, t->part_role[0], t->layer, 0, t->rows, tmp);
+            int64_t hd = t->rows / t->permute_heads, d2 = hd / 2;
+            for (int64_t g = 0; g < t->rows; g++) {
+                int64_t h = g / hd, gg = g % hd;
+                out[g] = tmp[h * hd + (gg % 2) * d2 + gg / 2];
+            }
+            free(tmp);
+        } else {
+            mp_mk_row_stored(s, t->part_role[0], t->layer, 0, t->rows, out);
+        }
+        return;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        int64_t g = r0 + j, hf = g;
+        if (t->permute_heads) { /* file row g = 2i+p within a head holds HF row p*d2+i */
+            int64_t hd = t->rows / t->permute_heads, d2 = hd / 2, h = g / hd, gg = g % hd;
+            hf = h * hd + (gg % 2) * d2 + gg / 2;
+        }
+        int p = 0;
+        while (p < t->nparts - 1 && hf >= t->part_rows[p]) hf -= t->part_rows[p++];
+        mp_mk_row_stored(s, t->part_role[p], t->layer, hf, t->cols, out + (size_t)j * (size_t)t->cols);
+    }
+}
+
+/* Streams tensor t's encoded bytes to f. */
+static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr *e) {
+    int64_t rows = t->ndim == 2 ? t->rows : 1, cols = t->ndim == 2 ? t->cols : t->rows;
+    int64_t chunk = cols > 0 && cols < (1 << 20) ? (1 << 20) / cols : 1;
+    if (chunk > rows) chunk = rows;
+    if (chunk < 1) chunk = 1;
+    size_t rb;
+    if (mp_quant_row_bytes(t->type, (uint64_t)cols, &rb)) return mp_err_set(e, "tensor '%s': bad row size", t->name);
+    float *vals = mp_try_malloc((size_t)(chunk * cols > 0 ? chunk * cols : 1) * sizeof *vals);
+    uint8_t *enc = mp_try_malloc(rb * (size_t)chunk + 1);
+    if (!vals || !enc) {
+        free(vals);
+        free(enc);
+        return mp_err_set(e, "out of memory for tensor '%s'", t->name);
+    }
+    int rc = MP_OK;
+    for (int64_t r0 = 0; r0 < rows && rc == MP_OK; r0 += chunk) {
+        int64_t n = rows - r0 < chunk ? rows - r0 : chunk;
+        if (t->ndim == 1 || t->special) {
+            mk_rows(s, t, r0, n, vals);
+            mp_quant_encode(enc, vals, t->type, (size_t)cols);
+        } else {
+            /* rows are independent Philox streams: generate and encode them in parallel */
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) if (n * cols > 65536)
+#endif
+            for (int64_t j = 0; j < n; j++) {
+                mk_rows(s, t, r0 + j, 1, vals + (size_t)j * (size_t)cols);
+                mp_quant_encode(enc + (size_t)j * rb, vals + (size_t)j * (size_t)cols, t->type, (size_t)cols);
+            }
+        }
+        if (fwrite(enc, 1, rb * (size_t)n, f) != rb * (size_t)n) rc = mp_err_set(e, "write failed for tensor '%s' (disk full?)", t->name);
+    }
+    free(vals);
+    free(enc);
+    return rc;
+}
+
+/* ================================================================ HF writer */
+
+static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                                               "Qwen3ForCausalLM", "Phi3ForCausalLM"};
+
+static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
+    json_t *c = json_object();
+    json_t *arr = json_array();
+    json_array_append_new(arr, json_string(hf_class[s->arch]));
+    json_object_set_new(c, "architectures", arr);
+    json_object_set_new(c, "model_type", json_string(mp_model_arch_name(s->arch)));
+    json_object_set_new(c, "hidden_size", json_integer(s->dim));
+    json_object_set_new(c, "intermediate_size", json_integer(s->ffn));
+    json_object_set_new(c, "num_hidden_layers", json_integer(s->layers));
+    json_object_set_new(c, "num_attention_heads", json_integer(s->heads));
+    json_object_set_new(c, "num_key_value_heads", json_integer(s->kv_heads));
+    json_object_set_new(c, "head_dim", json_integer(mk_head_dim(s)));
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "rms_norm_eps", json_real(s->norm_eps));
+    json_object_set_new(c, "rope_theta", json_real(mk_theta(s)));
+    json_object_set_new(c, "max_position_embeddings", json_integer(mk_max_pos(s)));
+    json_object_set_new(c, "vocab_size", json_integer(s->vocab));
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
+    json_object_set_new(c, "bos_token_id", json_integer(s->vocab >= 2 ? s->vocab - 2 : 0));
+    json_object_set_new(c, "eos_token_id", json_integer(s->vocab - 1));
+    if (s->arch != MP_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_false());
+    if (s->arch == MP_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_false());
+    if (s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3) json_object_set_new(c, "use_sliding_window", json_false());
+    if (s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3)
+        json_object_set_new(c, "sliding_window", json_null());
+    if (s->arch == MP_ARCH_PHI3) {
+        json_object_set_new(c, "partial_rotary_factor", json_real(s->partial_rotary));
+        json_object_set_new(c, "original_max_position_embeddings", json_integer(mk_orig_ctx(s)));
+    }
+    json_t *rs = json_null();
+    if (s->rope_scaling == MP_ROPE_LLAMA3) {
+        rs = json_object();
+        json_object_set_new(rs, "rope_type", json_string("llama3"));
+        json_object_set_new(rs, "factor", json_real(8.0));
+        json_object_set_new(rs, "low_freq_factor", json_real(1.0));
+        json_object_set_new(rs, "high_freq_factor", json_real(4.0));
+        json_object_set_new(rs, "original_max_position_embeddings", json_integer(mk_orig_ctx(s)));
+    } else if (s->rope_scaling == MP_ROPE_LONGROPE) {
+        rs = json_object();
+        json_object_set_new(rs, "type", json_string("longrope"));
+        json_t *sf = json_array(), *lf = json_array();
+        for (int i = 0; i < mk_rot_dim(s) / 2; i++) {
+            json_array_append_new(sf, json_real(mk_short_factor(i)));
+            json_array_append_new(lf, json_real(mk_long_factor(i)));
+        }
+        json_object_set_new(rs, "short_factor", sf);
+        json_object_set_new(rs, "long_factor", lf);
+    }
+    json_object_set_new(c, "rope_scaling", rs);
+    json_object_set_new(c, "torch_dtype", json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32"));
+    char path[4096];
+    int rc = mp_path_join(path, sizeof path, dir, "config.json", e);
+    if (rc == MP_OK) rc = mp_json_write_atomic(path, c, e);
+    json_decref(c);
+    return rc;
+}
+
+static const char *st_dtype_name(MpWType t) { return t == MP_WT_BF16 ? "BF16" : t == MP_WT_F16 ? "F16" : "F32"; }
+
+/* One safetensors file holding tensors [a, b) of the list. */
+static int mk_write_st(const MpMkSpec *s, const MkList *l, size_t a, size_t b, const char *path, MpErr *e) {
+    json_t *h = json_object();
+    json_t *meta = json_object();
+    json_object_set_new(meta, "format", json_string("pt"));
+    json_object_set_new(h, "__metadata__", meta);
+    uint64_t off = 0;
+    for (size_t i = a; i < b; i++) {
+        const MkTensor *t = &l->t[i];
+        json_t *o = json_object(), *sh = json_array(), *of = json_array();
+        json_object_set_new(o, "dtype", json_string(st_dtype_name(t->type)));
+        json_array_append_new(sh, json_integer(t->rows));
+        if (t->ndim == 2) json_array_append_new(sh, json_integer(t->cols));
+        json_object_set_new(o, "shape", sh);
+        json_array_append_new(of, json_integer((json_int_t)off));
+        json_array_append_new(of, json_integer((json_int_t)(off + t->nbytes)));
+        json_object_set_new(o, "data_offsets", of);
+        json_object_set_new(h, t->name, o);
+        off += t->nbytes;
+    }
+    char *txt = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(h);
+    if (!txt) return mp_err_set(e, "%s: cannot serialise the header", path);
+    size_t n = strlen(txt), padded = (n + 7) / 8 * 8;
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e)) {
+        free(txt);
+        return MP_ERR;
+    }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
+    int rc = MP_OK;
+    if (fwrite(len8, 1, 8, af.f) != 8 || fwrite(txt, 1, n, af.f) != n) rc = mp_err_set(e, "%s: write failed", path);
+    for (size_t i = n; i < padded && rc == MP_OK; i++)
+        if (fputc(' ', af.f) == EOF) rc = mp_err_set(e, "%s: write failed", path);
+    free(txt);
+    for (size_t i = a; i < b && rc == MP_OK; i++)
+        if (mk_write_tensor(s, &l->t[i], af.f, e)) rc = mp_err_prefix(e, "%s", path);
+    if (rc == MP_OK) rc = mp_atomic_commit(&af, e);
+    else mp_atomic_abort(&af);
+    return rc;
+}
+
+static int mk_write_hf(const MpMkSpec *s, const MkList *l, const char *dir, MpErr *e) {
+    if (mp_mkdir_p(dir, e) || mk_write_config(s, dir, e)) return MP_ERR;
+    char path[4096];
+    if (s->shards <= 1) {
+        if (mp_path_join(path, sizeof path, dir, "model.safetensors", e)) return MP_ERR;
+        return mk_write_st(s, l, 0, l->n, path, e);
+    }
+    /* split the list into `shards` consecutive, non-empty groups of about equal bytes */
+    uint64_t total = 0;
+    for (size_t i = 0; i < l->n; i++) total += l->t[i].nbytes;
+    json_t *wm = json_object();
+    size_t a = 0;
+    uint64_t acc = 0;
+    int rc = MP_OK;
+    for (int k = 0; k < s->shards && rc == MP_OK; k++) {
+        size_t b = a + 1;
+        acc += l->t[a].nbytes;
+        size_t left_needed = (size_t)(s->shards - 1 - k); /* tensors the remaining shards need */
+        while (b < l->n - left_needed && acc < total / (uint64_t)s->shards * (uint64_t)(k + 1)) acc += l->t[b++].nbytes;
+        if (k == s->shards - 1) {
+            while (b < l->n) acc += l->t[b++].nbytes;
+        }
+        char fn[64];
+        snprintf(fn, sizeof fn, "model-%05d-of-%05d.safetensors", k + 1, s->shards);
+        for (size_t i = a; i < b; i++) json_object_set_new(wm, l->t[i].name, json_string(fn));
+        if (mp_path_join(path, sizeof path, dir, fn, e) || mk_write_st(s, l, a, b, path, e)) rc = MP_ERR;
+        a = b;
+    }
+    if (rc == MP_OK) {
+        json_t *idx = json_object(), *meta = json_object();
+        json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+        json_object_set_new(idx, "metadata", meta);
+        json_object_set_new(idx, "weight_map", wm);
+        wm = NULL;
+        if (mp_path_join(path, sizeof path, dir, "model.safetensors.index.json", e) || mp_json_write_atomic(path, idx, e)) rc = MP_ERR;
+        json_decref(idx);
+    }
+    if (wm) json_decref(wm);
+    return rc;
+}
+
+/* ================================================================ GGUF writer */
+
+/* GPT-2 bytes_to_unicode: byte b → code point (printable bytes map to themselves). */
+static unsigned mk_byte_cp(unsigned b) {
+    if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff)) return b;
+    unsigned k = 0;
+    for (unsigned x = 0; x < b; x++)
+        if (!((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae && x <= 0xff))) k++;
+    return 256 + k;
+}
+
+static void mk_utf8(char *out, unsigned cp) {
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        out[1] = 0;
+    } else { /* < 0x800 suffices for this alphabet */
+        out[0] = (char)(0xc0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3f));
+        out[2] = 0;
+    }
+}
+
+/* Byte-level BPE vocabulary of size V: 256 byte tokens, merges of ASCII letter pairs ("Ġt",
+ * "th", ...), [PADn] fillers (UNUSED), then BOS = V-2 and EOS = V-1 (CONTROL). */
+static int mk_vocab(MpGgufWriter *w, int V, int arch_qwen, MpErr *e) {
+    char **tok = mp_try_calloc((size_t)V, sizeof *tok);
+    int32_t *type = mp_try_calloc((size_t)V, sizeof *type);
+    char **merges = mp_try_calloc((size_t)V, sizeof *merges);
+    int nm = 0, rc = MP_OK;
+    if (!tok || !type || !merges) rc = mp_err_set(e, "out of memory for the vocabulary");
+    static const char letters[] = "etaoinshrdlucmfwypvbgkjqxz";
+    char sp[4];
+    mk_utf8(sp, mk_byte_cp(' '));
+    for (int id = 0; id < V && rc == MP_OK; id++) {
+        char buf[64], mg[64];
+        mg[0] = 0;
+        if (id < 256) {
+            mk_utf8(buf, mk_byte_cp((unsigned)id));
+            type[id] = 1;
+        } else if (id >= V - 2) {
+            snprintf(buf, sizeof buf, "%s", id == V - 2 ? "<|begin_of_text|>" : "<|end_of_text|>");
+            type[id] = 3;
+        } else if (id - 256 < 26) {
+            int a = id - 256;
+            snprintf(buf, sizeof buf, "%s%c", sp, letters[a]);
+            snprintf(mg, sizeof mg, "%s %c", sp, letters[a]);
+            type[id] = 1;
+        } else if (id - 256 - 26 < 26 * 26) {
+            int k = id - 256 - 26;
+            snprintf(buf, sizeof buf, "%c%c", letters[k / 26], letters[k % 26]);
+            snprintf(mg, sizeof mg, "%c %c", letters[k / 26], letters[k % 26]);
+            type[id] = 1;
+        } else {
+            snprintf(buf, sizeof buf, "[PAD%d]", id);
+            type[id] = 5;
+        }
+        if (!(tok[id] = strdup(buf))) rc = mp_err_set(e, "out of memory");
+        if (mg[0] && rc == MP_OK && !(merges[nm++] = strdup(mg))) rc = mp_err_set(e, "out of memory");
+    }
+    if (rc == MP_OK) {
+        mp_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
+        mp_gguf_w_str(w, "tokenizer.ggml.pre", arch_qwen ? "qwen2" : "llama-bpe");
+        mp_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V);
+        mp_gguf_w_arr(w, "tokenizer.ggml.token_type", MP_GGUF_INT32, type, (uint64_t)V);
+        mp_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)nm);
+        mp_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 2));
+        mp_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1));
+        mp_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", !arch_qwen);
+    }
+    for (int i = 0; tok && i < V; i++) free(tok[i]);
+    for (int i = 0; merges && i < nm; i++) free(merges[i]);
+    free(tok);
+    free(type);
+    free(merges);
+    return rc;
+}
+
+static uint32_t mk_file_type(MpWType t) {
+    switch (t) {
+    case MP_WT_F32: return 0;
+    case MP_WT_F16: return 1;
+    case MP_WT_Q4_0: return 2;
+    case MP_WT_Q4_1: return 3;
+    case MP_WT_Q8_0: return 7;
+    case MP_WT_Q5_0: return 8;
+    case MP_WT_Q5_1: return 9;
+    case MP_WT_Q2_K: return 10;
+    case MP_WT_Q3_K: return 11; /* MOSTLY_Q3_K_S */
+    case MP_WT_Q4_K: return 14; /* MOSTLY_Q4_K_S */
+    case MP_WT_Q5_K: return 16; /* MOSTLY_Q5_K_S */
+    case MP_WT_Q6_K: return 18;
+    case MP_WT_BF16: return 32;
+    default: return 0;
+    }
+}
+
+static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, MpErr *e) {
+    const char *arch = s->arch == MP_ARCH_MISTRAL ? "llama" : mp_model_arch_name(s->arch);
+    MpGgufWriter w;
+    mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
+    char key[128];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    mp_gguf_w_str(&w, "general.architecture", arch);
+    mp_gguf_w_str(&w, "general.name", "maskpos-mkmodel");
+    mp_gguf_w_u32(&w, "general.file_type", mk_file_type(s->dtype));
+    mp_gguf_w_u32(&w, "general.quantization_version", 2);
+    mp_gguf_w_u32(&w, "general.alignment", MP_GGUF_DEFAULT_ALIGNMENT);
+    mp_gguf_w_u32(&w, KEY("context_length"), (uint32_t)mk_max_pos(s));
+    mp_gguf_w_u32(&w, KEY("embedding_length"), (uint32_t)s->dim);
+    mp_gguf_w_u32(&w, KEY("block_count"), (uint32_t)s->layers);
+    mp_gguf_w_u32(&w, KEY("feed_forward_length"), (uint32_t)s->ffn);
+    mp_gguf_w_u32(&w, KEY("attention.head_count"), (uint32_t)s->heads);
+    mp_gguf_w_u32(&w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
+    mp_gguf_w_u32(&w, KEY("attention.key_length"), (uint32_t)mk_head_dim(s));
+    mp_gguf_w_u32(&w, KEY("attention.value_length"), (uint32_t)mk_head_dim(s));
+    mp_gguf_w_f32(&w, KEY("attention.layer_norm_rms_epsilon"), (float)s->norm_eps);
+    mp_gguf_w_f32(&w, KEY("rope.freq_base"), (float)mk_theta(s));
+    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3)
+        mp_gguf_w_u32(&w, KEY("rope.dimension_count"), (uint32_t)mk_rot_dim(s));
+    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL) mp_gguf_w_u32(&w, KEY("vocab_size"), (uint32_t)s->vocab);
+    if (s->arch == MP_ARCH_PHI3) {
+        mp_gguf_w_u32(&w, KEY("rope.scaling.original_context_length"), (uint32_t)mk_orig_ctx(s));
+        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), 0);
+        if (s->rope_scaling == MP_ROPE_LONGROPE) {
+            double f = (double)mk_max_pos(s) / mk_orig_ctx(s);
+            mp_gguf_w_f32(&w, KEY("rope.scaling.attn_factor"), (float)sqrt(1 + log(f) / log((double)mk_orig_ctx(s))));
+        }
+    }
+#undef KEY
+    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3, e);
+    for (size_t i = 0; i < l->n && rc == MP_OK; i++) {
+        const MkTensor *t = &l->t[i];
+        int64_t ne[2] = {t->ndim == 2 ? t->cols : t->rows, t->rows};
+        if (mp_gguf_w_tensor(&w, t->name, (uint32_t)t->ndim, ne, t->type) != t->nbytes)
+            rc = mp_err_set(e, "tensor '%s': size mismatch", t->name);
+    }
+    MpAtomicFile af;
+    if (rc == MP_OK && mp_atomic_open(&af, path, e) == MP_OK) {
+        rc = mp_gguf_w_header(&w, af.f, e);
+        for (size_t i = 0; i < l->n && rc == MP_OK; i++)
+            if (mk_write_tensor(s, &l->t[i], af.f, e) || mp_gguf_w_pad(&w, af.f, l->t[i].nbytes, e)) rc = MP_ERR;
+        if (rc == MP_OK) rc = mp_atomic_commit(&af, e);
+        else mp_atomic_abort(&af);
+        if (rc) mp_err_prefix(e, "%s", path);
+    } else if (rc == MP_OK) {
+        rc = MP_ERR;
+    }
+    mp_gguf_writer_free(&w);
+    return rc;
+}
+
+/* ================================================================ entry point */
+
+int mp_mk_check(const MpMkSpec *s, MpErr *e) {
+    if ((unsigned)s->arch >= MP_ARCH_COUNT) return mp_err_set(e, "unknown architecture");
+    if (s->layers < 1 || s->layers > 4096) return mp_err_set(e, "--layers must be in [1, 4096]");
+    if (s->dim < 1 || s->dim > (1 << 24) || s->ffn < 1 || s->ffn > (1 << 24)) return mp_err_set(e, "--dim and --ffn must be in [1, 2^24]");
+    if (s->heads < 1 || s->kv_heads < 1 || s->heads > 4096) return mp_err_set(e, "--heads/--kv-heads must be >= 1");
+    if (s->heads % s->kv_heads) return mp_err_set(e, "--heads %d is not a multiple of --kv-heads %d", s->heads, s->kv_heads);
+    if (s->head_dim == 0 && s->dim % s->heads) return mp_err_set(e, "--dim %d is not a multiple of --heads %d (give --head-dim)", s->dim, s->heads);
+    int hd = mk_head_dim(s);
+    if (hd < 2 || hd % 2 || (int64_t)hd * s->heads > (1 << 24)) return mp_err_set(e, "head dim %d must be even, >= 2", hd);
+    if (s->vocab < 1 || s->vocab > (1 << 27)) return mp_err_set(e, "--vocab must be in [1, 2^27]");
+    if (s->format == MP_FORMAT_GGUF && s->vocab < 258)
+        return mp_err_set(e, "--vocab %d: a GGUF byte-level BPE vocabulary needs >= 258 tokens (256 bytes + BOS + EOS)", s->vocab);
+    if (s->format == MP_FORMAT_HF && s->dtype != MP_WT_F32 && s->dtype != MP_WT_F16 && s->dtype != MP_WT_BF16)
+        return mp_err_set(e, "--dtype %s: HF safetensors are written as f32, f16 or bf16", mp_quant_name(s->dtype));
+    if (!mp_quant_can_encode(s->dtype)) return mp_err_set(e, "--dtype %s: cannot write this type", mp_quant_name(s->dtype));
+    if (s->shards < 1 || (s->shards > 1 && s->format != MP_FORMAT_HF)) return mp_err_set(e, "--shards is for --format hf only, >= 1");
+    if (s->rope_scaling == MP_ROPE_LLAMA3 && s->arch != MP_ARCH_LLAMA && s->arch != MP_ARCH_MISTRAL)
+        return mp_err_set(e, "--rope-scaling llama3 is for --arch llama or mistral");
+    if (s->rope_scaling == MP_ROPE_LONGROPE && s->arch != MP_ARCH_PHI3) return mp_err_set(e, "--rope-scaling longrope is for --arch phi3");
+    if (s->rope_scaling != MP_ROPE_NONE && s->rope_scaling != MP_ROPE_LLAMA3 && s->rope_scaling != MP_ROPE_LONGROPE)
+        return mp_err_set(e, "unsupported --rope-scaling");
+    if (!(s->partial_rotary > 0 && s->partial_rotary <= 1)) return mp_err_set(e, "--partial-rotary must be in (0, 1]");
+    if (s->partial_rotary != 1 && s->arch != MP_ARCH_PHI3) return mp_err_set(e, "--partial-rotary is for --arch phi3");
+    int rd = mk_rot_dim(s);
+    if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);
+    if (!(s->norm_eps >= 0)) return mp_err_set(e, "bad norm eps");
+    return MP_OK;
+}
+
+int mp_mk_write(const MpMkSpec *s, const char *out, MpErr *e) {
+    if (mp_mk_check(s, e)) return MP_ERR;
+    MkList l;
+    int rc = mk_build(s, &l, e);
+    if (rc == MP_OK && s->format == MP_FORMAT_HF && (size_t)s->shards > l.n)
+        rc = mp_err_set(e, "--shards %d: the model has only %zu tensors", s->shards, l.n);
+    if (rc == MP_OK) rc = s->format == MP_FORMAT_HF ? mk_write_hf(s, &l, out, e) : mk_write_gguf(s, &l, out, e);
+    free(l.t);
+    return rc;
+}

@@ -1,0 +1,53 @@
+/* mkmodel.h — writer of random-weight test models in both real formats.
+ *
+ * Implements: an HF directory (config.json + model.safetensors, or N shards
+ * model-0000K-of-0000N.safetensors + model.safetensors.index.json) or a GGUF v3 file with the
+ * metadata llama.cpp needs to load it (architecture keys, byte-level BPE vocabulary "gpt2" with
+ * tokens/token_type/merges/bos/eos, rope_freqs.weight for llama3 scaling, rope_factors_* for
+ * longrope, llama Q/K rows permuted as convert_hf_to_gguf does). Weights come from the Philox
+ * counter RNG keyed by (seed, role, layer, row), so the same seed gives the same f32 weights in
+ * both formats, sharded or not, and phi3's fused tensors hold the same Q/K/V/gate/up rows as the
+ * separate tensors of the other archs. For F16/BF16 every value (norms too) is rounded to that
+ * type first, so HF and GGUF dequantise to bit-identical f32 even where GGUF stores F32.
+ * Quantised GGUF: any type of quant.h (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) for 2-D weights
+ * (rows that are not whole blocks fall back to Q8_0, then F16); 1-D tensors stay F32 as in
+ * llama.cpp. The quantisers are simple grids, not llama.cpp's error-optimal ones.
+ * Does not: write tokenizer.json, or quantised safetensors (not a thing).
+ * Run: maskpos mkmodel --help. Tested by: tests/test_load.c, tests/test_load_gguf.c.
+ */
+#ifndef MP_LOAD_MKMODEL_H
+#define MP_LOAD_MKMODEL_H
+
+#include <stdint.h>
+
+#include "core/err.h"   /* MpErr */
+#include "load/model.h" /* MpArch, MpFormat, MpRole, MpRopeScaling */
+#include "load/quant.h" /* MpWType */
+
+typedef struct MpMkSpec {
+    MpArch arch;
+    int layers, dim, heads, kv_heads, head_dim, ffn, vocab; /* head_dim 0: dim / heads */
+    uint64_t seed;
+    MpFormat format;
+    MpWType dtype;
+    int shards;                 /* HF only; 1 = single model.safetensors */
+    MpRopeScaling rope_scaling; /* NONE, LLAMA3 (llama/mistral), LONGROPE (phi3) */
+    double rope_theta;          /* 0: 500000 with llama3 scaling, else 10000 */
+    double partial_rotary;      /* phi3 partial_rotary_factor (1 = full) */
+    int tie;                    /* tie_word_embeddings */
+    double norm_eps;
+    int max_pos;                /* 0: 131072 with rope scaling, else 4096 */
+} MpMkSpec;
+
+void mp_mk_spec_default(MpMkSpec *s);
+/* Checks the combination (divisibility, dtype vs format, vocab >= 258 for GGUF, ...). */
+int mp_mk_check(const MpMkSpec *s, MpErr *e);
+/* Writes the model to out (a directory for HF, a file for GGUF). */
+int mp_mk_write(const MpMkSpec *s, const char *out, MpErr *e);
+/* The generator: out[cols] = row `row` of (role, layer), HF orientation, f32 before storage
+ * rounding (1-D tensors are row 0). Exposed so tests can recompute expected weights. */
+void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t cols, float *out);
+/* The stored (dequantised) value: mp_mk_row rounded to F16/BF16 when that is the dtype. */
+void mp_mk_row_stored(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t cols, float *out);
+
+#endif

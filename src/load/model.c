@@ -1,0 +1,749 @@
+/* model.c — the model description: opening HF directories and GGUF files, the role table, RoPE
+ * tables, and lazy dequantising accessors; see model.h.
+ *
+ * Sections, in the order data flows: names and role table → RoPE → validation helpers →
+ * HF directory (config.json + safetensors shards) → GGUF → accessors → statistics.
+ */
+#include "load/model.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <jansson.h>
+
+#include "load/hfconfig.h" /* mp_hfconfig_parse */
+#include "load/mapfile.h"  /* MpLoadMap */
+#include "core/util.h"     /* mp_path_join */
+
+/* ================================================================ names */
+
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
+const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
+
+static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
+                                                "k",        "v",           "q_bias",   "k_bias",    "v_bias",
+                                                "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
+                                                "up",       "down"};
+const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
+int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER; }
+
+const char *mp_model_rope_scaling_name(MpRopeScaling s) {
+    switch (s) {
+    case MP_ROPE_NONE: return "none";
+    case MP_ROPE_LINEAR: return "linear";
+    case MP_ROPE_LLAMA3: return "llama3";
+    case MP_ROPE_FREQ_FACTORS: return "freq_factors";
+    case MP_ROPE_LONGROPE: return "longrope";
+    }
+    return "?";
+}
+
+/* Stored tensor name suffixes per role: HF (after "model.layers.N.") and GGUF (after "blk.N."). */
+static const char *hf_suffix[MP_ROLE_COUNT] = {
+    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "input_layernorm.weight",
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.q_proj.bias",
+    "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
+    "mlp.down_proj.weight"};
+static const char *gguf_suffix[MP_ROLE_COUNT] = {
+    "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
+    "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
+    "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+    "ffn_down.weight"};
+
+void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap) {
+    const char *const *suffix = fmt == MP_FORMAT_HF ? hf_suffix : gguf_suffix;
+    const char *sfx = suffix[role];
+    if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_Q || role == MP_ROLE_K || role == MP_ROLE_V))
+        sfx = fmt == MP_FORMAT_HF ? "self_attn.qkv_proj.weight" : "attn_qkv.weight";
+    if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_GATE || role == MP_ROLE_UP))
+        sfx = fmt == MP_FORMAT_HF ? "mlp.gate_up_proj.weight" : "ffn_up.weight";
+    if (role < MP_ROLE_FIRST_LAYER) snprintf(out, cap, "%s", sfx);
+    else snprintf(out, cap, fmt == MP_FORMAT_HF ? "model.layers.%d.%s" : "blk.%d.%s", layer, sfx);
+}
+
+/* Expected served shape of a role from the hyperparameters: returns ndim (1 or 2). */
+static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) {
+    int64_t C = m->dim, Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
+    *cols = 1;
+    switch (r) {
+    case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: *rows = m->vocab; *cols = C; return 2;
+    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: *rows = C; return 1;
+    case MP_ROLE_Q: *rows = Q; *cols = C; return 2;
+    case MP_ROLE_K: case MP_ROLE_V: *rows = KV; *cols = C; return 2;
+    case MP_ROLE_Q_BIAS: *rows = Q; return 1;
+    case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: *rows = KV; return 1;
+    case MP_ROLE_O: *rows = C; *cols = Q; return 2;
+    case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM: *rows = m->head_dim; return 1;
+    case MP_ROLE_GATE: case MP_ROLE_UP: *rows = m->ffn; *cols = C; return 2;
+    case MP_ROLE_DOWN: *rows = C; *cols = m->ffn; return 2;
+    default: return 0;
+    }
+}
+
+/* Is the role part of this architecture? (OUTPUT is handled separately: tying.) */
+static int role_present(const MpModel *m, MpRole r) {
+    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return m->has_qkv_bias;
+    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return m->has_qk_norm;
+    return 1;
+}
+
+/* ================================================================ RoPE (spec §2.2) */
+
+int mp_model_rope_init(MpModel *m, const double *short_factor, const double *long_factor, MpErr *e) {
+    int half = m->rot_dim / 2;
+    free(m->inv_freq);
+    free(m->inv_freq_long);
+    m->inv_freq_long = NULL;
+    m->inv_freq = mp_try_calloc((size_t)(half > 0 ? half : 1), sizeof(float));
+    if (!m->inv_freq) return mp_err_set(e, "out of memory for the RoPE table");
+    if (m->rope_scaling == MP_ROPE_LONGROPE) {
+        m->inv_freq_long = mp_try_calloc((size_t)(half > 0 ? half : 1), sizeof(float));
+        if (!m->inv_freq_long) return mp_err_set(e, "out of memory for the RoPE table");
+    }
+    const double two_pi = 6.283185307179586476925286766559;
+    for (int i = 0; i < half; i++) {
+        double base = pow(m->rope_theta, (2.0 * i) / m->rot_dim), inv = 1.0 / base;
+        switch (m->rope_scaling) {
+        case MP_ROPE_NONE: break;
+        case MP_ROPE_LINEAR: inv /= m->rope_factor; break;
+        case MP_ROPE_LLAMA3: {
+            double old = m->rope_orig_ctx, lo = m->rope_low_freq_factor, hi = m->rope_high_freq_factor;
+            double low_wl = old / lo, high_wl = old / hi, wl = two_pi / inv;
+            double inv_l = wl > low_wl ? inv / m->rope_factor : inv;
+            double s = (old / wl - lo) / (hi - lo);
+            double smoothed = (1 - s) * inv_l / m->rope_factor + s * inv_l;
+            int medium = !(wl < high_wl) && !(wl > low_wl);
+            inv = medium ? smoothed : inv_l;
+            break;
+        }
+        case MP_ROPE_FREQ_FACTORS:
+            if (!short_factor) return mp_err_set(e, "RoPE frequency factors missing");
+            inv /= short_factor[i];
+            break;
+        case MP_ROPE_LONGROPE:
+            if (!short_factor || !long_factor) return mp_err_set(e, "longrope factor lists missing");
+            m->inv_freq_long[i] = (float)(1.0 / (long_factor[i] * base));
+            inv = 1.0 / (short_factor[i] * base);
+            break;
+        }
+        m->inv_freq[i] = (float)inv;
+    }
+    return MP_OK;
+}
+
+/* ================================================================ validation helpers */
+
+void mp_model_free(MpModel *m) {
+    free(m->inv_freq);
+    free(m->inv_freq_long);
+    if (m->st)
+        for (int i = 0; i < m->n_files; i++) mp_st_free(&m->st[i]);
+    free(m->st);
+    if (m->gguf) mp_gguf_free(m->gguf);
+    free(m->gguf);
+    if (m->file_names)
+        for (int i = 0; i < m->n_files; i++) free(m->file_names[i]);
+    free(m->file_names);
+    free(m->tensors);
+    free(m->layer);
+    memset(m, 0, sizeof *m);
+}
+
+static int find_tensor(const MpModel *m, const char *name) {
+    for (size_t i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return (int)i;
+    return -1;
+}
+
+static void fmt_shape(char *out, size_t cap, int ndim, const int64_t *shape) {
+    size_t k = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < ndim && k < cap; d++) k += (size_t)snprintf(out + k, cap - k, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (k < cap) snprintf(out + k, cap - k, "]");
+}
+
+/* Binds ref to tensor `name` (rows [row0, row0+rows) of a [total_rows, cols] or [total_rows]
+ * tensor). missing_ok: absent → ref->tensor = -1 without error. */
+static int bind(MpModel *m, MpModelRef *ref, const char *name, int ndim, int64_t total_rows, int64_t cols, int64_t row0,
+                int64_t rows, int missing_ok, const char *cfg_name, MpErr *e) {
+    ref->tensor = -1;
+    int ti = find_tensor(m, name);
+    if (ti < 0) {
+        if (missing_ok) return MP_OK;
+        return mp_err_set(e, "%s: missing tensor '%s'", m->path, name);
+    }
+    const MpModelTensor *t = &m->tensors[ti];
+    if (!mp_quant_known(t->type)) {
+        const MpStTensor *st = m->st ? mp_st_find(&m->st[t->file], name) : NULL;
+        return mp_err_set(e, "%s: tensor '%s': dtype %s is unsupported (F32, F16, BF16)", m->file_names[t->file], name,
+                          st ? st->dtype : "?");
+    }
+    int64_t want[2] = {total_rows, cols};
+    int ok = t->ndim == ndim && t->shape[0] == total_rows && (ndim == 1 || t->shape[1] == cols);
+    if (!ok) {
+        char a[128], b[128];
+        fmt_shape(a, sizeof a, t->ndim, t->shape);
+        fmt_shape(b, sizeof b, ndim, want);
+        return mp_err_set(e, "%s: tensor '%s' has shape %s but %s implies %s", m->file_names[t->file], name, a, cfg_name, b);
+    }
+    size_t rb;
+    if (mp_quant_row_bytes(t->type, (uint64_t)(ndim == 2 ? cols : total_rows), &rb))
+        return mp_err_set(e, "%s: tensor '%s': %s rows of %lld elements are not whole blocks", m->file_names[t->file], name,
+                          mp_quant_name(t->type), (long long)(ndim == 2 ? cols : total_rows));
+    ref->tensor = ti;
+    ref->ndim = ndim;
+    ref->row0 = row0;
+    ref->rows = rows;
+    ref->cols = ndim == 2 ? cols : 1;
+    ref->unpermute_heads = 0;
+    return MP_OK;
+}
+
+static int alloc_layers(MpModel *m, MpErr *e) {
+    m->layer = mp_try_calloc((size_t)m->n_layers * MP_ROLE_COUNT, sizeof *m->layer);
+    if (!m->layer) return mp_err_set(e, "%s: out of memory", m->path);
+    for (size_t i = 0; i < (size_t)m->n_layers * MP_ROLE_COUNT; i++) m->layer[i].tensor = -1;
+    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++) m->global[r].tensor = -1;
+    return MP_OK;
+}
+
+/* Binds every role for one format. names: the suffix table; prefix formats "model.layers.%d." /
+ * "blk.%d."; fused: phi3 qkv / gate_up names (NULL = separate tensors). */
+static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt, const char *qkv_name,
+                    const char *gate_up_name, const char *cfg_name, MpErr *e) {
+    if (alloc_layers(m, e)) return MP_ERR;
+    char name[512];
+    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++) {
+        int64_t rows, cols;
+        int nd = role_shape(m, (MpRole)r, &rows, &cols);
+        int opt = r == MP_ROLE_OUTPUT;
+        if (opt && m->tie_embeddings) continue; /* tied: served from TOK_EMBD */
+        if (bind(m, &m->global[r], suffix[r], nd, rows, cols, 0, rows, m->format == MP_FORMAT_GGUF && opt, cfg_name, e)) return MP_ERR;
+        if (opt && m->global[r].tensor < 0) m->tie_embeddings = 1; /* GGUF: no output.weight means tied */
+    }
+    int64_t Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
+    for (int l = 0; l < m->n_layers; l++) {
+        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+            if (!role_present(m, (MpRole)r)) continue;
+            MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
+            int64_t rows, cols;
+            int nd = role_shape(m, (MpRole)r, &rows, &cols);
+            int fused_qkv = qkv_name && (r == MP_ROLE_Q || r == MP_ROLE_K || r == MP_ROLE_V);
+            int fused_gu = gate_up_name && (r == MP_ROLE_GATE || r == MP_ROLE_UP);
+            int k = snprintf(name, sizeof name, layer_fmt, l);
+            if (fused_qkv) {
+                snprintf(name + k, sizeof name - (size_t)k, "%s", qkv_name);
+                int64_t row0 = r == MP_ROLE_Q ? 0 : r == MP_ROLE_K ? Q : Q + KV;
+                if (bind(m, ref, name, 2, Q + 2 * KV, m->dim, row0, rows, 0, cfg_name, e)) return MP_ERR;
+            } else if (fused_gu) {
+                snprintf(name + k, sizeof name - (size_t)k, "%s", gate_up_name);
+                if (bind(m, ref, name, 2, 2 * (int64_t)m->ffn, m->dim, r == MP_ROLE_GATE ? 0 : m->ffn, rows, 0, cfg_name, e)) return MP_ERR;
+            } else {
+                snprintf(name + k, sizeof name - (size_t)k, "%s", suffix[r]);
+                if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) return MP_ERR;
+            }
+        }
+    }
+    /* every role tensor must be a type we can serve */
+    for (size_t i = 0; i < (size_t)m->n_layers * MP_ROLE_COUNT + MP_ROLE_FIRST_LAYER; i++) {
+        const MpModelRef *ref = i < MP_ROLE_FIRST_LAYER ? &m->global[i] : &m->layer[i - MP_ROLE_FIRST_LAYER];
+        if (ref->tensor < 0) continue;
+        const MpModelTensor *t = &m->tensors[ref->tensor];
+        if (!mp_quant_known(t->type))
+            return mp_err_set(e, "%s: tensor '%s': unsupported type", m->file_names[t->file], t->name);
+    }
+    return MP_OK;
+}
+
+/* ================================================================ HF directory */
+
+static int add_file(MpModel *m, const char *path, MpErr *e) {
+    char **nf = realloc(m->file_names, (size_t)(m->n_files + 1) * sizeof *nf);
+    if (!nf) return mp_err_set(e, "out of memory");
+    m->file_names = nf;
+    MpSt *ns = realloc(m->st, (size_t)(m->n_files + 1) * sizeof *ns);
+    if (!ns) return mp_err_set(e, "out of memory");
+    m->st = ns;
+    memset(&m->st[m->n_files], 0, sizeof *m->st);
+    if (!(m->file_names[m->n_files] = strdup(path))) return mp_err_set(e, "out of memory");
+    m->n_files++;
+    return MP_OK;
+}
+
+static int hf_collect_tensors(MpModel *m, MpErr *e) {
+    size_t total = 0;
+    for (int f = 0; f < m->n_files; f++) total += m->st[f].n;
+    m->tensors = mp_try_calloc(total ? total : 1, sizeof *m->tensors);
+    if (!m->tensors) return mp_err_set(e, "out of memory");
+    for (int f = 0; f < m->n_files; f++) {
+        for (size_t i = 0; i < m->st[f].n; i++) {
+            const MpStTensor *s = &m->st[f].t[i];
+            int dup = find_tensor(m, s->name);
+            if (dup >= 0)
+                return mp_err_set(e, "%s: tensor '%s' also appears in %s", m->file_names[f], s->name,
+                                  m->file_names[m->tensors[dup].file]);
+            MpModelTensor *t = &m->tensors[m->n_tensors++];
+            t->name = s->name;
+            t->type = s->supported ? s->type : (MpWType)0xffff; /* reported only if a role uses it */
+            t->ndim = s->ndim; /* <= MP_ST_MAX_DIMS = 8 */
+            for (int d = 0; d < t->ndim; d++) t->shape[d] = s->shape[d];
+            t->data = s->data;
+            t->nbytes = (size_t)(s->end - s->begin);
+            t->file = f;
+        }
+    }
+    return MP_OK;
+}
+
+static int hf_open_shards(MpModel *m, const char *dir, MpErr *e) {
+    char path[4096], idx[4096];
+    if (mp_path_join(idx, sizeof idx, dir, "model.safetensors.index.json", e)) return MP_ERR;
+    struct stat sb;
+    if (stat(idx, &sb) == 0) {
+        json_error_t jerr;
+        json_t *root = json_load_file(idx, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) return mp_err_set(e, "%s: invalid JSON at line %d: %s", idx, jerr.line, jerr.text);
+        json_t *wm = json_object_get(root, "weight_map");
+        if (!json_is_object(wm) || json_object_size(wm) == 0) {
+            json_decref(root);
+            return mp_err_set(e, "%s: missing or empty \"weight_map\"", idx);
+        }
+        const char *name;
+        json_t *v;
+        int rc = MP_OK;
+        json_object_foreach(wm, name, v) {
+            if (!json_is_string(v) || strchr(json_string_value(v), '/') || json_string_value(v)[0] == '\0' ||
+                !strcmp(json_string_value(v), "..") || !strcmp(json_string_value(v), ".")) {
+                rc = mp_err_set(e, "%s: weight_map entry of '%s' is not a file name", idx, name);
+                break;
+            }
+            const char *fn = json_string_value(v);
+            int f;
+            if (mp_path_join(path, sizeof path, dir, fn, e)) {
+                rc = MP_ERR;
+                break;
+            }
+            for (f = 0; f < m->n_files; f++)
+                if (!strcmp(m->file_names[f], path)) break;
+            if (f == m->n_files) {
+                if (stat(path, &sb) != 0) {
+                    rc = mp_err_set(e, "%s: missing shard '%s' (listed for tensor '%s')", idx, fn, name);
+                    break;
+                }
+                if ((rc = add_file(m, path, e)) != MP_OK) break;
+                if ((rc = mp_st_open(&m->st[f], path, e)) != MP_OK) break;
+            }
+            if (!mp_st_find(&m->st[f], name)) {
+                rc = mp_err_set(e, "%s: missing tensor '%s' (model.safetensors.index.json maps it to this shard)", path, name);
+                break;
+            }
+        }
+        json_decref(root);
+        return rc;
+    }
+    if (mp_path_join(path, sizeof path, dir, "model.safetensors", e)) return MP_ERR;
+    if (stat(path, &sb) != 0)
+        return mp_err_set(e, "%s: no model.safetensors or model.safetensors.index.json in this directory", dir);
+    if (add_file(m, path, e)) return MP_ERR;
+    return mp_st_open(&m->st[0], path, e);
+}
+
+static int hf_open(MpModel *m, const char *dir, MpErr *e) {
+    m->format = MP_FORMAT_HF;
+    char cfg[4096];
+    if (mp_path_join(cfg, sizeof cfg, dir, "config.json", e)) return MP_ERR;
+    MpLoadMap mm;
+    if (mp_load_map_open(&mm, cfg, e)) return MP_ERR;
+    int rc = mp_hfconfig_parse(m, (const char *)mm.data, mm.size, cfg, e);
+    mp_load_map_close(&mm);
+    if (rc) return MP_ERR;
+    if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
+    int phi = m->arch == MP_ARCH_PHI3;
+    return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
+                    phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
+}
+
+/* ================================================================ GGUF */
+
+static int gguf_key(const MpGguf *g, const char *arch, const char *suffix, const MpGgufKv **kv) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    *kv = mp_gguf_find(g, key);
+    return *kv != NULL;
+}
+
+/* Integer hyperparameter {arch}.suffix (any integer type; an array → all entries must agree). */
+static int gguf_int(const MpGguf *g, const char *arch, const char *suffix, int required, int64_t def, int64_t lo,
+                    int64_t hi, int64_t *out, MpErr *e) {
+    const MpGgufKv *kv;
+    if (!gguf_key(g, arch, suffix, &kv)) {
+        if (required) return mp_err_set(e, "%s: missing key '%s.%s'", g->path, arch, suffix);
+        *out = def;
+        return MP_OK;
+    }
+    int64_t v;
+    if (kv->type == MP_GGUF_ARRAY) {
+        double d0, d;
+        if (kv->arr_n == 0 || mp_gguf_arr_num(kv, 0, &d0))
+            return mp_err_set(e, "%s: key '%s.%s' is not an integer array", g->path, arch, suffix);
+        for (uint64_t i = 1; i < kv->arr_n; i++)
+            if (mp_gguf_arr_num(kv, i, &d) || d != d0)
+                return mp_err_set(e, "%s: key '%s.%s': per-layer values that differ are not supported", g->path, arch, suffix);
+        if (!(d0 >= (double)lo && d0 <= (double)hi) || d0 != floor(d0))
+            return mp_err_set(e, "%s: key '%s.%s' is out of range", g->path, arch, suffix);
+        *out = (int64_t)d0;
+        return MP_OK;
+    }
+    if (mp_gguf_kv_int(kv, &v)) return mp_err_set(e, "%s: key '%s.%s' is not an integer (%s)", g->path, arch, suffix, mp_gguf_type_name(kv->type));
+    if (v < lo || v > hi)
+        return mp_err_set(e, "%s: key '%s.%s' = %lld is outside [%lld, %lld]", g->path, arch, suffix, (long long)v, (long long)lo, (long long)hi);
+    *out = v;
+    return MP_OK;
+}
+
+static int gguf_num(const MpGguf *g, const char *arch, const char *suffix, int required, double def, double *out, MpErr *e) {
+    const MpGgufKv *kv;
+    if (!gguf_key(g, arch, suffix, &kv)) {
+        if (required) return mp_err_set(e, "%s: missing key '%s.%s'", g->path, arch, suffix);
+        *out = def;
+        return MP_OK;
+    }
+    if (mp_gguf_kv_num(kv, out) || !isfinite(*out))
+        return mp_err_set(e, "%s: key '%s.%s' is not a finite number", g->path, arch, suffix);
+    return MP_OK;
+}
+
+/* A global F32 tensor of n values (rope_freqs / rope_factors_*) → new double array. */
+static int gguf_factors(MpModel *m, const char *name, size_t n, double **out, MpErr *e) {
+    const MpGgufTensor *t = mp_gguf_find_tensor(m->gguf, name);
+    if (!t) return mp_err_set(e, "%s: missing tensor '%s'", m->path, name);
+    if (t->n_dims != 1 || (size_t)t->ne[0] != n || t->type != MP_WT_F32)
+        return mp_err_set(e, "%s: tensor '%s' must be F32 with %zu values (rotary dim / 2)", m->path, name, n);
+    float *tmp = mp_try_calloc(n ? n : 1, sizeof *tmp);
+    double *d = mp_try_calloc(n ? n : 1, sizeof *d);
+    if (!tmp || !d) {
+        free(tmp);
+        free(d);
+        return mp_err_set(e, "out of memory");
+    }
+    mp_quant_dequant(tmp, t->data, t->type, n);
+    m->bytes_read += t->nbytes;
+    for (size_t i = 0; i < n; i++) {
+        if (!(tmp[i] > 0) || !isfinite(tmp[i])) {
+            free(tmp);
+            free(d);
+            return mp_err_set(e, "%s: tensor '%s'[%zu] is not a positive number", m->path, name, i);
+        }
+        d[i] = tmp[i];
+    }
+    free(tmp);
+    *out = d;
+    return MP_OK;
+}
+
+static int gguf_describe(MpModel *m, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    const MpGgufKv *kv = mp_gguf_find(g, "general.architecture");
+    char arch[64];
+    if (!kv) return mp_err_set(e, "%s: missing key 'general.architecture'", g->path);
+    if (mp_gguf_kv_str(kv, arch, sizeof arch)) return mp_err_set(e, "%s: key 'general.architecture' is not a short string", g->path);
+    if (!strcmp(arch, "llama")) m->arch = MP_ARCH_LLAMA;
+    else if (!strcmp(arch, "qwen2")) m->arch = MP_ARCH_QWEN2;
+    else if (!strcmp(arch, "qwen3")) m->arch = MP_ARCH_QWEN3;
+    else if (!strcmp(arch, "phi3")) m->arch = MP_ARCH_PHI3;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3)", g->path, arch);
+    int64_t v;
+    const MpGgufKv *split = mp_gguf_find(g, "split.count");
+    if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
+        return mp_err_set(e, "%s: key 'split.count' = %lld: split GGUF files are not supported (merge them with llama.cpp's gguf-split --merge)",
+                          g->path, (long long)v);
+    if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
+    if (v > 0) return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts models are not supported", g->path, arch);
+    if (gguf_int(g, arch, "block_count", 1, 0, 1, 4096, &v, e)) return MP_ERR;
+    m->n_layers = (int)v;
+    if (gguf_int(g, arch, "embedding_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
+    m->dim = (int)v;
+    if (gguf_int(g, arch, "feed_forward_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
+    m->ffn = (int)v;
+    if (gguf_int(g, arch, "attention.head_count", 1, 0, 1, 4096, &v, e)) return MP_ERR;
+    m->n_heads = (int)v;
+    if (gguf_int(g, arch, "attention.head_count_kv", 0, m->n_heads, 1, 4096, &v, e)) return MP_ERR;
+    m->n_kv_heads = (int)v;
+    if (m->n_heads % m->n_kv_heads)
+        return mp_err_set(e, "%s: head_count %d is not a multiple of head_count_kv %d", g->path, m->n_heads, m->n_kv_heads);
+    int64_t def_hd = m->dim % m->n_heads == 0 ? m->dim / m->n_heads : 0;
+    if (gguf_int(g, arch, "attention.key_length", def_hd == 0, def_hd, 2, 1 << 24, &v, e)) return MP_ERR;
+    m->head_dim = (int)v;
+    if (gguf_int(g, arch, "attention.value_length", 0, m->head_dim, 1, 1 << 24, &v, e)) return MP_ERR;
+    if (v != m->head_dim) return mp_err_set(e, "%s: key '%s.attention.value_length' differs from key_length: not supported", g->path, arch);
+    if ((int64_t)m->n_heads * m->head_dim > (1 << 24)) return mp_err_set(e, "%s: head_count x key_length is too large", g->path);
+    if (gguf_num(g, arch, "attention.layer_norm_rms_epsilon", 1, 0, &m->norm_eps, e)) return MP_ERR;
+    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key '%s.attention.layer_norm_rms_epsilon' is negative", g->path, arch);
+    if (gguf_num(g, arch, "rope.freq_base", 0, 10000.0, &m->rope_theta, e)) return MP_ERR;
+    if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key '%s.rope.freq_base' must be > 1", g->path, arch);
+    if (gguf_int(g, arch, "rope.dimension_count", 0, m->head_dim, 2, m->head_dim, &v, e)) return MP_ERR;
+    if (v % 2) return mp_err_set(e, "%s: key '%s.rope.dimension_count' must be even", g->path, arch);
+    m->rot_dim = (int)v;
+    if (gguf_int(g, arch, "context_length", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
+    m->max_pos = (int)v;
+    if (gguf_int(g, arch, "attention.sliding_window", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
+    m->sliding_window = (int)v;
+    const MpGgufKv *bk = mp_gguf_find(g, "tokenizer.ggml.bos_token_id"), *ek = mp_gguf_find(g, "tokenizer.ggml.eos_token_id");
+    m->bos_id = m->eos_id = -1;
+    if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
+    if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
+    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
+    m->has_qk_norm = m->arch == MP_ARCH_QWEN3;
+
+    /* vocab from the embedding (ne[1]) */
+    const MpGgufTensor *te = mp_gguf_find_tensor(g, "token_embd.weight");
+    if (!te) return mp_err_set(e, "%s: missing tensor 'token_embd.weight'", g->path);
+    if (te->n_dims != 2 || te->ne[1] < 1 || te->ne[1] > (1 << 27))
+        return mp_err_set(e, "%s: tensor 'token_embd.weight' is not [n_embd, n_vocab]", g->path);
+    m->vocab = (int)te->ne[1];
+    if (gguf_int(g, arch, "vocab_size", 0, m->vocab, 1, 1 << 27, &v, e)) return MP_ERR;
+    if (v != m->vocab)
+        return mp_err_set(e, "%s: key '%s.vocab_size' = %lld but tensor 'token_embd.weight' has %d rows", g->path, arch, (long long)v, m->vocab);
+
+    /* RoPE scaling */
+    char st[32] = "none";
+    const MpGgufKv *sk;
+    if (gguf_key(g, arch, "rope.scaling.type", &sk) && mp_gguf_kv_str(sk, st, sizeof st))
+        return mp_err_set(e, "%s: key '%s.rope.scaling.type' is not a short string", g->path, arch);
+    m->rope_factor = 1.0;
+    m->rope_attn_factor = 1.0;
+    double *sf = NULL, *lf = NULL;
+    size_t half = (size_t)m->rot_dim / 2;
+    int rc = MP_OK;
+    if (mp_gguf_find_tensor(g, "rope_factors_long.weight") || !strcmp(st, "longrope")) {
+        m->rope_scaling = MP_ROPE_LONGROPE;
+        if (gguf_int(g, arch, "rope.scaling.original_context_length", 1, 0, 1, INT32_MAX, &v, e)) return MP_ERR;
+        m->rope_orig_ctx = (int)v;
+        m->rope_factor = m->max_pos > 0 ? (double)m->max_pos / (double)m->rope_orig_ctx : 1.0;
+        double def = m->rope_factor <= 1 ? 1.0 : sqrt(1 + log(m->rope_factor) / log((double)m->rope_orig_ctx));
+        if (gguf_num(g, arch, "rope.scaling.attn_factor", 0, def, &m->rope_attn_factor, e)) return MP_ERR;
+        if (gguf_factors(m, "rope_factors_short.weight", half, &sf, e) || gguf_factors(m, "rope_factors_long.weight", half, &lf, e))
+            rc = MP_ERR;
+    } else if (!strcmp(st, "linear") || !strcmp(st, "none")) {
+        if (gguf_num(g, arch, "rope.scaling.factor", 0, 1.0, &m->rope_factor, e)) return MP_ERR;
+        if (!(m->rope_factor > 0)) return mp_err_set(e, "%s: key '%s.rope.scaling.factor' must be > 0", g->path, arch);
+        if (m->rope_factor != 1.0) m->rope_scaling = MP_ROPE_LINEAR;
+        if (mp_gguf_find_tensor(g, "rope_freqs.weight")) {
+            if (m->rope_scaling != MP_ROPE_NONE)
+                return mp_err_set(e, "%s: tensor 'rope_freqs.weight' together with linear scaling is not supported", g->path);
+            m->rope_scaling = MP_ROPE_FREQ_FACTORS;
+            if (gguf_factors(m, "rope_freqs.weight", half, &sf, e)) rc = MP_ERR;
+        }
+    } else {
+        return mp_err_set(e, "%s: key '%s.rope.scaling.type' = '%s' is not supported (none, linear, longrope)", g->path, arch, st);
+    }
+    if (rc == MP_OK) rc = mp_model_rope_init(m, sf, lf, e);
+    free(sf);
+    free(lf);
+    return rc;
+}
+
+static int gguf_collect(MpModel *m, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    m->tensors = mp_try_calloc(g->n_tensors ? g->n_tensors : 1, sizeof *m->tensors);
+    if (!m->tensors) return mp_err_set(e, "out of memory");
+    for (size_t i = 0; i < g->n_tensors; i++) {
+        const MpGgufTensor *s = &g->t[i];
+        MpModelTensor *t = &m->tensors[m->n_tensors++];
+        t->name = s->name;
+        t->type = s->type;
+        t->ndim = (int)s->n_dims;
+        for (int d = 0; d < t->ndim; d++) t->shape[d] = s->ne[t->ndim - 1 - d]; /* reversed: HF orientation */
+        t->data = s->data;
+        t->nbytes = s->nbytes;
+        t->file = 0;
+    }
+    return MP_OK;
+}
+
+static int gguf_finish(MpModel *m, MpErr *e) {
+    m->format = MP_FORMAT_GGUF;
+    m->n_files = 1;
+    m->file_names = mp_try_calloc(1, sizeof *m->file_names);
+    if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
+    if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
+    int phi = m->arch == MP_ARCH_PHI3;
+    if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
+        return MP_ERR;
+    if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
+        for (int l = 0; l < m->n_layers; l++) {
+            MpModelRef *L = &m->layer[(size_t)l * MP_ROLE_COUNT];
+            L[MP_ROLE_Q].unpermute_heads = L[MP_ROLE_Q_BIAS].unpermute_heads = m->n_heads;
+            L[MP_ROLE_K].unpermute_heads = L[MP_ROLE_K_BIAS].unpermute_heads = m->n_kv_heads;
+        }
+        if (m->head_dim % 2) return mp_err_set(e, "%s: llama head dim %d is odd", m->path, m->head_dim);
+    }
+    return MP_OK;
+}
+
+int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const char *name, MpErr *e) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", name);
+    m->gguf = mp_try_calloc(1, sizeof *m->gguf);
+    if (!m->gguf) return mp_err_set(e, "out of memory");
+    if (mp_gguf_parse(m->gguf, buf, n, name, e) || gguf_finish(m, e)) {
+        mp_model_free(m);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+int mp_model_open(MpModel *m, const char *path, MpErr *e) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) return mp_err_set(e, "%s: %s", path, strerror(errno));
+    int rc;
+    if (S_ISDIR(sb.st_mode)) {
+        rc = hf_open(m, path, e);
+    } else {
+        size_t n = strlen(path);
+        if (n > 12 && !strcmp(path + n - 12, ".safetensors")) { /* a file inside an HF directory */
+            char dir[4096];
+            snprintf(dir, sizeof dir, "%s", path);
+            char *slash = strrchr(dir, '/');
+            if (slash) *slash = '\0';
+            else snprintf(dir, sizeof dir, ".");
+            snprintf(m->path, sizeof m->path, "%s", dir);
+            rc = hf_open(m, dir, e);
+        } else {
+            m->gguf = mp_try_calloc(1, sizeof *m->gguf);
+            if (!m->gguf) return mp_err_set(e, "out of memory");
+            rc = mp_gguf_open(m->gguf, path, e);
+            if (rc == MP_OK) rc = gguf_finish(m, e);
+        }
+    }
+    if (rc != MP_OK) mp_model_free(m);
+    return rc;
+}
+
+/* ================================================================ accessors */
+
+static const MpModelRef *model_ref(const MpModel *m, MpRole role, int layer) {
+    const MpModelRef *r;
+    if ((unsigned)role >= MP_ROLE_COUNT) return NULL;
+    if (role < MP_ROLE_FIRST_LAYER) {
+        if (role == MP_ROLE_OUTPUT && m->tie_embeddings) role = MP_ROLE_TOK_EMBD;
+        r = &m->global[role];
+    } else {
+        if (layer < 0 || layer >= m->n_layers || !m->layer) return NULL;
+        r = &m->layer[(size_t)layer * MP_ROLE_COUNT + role];
+    }
+    return r->tensor >= 0 ? r : NULL;
+}
+
+int mp_model_shape(const MpModel *m, MpRole role, int layer, int64_t shape[2]) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    if (!r) return 0;
+    shape[0] = r->rows;
+    shape[1] = r->cols;
+    return r->ndim;
+}
+
+MpWType mp_model_stored_type(const MpModel *m, MpRole role, int layer) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    return r ? m->tensors[r->tensor].type : MP_WT_F32;
+}
+
+/* Accessors may run on several threads at once: the statistic is updated atomically. */
+static void count_read(MpModel *m, size_t n) { __atomic_fetch_add(&m->bytes_read, n, __ATOMIC_RELAXED); }
+
+/* Stored row of served row j (undoing the llama GGUF interleave within each head):
+ * HF_row[p*d2 + i] = GGUF_row[2i + p]. */
+static int64_t src_row(const MpModelRef *r, int64_t j) {
+    if (r->unpermute_heads <= 0) return r->row0 + j;
+    int64_t hd = r->rows / r->unpermute_heads, d2 = hd / 2, h = j / hd, jj = j % hd;
+    int64_t p = jj / d2, i = jj % d2;
+    return r->row0 + h * hd + 2 * i + p;
+}
+
+int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n, float *out, MpErr *e) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    if (!r) return mp_err_set(e, "%s: no tensor for role '%s' of layer %d", m->path, mp_model_role_name(role), layer);
+    if (r0 < 0 || n < 0 || r0 > r->rows || n > r->rows - r0)
+        return mp_err_set(e, "%s: rows [%lld, +%lld) outside role '%s' (%lld rows)", m->path, (long long)r0, (long long)n,
+                          mp_model_role_name(role), (long long)r->rows);
+    const MpModelTensor *t = &m->tensors[r->tensor];
+    if (r->ndim == 1) { /* 1-D: dequantise the whole (small) tensor, then pick elements */
+        int64_t total = t->shape[0];
+        float *tmp = mp_try_calloc((size_t)(total ? total : 1), sizeof *tmp);
+        if (!tmp) return mp_err_set(e, "out of memory");
+        mp_quant_dequant(tmp, t->data, t->type, (size_t)total);
+        count_read(m, t->nbytes);
+        for (int64_t j = 0; j < n; j++) out[j] = tmp[src_row(r, r0 + j)];
+        free(tmp);
+        return MP_OK;
+    }
+    size_t rb;
+    if (mp_quant_row_bytes(t->type, (uint64_t)r->cols, &rb)) return mp_err_set(e, "%s: tensor '%s': bad row size", m->path, t->name);
+    for (int64_t j = 0; j < n; j++) {
+        int64_t s = src_row(r, r0 + j);
+        mp_quant_dequant(out + (size_t)j * (size_t)r->cols, t->data + (size_t)s * rb, t->type, (size_t)r->cols);
+        count_read(m, rb);
+    }
+    return MP_OK;
+}
+
+int mp_model_tensor_f32(MpModel *m, MpRole role, int layer, float *out, size_t cap, int64_t shape[2], MpErr *e) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    if (!r) return mp_err_set(e, "%s: no tensor for role '%s' of layer %d", m->path, mp_model_role_name(role), layer);
+    size_t need = (size_t)r->rows * (size_t)r->cols; /* both < 2^27 * 2^24: fits in size_t */
+    if (cap < need) return mp_err_set(e, "%s: role '%s': buffer of %zu floats, need %zu", m->path, mp_model_role_name(role), cap, need);
+    if (shape) {
+        shape[0] = r->rows;
+        shape[1] = r->cols;
+    }
+    return mp_model_rows_f32(m, role, layer, 0, r->rows, out, e);
+}
+
+const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t shape[2]) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    if (!r) return NULL;
+    const MpModelTensor *t = &m->tensors[r->tensor];
+    if (t->type != MP_WT_F32 || r->unpermute_heads > 0 || ((uintptr_t)t->data % sizeof(float))) return NULL;
+    if (shape) {
+        shape[0] = r->rows;
+        shape[1] = r->cols;
+    }
+    count_read(m, (size_t)r->rows * (size_t)r->cols * 4);
+    return (const float *)(const void *)t->data + (size_t)r->row0 * (size_t)r->cols;
+}
+
+/* ================================================================ statistics */
+
+static uint64_t tensor_elems(const MpModelTensor *t) {
+    uint64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+uint64_t mp_model_param_count(const MpModel *m) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const char *nm = m->tensors[i].name;
+        if (!strcmp(nm, "rope_freqs.weight") || !strncmp(nm, "rope_factors_", 13)) continue; /* not parameters */
+        if (m->tie_embeddings && m->format == MP_FORMAT_HF && !strcmp(nm, "lm_head.weight")) continue;
+        n += tensor_elems(&m->tensors[i]);
+    }
+    return n;
+}
+
+uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers) {
+    uint64_t b = 0;
+    if (n_layers > m->n_layers) n_layers = m->n_layers;
+    for (int l = 0; l < n_layers; l++)
+        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+            int64_t s[2];
+            if (mp_model_shape(m, (MpRole)r, l, s)) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
+        }
+    return b;
+}

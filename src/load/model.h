@@ -1,0 +1,178 @@
+/* model.h — the one model description every checkpoint reader fills (HF safetensors or GGUF).
+ *
+ * Implements: mp_model_open() for an HF directory (config.json + model.safetensors or sharded
+ * model-*.safetensors with model.safetensors.index.json) or a .gguf file; the architecture
+ * hyperparameters; the RoPE inverse-frequency table (spec §2.2, HF convention); and lazy access to
+ * any weight by (role, layer), dequantised to f32, in HF orientation, whatever the file stores:
+ *   - phi3's fused qkv_proj / gate_up_proj are served as separate Q, K, V, GATE, UP row slices;
+ *   - GGUF llama Q/K rows (permuted by convert_hf_to_gguf for interleaved RoPE) are un-permuted,
+ *     so Q/K vectors, and hence scores, follow HF's rotate_half convention for every format;
+ *   - tied embeddings: MP_ROLE_OUTPUT serves the embedding matrix.
+ * Files are memory-mapped read-only; tensor bytes are read only when a role is requested, so
+ * asking for layers 0..3 of a 32-layer model never reads the other layers' bytes
+ * (MpModel.bytes_read counts what was read). After mp_model_open the accessors only read the
+ * model (the counter is atomic), so threads may call them concurrently.
+ * Does not: run the forward pass (src/model/), tokenise, or write files (mkmodel.h).
+ * Run: `maskpos inspect MODEL`. Tested by: tests/test_load.c, tests/test_load_gguf.c.
+ *
+ * Shape legend: C hidden size, NH query heads, NKV key/value heads, HS head_dim, FF intermediate
+ * size, V vocabulary size, L layers, R rotary dims (R <= HS, even).
+ * All weight shapes are HF/torch orientation: a Linear weight is [out, in] row-major.
+ */
+#ifndef MP_LOAD_MODEL_H
+#define MP_LOAD_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"       /* MpErr, MP_OK/MP_ERR */
+#include "load/gguf.h"      /* MpGguf */
+#include "load/quant.h"     /* MpWType */
+#include "load/safetensors.h" /* MpSt */
+
+typedef enum MpArch {
+    MP_ARCH_LLAMA = 0, /* LlamaForCausalLM; GGUF arch "llama" */
+    MP_ARCH_MISTRAL,   /* MistralForCausalLM; written to GGUF as "llama" */
+    MP_ARCH_QWEN2,     /* q/k/v biases */
+    MP_ARCH_QWEN3,     /* per-head q_norm/k_norm before RoPE */
+    MP_ARCH_PHI3,      /* fused qkv_proj and gate_up_proj (Phi-3, Phi-4) */
+    MP_ARCH_COUNT
+} MpArch;
+
+typedef enum MpFormat { MP_FORMAT_HF = 0, MP_FORMAT_GGUF } MpFormat;
+
+typedef enum MpRopeScaling {
+    MP_ROPE_NONE = 0,    /* default: inv_freq[i] = theta^(-2i/R) */
+    MP_ROPE_LINEAR,      /* default / factor */
+    MP_ROPE_LLAMA3,      /* Llama-3.1 smooth low-frequency scaling (HF rope_scaling llama3) */
+    MP_ROPE_FREQ_FACTORS,/* GGUF rope_freqs.weight: default / rope_freqs[i] (what llama3 becomes) */
+    MP_ROPE_LONGROPE,    /* Phi-3 longrope: short/long factor tables, cos/sin * attn_factor */
+} MpRopeScaling;
+
+/* Per-layer tensor roles. Global roles (layer argument ignored) come first. */
+typedef enum MpRole {
+    MP_ROLE_TOK_EMBD = 0, /* [V, C]                          model.embed_tokens / token_embd */
+    MP_ROLE_OUTPUT_NORM,  /* [C]                             model.norm / output_norm */
+    MP_ROLE_OUTPUT,       /* [V, C]                          lm_head / output (tied: TOK_EMBD) */
+    MP_ROLE_ATTN_NORM,    /* [C]                             input_layernorm / attn_norm */
+    MP_ROLE_Q,            /* [NH*HS, C]                      q_proj (phi3: rows of qkv_proj) */
+    MP_ROLE_K,            /* [NKV*HS, C]                     k_proj */
+    MP_ROLE_V,            /* [NKV*HS, C]                     v_proj */
+    MP_ROLE_Q_BIAS,       /* [NH*HS]     qwen2 only */
+    MP_ROLE_K_BIAS,       /* [NKV*HS]    qwen2 only */
+    MP_ROLE_V_BIAS,       /* [NKV*HS]    qwen2 only */
+    MP_ROLE_O,            /* [C, NH*HS]                      o_proj / attn_output */
+    MP_ROLE_Q_NORM,       /* [HS]        qwen3 only, shared by all heads */
+    MP_ROLE_K_NORM,       /* [HS]        qwen3 only */
+    MP_ROLE_FFN_NORM,     /* [C]                             post_attention_layernorm / ffn_norm */
+    MP_ROLE_GATE,         /* [FF, C]                         gate_proj (phi3: rows [0,FF) of gate_up) */
+    MP_ROLE_UP,           /* [FF, C]                         up_proj (phi3: rows [FF,2FF)) */
+    MP_ROLE_DOWN,         /* [C, FF]                         down_proj / ffn_down */
+    MP_ROLE_COUNT
+} MpRole;
+#define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
+
+/* One tensor as stored in a file (borrowed view into the mmap). */
+typedef struct MpModelTensor {
+    const char *name;     /* borrowed from the MpSt / MpGguf that owns it */
+    MpWType type;
+    int ndim;             /* 0..8 (safetensors allows up to MP_ST_MAX_DIMS; GGUF 1..4) */
+    int64_t shape[8];     /* HF orientation, outermost first (GGUF ne reversed) */
+    const uint8_t *data;  /* nbytes bytes inside the mapped file */
+    size_t nbytes;
+    int file;             /* index into MpModel.file_names */
+} MpModelTensor;
+
+/* Where (role, layer) lives: a row slice of one stored tensor. */
+typedef struct MpModelRef {
+    int tensor;           /* index into MpModel.tensors, -1 when the role is absent */
+    int ndim;             /* shape of the served tensor: 1 ([rows]) or 2 ([rows, cols]) */
+    int64_t row0, rows, cols;
+    int unpermute_heads;  /* >0: GGUF llama Q/K: undo the interleave permutation over this many heads */
+} MpModelRef;
+
+typedef struct MpModel {
+    char path[4096];
+    MpFormat format;
+    MpArch arch;
+    /* hyperparameters */
+    int n_layers;         /* L */
+    int dim;              /* C */
+    int n_heads;          /* NH */
+    int n_kv_heads;       /* NKV */
+    int head_dim;         /* HS (config head_dim, else C/NH) */
+    int ffn;              /* FF */
+    int vocab;            /* V (rows of the embedding) */
+    double norm_eps;      /* rms_norm_eps */
+    int max_pos;          /* max_position_embeddings / context_length (0 unknown) */
+    int sliding_window;   /* 0 none; else attention is windowed for sequences longer than this */
+    int has_qkv_bias;     /* qwen2 */
+    int has_qk_norm;      /* qwen3 */
+    int tie_embeddings;   /* output projection = embedding */
+    int bos_id, eos_id;   /* -1 unknown */
+    /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
+    int rot_dim;          /* R = int(HS * partial_rotary_factor) */
+    double rope_theta;
+    MpRopeScaling rope_scaling;
+    double rope_factor;        /* linear/llama3 factor; longrope: max_pos/orig */
+    double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    int rope_orig_ctx;         /* llama3/longrope original_max_position_embeddings */
+    double rope_attn_factor;   /* multiplies cos and sin (longrope); 1 otherwise */
+    float *inv_freq;           /* [R/2] owned: the table for sequences <= rope_orig_ctx (or any) */
+    float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
+    /* storage */
+    int n_files;
+    char **file_names;         /* [n_files] owned paths */
+    MpSt *st;                  /* [n_files] safetensors shards (HF), else NULL */
+    MpGguf *gguf;              /* GGUF file, else NULL */
+    MpModelTensor *tensors;    /* [n_tensors] every tensor of every file */
+    size_t n_tensors;
+    MpModelRef global[MP_ROLE_FIRST_LAYER];   /* TOK_EMBD, OUTPUT_NORM, OUTPUT */
+    MpModelRef *layer;         /* [L * MP_ROLE_COUNT] owned */
+    size_t bytes_read;         /* tensor bytes read through the accessors so far */
+} MpModel;
+
+/* Opens an HF directory (or a file inside one) or a GGUF file. Everything is validated:
+ * config keys, tensor presence, dtypes and shapes against the config, offsets against the file.
+ * On error returns MP_ERR with a one-line message naming the file and the key or tensor. */
+int mp_model_open(MpModel *m, const char *path, MpErr *e);
+/* GGUF from a caller-owned buffer (kept borrowed for the model's lifetime; used by the fuzzer). */
+int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const char *name, MpErr *e);
+void mp_model_free(MpModel *m); /* accepts a zeroed struct */
+
+const char *mp_model_arch_name(MpArch a);      /* "llama", "qwen3", ... */
+const char *mp_model_role_name(MpRole r);      /* "q", "k_norm", ... */
+const char *mp_model_rope_scaling_name(MpRopeScaling s);
+int mp_model_role_is_global(MpRole r);
+/* Name of the stored tensor holding (role, layer) in a file of format fmt for arch, e.g.
+ * "model.layers.3.self_attn.q_proj.weight" / "blk.3.attn_q.weight"; phi3's Q/K/V and GATE/UP
+ * name the fused qkv_proj / gate_up_proj (attn_qkv / ffn_up). Shared with the writer (mkmodel). */
+void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap);
+
+/* Shape of (role, layer) in HF orientation; returns ndim (1 or 2), or 0 when the role is absent
+ * (e.g. Q_BIAS of llama) or layer is out of range. shape[1] = 1 for 1-D tensors. */
+int mp_model_shape(const MpModel *m, MpRole role, int layer, int64_t shape[2]);
+/* Stored type of the tensor behind (role, layer) (MP_WT_F32 when absent). */
+MpWType mp_model_stored_type(const MpModel *m, MpRole role, int layer);
+
+/* out[rows*cols] = (role, layer) dequantised to f32, HF orientation; cap = capacity of out in
+ * floats. shape (may be NULL) receives the shape. MP_ERR if absent or cap too small. */
+int mp_model_tensor_f32(MpModel *m, MpRole role, int layer, float *out, size_t cap, int64_t shape[2],
+                        MpErr *e);
+/* out[n*cols] = rows [r0, r0+n) of (role, layer) (e.g. embedding rows of some token ids). */
+int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n, float *out, MpErr *e);
+/* Borrowed pointer to [rows, cols] f32 values inside the mmap when the stored tensor is F32,
+ * 4-byte aligned, not sliced and not permuted; NULL otherwise (use mp_model_tensor_f32). */
+const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t shape[2]);
+
+/* Parameter count of everything stored (tied output counted once). */
+uint64_t mp_model_param_count(const MpModel *m);
+/* f32 bytes of the weights of layers [0, n_layers) (all roles): what a probe of the first
+ * layers keeps resident after dequantisation (the embedding is read row by row, not counted). */
+uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers);
+
+/* RoPE table from hyperparameters (spec §2.2): fills inv_freq[R/2] (and inv_freq_long for
+ * longrope, from the factor lists given, each R/2 long). Exposed for tests. */
+int mp_model_rope_init(MpModel *m, const double *short_factor, const double *long_factor, MpErr *e);
+
+#endif

@@ -6,6 +6,7 @@
 #   make debug      -O0 -g with sanitizers, binary only, in build-debug/
 #   make release    -O3 -march=native, in build-release/ (not portable: for local benchmarks)
 #   make OPENMP=0   build without OpenMP (results are identical: tests run both ways in CI)
+#   make fuzz       libFuzzer runs of the checkpoint parsers (clang; FUZZ_SECONDS=180 each)
 #   make clean
 #
 # CC is overridable (make CC=clang). Every library comes from Debian packages via pkg-config;
@@ -52,7 +53,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test asan debug release clean
+.PHONY: all test asan debug release clean fuzz
 all: $(BUILD)/maskpos
 
 $(BUILD)/obj/%.o: %.c $(HDRS) Makefile
@@ -88,5 +89,9 @@ debug:
 release:
 	$(MAKE) BUILD=build-release OPT="-O3 -march=native -g" all
 
+# libFuzzer (clang) targets for the checkpoint parsers, FUZZ_SECONDS each (tests/fuzz/Makefile).
+fuzz: $(BUILD)/maskpos
+	$(MAKE) -f tests/fuzz/Makefile fuzz MASKPOS=$(BUILD)/maskpos
+
 clean:
-	rm -rf build build-asan build-debug build-release build-noomp
+	rm -rf build build-asan build-debug build-release build-noomp build-fuzz

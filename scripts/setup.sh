@@ -24,6 +24,7 @@ pkgs=(
 )
 test_pkgs=(
   chromium                              # headless browser check of report.html
+  clang libclang-rt-14-dev              # libFuzzer runs of the parsers (tests/fuzz)
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
 missing=()

@@ -1,7 +1,192 @@
-/* tokenize.c — placeholder: this subcommand is being written (replace this whole file). */
-#include "cli/cli.h"
+/* tokenize.c — `maskpos tokenize`: text to the model's own token ids, and back (src/tok/).
+ *
+ *   maskpos tokenize --model M FILE            ids of FILE's text on one line, space-separated
+ *   maskpos tokenize --model M --out ids.npy FILE      the same as int32 [n] .npy
+ *   maskpos tokenize --model M --decode IDS    IDS: ids separated by white space, or a .npy
+ * M is a directory with tokenizer.json (and tokenizer_config.json) or a tokenizer.json path.
+ * FILE "-" reads standard input. Exit 0 ok, 2 bad input (one-line message).
+ * Tested by: tests/test_tok.c (ids against HF tokenizers; bad inputs).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"   /* mp_cli_* */
+#include "core/npy.h"  /* mp_npy_write / mp_npy_read */
+#include "core/util.h" /* mp_parse_i64, mp_time_now */
+#include "tok/tok.h"   /* MpTok, encode/decode */
+
+static const char *tokenize_help =
+    "usage: maskpos tokenize --model M [--no-special] [--out ids.npy] FILE\n"
+    "       maskpos tokenize --model M --decode [--skip-special] IDS\n"
+    "\n"
+    "Encodes the text of FILE (\"-\": standard input) with the model's own tokenizer; the ids are\n"
+    "those of HF tokenizers' encode(text) (invalid UTF-8 is first replaced by U+FFFD).\n"
+    "\n"
+    "  --model M        directory holding tokenizer.json (+ tokenizer_config.json), or the path\n"
+    "                   of a tokenizer.json (GGUF vocabularies: not yet supported)\n"
+    "  --no-special     do not add BOS/EOS (HF add_special_tokens=False); special-token strings\n"
+    "                   in the text are still matched, as HF does\n"
+    "  --out F.npy      write the ids as int32 [n] instead of printing them\n"
+    "  --decode         IDS holds ids (white-space separated text, or an int .npy): print the text\n"
+    "  --skip-special   with --decode: leave out special tokens (HF skip_special_tokens=True)\n"
+    "  --count          print only the number of ids\n"
+    "  --time           report on stderr the encode time alone (no loading, no output) and tokens/s\n";
+
+static int read_all(const char *path, char **data, size_t *len, MpErr *e) {
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    if (!f) return mp_err_set(e, "%s: cannot open (%s)", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            char *p = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!p) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = !buf || ferror(f);
+    if (f != stdin) fclose(f);
+    if (err) {
+        free(buf);
+        return mp_err_set(e, "%s: read failed after %zu bytes", path, n);
+    }
+    *data = buf;
+    *len = n;
+    return MP_OK;
+}
+
+static int read_ids(const char *path, MpTokIds *ids, MpErr *e) {
+    size_t pl = strlen(path);
+    if (pl > 4 && !strcmp(path + pl - 4, ".npy")) {
+        MpNpy a;
+        if (mp_npy_read(path, &a, e) != MP_OK) return MP_ERR;
+        double *v = NULL;
+        int rc = mp_npy_to_f64(&a, &v, e);
+        for (size_t i = 0; rc == MP_OK && i < a.count; i++) {
+            if (!(v[i] >= 0 && v[i] <= INT32_MAX && v[i] == (double)(int32_t)v[i]))
+                rc = mp_err_set(e, "%s: element %zu (%g) is not a token id", path, i, v[i]);
+            else
+                rc = mp_tok_ids_push(ids, (int32_t)v[i], e);
+        }
+        free(v);
+        mp_npy_free(&a);
+        return rc;
+    }
+    char *text;
+    size_t n;
+    if (read_all(path, &text, &n, e) != MP_OK) return MP_ERR;
+    int rc = MP_OK;
+    size_t i = 0;
+    while (rc == MP_OK && i < n) {
+        while (i < n && strchr(" \t\r\n,", text[i])) i++;
+        if (i == n) break;
+        size_t j = i;
+        while (j < n && !strchr(" \t\r\n,", text[j])) j++;
+        char tok[32];
+        int64_t v;
+        if (j - i >= sizeof tok) rc = mp_err_set(e, "%s: '%.20s...' is not a token id", path, text + i);
+        else {
+            memcpy(tok, text + i, j - i);
+            tok[j - i] = '\0';
+            if (mp_parse_i64(tok, 0, INT32_MAX, &v) != MP_OK) rc = mp_err_set(e, "%s: '%s' is not a token id", path, tok);
+            else rc = mp_tok_ids_push(ids, (int32_t)v, e);
+        }
+        i = j;
+    }
+    free(text);
+    return rc;
+}
+
 int mp_cmd_tokenize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return mp_cli_error("tokenize", "not available in this build yet");
+    const char *cmd = "tokenize";
+    const char *model = NULL, *out = NULL;
+    int no_special = 0, decode = 0, skip_special = 0, count = 0, timing = 0;
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"no-special", no_argument, 0, 'n'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"decode", no_argument, 0, 'd'},
+                                         {"skip-special", no_argument, 0, 's'},
+                                         {"count", no_argument, 0, 'c'},
+                                         {"time", no_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'n': no_special = 1; break;
+        case 'o': out = optarg; break;
+        case 'd': decode = 1; break;
+        case 's': skip_special = 1; break;
+        case 'c': count = 1; break;
+        case 't': timing = 1; break;
+        case 'h': fputs(tokenize_help, stdout); return MP_EXIT_OK;
+        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
+        }
+    }
+    if (!model) return mp_cli_error(cmd, "--model is required (a directory with tokenizer.json, or its path)");
+    if (optind + 1 != argc)
+        return mp_cli_error(cmd, optind == argc ? "give one input FILE (\"-\" for standard input)"
+                                                : "unexpected argument '%s'", argv[optind + (optind < argc)]);
+    const char *input = argv[optind];
+    MpErr e;
+    /* the input first: a missing file is reported before the tokenizer is loaded */
+    MpTokIds ids = {0};
+    char *text = NULL;
+    size_t n = 0;
+    if ((decode ? read_ids(input, &ids, &e) : read_all(input, &text, &n, &e)) != MP_OK) {
+        mp_tok_ids_free(&ids);
+        return mp_cli_error(cmd, "%s", e.msg);
+    }
+    MpTok tok;
+    if (mp_tok_init(&tok, model, &e) != MP_OK) {
+        mp_tok_ids_free(&ids);
+        free(text);
+        return mp_cli_error(cmd, "%s", e.msg);
+    }
+    int rc = MP_EXIT_OK;
+    if (decode) {
+        MpTokBuf dec = {0};
+        if (mp_tok_decode(&tok, &dec, ids.ids, ids.n, skip_special, &e) != MP_OK)
+            rc = mp_cli_error(cmd, "%s", e.msg);
+        else if (dec.n && fwrite(dec.data, 1, dec.n, stdout) != dec.n)
+            rc = mp_cli_error(cmd, "writing standard output failed");
+        mp_tok_buf_free(&dec);
+    } else {
+        double t0 = mp_time_now();
+        int ok = mp_tok_encode(&tok, &ids, text, n, !no_special, &e) == MP_OK;
+        double t1 = mp_time_now();
+        if (ok && timing)
+            fprintf(stderr, "maskpos tokenize: encoded %zu bytes into %zu ids in %.4f s (%.0f tokens/s, one thread)\n", n,
+                    ids.n, t1 - t0, (double)ids.n / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
+        if (!ok) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+        } else if (out) {
+            int64_t shape[1] = {(int64_t)ids.n};
+            if (mp_npy_write(out, MP_DT_I32, ids.ids, 1, shape, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);
+        } else if (count) {
+            printf("%zu\n", ids.n);
+        } else {
+            for (size_t i = 0; i < ids.n; i++) printf(i ? " %d" : "%d", ids.ids[i]);
+            printf("\n");
+        }
+    }
+    free(text);
+    if (rc == MP_EXIT_OK && fflush(stdout) != 0) rc = mp_cli_error(cmd, "writing standard output failed");
+    mp_tok_ids_free(&ids);
+    mp_tok_free(&tok);
+    return rc;
 }

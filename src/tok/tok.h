@@ -1,0 +1,112 @@
+/* tok.h — the model's own tokenizer: HF tokenizer.json byte-level BPE, ids identical to HF.
+ *
+ * Implements (docs/tokenizer.md has the full account, model-formats.md §4 the file format):
+ *   - loading tokenizer.json (+ tokenizer_config.json beside it): BPE model with merges as "a b"
+ *     strings or [a, b] pairs, ignore_merges, added/special tokens, normalizer (null, NFC,
+ *     Sequence), pre-tokenizer (Sequence of Split {Regex|String, all five behaviours, invert} and
+ *     ByteLevel {add_prefix_space, use_regex}), post-processor (ByteLevel, TemplateProcessing,
+ *     Sequence) giving BOS/EOS, decoder ByteLevel;
+ *   - encode: added tokens matched on the raw text first (leftmost-longest), then per segment NFC,
+ *     the Split regexes (taken from the file, compiled with PCRE2 UTF+UCP, patched to HF's Unicode
+ *     tables: unicode.c), byte-level mapping, BPE with a merge hash map and a rank-ordered heap,
+ *     and a cache of frequent pieces; BOS/EOS per the post-processor;
+ *   - decode: ids back to text (byte-level alphabet, invalid UTF-8 → U+FFFD as HF does).
+ * Invalid UTF-8 in the input is replaced by U+FFFD per maximal subpart (WHATWG, Python's
+ * errors="replace", Node's Buffer.toString) before anything else; HF itself only accepts valid
+ * strings, so this is the text HF would be given.
+ *   - the same tokenizer from a GGUF-style vocabulary (tokenizer.ggml.tokens/token_type/merges/
+ *     pre, handed over as arrays by the GGUF reader): mp_tok_init_vocab.
+ * Does not: Unigram / WordPiece / WordLevel models, SentencePiece-style byte_fallback BPE,
+ * NFKC/NFD/other normalizers, reading .gguf files (mp_tok_init refuses them: "GGUF tokenizer:
+ * not yet supported") — each is rejected with a message naming it.
+ * Not thread-safe: encode uses scratch buffers inside MpTok; use one MpTok per thread.
+ * Tested by: tests/test_tok.c (every id against HF tokenizers on the real Llama-3.1 and Qwen3
+ * tokenizer files, ≥ 1 MB of text and edge cases; malformed files).
+ */
+#ifndef MP_TOK_H
+#define MP_TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h" /* MpErr, MP_OK/MP_ERR */
+
+/* A growable array of token ids (owned). */
+typedef struct MpTokIds {
+    int32_t *ids; /* [n] */
+    size_t n, cap;
+} MpTokIds;
+
+/* A growable byte buffer (owned), e.g. decoded text; always NUL-terminated when non-empty. */
+typedef struct MpTokBuf {
+    char *data; /* [n] bytes + NUL */
+    size_t n, cap;
+} MpTokBuf;
+
+typedef struct MpTokImpl MpTokImpl; /* maps, regexes, scratch: tok.c */
+
+typedef struct MpTok {
+    char path[4096];      /* tokenizer.json that was loaded ("" when loaded from memory) */
+    uint64_t hash;        /* FNV-1a of tokenizer.json bytes, then tokenizer_config.json bytes */
+    int32_t n_ids;        /* one past the largest id (model vocab and added tokens) */
+    int32_t bos_id;       /* -1 when the post-processor adds no BOS */
+    int32_t eos_id;       /* -1 when the post-processor adds no EOS */
+    int n_added;          /* added tokens (special or not) */
+    int nfc;              /* 1 when the normalizer applies NFC */
+    int ignore_merges;    /* model.ignore_merges */
+    MpTokImpl *impl;      /* owned */
+} MpTok;
+
+/* Loads a tokenizer: `model` is a directory holding tokenizer.json (and maybe
+ * tokenizer_config.json) or the path of a tokenizer.json. A .gguf path is rejected ("GGUF
+ * tokenizer: not yet supported"). Never aborts on a bad file; on failure t is left zeroed. */
+int mp_tok_init(MpTok *t, const char *model, MpErr *e);
+/* The same from memory: tokenizer.json text and optional tokenizer_config.json text (NULL). */
+int mp_tok_init_json(MpTok *t, const char *json, size_t json_len, const char *config, size_t config_len,
+                     MpErr *e);
+void mp_tok_free(MpTok *t); /* safe on a zeroed struct */
+
+/* A GGUF-style byte-level BPE vocabulary (tokenizer.ggml.model "gpt2"), all borrowed: what the
+ * GGUF reader hands over (model-formats.md §3.6). */
+typedef struct MpTokVocab {
+    const char *const *tokens;  /* [n_tokens] token strings (byte-level alphabet), id = index */
+    const size_t *token_lens;   /* [n_tokens] bytes */
+    const int32_t *token_types; /* [n_tokens] 1 NORMAL .. 6 BYTE, or NULL (all NORMAL) */
+    int64_t n_tokens;
+    const char *const *merges;  /* [n_merges] "A B", rank = index */
+    const size_t *merge_lens;
+    int64_t n_merges;
+    const char *pre;            /* tokenizer.ggml.pre: llama-bpe/llama3/llama-v3, dbrx, smaug-bpe,
+                                   qwen2, gpt-2 */
+    int32_t bos_id, eos_id;     /* -1: none */
+    int add_bos, add_eos;       /* tokenizer.ggml.add_*_token; -1 when absent (llama-bpe: BOS) */
+} MpTokVocab;
+
+/* The same tokenizer as the model's tokenizer.json, from its GGUF vocabulary: CONTROL tokens
+ * are special added tokens, USER_DEFINED plain added tokens, UNUSED ones are left out; the
+ * split regex, NFC and ignore_merges follow from `pre`. */
+int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e);
+
+/* Appends the ids of `text` (len bytes, any bytes) to out. add_special: BOS/EOS as the
+ * post-processor says (HF add_special_tokens=True); added-token strings in the text are matched
+ * either way, as HF does. */
+int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e);
+
+/* Appends the text of ids to out (HF decode with skip_special_tokens as given). An id that is
+ * not a token is an error. */
+int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, int skip_special, MpErr *e);
+
+/* The token string of id as stored in tokenizer.json (byte-level alphabet for model tokens), or
+ * NULL when id is not a token. */
+const char *mp_tok_id_to_token(const MpTok *t, int32_t id);
+
+void mp_tok_ids_free(MpTokIds *ids);
+void mp_tok_buf_free(MpTokBuf *b);
+int mp_tok_ids_push(MpTokIds *ids, int32_t id, MpErr *e);
+int mp_tok_buf_append(MpTokBuf *b, const void *data, size_t n, MpErr *e);
+
+/* Appends src[0..n) to out with invalid UTF-8 replaced by U+FFFD (one per maximal subpart, the
+ * WHATWG rule); *n_replaced (may be NULL) gets the number of replacements. */
+int mp_tok_utf8_sanitize(MpTokBuf *out, const char *src, size_t n, size_t *n_replaced, MpErr *e);
+
+#endif

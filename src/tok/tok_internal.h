@@ -1,0 +1,42 @@
+/* tok_internal.h — shared between the files of the tokenizer module (src/tok/), not exported.
+ *
+ * Implements nothing itself: declares the Unicode helpers of unicode.c (HF-compatible NFC, the
+ * regex rewrite to HF's Unicode tables, UTF-8 decoding) used by tok.c.
+ */
+#ifndef MP_TOK_INTERNAL_H
+#define MP_TOK_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tok/tok.h" /* MpTokBuf, MpErr */
+
+/* Scratch for NFC: a UTF-32 buffer reused across calls (owned). */
+typedef struct MpTokNfcWork {
+    int32_t *cps; /* [cap] */
+    size_t cap;
+} MpTokNfcWork;
+
+/* Appends NFC(s[0..n)) to out, as HF tokenizers' NFC normalizer computes it: utf8proc's NFC,
+ * except that code points HF's older normalization tables do not know are left alone (they
+ * neither reorder, decompose nor compose, and block composition across them). s must be valid
+ * UTF-8. */
+int mp_tok_nfc(MpTokBuf *out, const char *s, size_t n, MpTokNfcWork *w, MpErr *e);
+void mp_tok_nfc_work_free(MpTokNfcWork *w);
+
+/* Rewrites a split pattern from tokenizer.json for PCRE2 (UTF+UCP) so that \p{L}, \p{N}, \s,
+ * \S (and \P{L}, \P{N} outside classes) mean what they mean in HF's regex engine (Oniguruma,
+ * Unicode 16 classes; \s = White_Space without U+180E). Appends the result (NUL-terminated). */
+int mp_tok_regex_patch(MpTokBuf *out, const char *pattern, size_t n, MpErr *e);
+
+/* Decodes one code point of valid UTF-8 at s (n > 0 bytes left); returns its length. */
+int mp_tok_utf8_next(const unsigned char *s, size_t n, uint32_t *cp);
+/* Encodes cp as UTF-8 into b (4 bytes room); returns the length. */
+int mp_tok_utf8_put(unsigned char *b, uint32_t cp);
+
+/* Rust char::is_whitespace (Unicode White_Space), for added tokens' lstrip/rstrip. */
+int mp_tok_is_white_space(uint32_t cp);
+/* Word character (Rust regex \\w, approximately) for added tokens' single_word. */
+int mp_tok_is_word_char(uint32_t cp);
+
+#endif

@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+// encode.js — reference token ids from HF tokenizers' native binding (test oracle, issue 9).
+//
+//   node encode.js TOKENIZER_JSON [--no-special] FILE...
+// For each FILE prints one line: the ids of HF `Tokenizer.encode(text)` separated by spaces, where
+// text is the file's bytes decoded as UTF-8 with invalid sequences replaced by U+FFFD (the WHATWG
+// rule, the same as Python's errors="replace"). --no-special: addSpecialTokens false (no BOS/EOS).
+//   node encode.js TOKENIZER_JSON --decode FILE...
+// FILE holds ids separated by whitespace; prints the decoded text (skip_special_tokens false) raw.
+// Tested by: tests/test_tok.c (compares these ids with maskpos's, one by one).
+"use strict";
+const fs = require("fs");
+const { Tokenizer } = require("tokenizers");
+
+async function main() {
+  const argv = process.argv.slice(2);
+  if (argv.length < 2) {
+    process.stderr.write("usage: node encode.js TOKENIZER_JSON [--no-special|--decode] FILE...\n");
+    process.exit(2);
+  }
+  const tok = Tokenizer.fromFile(argv[0]);
+  let addSpecial = true, decode = false;
+  const files = [];
+  for (const a of argv.slice(1)) {
+    if (a === "--no-special") addSpecial = false;
+    else if (a === "--decode") decode = true;
+    else files.push(a);
+  }
+  for (const f of files) {
+    const buf = fs.readFileSync(f);
+    if (decode) {
+      const ids = buf.toString("latin1").split(/\s+/).filter((s) => s.length).map(Number);
+      process.stdout.write(await tok.decode(ids, false));
+      continue;
+    }
+    const enc = await tok.encode(buf.toString("utf8"), null, { addSpecialTokens: addSpecial });
+    process.stdout.write(enc.getIds().join(" ") + "\n");
+  }
+}
+main().catch((e) => {
+  process.stderr.write("encode.js: " + (e && e.stack ? e.stack : e) + "\n");
+  process.exit(1);
+});

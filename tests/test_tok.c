@@ -32,6 +32,7 @@
 #include "core/npy.h"   /* reading the CLI's .npy output */
 #include "core/util.h"  /* mp_time_now */
 #include "tok/corpus.h" /* mp_tok_corpus_build */
+#include "load/gguf.h"    /* MpGgufWriter: real vocabularies written as GGUF files */
 #include "tok/tok.h"    /* MpTok */
 
 #define ORACLE_DIR MP_SOURCE_DIR "/tests/oracle"
@@ -462,6 +463,33 @@ static void test_decode(void **state) {
  * convert_hf_to_gguf writes them: id → token with "[PAD{id}]" fillers of type UNUSED, added
  * special tokens CONTROL, other added tokens USER_DEFINED, merges as "A B") and checks that it
  * encodes the real text to the very same ids as the tokenizer.json it came from. */
+/* Writes v as a metadata-only GGUF file with the project's GGUF writer (the keys
+ * convert_hf_to_gguf writes for a "gpt2" vocabulary). */
+static void write_gguf_vocab(const char *path, const MpTokVocab *v) {
+    MpGgufWriter w;
+    mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
+    mp_gguf_w_str(&w, "general.architecture", "llama");
+    mp_gguf_w_str(&w, "tokenizer.ggml.model", "gpt2");
+    mp_gguf_w_str(&w, "tokenizer.ggml.pre", v->pre);
+    char **tok = calloc((size_t)v->n_tokens, sizeof *tok), **mer = calloc((size_t)v->n_merges, sizeof *mer);
+    for (int64_t i = 0; i < v->n_tokens; i++) tok[i] = strndup(v->tokens[i], v->token_lens[i]);
+    for (int64_t i = 0; i < v->n_merges; i++) mer[i] = strndup(v->merges[i], v->merge_lens[i]);
+    mp_gguf_w_arr_str(&w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)v->n_tokens);
+    mp_gguf_w_arr(&w, "tokenizer.ggml.token_type", MP_GGUF_INT32, v->token_types, (uint64_t)v->n_tokens);
+    mp_gguf_w_arr_str(&w, "tokenizer.ggml.merges", (const char *const *)mer, (uint64_t)v->n_merges);
+    if (v->bos_id >= 0) mp_gguf_w_u32(&w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id);
+    if (v->eos_id >= 0) mp_gguf_w_u32(&w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos_id);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    MpErr e;
+    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
+    fclose(f);
+    mp_gguf_writer_free(&w);
+    for (int64_t i = 0; i < v->n_tokens; i++) free(tok[i]);
+    for (int64_t i = 0; i < v->n_merges; i++) free(mer[i]);
+    free(tok), free(mer);
+}
+
 static void test_gguf_vocab_equals_json(void **state) {
     (void)state;
     static const char *pre[N_TOK] = {"llama-bpe", "qwen2", "dbrx"};
@@ -530,6 +558,25 @@ static void test_gguf_vocab_equals_json(void **state) {
         snprintf(label, sizeof label, "%s from its GGUF-style vocabulary", g_name[k]);
         compare_ids(ref, label, &b, &a);
         printf("[ INFO     ] %s: %zu ids identical to its tokenizer.json\n", label, a.n);
+        if (k < 2) { /* Llama-3.1 and Qwen3 as real GGUF files, read back by `maskpos tokenize` */
+            const char *gd = mp_test_tmpdir();
+            char gp[512], idp[512], out[4096];
+            snprintf(gp, sizeof gp, "%s/vocab.gguf", gd);
+            snprintf(idp, sizeof idp, "%s/ids.npy", gd);
+            write_gguf_vocab(gp, &v);
+            int rc = mp_test_run(out, sizeof out, "tokenize --model %s --out %s %s", gp, idp, path);
+            if (rc != 0) fail_msg("tokenize --model %s: %s", gp, out);
+            MpNpy arr;
+            assert_int_equal(mp_npy_read(idp, &arr, &e), MP_OK);
+            assert_int_equal(arr.dtype, MP_DT_I32);
+            MpTokIds c = {0};
+            for (size_t i = 0; i < arr.count; i++) mp_tok_ids_push(&c, ((const int32_t *)arr.data)[i], &e);
+            snprintf(label, sizeof label, "%s from a GGUF file", g_name[k]);
+            compare_ids(ref, label, &c, &a);
+            printf("[ INFO     ] %s: %zu ids identical to its tokenizer.json\n", label, c.n);
+            mp_tok_ids_free(&c);
+            mp_npy_free(&arr);
+        }
         mp_tok_ids_free(&a);
         mp_tok_ids_free(&b);
         mp_tok_free(&t);
@@ -827,7 +874,7 @@ static void test_bad_tokenizer_files(void **state) {
     expect_error("byte_fallback", "tokenize --model %s %s", p, txt);
     snprintf(p, sizeof p, "%s/m.gguf", d);
     write_bytes(p, "GGUF", 4);
-    expect_error("GGUF tokenizer: not yet supported", "tokenize --model %s %s", p, txt);
+    expect_error("m.gguf", "tokenize --model %s %s", p, txt); /* a truncated GGUF, named */
     expect_error("no tokenizer.json", "tokenize --model %s %s", d, txt);
     expect_error("No such file", "tokenize --model %s/absent %s", d, txt);
     expect_error("cannot open", "tokenize --model %s %s/absent.txt", tiny_tokenizer(), d);

@@ -1181,8 +1181,7 @@ int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e) {
 int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
     memset(t, 0, sizeof *t);
     size_t ml = strlen(model);
-    if (ml >= 5 && !strcmp(model + ml - 5, ".gguf"))
-        return mp_err_set(e, "%s: GGUF tokenizer: not yet supported (use the model's tokenizer.json)", model);
+    if (ml >= 5 && !strcmp(model + ml - 5, ".gguf")) return mp_tok_init_gguf(t, model, e);
     struct stat st;
     if (stat(model, &st) != 0) return mp_err_set(e, "%s: %s", model, strerror(errno));
     char path[4096], cfg_path[4096];
@@ -1207,7 +1206,7 @@ int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
     if (read_file(path, &json, &jl, e) != MP_OK) return MP_ERR;
     if (jl >= 4 && !memcmp(json, "GGUF", 4)) {
         free(json);
-        return mp_err_set(e, "%s: GGUF tokenizer: not yet supported (use the model's tokenizer.json)", path);
+        return mp_tok_init_gguf(t, path, e);
     }
     if (mp_file_exists(cfg_path) && read_file(cfg_path, &cfg, &cl, e) != MP_OK) {
         free(json);

@@ -86,6 +86,8 @@ typedef struct MpTokVocab {
  * are special added tokens, USER_DEFINED plain added tokens, UNUSED ones are left out; the
  * split regex, NFC and ignore_merges follow from `pre`. */
 int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e);
+/* The same from a GGUF file's tokenizer.ggml.* metadata (src/tok/gguf_vocab.c). */
+int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e);
 
 /* Appends the ids of `text` (len bytes, any bytes) to out. add_special: BOS/EOS as the
  * post-processor says (HF add_special_tokens=True); added-token strings in the text are matched

@@ -27,6 +27,8 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 
 # OpenMP: detected by test-compiling; reported; OPENMP=0 switches it off.
+# Without OpenMP its pragmas are ignored by design, so that warning is silenced then.
+OMP_FLAGS := -Wno-unknown-pragmas
 ifeq ($(OPENMP),1)
   OMP_OK := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo yes)
   ifeq ($(OMP_OK),yes)
@@ -42,7 +44,7 @@ VEC := $(shell $(CC) -fopenmp-simd -x c -c /dev/null -o /dev/null 2>/dev/null &&
 
 CFLAGS := $(STD) $(WARN) $(OPT) $(VEC) $(OMP_FLAGS) -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS := $(PKG_LIBS) -lm $(EXTRA_LIBS)
-LDFLAGS := $(OMP_FLAGS) $(EXTRA_LDFLAGS)
+LDFLAGS := $(filter -fopenmp,$(OMP_FLAGS)) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(sort $(shell find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/fuzz/*'))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))

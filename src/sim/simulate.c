@@ -284,15 +284,16 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
             sn[(size_t)p * H + k] = sin(p * inv_freq);
         }
     const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
-    int nthreads = 1;
 #ifdef _OPENMP
-    nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
+    const int nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
 #endif
     MpProgress prog;
     mp_progress_init(&prog, "simulate", "seq", c->batch);
     if (!c->progress) prog.enabled = 0;
     int oom = 0;
+#ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads)
+#endif
     {
         SimWork w;
         const size_t Sp = (size_t)SIM_PAD(S);

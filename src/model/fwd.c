@@ -1,0 +1,353 @@
+/* fwd.c — see fwd.h. Sections in data-flow order: memory plan, weight loading, one layer, run. */
+#include "model/fwd.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ================================================================ memory plan */
+
+/* Carving one block: pass 1 (base NULL) counts floats, pass 2 hands out pointers. Every piece
+ * starts on a 64-byte boundary. */
+typedef struct FwdCarve {
+    float *base;
+    size_t used; /* floats */
+} FwdCarve;
+
+static float *fwd_carve(FwdCarve *c, size_t n) {
+    float *p = c->base ? c->base + c->used : NULL;
+    c->used += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in) {
+    w->p = fwd_carve(c, mp_fwd_mat_floats(out, in));
+    w->out = out;
+    w->in = in;
+}
+
+typedef struct FwdDims {
+    int C, NH, NKV, HS, FF, V, R, L;
+} FwdDims;
+
+static FwdDims fwd_dims(const MpModel *m, const MpFwdConfig *cfg) {
+    FwdDims d = {m->dim, m->n_heads, m->n_kv_heads, m->head_dim, m->ffn, m->vocab, m->rot_dim, cfg->n_layers};
+    return d;
+}
+
+/* Weights: layers [0, L) and (logits) the output head. */
+static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm, MpFwdMat *lm_head,
+                               const MpModel *m, const MpFwdConfig *cfg) {
+    const FwdDims d = fwd_dims(m, cfg);
+    const int64_t qo = (int64_t)d.NH * d.HS, kvo = (int64_t)d.NKV * d.HS;
+    for (int l = 0; l < d.L; l++) {
+        MpFwdLayer tmp, *ly = layers ? &layers[l] : &tmp;
+        memset(ly, 0, sizeof *ly);
+        ly->attn_norm = fwd_carve(c, (size_t)d.C);
+        fwd_mat(c, &ly->q, qo, d.C);
+        fwd_mat(c, &ly->k, kvo, d.C);
+        fwd_mat(c, &ly->v, kvo, d.C);
+        fwd_mat(c, &ly->o, d.C, qo);
+        if (m->has_qkv_bias) {
+            ly->q_bias = fwd_carve(c, (size_t)qo);
+            ly->k_bias = fwd_carve(c, (size_t)kvo);
+            ly->v_bias = fwd_carve(c, (size_t)kvo);
+        }
+        if (m->has_qk_norm) {
+            ly->q_norm = fwd_carve(c, (size_t)d.HS);
+            ly->k_norm = fwd_carve(c, (size_t)d.HS);
+        }
+        ly->ffn_norm = fwd_carve(c, (size_t)d.C);
+        fwd_mat(c, &ly->gate, d.FF, d.C);
+        fwd_mat(c, &ly->up, d.FF, d.C);
+        fwd_mat(c, &ly->down, d.C, d.FF);
+    }
+    if (cfg->logits) {
+        *out_norm = fwd_carve(c, (size_t)d.C);
+        fwd_mat(c, lm_head, d.V, d.C);
+    }
+}
+
+static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwdConfig *cfg) {
+    const FwdDims d = fwd_dims(m, cfg);
+    const size_t T = (size_t)cfg->max_seq;
+    f->x = fwd_carve(c, T * d.C);
+    f->xn = fwd_carve(c, T * d.C);
+    f->q = fwd_carve(c, T * d.NH * d.HS);
+    f->k = fwd_carve(c, T * d.NKV * d.HS);
+    f->v = fwd_carve(c, T * d.NKV * d.HS);
+    f->kt = fwd_carve(c, T * d.NKV * d.HS);
+    f->scores = fwd_carve(c, (size_t)d.NH * T * T);
+    f->ao = fwd_carve(c, T * d.NH * d.HS);
+    f->gate = fwd_carve(c, T * d.FF);
+    f->up = fwd_carve(c, T * d.FF);
+    f->cos_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
+    f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
+    f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
+}
+
+void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
+    FwdCarve cw = {0}, ca = {0};
+    float *on;
+    MpFwdMat lm;
+    MpFwd f;
+    memset(&f, 0, sizeof f);
+    fwd_layout_weights(&cw, NULL, &on, &lm, m, cfg);
+    fwd_layout_acts(&ca, &f, m, cfg);
+    *weights = (uint64_t)cw.used * 4;
+    *acts = (uint64_t)ca.used * 4;
+}
+
+static float *fwd_alloc(size_t floats) {
+    size_t bytes = floats * sizeof(float);
+    bytes = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+/* ================================================================ weight loading */
+
+/* dst (n floats) <- the 1-D tensor (role, layer), which must hold exactly n values. */
+static int fwd_load_vec(MpModel *m, MpRole role, int layer, float *dst, int64_t n, MpErr *e) {
+    int64_t s[2];
+    if (!mp_model_shape(m, role, layer, s)) return mp_err_set(e, "%s: layer %d has no '%s' tensor", m->path, layer, mp_model_role_name(role));
+    if (s[0] * s[1] != n)
+        return mp_err_set(e, "%s: layer %d '%s' has %lld values, expected %lld", m->path, layer, mp_model_role_name(role),
+                          (long long)(s[0] * s[1]), (long long)n);
+    return mp_model_tensor_f32(m, role, layer, dst, (size_t)n, NULL, e);
+}
+
+/* w <- (role, layer) [out, in], through scratch [cap floats]. */
+static int fwd_load_mat(MpModel *m, MpRole role, int layer, MpFwdMat *w, float *scratch, size_t cap, MpErr *e) {
+    int64_t s[2];
+    if (mp_model_shape(m, role, layer, s) != 2) return mp_err_set(e, "%s: layer %d has no 2-D '%s' tensor", m->path, layer, mp_model_role_name(role));
+    if (s[0] != w->out || s[1] != w->in)
+        return mp_err_set(e, "%s: layer %d '%s' is [%lld, %lld], expected [%lld, %lld]", m->path, layer,
+                          mp_model_role_name(role), (long long)s[0], (long long)s[1], (long long)w->out, (long long)w->in);
+    if (mp_model_tensor_f32(m, role, layer, scratch, cap, NULL, e) != MP_OK) return MP_ERR;
+    mp_fwd_mat_pack(w, scratch, w->out, w->in);
+    return MP_OK;
+}
+
+static int fwd_load(MpFwd *f, MpErr *e) {
+    MpModel *m = f->m;
+    size_t cap = 0;
+    const int64_t sizes[][2] = {{(int64_t)f->NH * f->HS, f->C}, {f->C, (int64_t)f->NH * f->HS}, {f->FF, f->C},
+                                {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if ((size_t)sizes[i][0] * (size_t)sizes[i][1] > cap) cap = (size_t)sizes[i][0] * (size_t)sizes[i][1];
+    float *scratch = fwd_alloc(cap);
+    if (!scratch) return mp_err_set(e, "out of memory for a %zu-float weight scratch buffer", cap);
+    int rc = MP_OK;
+    for (int l = 0; l < f->cfg.n_layers && rc == MP_OK; l++) {
+        MpFwdLayer *ly = &f->layers[l];
+        rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM, l, ly->attn_norm, f->C, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_Q, l, &ly->q, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_K, l, &ly->k, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_V, l, &ly->v, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_O, l, &ly->o, scratch, cap, e);
+        if (rc == MP_OK && ly->q_bias) rc = fwd_load_vec(m, MP_ROLE_Q_BIAS, l, ly->q_bias, ly->q.out, e);
+        if (rc == MP_OK && ly->k_bias) rc = fwd_load_vec(m, MP_ROLE_K_BIAS, l, ly->k_bias, ly->k.out, e);
+        if (rc == MP_OK && ly->v_bias) rc = fwd_load_vec(m, MP_ROLE_V_BIAS, l, ly->v_bias, ly->v.out, e);
+        if (rc == MP_OK && ly->q_norm) rc = fwd_load_vec(m, MP_ROLE_Q_NORM, l, ly->q_norm, f->HS, e);
+        if (rc == MP_OK && ly->k_norm) rc = fwd_load_vec(m, MP_ROLE_K_NORM, l, ly->k_norm, f->HS, e);
+        if (rc == MP_OK) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
+    }
+    if (rc == MP_OK && f->cfg.logits) {
+        rc = fwd_load_vec(m, MP_ROLE_OUTPUT_NORM, 0, f->out_norm, f->C, e);
+        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_OUTPUT, 0, &f->lm_head, scratch, cap, e);
+    }
+    free(scratch);
+    return rc;
+}
+
+int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
+    memset(f, 0, sizeof *f);
+    if (cfg->n_layers < 1 || cfg->n_layers > m->n_layers)
+        return mp_err_set(e, "layers: asked for %d, the model has %d", cfg->n_layers, m->n_layers);
+    if (cfg->logits && cfg->n_layers != m->n_layers)
+        return mp_err_set(e, "logits need all %d layers (asked for %d)", m->n_layers, cfg->n_layers);
+    if (cfg->max_seq < 1 || cfg->max_seq > (1 << 20)) return mp_err_set(e, "sequence length %d out of range", cfg->max_seq);
+    if (m->n_kv_heads < 1 || m->n_heads % m->n_kv_heads)
+        return mp_err_set(e, "%s: %d query heads are not a multiple of %d key/value heads", m->path, m->n_heads, m->n_kv_heads);
+    if (m->rot_dim < 0 || m->rot_dim > m->head_dim || m->rot_dim % 2)
+        return mp_err_set(e, "%s: rotary dims %d do not fit head_dim %d", m->path, m->rot_dim, m->head_dim);
+    if (m->sliding_window > 0 && cfg->max_seq > m->sliding_window)
+        return mp_err_set(e, "%s: sequences of %d tokens exceed the sliding window (%d), which is not implemented",
+                          m->path, cfg->max_seq, m->sliding_window);
+    f->m = m;
+    f->cfg = *cfg;
+    f->C = m->dim;
+    f->NH = m->n_heads;
+    f->NKV = m->n_kv_heads;
+    f->HS = m->head_dim;
+    f->FF = m->ffn;
+    f->V = m->vocab;
+    f->R = m->rot_dim;
+    f->layers = calloc((size_t)cfg->n_layers, sizeof *f->layers);
+    if (!f->layers) return mp_err_set(e, "out of memory");
+    FwdCarve cw = {0}, ca = {0};
+    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg);
+    fwd_layout_acts(&ca, f, m, cfg);
+    f->wfloats = cw.used;
+    f->afloats = ca.used;
+    f->wblock = fwd_alloc(cw.used);
+    f->ablock = fwd_alloc(ca.used);
+    if (!f->wblock || !f->ablock) {
+        size_t wb = cw.used * 4, ab = ca.used * 4;
+        mp_fwd_free(f);
+        return mp_err_set(e, "cannot allocate %.1f MiB of weights + %.1f MiB of activations; HINT: fewer --layers or a shorter --seq",
+                          wb / 1048576.0, ab / 1048576.0);
+    }
+    cw.base = f->wblock;
+    cw.used = 0;
+    ca.base = f->ablock;
+    ca.used = 0;
+    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg);
+    fwd_layout_acts(&ca, f, m, cfg);
+    if (fwd_load(f, e) != MP_OK) {
+        mp_fwd_free(f);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+void mp_fwd_free(MpFwd *f) {
+    free(f->ablock);
+    free(f->wblock);
+    free(f->layers);
+    memset(f, 0, sizeof *f);
+}
+
+double mp_fwd_flops(const MpFwd *f, int T) {
+    const double C = f->C, q = (double)f->NH * f->HS, kv = (double)f->NKV * f->HS, FF = f->FF;
+    const double per_tok = 2.0 * (C * q + 2 * C * kv + q * C + 3 * C * FF);
+    const double pairs = f->cfg.causal ? (double)T * (T + 1) / 2 : (double)T * T;
+    const double attn = 2.0 * 2.0 * pairs * f->HS * f->NH;
+    double fl = f->cfg.n_layers * ((double)T * per_tok + attn);
+    if (f->cfg.logits) fl += 2.0 * T * C * f->V;
+    return fl;
+}
+
+/* ================================================================ one layer */
+
+/* Parallel regions only pay off above this much work (multiply-adds); below it (tiny test
+ * models) thread wake-ups on a loaded machine cost more than the loop. */
+#define FWD_PAR_MIN 200000.0
+
+static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int T) {
+    if (!b) return;
+#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
+    for (int t = 0; t < T; t++)
+        for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];
+}
+
+/* x [T, C] += y [T, C] */
+static void fwd_residual(float *x, const float *y, size_t n) {
+#pragma omp parallel for schedule(static) if ((double)n > FWD_PAR_MIN)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void fwd_norm_rows(float *y, const float *x, const float *w, int T, int n, double eps) {
+#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
+    for (int t = 0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
+}
+
+#define FWD_ROWS 16 /* query rows per parallel work item of the attention */
+
+static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFwdHook hook, void *ctx) {
+    const int NH = f->NH, NKV = f->NKV, HS = f->HS, rep = NH / NKV, R = f->R, causal = f->cfg.causal;
+    const int64_t ldq = (int64_t)NH * HS, ldk = (int64_t)NKV * HS;
+    const double eps = f->m->norm_eps;
+    /* projections */
+    mp_fwd_matmul(f->q, ldq, f->xn, f->C, &ly->q, T);
+    mp_fwd_matmul(f->k, ldk, f->xn, f->C, &ly->k, T);
+    mp_fwd_matmul(f->v, ldk, f->xn, f->C, &ly->v, T);
+    fwd_add_bias(f->q, ldq, ly->q_bias, ldq, T);
+    fwd_add_bias(f->k, ldk, ly->k_bias, ldk, T);
+    fwd_add_bias(f->v, ldk, ly->v_bias, ldk, T);
+    /* per-head q/k norm (qwen3), then RoPE; keys transposed per kv head */
+#pragma omp parallel for schedule(static) if ((double)T * ldq > FWD_PAR_MIN)
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < NH; h++) {
+            float *qh = f->q + t * ldq + (int64_t)h * HS;
+            if (ly->q_norm) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
+            if (f->cfg.rope && R > 0) mp_fwd_rope(qh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+        }
+        for (int h = 0; h < NKV; h++) {
+            float *kh = f->k + t * ldk + (int64_t)h * HS;
+            if (ly->k_norm) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
+            if (f->cfg.rope && R > 0) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+            for (int d = 0; d < HS; d++) f->kt[((size_t)h * HS + d) * T + t] = kh[d];
+        }
+    }
+    /* scores */
+    const float scale = (float)(1.0 / sqrt((double)HS));
+    const int nb = (T + FWD_ROWS - 1) / FWD_ROWS;
+    const double attn_work = (double)NH * T * T * HS;
+    (void)attn_work; /* only read by the OpenMP if() clauses */
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
+    for (int h = 0; h < NH; h++)
+        for (int b = 0; b < nb; b++) {
+            const int i0 = b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+            mp_fwd_attn_scores(f->scores + (size_t)h * T * T, f->q + (int64_t)h * HS, ldq,
+                               f->kt + (size_t)(h / rep) * HS * T, HS, T, causal, scale, i0, i1);
+        }
+    if (hook) hook(ctx, layer, f->scores, NH, T);
+    /* probabilities and values */
+#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
+    for (int h = 0; h < NH; h++)
+        for (int b = 0; b < nb; b++) {
+            const int i0 = b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+            float *sh = f->scores + (size_t)h * T * T;
+            for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * T, causal ? i + 1 : T, T);
+            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, f->v + (int64_t)(h / rep) * HS, ldk, HS, T, causal, i0, i1);
+        }
+    /* output projection + residual */
+    mp_fwd_matmul(f->xn, f->C, f->ao, ldq, &ly->o, T);
+    fwd_residual(f->x, f->xn, (size_t)T * f->C);
+}
+
+static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int T) {
+    fwd_norm_rows(f->xn, f->x, ly->ffn_norm, T, f->C, f->m->norm_eps);
+    mp_fwd_matmul(f->gate, f->FF, f->xn, f->C, &ly->gate, T);
+    mp_fwd_matmul(f->up, f->FF, f->xn, f->C, &ly->up, T);
+#pragma omp parallel for schedule(static) if ((double)T * f->FF * 10 > FWD_PAR_MIN)
+    for (int t = 0; t < T; t++)
+        mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    mp_fwd_matmul(f->xn, f->C, f->gate, f->FF, &ly->down, T);
+    fwd_residual(f->x, f->xn, (size_t)T * f->C);
+}
+
+/* ================================================================ run */
+
+int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e) {
+    MpModel *m = f->m;
+    if (T < 1 || T > f->cfg.max_seq) return mp_err_set(e, "sequence of %d tokens (1..%d allowed)", T, f->cfg.max_seq);
+    for (int t = 0; t < T; t++) {
+        if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
+        if (mp_model_rows_f32(m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
+    }
+    if (f->cfg.rope && f->R > 0) {
+        /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
+        const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
+        mp_fwd_rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+    }
+    for (int l = 0; l < f->cfg.n_layers; l++) {
+        const MpFwdLayer *ly = &f->layers[l];
+        fwd_norm_rows(f->xn, f->x, ly->attn_norm, T, f->C, m->norm_eps);
+        fwd_attention(f, ly, l, T, hook, ctx);
+        fwd_mlp(f, ly, T);
+    }
+    if (f->cfg.logits) {
+        fwd_norm_rows(f->xn, f->x, f->out_norm, T, f->C, m->norm_eps);
+        mp_fwd_matmul(f->logits, f->V, f->xn, f->C, &f->lm_head, T);
+    }
+    return MP_OK;
+}

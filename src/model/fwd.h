@@ -1,0 +1,93 @@
+/* fwd.h — the decoder forward pass in f32 (Llama / Mistral / Qwen2 / Qwen3 / Phi-3 / Phi-4), with an
+ * attention-capture hook.
+ *
+ * Implements exactly the HF semantics of docs model-formats.md §2.1: embedding → per layer
+ * RMSNorm, Q/K/V (+ q/k/v biases for qwen2), per-head q/k RMSNorm (qwen3), RoPE (HF rotate-half on
+ * the first R dims; llama3/linear scaling through the loader's inv_freq; longrope: the long table
+ * when the sequence is longer than the original context, cos/sin × rope_attn_factor), scores
+ * q·kᵀ/√HS, causal mask, softmax, attention-weighted values, o_proj, residual, RMSNorm, SwiGLU MLP,
+ * residual; optionally final RMSNorm + lm_head. GQA: query head h reads key/value head
+ * h / (NH/NKV). Two counterfactuals: no causal mask in any layer, and no RoPE.
+ * The hook sees each layer's pre-softmax scores [NH,T,T] of the current sequence (masked
+ * entries −inf) before they are turned into probabilities.
+ * Only the layers asked for are loaded (dequantised to f32 and packed once at init); everything
+ * the token loop needs is allocated at init, nothing inside mp_fwd_run. Deterministic: the same
+ * bits for any OpenMP thread count (see fwd_kernels.h).
+ * Does not: cache keys/values across calls (every run recomputes the whole sequence), implement
+ * sliding-window attention (refused when a sequence could exceed the window), or tokenise.
+ * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads).
+ *
+ * Shape legend: T tokens, C hidden, NH query heads, NKV key/value heads, HS head dim, FF MLP
+ * size, V vocabulary, R rotary dims.
+ */
+#ifndef MP_FWD_H
+#define MP_FWD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"          /* MpErr */
+#include "load/model.h"        /* MpModel, mp_model_* accessors */
+#include "model/fwd_kernels.h" /* MpFwdMat */
+
+typedef struct MpFwdConfig {
+    int n_layers; /* run layers [0, n_layers), 1..L */
+    int max_seq;  /* longest T a run will be given */
+    int causal;   /* 1 the model's causal mask; 0 counterfactual: no mask in any layer */
+    int rope;     /* 1 the model's RoPE; 0 counterfactual: q, k not rotated */
+    int logits;   /* 1: final norm + lm_head after the last layer (needs n_layers == L) */
+} MpFwdConfig;
+
+/* Called once per layer with the layer's pre-softmax scores (after scale and mask).
+ * scores [NH, T, T]: row = query i, column = key j; −inf where masked. */
+typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads, int T);
+
+typedef struct MpFwdLayer {
+    float *attn_norm;          /* [C] */
+    MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS] */
+    float *q_bias, *k_bias, *v_bias; /* [NH*HS], [NKV*HS], [NKV*HS]; NULL unless qwen2 */
+    float *q_norm, *k_norm;    /* [HS]; NULL unless qwen3 */
+    float *ffn_norm;           /* [C] */
+    MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF] */
+} MpFwdLayer;
+
+typedef struct MpFwd {
+    MpModel *m;                /* borrowed; embedding rows are read from it per token */
+    MpFwdConfig cfg;
+    int C, NH, NKV, HS, FF, V, R;
+    /* weights: one block (wblock), carved */
+    MpFwdLayer *layers;        /* [n_layers] owned */
+    float *out_norm;           /* [C] (logits only) */
+    MpFwdMat lm_head;          /* [V, C] (logits only) */
+    float *wblock;
+    size_t wfloats;
+    /* activations: one block (ablock), carved; T <= max_seq */
+    float *x;                  /* [T, C] residual stream */
+    float *xn;                 /* [T, C] normed input / projection output */
+    float *q;                  /* [T, NH*HS] */
+    float *k, *v;              /* [T, NKV*HS] */
+    float *kt;                 /* [NKV, HS, T] keys transposed (row stride T) */
+    float *scores;             /* [NH, T, T] one sequence's scores, then probabilities */
+    float *ao;                 /* [T, NH*HS] attention output before o_proj */
+    float *gate, *up;          /* [T, FF] */
+    float *cos_t, *sin_t;      /* [T, R/2] */
+    float *logits;             /* [T, V] (logits only) */
+    float *ablock;
+    size_t afloats;
+} MpFwd;
+
+/* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */
+void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts);
+/* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits).
+ * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
+int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
+void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */
+
+/* One sequence ids [T] (1 <= T <= max_seq, 0 <= id < V) through the layers; hook (may be NULL)
+ * sees every layer's scores. With cfg.logits, f->logits [T, V] holds next-token logits. */
+int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
+
+/* Multiply-add count of one run over T tokens (matmuls + attention), for throughput reports. */
+double mp_fwd_flops(const MpFwd *f, int T);
+
+#endif

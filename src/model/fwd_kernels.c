@@ -1,0 +1,278 @@
+/* fwd_kernels.c — see fwd_kernels.h. Reference kernels first, then the blocked variants.
+ *
+ * Why the fast variants are bit-identical to the references: the C11 build contracts no a*b+c
+ * (ISO mode means -ffp-contract=off), and every sum below is written as fmaf steps in ascending
+ * inner index starting from 0, both in the reference and in the blocked loops. fmaf is exactly
+ * rounded wherever it runs (a vfmadd instruction in the x86-64-v3/v4 clones, glibc's fmaf in the
+ * baseline clone), so the clone picked at run time never changes a bit, only the speed.
+ */
+#include "model/fwd_kernels.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+#define FWD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
+#else
+#define FWD_CLONES
+#endif
+
+/* ================================================================ matmul: reference */
+
+void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
+                       int64_t K, int64_t T) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < O; o++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc = fmaf(x[t * ldx + k], w[o * K + k], acc);
+            y[t * ldy + o] = acc;
+        }
+}
+
+/* ================================================================ matmul: packed, blocked */
+
+size_t mp_fwd_mat_floats(int64_t out, int64_t in) {
+    return (size_t)((out + MP_FWD_NR - 1) / MP_FWD_NR) * (size_t)in * MP_FWD_NR;
+}
+
+void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in) {
+    const int64_t P = (out + MP_FWD_NR - 1) / MP_FWD_NR;
+    dst->out = out;
+    dst->in = in;
+    for (int64_t b = 0; b < P; b++)
+        for (int64_t k = 0; k < in; k++) {
+            float *d = dst->p + ((size_t)b * (size_t)in + (size_t)k) * MP_FWD_NR;
+            for (int c = 0; c < MP_FWD_NR; c++) {
+                int64_t o = b * MP_FWD_NR + c;
+                d[c] = o < out ? w[(size_t)o * (size_t)in + (size_t)k] : 0.0f;
+            }
+        }
+}
+
+#ifndef FWD_MC
+#define FWD_MC 256 /* tokens per cache block: x block [MC, KC] = 256 KiB stays in L2 */
+#endif
+#ifndef FWD_NB
+#define FWD_NB 16 /* panels per group: partial sums y [MC, NB*NR] = 512 KiB stay in L2 */
+#endif
+#ifndef FWD_KC
+#define FWD_KC 256 /* inner-index chunk: one panel slice [KC, NR] = 32 KiB stays in L1 */
+#endif
+
+/* y [MR, nc] (+)= x [MR, k0..k1) · panel slice; first: start from 0, else continue y's sums.
+ * Accumulators live in registers (16 zmm in the v4 clone). */
+static inline void mm_micro(float *y, int64_t ldy, const float *x, int64_t ldx, const float *wp, int64_t k0,
+                            int64_t k1, int first, int nc) {
+    float acc[MP_FWD_MR][MP_FWD_NR];
+    for (int r = 0; r < MP_FWD_MR; r++) {
+        if (first || nc < MP_FWD_NR) {
+#pragma omp simd
+            for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = 0.0f;
+        }
+        if (!first) {
+            if (nc == MP_FWD_NR) {
+#pragma omp simd
+                for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = y[r * ldy + c];
+            } else {
+                for (int c = 0; c < nc; c++) acc[r][c] = y[r * ldy + c];
+            }
+        }
+    }
+    for (int64_t k = k0; k < k1; k++) {
+        const float *w = wp + k * MP_FWD_NR;
+#pragma GCC unroll 8
+        for (int r = 0; r < MP_FWD_MR; r++) {
+            const float xv = x[r * ldx + k];
+#pragma omp simd
+            for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = fmaf(xv, w[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < MP_FWD_MR; r++) {
+        if (nc == MP_FWD_NR) {
+#pragma omp simd
+            for (int c = 0; c < MP_FWD_NR; c++) y[r * ldy + c] = acc[r][c];
+        } else {
+            for (int c = 0; c < nc; c++) y[r * ldy + c] = acc[r][c];
+        }
+    }
+}
+
+/* Leftover rows (mr < MR): same order, plain loops. */
+static void mm_edge(float *y, int64_t ldy, const float *x, int64_t ldx, const float *wp, int64_t k0, int64_t k1,
+                    int first, int nc, int mr) {
+    for (int r = 0; r < mr; r++)
+        for (int c = 0; c < nc; c++) {
+            float acc = first ? 0.0f : y[r * ldy + c];
+            for (int64_t k = k0; k < k1; k++) acc = fmaf(x[r * ldx + k], wp[k * MP_FWD_NR + c], acc);
+            y[r * ldy + c] = acc;
+        }
+}
+
+/* One thread's share: panels [p0, p1) for all T rows. Loop order: token blocks (x rows reused
+ * from L2), panel groups (their partial sums stay in L2 across the k chunks), k chunks, panels
+ * (one [KC, NR] slice in L1 for all MR-row blocks). The sum of every y element still runs over k
+ * in ascending order, from 0. */
+FWD_CLONES
+static void mm_panels(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
+                      int64_t p1) {
+    const int64_t K = w->in, O = w->out;
+    for (int64_t t0 = 0; t0 < T; t0 += FWD_MC) {
+        const int64_t t1 = t0 + FWD_MC < T ? t0 + FWD_MC : T;
+        for (int64_t g0 = p0; g0 < p1; g0 += FWD_NB) {
+            const int64_t g1 = g0 + FWD_NB < p1 ? g0 + FWD_NB : p1;
+            for (int64_t k0 = 0; k0 < K; k0 += FWD_KC) {
+                const int64_t k1 = k0 + FWD_KC < K ? k0 + FWD_KC : K;
+                for (int64_t p = g0; p < g1; p++) {
+                    const float *wp = w->p + (size_t)p * (size_t)K * MP_FWD_NR;
+                    const int nc = (int)(O - p * MP_FWD_NR < MP_FWD_NR ? O - p * MP_FWD_NR : MP_FWD_NR);
+                    float *yp = y + p * MP_FWD_NR;
+                    int64_t t = t0;
+                    for (; t + MP_FWD_MR <= t1; t += MP_FWD_MR)
+                        mm_micro(yp + t * ldy, ldy, x + t * ldx, ldx, wp, k0, k1, k0 == 0, nc);
+                    if (t < t1)
+                        mm_edge(yp + t * ldy, ldy, x + t * ldx, ldx, wp, k0, k1, k0 == 0, nc, (int)(t1 - t));
+                }
+            }
+        }
+    }
+}
+
+void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
+    const int64_t P = (w->out + MP_FWD_NR - 1) / MP_FWD_NR;
+    if (w->in == 0) { /* empty sum */
+        for (int64_t t = 0; t < T; t++) memset(y + t * ldy, 0, (size_t)w->out * sizeof *y);
+        return;
+    }
+#pragma omp parallel if ((double)T * w->out * w->in > 200000.0)
+    {
+        int64_t tid = 0, nth = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        nth = omp_get_num_threads();
+#endif
+        mm_panels(y, ldy, x, ldx, w, T, P * tid / nth, P * (tid + 1) / nth);
+    }
+}
+
+/* ================================================================ rmsnorm, rope, swiglu */
+
+void mp_fwd_rmsnorm(float *y, const float *x, const float *weight, int n, double eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    const float inv = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) {
+        const float v = x[i] * inv;
+        y[i] = weight ? weight[i] * v : v;
+    }
+}
+
+void mp_fwd_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn) {
+    const int h = R / 2;
+    const float af = (float)attn;
+    for (int p = 0; p < T; p++)
+        for (int i = 0; i < h; i++) {
+            const float ang = (float)p * inv_freq[i]; /* HF: float32 product */
+            cos_t[(size_t)p * h + i] = (float)cos((double)ang) * af;
+            sin_t[(size_t)p * h + i] = (float)sin((double)ang) * af;
+        }
+}
+
+void mp_fwd_rope(float *x, const float *cos_p, const float *sin_p, int R) {
+    const int h = R / 2;
+    for (int i = 0; i < h; i++) {
+        const float a = x[i], b = x[i + h];
+        /* x*cos + rotate_half(x)*sin, rotate_half(x) = cat(-x[h:], x[:h]); each product rounded */
+        const float a1 = a * cos_p[i], a2 = -b * sin_p[i];
+        const float b1 = b * cos_p[i], b2 = a * sin_p[i];
+        x[i] = a1 + a2;
+        x[i + h] = b1 + b2;
+    }
+}
+
+void mp_fwd_swiglu(float *out, const float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float s = g[i] / (1.0f + expf(-g[i]));
+        out[i] = s * u[i];
+    }
+}
+
+/* ================================================================ attention */
+
+void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk, int HS, int T,
+                            int causal, float scale) {
+    for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+            if (causal && j > i) {
+                s[(size_t)i * T + j] = -INFINITY;
+                continue;
+            }
+            float acc = 0.0f;
+            for (int d = 0; d < HS; d++) acc = fmaf(q[i * ldq + d], k[j * ldk + d], acc);
+            s[(size_t)i * T + j] = acc * scale;
+        }
+}
+
+#define FWD_JB 64 /* keys per register block of the score kernel */
+
+FWD_CLONES
+void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kt, int HS, int T, int causal,
+                        float scale, int i0, int i1) {
+    for (int i = i0; i < i1; i++) {
+        const float *qi = q + i * ldq;
+        float *row = s + (size_t)i * T;
+        const int n = causal ? i + 1 : T;
+        int j0 = 0;
+        for (; j0 + FWD_JB <= n; j0 += FWD_JB) {
+            float acc[FWD_JB];
+#pragma omp simd
+            for (int u = 0; u < FWD_JB; u++) acc[u] = 0.0f;
+            for (int d = 0; d < HS; d++) {
+                const float a = qi[d];
+                const float *kd = kt + (size_t)d * T + j0;
+#pragma omp simd
+                for (int u = 0; u < FWD_JB; u++) acc[u] = fmaf(a, kd[u], acc[u]);
+            }
+#pragma omp simd
+            for (int u = 0; u < FWD_JB; u++) row[j0 + u] = acc[u] * scale;
+        }
+        for (int j = j0; j < n; j++) {
+            float acc = 0.0f;
+            for (int d = 0; d < HS; d++) acc = fmaf(qi[d], kt[(size_t)d * T + j], acc);
+            row[j] = acc * scale;
+        }
+        for (int j = n; j < T; j++) row[j] = -INFINITY;
+    }
+}
+
+void mp_fwd_softmax_row(float *row, int n, int len) {
+    float mx = row[0];
+    for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        row[j] = expf(row[j] - mx);
+        sum += row[j];
+    }
+    for (int j = 0; j < n; j++) row[j] /= sum;
+    for (int j = n; j < len; j++) row[j] = 0.0f;
+}
+
+FWD_CLONES
+void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T, int causal,
+                     int i0, int i1) {
+    for (int i = i0; i < i1; i++) {
+        float *oi = o + i * ldo;
+        const float *pi = p + (size_t)i * T;
+        const int n = causal ? i + 1 : T;
+        for (int d = 0; d < HS; d++) oi[d] = 0.0f;
+        for (int j = 0; j < n; j++) {
+            const float pj = pi[j];
+            const float *vj = v + j * ldv;
+#pragma omp simd
+            for (int d = 0; d < HS; d++) oi[d] = fmaf(pj, vj[d], oi[d]);
+        }
+    }
+}

@@ -1,0 +1,73 @@
+/* fwd_kernels.h — the f32 kernels of the decoder forward pass (src/model/fwd.c).
+ *
+ * Implements, each as a naive reference and (where it matters) a fast variant that computes the
+ * SAME BITS: every output element is one sequential sum over its inner index, in ascending order,
+ * with fmaf (one rounding per step), so the packed/vectorised loops below only change which
+ * elements are computed side by side, never the order of one element's sum. Results are
+ * therefore identical for any thread count, vector width (AVX-512, AVX2 or scalar clone) and
+ * blocking:
+ *   - matmul   y[T,O] = x[T,K] · W[O,K]ᵀ  (HF Linear, W row-major [out,in]); the fast form reads
+ *              W "panel-packed" (MpFwdMat: [ceil(O/32)][K][32]) and is register-blocked 8×32;
+ *   - rmsnorm  (HF: x · rsqrt(mean(x²)+eps), then · weight; the mean is taken in double);
+ *   - rope     (HF rotate-half on the first R dims of each head; angles pos·inv_freq in f32);
+ *   - attention scores s = (q·kᵀ)·scale for one head, causal or not, and the mix o = p·v;
+ *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0).
+ * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
+ * know about models (fwd.c does).
+ * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too).
+ *
+ * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims (R <= HS, even).
+ */
+#ifndef MP_FWD_KERNELS_H
+#define MP_FWD_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MP_FWD_NR 32 /* output columns per packed panel */
+#define MP_FWD_MR 8  /* token rows per register block */
+
+/* A Linear weight packed for mp_fwd_matmul. p points into a block owned by the caller. */
+typedef struct MpFwdMat {
+    float *p;       /* [ceil(O/NR)][K][NR]: p[(b*K + k)*NR + c] = W[b*NR + c][k] (0 past O) */
+    int64_t out, in; /* O, K */
+} MpFwdMat;
+
+/* Floats needed to pack a [O,K] weight. */
+size_t mp_fwd_mat_floats(int64_t out, int64_t in);
+/* dst->p (mp_fwd_mat_floats floats, set by caller) <- w [O,K] row-major. */
+void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in);
+
+/* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP). */
+void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
+/* Reference: y[t,o] = Σ_k fmaf(x[t,k], W[o,k], ·) in ascending k, from 0. w [O,K]. */
+void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
+                       int64_t K, int64_t T);
+
+/* y [n] = x [n] · rsqrt(mean(x²) + eps) · weight [n] (weight may be NULL: no multiply).
+ * y may alias x. */
+void mp_fwd_rmsnorm(float *y, const float *x, const float *weight, int n, double eps);
+
+/* Tables for positions 0..T-1: cos/sin [T, R/2] = cos/sin((float)pos · inv_freq[i]) · attn. */
+void mp_fwd_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn);
+/* In place on one head vector x [HS] at one position (cos_p, sin_p [R/2]); dims >= R unchanged. */
+void mp_fwd_rope(float *x, const float *cos_p, const float *sin_p, int R);
+
+/* Scores of one head: s [T,T] row i, j < n_i (n_i = causal ? i+1 : T) = (q_i·k_j) · scale;
+ * s[i,j >= n_i] = -inf. q [T] rows of stride ldq; kt [HS, T] the keys transposed (row stride T).
+ * Rows [i0, i1) only. */
+void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kt, int HS, int T,
+                        int causal, float scale, int i0, int i1);
+/* Reference with k [T] rows of stride ldk. */
+void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk,
+                            int HS, int T, int causal, float scale);
+/* Softmax in place over row[0, n); row[n, len) set to 0. */
+void mp_fwd_softmax_row(float *row, int n, int len);
+/* o_i [HS] (row stride ldo) = Σ_{j<n_i} p[i,j] v_j for rows [i0, i1); p [T,T]; v rows stride ldv. */
+void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T,
+                     int causal, int i0, int i1);
+
+/* silu(g) · u elementwise: out [n] (may alias g). */
+void mp_fwd_swiglu(float *out, const float *g, const float *u, size_t n);
+
+#endif

@@ -1,0 +1,353 @@
+/* probe.c — see probe.h. Sections: token input, accumulator, model hash, checkpoints. */
+#include "model/probe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core/npy.h"  /* mp_npy_read */
+#include "core/util.h" /* mp_fnv1a64, MpAtomicFile */
+
+/* ================================================================ token input */
+
+static int tok_read_file(const char *path, unsigned char **buf, size_t *len, MpErr *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return mp_err_set(e, "%s: cannot seek", path);
+    }
+    long sz = ftell(f);
+    if (sz < 0) {
+        fclose(f);
+        return mp_err_set(e, "%s: cannot tell its size", path);
+    }
+    rewind(f);
+    *buf = mp_try_malloc((size_t)sz + 1);
+    if (!*buf) {
+        fclose(f);
+        return mp_err_set(e, "%s: out of memory for %ld bytes", path, sz);
+    }
+    size_t got = fread(*buf, 1, (size_t)sz, f);
+    fclose(f);
+    if (got != (size_t)sz) {
+        free(*buf);
+        *buf = NULL;
+        return mp_err_set(e, "%s: read %zu of %ld bytes", path, got, sz);
+    }
+    *len = (size_t)sz;
+    return MP_OK;
+}
+
+int mp_probe_tokens_read(MpProbeTokens *tk, const char *path, int seq, int64_t n, int vocab, MpErr *e) {
+    memset(tk, 0, sizeof *tk);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    if (tok_read_file(path, &buf, &len, e) != MP_OK) return MP_ERR;
+    int64_t rows = 0, cols = 0;
+    MpNpy a;
+    memset(&a, 0, sizeof a);
+    const int is_npy = len >= 6 && !memcmp(buf, "\x93NUMPY", 6);
+    if (is_npy) {
+        int rc = mp_npy_parse(buf, len, &a, e);
+        free(buf);
+        buf = NULL;
+        if (rc != MP_OK) return mp_err_prefix(e, "%s", path);
+        const MpDtype dt = a.dtype;
+        const int nd = a.ndim;
+        if (dt != MP_DT_I32 && dt != MP_DT_I64 && dt != MP_DT_U32) {
+            mp_npy_free(&a);
+            return mp_err_set(e, "%s: token ids must be int32, int64 or uint32, not %s", path, mp_dtype_name(dt));
+        }
+        if (nd != 2) {
+            mp_npy_free(&a);
+            return mp_err_set(e, "%s: token ids must be a 2-D array [N, S], not %d-D", path, nd);
+        }
+        rows = a.shape[0];
+        cols = a.shape[1];
+        if (seq == 0) seq = cols > INT32_MAX ? INT32_MAX : (int)cols;
+        if (cols < seq) {
+            mp_npy_free(&a);
+            return mp_err_set(e, "%s: sequences have %lld tokens, fewer than --seq %d", path, (long long)cols, seq);
+        }
+    } else {
+        if (seq <= 0) {
+            free(buf);
+            return mp_err_set(e, "%s: not a .npy file; a raw uint32 token file needs --seq", path);
+        }
+        if (len % 4) {
+            free(buf);
+            return mp_err_set(e, "%s: raw uint32 token file of %zu bytes is not a multiple of 4", path, len);
+        }
+        cols = seq;
+        rows = (int64_t)(len / 4) / seq;
+        tk->skipped = (int64_t)(len / 4) % seq;
+    }
+    tk->available = rows;
+    tk->from_npy = is_npy;
+    if (n == 0) n = rows;
+    if (rows == 0 || n == 0) {
+        free(buf);
+        mp_npy_free(&a);
+        return mp_err_set(e, "%s: no complete sequence of %d tokens (N = 0)", path, seq);
+    }
+    if (n > rows) {
+        free(buf);
+        mp_npy_free(&a);
+        return mp_err_set(e, "%s: --n %lld but the file holds %lld sequences of %d tokens", path, (long long)n,
+                          (long long)rows, seq);
+    }
+    size_t count;
+    if (mp_size_mul((size_t)n, (size_t)seq, &count) != MP_OK || count > ((size_t)1 << 34)) {
+        free(buf);
+        mp_npy_free(&a);
+        return mp_err_set(e, "%s: %lld x %d tokens is too many", path, (long long)n, seq);
+    }
+    tk->ids = mp_try_malloc(count * sizeof *tk->ids);
+    if (!tk->ids) {
+        free(buf);
+        mp_npy_free(&a);
+        return mp_err_set(e, "%s: out of memory for %zu token ids", path, count);
+    }
+    uint64_t h = MP_FNV_INIT;
+    int rc = MP_OK;
+    for (int64_t r = 0; r < n && rc == MP_OK; r++)
+        for (int c = 0; c < seq; c++) {
+            const size_t src = (size_t)r * (size_t)cols + (size_t)c;
+            int64_t v;
+            if (!is_npy) {
+                uint32_t u;
+                memcpy(&u, buf + src * 4, 4); /* little-endian host (x86-64, aarch64) */
+                v = u;
+            } else if (a.dtype == MP_DT_I32) v = ((const int32_t *)a.data)[src];
+            else if (a.dtype == MP_DT_I64) v = ((const int64_t *)a.data)[src];
+            else v = ((const uint32_t *)a.data)[src];
+            if (v < 0 || v >= vocab) {
+                rc = mp_err_set(e, "%s: token id %lld (sequence %lld, position %d) is outside the vocabulary [0, %d)",
+                                path, (long long)v, (long long)r, c, vocab);
+                break;
+            }
+            int32_t id = (int32_t)v;
+            tk->ids[(size_t)r * seq + c] = id;
+            h = mp_fnv1a64(&id, 4, h);
+        }
+    free(buf);
+    mp_npy_free(&a);
+    if (rc != MP_OK) {
+        mp_probe_tokens_free(tk);
+        return MP_ERR;
+    }
+    tk->n = n;
+    tk->seq = seq;
+    tk->hash = h;
+    return MP_OK;
+}
+
+void mp_probe_tokens_free(MpProbeTokens *tk) {
+    free(tk->ids);
+    memset(tk, 0, sizeof *tk);
+}
+
+/* ================================================================ accumulator */
+
+int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
+                      int per_head, int causal, int threads, MpErr *e) {
+    memset(a, 0, sizeof *a);
+    if (n_model_layers > 256) return mp_err_set(e, "more than 256 layers are not supported");
+    int L = 0;
+    for (int l = 0; l < 256; l++) a->layer_of[l] = -1;
+    for (int l = 0; l < n_model_layers; l++)
+        if (layers_mask[l]) a->layer_of[l] = L++;
+    if (L == 0) return mp_err_set(e, "no layer selected");
+    a->L = L;
+    a->H = H;
+    a->S = S;
+    a->per_head = per_head;
+    a->causal = causal;
+    a->threads = threads < 1 ? 1 : threads;
+    size_t map, all;
+    if (mp_size_mul((size_t)S, (size_t)S, &map) || mp_size_mul(map, (size_t)L, &all))
+        return mp_err_set(e, "maps too large");
+    a->sum = mp_try_calloc(all, sizeof(double));
+    a->rowbuf = mp_try_calloc((size_t)a->threads * (size_t)S, sizeof(double));
+    if (per_head) {
+        size_t allh;
+        if (mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
+        a->sum_heads = mp_try_calloc(allh, sizeof(double));
+    }
+    if (!a->sum || !a->rowbuf || (per_head && !a->sum_heads)) {
+        mp_probe_acc_free(a);
+        return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
+    }
+    return MP_OK;
+}
+
+void mp_probe_acc_free(MpProbeAcc *a) {
+    free(a->sum);
+    free(a->sum_heads);
+    free(a->rowbuf);
+    memset(a, 0, sizeof *a);
+}
+
+void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && n_heads == a->H);
+    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+    const int li = a->layer_of[layer], S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
+    double *sum = a->sum + (size_t)li * SS;
+#pragma omp parallel num_threads(a->threads) if ((double)S * S * H > 200000.0)
+    {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        double *tmp = a->rowbuf + (size_t)tid * S;
+#pragma omp for schedule(dynamic, 8)
+        for (int i = 0; i < S; i++) {
+            const int n = a->causal ? i + 1 : S;
+            for (int j = 0; j < n; j++) tmp[j] = 0.0;
+            for (int h = 0; h < H; h++) {
+                const float *row = scores + (size_t)h * SS + (size_t)i * S;
+                for (int j = 0; j < n; j++) tmp[j] += (double)row[j];
+                if (a->sum_heads) {
+                    double *sh = a->sum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
+                    for (int j = 0; j < n; j++) sh[j] += (double)row[j];
+                }
+            }
+            double *out = sum + (size_t)i * S;
+            for (int j = 0; j < n; j++) out[j] += tmp[j];
+        }
+    }
+}
+
+void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
+    const int S = a->S;
+    const size_t SS = (size_t)S * S;
+    const double dn = (double)a->n_done, dnh = dn * a->H;
+    for (int l = 0; l < a->L; l++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) {
+                const size_t k = (size_t)l * SS + (size_t)i * S + j;
+                const int seen = !a->causal || j <= i;
+                mean[k] = seen ? a->sum[k] / dnh : NAN;
+                if (mean_heads && a->sum_heads)
+                    for (int h = 0; h < a->H; h++) {
+                        const size_t kh = ((size_t)l * a->H + h) * SS + (size_t)i * S + j;
+                        mean_heads[kh] = seen ? a->sum_heads[kh] / dn : NAN;
+                    }
+            }
+}
+
+/* ================================================================ model hash */
+
+static uint64_t hash_i64(uint64_t h, int64_t v) { return mp_fnv1a64(&v, sizeof v, h); }
+static uint64_t hash_f64(uint64_t h, double v) { return mp_fnv1a64(&v, sizeof v, h); }
+
+uint64_t mp_probe_model_hash(const MpModel *m) {
+    uint64_t h = MP_FNV_INIT;
+    const int64_t ints[] = {m->format, m->arch, m->n_layers, m->dim, m->n_heads, m->n_kv_heads, m->head_dim, m->ffn,
+                            m->vocab, m->has_qkv_bias, m->has_qk_norm, m->tie_embeddings, m->rot_dim,
+                            m->rope_scaling, m->rope_orig_ctx, m->sliding_window, m->max_pos};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = hash_i64(h, ints[i]);
+    const double dbl[] = {m->norm_eps, m->rope_theta, m->rope_factor, m->rope_low_freq_factor,
+                          m->rope_high_freq_factor, m->rope_attn_factor};
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++) h = hash_f64(h, dbl[i]);
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const MpModelTensor *x = &m->tensors[t];
+        h = mp_fnv1a64(x->name, strlen(x->name) + 1, h);
+        h = hash_i64(h, x->type);
+        for (int d = 0; d < x->ndim && d < 4; d++) h = hash_i64(h, x->shape[d]);
+        h = hash_i64(h, (int64_t)x->nbytes);
+    }
+    return h;
+}
+
+/* ================================================================ checkpoints */
+
+#define CKPT_MAGIC "MPPRBCK1"
+#define CKPT_VERSION 1
+
+typedef struct CkptHeader {
+    char magic[8];
+    uint32_t version;
+    uint32_t header_bytes;
+    uint64_t key;
+    int64_t n_done;
+    int32_t L, H, S, per_head;
+    int32_t causal, reserved;
+} CkptHeader;
+
+int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpErr *e) {
+    CkptHeader hd;
+    memset(&hd, 0, sizeof hd);
+    memcpy(hd.magic, CKPT_MAGIC, 8);
+    hd.version = CKPT_VERSION;
+    hd.header_bytes = sizeof hd;
+    hd.key = key;
+    hd.n_done = a->n_done;
+    hd.L = a->L;
+    hd.H = a->H;
+    hd.S = a->S;
+    hd.per_head = a->per_head;
+    hd.causal = a->causal;
+    const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
+    uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT);
+    ck = mp_fnv1a64(a->sum, nsum * sizeof(double), ck);
+    if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    int ok = fwrite(&hd, sizeof hd, 1, af.f) == 1 && fwrite(a->sum, sizeof(double), nsum, af.f) == nsum &&
+             (!nh || fwrite(a->sum_heads, sizeof(double), nh, af.f) == nh) && fwrite(&ck, sizeof ck, 1, af.f) == 1;
+    if (!ok) {
+        mp_atomic_abort(&af);
+        return mp_err_set(e, "%s: write failed: %s; HINT: is the disk full?", path, strerror(errno));
+    }
+    return mp_atomic_commit(&af, e);
+}
+
+int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missing, MpErr *e) {
+    *missing = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) *missing = 1;
+        return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    }
+    CkptHeader hd;
+    const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
+    int rc = MP_OK;
+    if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, CKPT_MAGIC, 8))
+        rc = mp_err_set(e, "%s: not a maskpos probe checkpoint", path);
+    else if (hd.version != CKPT_VERSION || hd.header_bytes != sizeof hd)
+        rc = mp_err_set(e, "%s: checkpoint version %u is not %d", path, hd.version, CKPT_VERSION);
+    else if (hd.key != key || hd.L != a->L || hd.H != a->H || hd.S != a->S || hd.per_head != a->per_head ||
+             hd.causal != a->causal)
+        rc = mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "
+                           "use another --out", path);
+    else if (hd.n_done < 0)
+        rc = mp_err_set(e, "%s: corrupt checkpoint (negative count)", path);
+    if (rc == MP_OK) {
+        uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT), stored;
+        if (fread(a->sum, sizeof(double), nsum, f) != nsum || (nh && fread(a->sum_heads, sizeof(double), nh, f) != nh) ||
+            fread(&stored, sizeof stored, 1, f) != 1 || fgetc(f) != EOF)
+            rc = mp_err_set(e, "%s: truncated or oversized checkpoint", path);
+        else {
+            ck = mp_fnv1a64(a->sum, nsum * sizeof(double), ck);
+            if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
+            if (ck != stored) rc = mp_err_set(e, "%s: checkpoint checksum mismatch", path);
+        }
+    }
+    fclose(f);
+    if (rc == MP_OK) a->n_done = hd.n_done;
+    else {
+        memset(a->sum, 0, nsum * sizeof(double));
+        if (nh) memset(a->sum_heads, 0, nh * sizeof(double));
+    }
+    return rc;
+}

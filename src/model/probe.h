@@ -1,0 +1,76 @@
+/* probe.h — the pieces of `maskpos probe` below the command line: token-id input, the per-layer
+ * score accumulator (the forward pass's capture hook), and checkpoints of its partial sums.
+ *
+ * Implements:
+ *   - mp_probe_tokens_read: token ids from a .npy (int32/int64/uint32 [N,S']) or a raw
+ *     little-endian uint32 stream cut into sequences of --seq tokens; every id checked against the
+ *     vocabulary; malformed files return MP_ERR with a one-line message (never abort);
+ *   - MpProbeAcc: Σ over sequences of Σ over heads of the pre-softmax scores, per selected layer,
+ *     in double ([L,S,S]; optionally per head [L,H,S,S]); the order of every sum is fixed
+ *     (sequences in file order, heads ascending), so any thread count gives the same bits;
+ *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
+ *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
+ *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
+ * Does not: run the model (fwd.h), print, or write the final maps (src/cli/probe.c).
+ * Tested by: tests/test_model_probe.c.
+ *
+ * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
+ */
+#ifndef MP_PROBE_H
+#define MP_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"   /* MpErr */
+#include "load/model.h" /* MpModel (for the model hash) */
+
+typedef struct MpProbeTokens {
+    int32_t *ids;      /* [N, S] owned */
+    int64_t n;         /* N */
+    int seq;           /* S */
+    int64_t skipped;   /* raw input: trailing tokens that did not fill a sequence */
+    int64_t available; /* sequences the file held (before --n) */
+    uint64_t hash;     /* FNV-1a of ids as little-endian int32, N*S values */
+    int from_npy;
+} MpProbeTokens;
+
+/* path: .npy (recognised by its magic) or raw uint32. seq: 0 = the .npy's row length (raw files
+ * need seq > 0). n: 0 = every sequence, else exactly n (more than the file holds is an error).
+ * Every id must lie in [0, vocab). */
+int mp_probe_tokens_read(MpProbeTokens *tk, const char *path, int seq, int64_t n, int vocab, MpErr *e);
+void mp_probe_tokens_free(MpProbeTokens *tk);
+
+typedef struct MpProbeAcc {
+    int L, H, S;          /* selected layers, heads, sequence length */
+    int per_head;
+    int causal;           /* 1: only j <= i observed */
+    int layer_of[256];    /* model layer (0-based) -> slot in [0, L), or -1 */
+    int64_t n_done;       /* sequences accumulated */
+    double *sum;          /* [L, S, S] Σ_seq Σ_h score */
+    double *sum_heads;    /* [L, H, S, S] Σ_seq score, or NULL */
+    double *rowbuf;       /* [threads, S] scratch */
+    int threads;
+} MpProbeAcc;
+
+/* layers_mask[l] (0-based model layer l < n_model_layers) selects the layers kept. */
+int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
+                      int per_head, int causal, int threads, MpErr *e);
+void mp_probe_acc_free(MpProbeAcc *a);
+/* MpFwdHook: adds one sequence's scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*). */
+void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
+/* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal); heads likewise
+ * (mean_heads may be NULL). */
+void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads);
+
+/* A stable fingerprint of the model: hyperparameters and the tensor table (names, types, shapes,
+ * byte sizes). */
+uint64_t mp_probe_model_hash(const MpModel *m);
+
+/* Checkpoint file: key identifies the run (model, data, flags); resuming with another key fails. */
+int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpErr *e);
+/* Loads into an initialised accumulator of the same dims. Returns MP_OK, or MP_ERR with a
+ * message (missing file: *missing = 1). */
+int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missing, MpErr *e);
+
+#endif

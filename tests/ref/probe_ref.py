@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Independent reference for `maskpos probe` and `maskpos logits`, in PyTorch (float64).
+
+Reads an HF model directory (config.json + model.safetensors or sharded model-*.safetensors with
+model.safetensors.index.json; safetensors parsed with numpy from its documented byte layout:
+u64 header length, JSON header, data at 8 + N + data_offsets), runs the decoder written from
+shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on token ids, and writes
+  OUT/ref_scores_heads.npy  float64 [L, H, S, S]: pre-softmax scores q.k/sqrt(head_dim) per selected
+                            layer and head, mean over the N sequences; NaN where masked
+  OUT/ref_logits.npy        float64 [N, S, V]: next-token logits (only with --logits)
+Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
+qkv_proj / gate_up_proj, partial rotary, longrope). RoPE scaling: default, linear, llama3, longrope.
+
+usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
+                    [--logits]
+Uses only Debian's python3-torch and python3-numpy.
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+DT = torch.float64
+
+
+# ---------------------------------------------------------------- safetensors (numpy)
+
+def st_read(path):
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        buf = raw[base + b: base + e]
+        shape = info["shape"]
+        dt = info["dtype"]
+        if dt == "F32":
+            a = np.frombuffer(buf, dtype="<f4").astype(np.float64)
+        elif dt == "F16":
+            a = np.frombuffer(buf, dtype="<f2").astype(np.float64)
+        elif dt == "BF16":
+            u = np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16
+            a = u.view(np.float32).astype(np.float64)
+        elif dt == "F64":
+            a = np.frombuffer(buf, dtype="<f8").copy()
+        else:
+            raise SystemExit(f"{path}: tensor {name}: dtype {dt} not handled by the reference")
+        out[name] = torch.from_numpy(a.reshape(shape))
+    return out
+
+
+def load_weights(d):
+    idx = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        with open(idx) as f:
+            wm = json.load(f)["weight_map"]
+        w = {}
+        for shard in sorted(set(wm.values())):
+            w.update(st_read(os.path.join(d, shard)))
+        return w
+    return st_read(os.path.join(d, "model.safetensors"))
+
+
+# ---------------------------------------------------------------- RoPE tables (model-formats §2.2)
+
+def rope_inv_freq(cfg, head_dim, seq_len):
+    prf = cfg.get("partial_rotary_factor", 1.0) or 1.0
+    dim = int(head_dim * prf)
+    base = cfg.get("rope_theta", 10000.0)
+    rs = cfg.get("rope_scaling") or None
+    inv = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(DT) / dim))
+    attn = 1.0
+    if rs:
+        kind = rs.get("rope_type", rs.get("type"))
+        if kind in ("su", "yarn"):
+            kind = "longrope"
+        if kind == "linear":
+            inv = inv / rs["factor"]
+        elif kind == "llama3":
+            factor = rs["factor"]
+            lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
+            old = rs["original_max_position_embeddings"]
+            low_wl, high_wl = old / lo, old / hi
+            wl = 2 * math.pi / inv
+            inv_l = torch.where(wl > low_wl, inv / factor, inv)
+            smooth = (old / wl - lo) / (hi - lo)
+            smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
+            medium = ~(wl < high_wl) & ~(wl > low_wl)
+            inv = torch.where(medium, smoothed, inv_l)
+        elif kind == "longrope":
+            orig = cfg.get("original_max_position_embeddings", 4096)
+            factor = cfg["max_position_embeddings"] / orig
+            if rs.get("attention_factor") is not None:
+                attn = rs["attention_factor"]
+            else:
+                attn = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(orig))
+            ext = rs["long_factor"] if seq_len > orig else rs["short_factor"]
+            ext = torch.tensor(ext, dtype=DT)
+            inv = 1.0 / (ext * base ** (torch.arange(0, dim, 2, dtype=torch.int64).to(DT) / dim))
+        elif kind in (None, "default"):
+            pass
+        else:
+            raise SystemExit(f"rope scaling {kind} not handled by the reference")
+    return inv, attn, dim
+
+
+def rope(x, cos, sin, rdim):
+    # x [..., S, hd]; HF rotate_half on the first rdim dims
+    xr, xp = x[..., :rdim], x[..., rdim:]
+    h = rdim // 2
+    rot = torch.cat([-xr[..., h:], xr[..., :h]], dim=-1)
+    return torch.cat([xr * cos + rot * sin, xp], dim=-1)
+
+
+def rmsnorm(x, w, eps):
+    var = (x * x).mean(-1, keepdim=True)
+    y = x * torch.rsqrt(var + eps)
+    return y * w if w is not None else y
+
+
+# ---------------------------------------------------------------- forward (model-formats §2.1)
+
+def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
+    arch = cfg["model_type"]
+    C = cfg["hidden_size"]
+    NH = cfg["num_attention_heads"]
+    NKV = cfg.get("num_key_value_heads", NH)
+    HS = cfg.get("head_dim") or C // NH
+    eps = cfg["rms_norm_eps"]
+    L = cfg["num_hidden_layers"]
+    S = ids.shape[0]
+    rep = NH // NKV
+    inv, attn_f, rdim = rope_inv_freq(cfg, HS, S)
+    pos = torch.arange(S, dtype=DT)
+    fr = pos[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], dim=-1)
+    cos, sin = emb.cos() * attn_f, emb.sin() * attn_f
+    mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
+    x = W["model.embed_tokens.weight"][ids]
+    deepest = max(layers_wanted) if not want_logits else L
+    scores_out = {}
+    for li in range(deepest):
+        p = f"model.layers.{li}."
+        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        if arch == "phi3":
+            qkv = h @ W[p + "self_attn.qkv_proj.weight"].T
+            q, k, v = qkv[:, :NH * HS], qkv[:, NH * HS:NH * HS + NKV * HS], qkv[:, NH * HS + NKV * HS:]
+        else:
+            q = h @ W[p + "self_attn.q_proj.weight"].T
+            k = h @ W[p + "self_attn.k_proj.weight"].T
+            v = h @ W[p + "self_attn.v_proj.weight"].T
+            if p + "self_attn.q_proj.bias" in W:
+                q = q + W[p + "self_attn.q_proj.bias"]
+                k = k + W[p + "self_attn.k_proj.bias"]
+                v = v + W[p + "self_attn.v_proj.bias"]
+        q = q.view(S, NH, HS).transpose(0, 1)   # [NH, S, HS]
+        k = k.view(S, NKV, HS).transpose(0, 1)
+        v = v.view(S, NKV, HS).transpose(0, 1)
+        if arch == "qwen3":
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        if use_rope:
+            q, k = rope(q, cos, sin, rdim), rope(k, cos, sin, rdim)
+        k = k[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)   # repeat_kv: head h -> kv h // rep
+        v = v[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
+        sc = (q @ k.transpose(1, 2)) * HS ** -0.5
+        sc = sc.masked_fill(~mask, float("-inf"))
+        if (li + 1) in layers_wanted:
+            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
+        pr = torch.softmax(sc, dim=-1)
+        o = (pr @ v).transpose(0, 1).reshape(S, NH * HS)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if arch == "phi3":
+            gu = h2 @ W[p + "mlp.gate_up_proj.weight"].T
+            FF = gu.shape[-1] // 2
+            g, u = gu[:, :FF], gu[:, FF:]
+        else:
+            g = h2 @ W[p + "mlp.gate_proj.weight"].T
+            u = h2 @ W[p + "mlp.up_proj.weight"].T
+        x = x + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
+    logits = None
+    if want_logits:
+        xn = rmsnorm(x, W["model.norm.weight"], eps)
+        head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
+        logits = xn @ head.T
+    return scores_out, logits
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("tokens")
+    ap.add_argument("out")
+    ap.add_argument("--layers", default="")
+    ap.add_argument("--bidirectional", action="store_true")
+    ap.add_argument("--no-rope", action="store_true")
+    ap.add_argument("--logits", action="store_true")
+    a = ap.parse_args()
+    with open(os.path.join(a.model, "config.json")) as f:
+        cfg = json.load(f)
+    W = load_weights(a.model)
+    ids = np.load(a.tokens).astype(np.int64)
+    if ids.ndim == 1:
+        ids = ids[None]
+    L = cfg["num_hidden_layers"]
+    wanted = [int(t) for t in a.layers.split(",")] if a.layers else list(range(1, min(L, 4) + 1))
+    acc = None
+    logits = []
+    with torch.no_grad():
+        for s in range(ids.shape[0]):
+            sc, lg = forward(cfg, W, torch.from_numpy(ids[s]), wanted, not a.bidirectional, not a.no_rope, a.logits)
+            st = torch.stack([sc[l] for l in wanted])
+            acc = st if acc is None else acc + st
+            if lg is not None:
+                logits.append(lg.numpy())
+    np.save(os.path.join(a.out, "ref_scores_heads.npy"), (acc / ids.shape[0]).numpy())
+    if a.logits:
+        np.save(os.path.join(a.out, "ref_logits.npy"), np.stack(logits))
+    print(f"probe_ref: {cfg['model_type']} N={ids.shape[0]} S={ids.shape[1]} layers={wanted} "
+          f"causal={not a.bidirectional} rope={not a.no_rope} torch {torch.__version__}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+/* test_model_oracle.c — llama.cpp as an oracle for the forward pass: for GGUF models written by
+ * `maskpos mkmodel` (llama with and without llama3 RoPE scaling, qwen3, qwen2, phi3 with and
+ * without longrope; 4 query heads on 2 KV heads; f32 weights), `maskpos logits --out` must give
+ * the same next-token log-probabilities as llama.cpp (prebuilt CPU backend through node-llama-cpp,
+ * tests/oracle-llama/logits.mjs: controlledEvaluate with generateNext.logits, flash attention off,
+ * F32 KV cache) at every position of a 40-token input.
+ * Tolerance |Δ log-prob| ≤ 2e-5 (measured ≤ 2.3e-6 for every arch; llama.cpp computes in f32 with
+ * its own summation order, so ~1e-6 is the floor).
+ * Skipped (not failed) when the oracle is not installed: run scripts/setup_oracle_llama.sh.
+ */
+#include "test_model_util.h"
+
+#include "core/util.h" /* mp_file_exists */
+
+static int oracle_present(void) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s/tests/oracle-llama/node_modules/node-llama-cpp/package.json", MP_SOURCE_DIR);
+    return mp_file_exists(p);
+}
+
+static void test_logprobs_match_llama_cpp(void **state) {
+    (void)state;
+    /* a missing oracle is a failure, not a skip: CI installs it (scripts/setup.sh --test) */
+    if (!oracle_present()) fail_msg("llama.cpp oracle not installed: run scripts/setup.sh --test (scripts/setup_oracle_llama.sh)");
+    const char *archs[][2] = {{"llama", "--arch llama"},
+                              {"llama-llama3", "--arch llama --rope-scaling llama3"},
+                              {"qwen3", "--arch qwen3"},
+                              {"qwen2", "--arch qwen2"},
+                              {"phi3", "--arch phi3"},
+                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"}};
+    const char *d = mp_test_tmpdir();
+    enum { T = 40, V = 300 };
+    char list[1024] = "";
+    uint32_t s = 12345;
+    for (int t = 0; t < T; t++) {
+        s = s * 1664525u + 1013904223u;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%u", t ? "," : "", (s >> 8) % V);
+    }
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        char model[512], mk[512], out[8192], lp[512], ll[512];
+        snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a][0]);
+        snprintf(mk, sizeof mk, "%s --layers 2 --heads 4 --kv-heads 2 --vocab %d --seed %zu --format gguf", archs[a][1], V, 31 + a);
+        model_make(model, mk);
+        snprintf(lp, sizeof lp, "%s/%s_lp.npy", d, archs[a][0]);
+        snprintf(ll, sizeof ll, "%s/%s_ll.f64", d, archs[a][0]);
+        int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", model, list, lp);
+        if (rc != 0) fail_msg("maskpos logits failed: %s", out);
+        rc = sh(out, sizeof out, "cd %s/tests/oracle-llama && node logits.mjs %s %s %s", MP_SOURCE_DIR, model, list, ll);
+        if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", archs[a][0], rc, out);
+        int tn = 0, vn = 0;
+        if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("oracle output '%s'", out);
+        size_t n;
+        double *mine = npy_load_f64(lp, &n, NULL);
+        assert_int_equal(n, (size_t)T * V);
+        double *lg = malloc(sizeof(double) * T * V);
+        FILE *f = fopen(ll, "rb");
+        assert_non_null(f);
+        assert_int_equal(fread(lg, sizeof(double), (size_t)T * V, f), (size_t)T * V);
+        fclose(f);
+        double err = 0;
+        for (int t = 0; t < T; t++) {
+            const double *r = lg + (size_t)t * V;
+            double mx = -INFINITY, z = 0;
+            for (int v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+            for (int v = 0; v < V; v++) z += exp(r[v] - mx);
+            for (int v = 0; v < V; v++) {
+                const double ref = r[v] - mx - log(z), e = fabs(mine[(size_t)t * V + v] - ref);
+                if (!(e <= 2e-5)) fail_msg("%s: position %d token %d: maskpos %.8f llama.cpp %.8f", archs[a][0], t, v, mine[(size_t)t * V + v], ref);
+                if (e > err) err = e;
+            }
+        }
+        print_message("%-14s max |log-prob maskpos - llama.cpp| = %.3g over %d positions x %d tokens\n", archs[a][0], err, T, V);
+        free(lg);
+        free(mine);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_logprobs_match_llama_cpp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,90 @@
+/* test_model_util.h — helpers shared by tests/test_model_*.c (header-only, static functions).
+ *
+ * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
+ * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
+ * error), files_equal() (byte comparison), and sh() (run a shell command, return its status).
+ */
+#ifndef MP_TEST_MODEL_UTIL_H
+#define MP_TEST_MODEL_UTIL_H
+
+#include "testutil.h"
+
+#include "core/npy.h"
+
+/* Runs `maskpos mkmodel <args> OUT`; fails the test on a non-zero exit. */
+static void model_make(const char *out, const char *args) __attribute__((unused));
+static void model_make(const char *out, const char *args) {
+    char buf[4096];
+    int rc = mp_test_run(buf, sizeof buf, "mkmodel %s %s", args, out);
+    if (rc != 0) fail_msg("mkmodel %s %s failed (%d): %s", args, out, rc, buf);
+}
+
+/* ids [N,S] int32: constant `value` when value >= 0, else pseudo-random in [0, vocab). */
+static void ids_write(const char *path, int N, int S, int vocab, int value, uint32_t seed) __attribute__((unused));
+static void ids_write(const char *path, int N, int S, int vocab, int value, uint32_t seed) {
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)N * (size_t)S + 4);
+    uint32_t s = seed * 747796405u + 2891336453u;
+    for (int i = 0; i < N * S; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = value >= 0 ? value : (int32_t)((s >> 8) % (uint32_t)vocab);
+    }
+    int64_t shp[2] = {N, S};
+    MpErr e;
+    if (mp_npy_write(path, MP_DT_I32, ids, 2, shp, &e) != MP_OK) fail_msg("%s", e.msg);
+    free(ids);
+}
+
+/* Loads a .npy as doubles; *n = element count; shape (may be NULL) gets up to 4 dims. */
+static double *npy_load_f64(const char *path, size_t *n, int64_t *shape) __attribute__((unused));
+static double *npy_load_f64(const char *path, size_t *n, int64_t *shape) {
+    MpNpy a;
+    MpErr e;
+    double *d = NULL;
+    if (mp_npy_read(path, &a, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_npy_to_f64(&a, &d, &e) != MP_OK) fail_msg("%s", e.msg);
+    *n = a.count;
+    if (shape)
+        for (int i = 0; i < 4; i++) shape[i] = i < a.ndim ? a.shape[i] : 0;
+    mp_npy_free(&a);
+    return d;
+}
+
+static int files_equal(const char *a, const char *b) __attribute__((unused));
+static int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    while (eq) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) eq = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
+}
+
+/* Runs a shell command with stdout+stderr into out; returns the exit status. */
+static int sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
+static int sh(char *out, size_t cap, const char *fmt, ...) {
+    char cmd[8192], full[8300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = 0, got;
+    char buf[4096];
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
+        if (out && n + 1 < cap) {
+            size_t take = got < cap - 1 - n ? got : cap - 1 - n;
+            memcpy(out + n, buf, take);
+            n += take;
+        }
+    if (out && cap) out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+#endif

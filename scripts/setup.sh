@@ -20,6 +20,7 @@ pkgs=(
   libpcre2-dev libutf8proc-dev          # tokenizer pre-splitting (UTF+UCP) and NFC
   poppler-utils                         # pdfinfo/pdftoppm: tests check our PDFs
   fortunes                              # tokenizer test corpus: fortune texts (BSD), tests/test_tok.c
+  bible-kjv bible-kjv-text              # training corpus of the embedded models: KJV text (public domain), docs/train.md
   python3-numpy python3-torch           # tests/ref reference implementations and bench peers
 )
 test_pkgs=(

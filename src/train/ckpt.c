@@ -1,0 +1,272 @@
+/* ckpt.c — checkpoints of the trainable model in the HF layout, plus our optimiser-state file.
+ *
+ * Implements: config.json (model_type "llama", every key src/load/hfconfig.c reads; NoPE is
+ *   marked by "no_rope_layers": [0, 0, ...], the per-layer RoPE switch of HF's SmolLM3/Llama-4
+ *   configs where 1 = RoPE and 0 = no positional encoding), a safetensors writer (spec:
+ *   model-formats.md §1: u64 header length, JSON header padded with spaces to a multiple of 8,
+ *   tensors contiguous from offset 0, F32 or BF16 little-endian), optimizer.bin (fixed header
+ *   MpTrainOptHeader, m and v as f32, FNV-1a checksum) and the reader of both for --resume.
+ *   A checkpoint directory appears atomically: it is written as "<dir>.tmp.<pid>" and renamed.
+ * Does not: parse safetensors itself — weights are read back through the project's loader
+ *   (load/model.h), so every checkpoint we resume from has also passed its checks.
+ * Tested by: tests/test_train.c (inspect opens it; resume is bit-exact; torch reads it).
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/err.h"    /* MpErr */
+#include "core/json.h"   /* mp_json_write_atomic */
+#include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64 */
+#include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
+#include "load/quant.h"  /* mp_f32_to_bf16 */
+#include "train/train.h" /* MpTrainConfig, MpTrainLayout, MpTrainOptHeader */
+
+/* ===================================== config.json ======================================= */
+
+char *mp_train_config_json(const MpTrainConfig *c, int bf16) {
+    json_t *o = json_object();
+    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
+    json_object_set_new(o, "model_type", json_string("llama"));
+    json_object_set_new(o, "hidden_size", json_integer(c->dim));
+    json_object_set_new(o, "intermediate_size", json_integer(c->ffn));
+    json_object_set_new(o, "num_hidden_layers", json_integer(c->layers));
+    json_object_set_new(o, "num_attention_heads", json_integer(c->heads));
+    json_object_set_new(o, "num_key_value_heads", json_integer(c->kv_heads));
+    json_object_set_new(o, "head_dim", json_integer(c->head_dim));
+    json_object_set_new(o, "hidden_act", json_string("silu"));
+    json_object_set_new(o, "rms_norm_eps", json_real(c->norm_eps));
+    json_object_set_new(o, "vocab_size", json_integer(c->vocab));
+    json_object_set_new(o, "max_position_embeddings", json_integer(c->seq));
+    json_object_set_new(o, "tie_word_embeddings", json_boolean(c->tie));
+    json_object_set_new(o, "attention_bias", json_false());
+    json_object_set_new(o, "mlp_bias", json_false());
+    json_object_set_new(o, "rope_theta", json_real(c->rope_theta));
+    json_object_set_new(o, "rope_scaling", json_null());
+    if (c->pos == MP_TRAIN_POS_NONE) {
+        json_t *a = json_array();
+        for (int l = 0; l < c->layers; l++) json_array_append_new(a, json_integer(0));
+        json_object_set_new(o, "no_rope_layers", a);
+    }
+    json_object_set_new(o, "bos_token_id", json_null());
+    json_object_set_new(o, "eos_token_id", json_null());
+    json_object_set_new(o, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
+    json_object_set_new(o, "initializer_range", json_real(c->init_std));
+    json_object_set_new(o, "maskpos_tokenizer", json_string("bytes"));
+    char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    return s;
+}
+
+/* ===================================== safetensors ======================================= */
+
+static int st_fail(MpAtomicFile *af, MpErr *e, const char *what) {
+    mp_atomic_abort(af);
+    return mp_err_set(e, "%s: %s: %s", af->path, what, strerror(errno));
+}
+
+int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const float *params, int bf16, MpErr *e) {
+    const size_t es = bf16 ? 2 : 4;
+    /* header JSON: tensors in table order, contiguous */
+    size_t cap = 256 + (size_t)lay->n * 200, len = 0, off = 0;
+    char *h = mp_try_malloc(cap);
+    if (!h) return mp_err_set(e, "%s: out of memory", path);
+    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < lay->n; i++) {
+        const MpTrainTensor *t = &lay->t[i];
+        size_t nb = t->n * es;
+        if (t->ndim == 1)
+            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}",
+                                    t->name, bf16 ? "BF16" : "F32", (long long)t->shape[0], off, off + nb);
+        else
+            len += (size_t)snprintf(h + len, cap - len,
+                                    ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}", t->name,
+                                    bf16 ? "BF16" : "F32", (long long)t->shape[0], (long long)t->shape[1], off, off + nb);
+        off += nb;
+    }
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    MP_ASSERT(len + 8 < cap);
+    while (len % 8) h[len++] = ' ';
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) {
+        free(h);
+        return MP_ERR;
+    }
+    uint8_t n8[8];
+    for (int i = 0; i < 8; i++) n8[i] = (uint8_t)((uint64_t)len >> (8 * i));
+    int ok = fwrite(n8, 1, 8, af.f) == 8 && fwrite(h, 1, len, af.f) == len;
+    free(h);
+    if (!ok) return st_fail(&af, e, "write failed");
+    for (int i = 0; i < lay->n && ok; i++) {
+        const MpTrainTensor *t = &lay->t[i];
+        const float *p = params + t->off;
+        if (!bf16) {
+            ok = fwrite(p, 4, t->n, af.f) == t->n; /* little-endian host (x86-64, arm64) */
+        } else {
+            uint16_t buf[4096];
+            for (size_t j = 0; j < t->n && ok; j += 4096) {
+                size_t k = t->n - j < 4096 ? t->n - j : 4096;
+                for (size_t a = 0; a < k; a++) buf[a] = mp_f32_to_bf16(p[j + a]);
+                ok = fwrite(buf, 2, k, af.f) == k;
+            }
+        }
+    }
+    if (!ok) return st_fail(&af, e, "write failed");
+    return mp_atomic_commit(&af, e);
+}
+
+/* ==================================== optimizer.bin ====================================== */
+
+_Static_assert(sizeof(MpTrainOptHeader) == 200, "optimizer.bin header layout (docs/train.md) changed");
+
+static int opt_write(const char *path, const MpTrainOptHeader *h, const float *m, const float *v, size_t n, MpErr *e) {
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    uint64_t hash = mp_fnv1a64(h, sizeof *h, MP_FNV_INIT);
+    hash = mp_fnv1a64(m, n * sizeof *m, hash);
+    hash = mp_fnv1a64(v, n * sizeof *v, hash);
+    int ok = fwrite(h, sizeof *h, 1, af.f) == 1 && fwrite(m, sizeof *m, n, af.f) == n &&
+             fwrite(v, sizeof *v, n, af.f) == n && fwrite(&hash, sizeof hash, 1, af.f) == 1;
+    if (!ok) return st_fail(&af, e, "write failed");
+    return mp_atomic_commit(&af, e);
+}
+
+int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **v, MpErr *e) {
+    *m = *v = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mp_err_set(e, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) {
+        fclose(f);
+        return mp_err_set(e, "cannot stat %s", path);
+    }
+    size_t flen = (size_t)st.st_size;
+    if (flen < sizeof *h || fread(h, sizeof *h, 1, f) != 1) {
+        fclose(f);
+        return mp_err_set(e, "%s: shorter than the %zu-byte header", path, sizeof *h);
+    }
+    if (memcmp(h->magic, MP_TRAIN_OPT_MAGIC, 8)) {
+        fclose(f);
+        return mp_err_set(e, "%s: not a maskpos optimiser-state file (bad magic)", path);
+    }
+    if (h->version != MP_TRAIN_OPT_VERSION || h->header_bytes != sizeof *h) {
+        fclose(f);
+        return mp_err_set(e, "%s: version %u / header %u bytes, this build reads version %u / %zu bytes", path,
+                          h->version, h->header_bytes, MP_TRAIN_OPT_VERSION, sizeof *h);
+    }
+    size_t n = (size_t)h->n_params, body;
+    if (h->n_params > (UINT64_C(1) << 40) || mp_size_mul(n, 8, &body) != MP_OK || body + sizeof *h + 8 != flen) {
+        fclose(f);
+        return mp_err_set(e, "%s: %zu bytes, header says %llu parameters", path, flen, (unsigned long long)h->n_params);
+    }
+    *m = mp_try_malloc(n * 4 + 4);
+    *v = mp_try_malloc(n * 4 + 4);
+    uint64_t stored = 0;
+    int ok = *m && *v && fread(*m, 4, n, f) == n && fread(*v, 4, n, f) == n && fread(&stored, 8, 1, f) == 1;
+    fclose(f);
+    if (ok) {
+        uint64_t hash = mp_fnv1a64(h, sizeof *h, MP_FNV_INIT);
+        hash = mp_fnv1a64(*m, n * 4, hash);
+        hash = mp_fnv1a64(*v, n * 4, hash);
+        if (hash != stored) {
+            free(*m);
+            free(*v);
+            *m = *v = NULL;
+            return mp_err_set(e, "%s: checksum mismatch (corrupt file)", path);
+        }
+        return MP_OK;
+    }
+    free(*m);
+    free(*v);
+    *m = *v = NULL;
+    return mp_err_set(e, "%s: read failed", path);
+}
+
+/* ===================================== checkpoint ======================================== */
+
+static void rm_tree_files(const char *dir) {
+    static const char *names[] = {"config.json", "model.safetensors", "optimizer.bin"};
+    char p[4400];
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+int mp_train_ckpt_write(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
+                        const float *m, const float *v, const MpTrainOptHeader *h, int bf16, MpErr *e) {
+    char tmp[4200], old[4200], p[4400];
+    if (strlen(dir) > 4000) return mp_err_set(e, "checkpoint path too long: %.60s...", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+    snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
+    rm_tree_files(tmp);
+    if (mkdir(tmp, 0777) != 0) return mp_err_set(e, "cannot create %s: %s", tmp, strerror(errno));
+    char *cj = mp_train_config_json(c, bf16);
+    snprintf(p, sizeof p, "%s/config.json", tmp);
+    int rc = cj ? mp_file_write_atomic(p, cj, strlen(cj), e) : mp_err_set(e, "out of memory for config.json");
+    free(cj);
+    if (rc == MP_OK) {
+        snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+        rc = mp_train_safetensors_write(p, lay, params, bf16, e);
+    }
+    if (rc == MP_OK && m && v) {
+        snprintf(p, sizeof p, "%s/optimizer.bin", tmp);
+        rc = opt_write(p, h, m, v, lay->total, e);
+    }
+    if (rc != MP_OK) {
+        rm_tree_files(tmp);
+        return MP_ERR;
+    }
+    /* swap into place: an existing checkpoint is removed only after the new one is complete */
+    struct stat st;
+    int had = stat(dir, &st) == 0;
+    if (had && rename(dir, old) != 0) {
+        rm_tree_files(tmp);
+        return mp_err_set(e, "cannot replace %s: %s", dir, strerror(errno));
+    }
+    if (rename(tmp, dir) != 0) {
+        int err = errno;
+        if (had) rename(old, dir);
+        rm_tree_files(tmp);
+        return mp_err_set(e, "cannot rename %s to %s: %s", tmp, dir, strerror(err));
+    }
+    if (had) rm_tree_files(old);
+    return MP_OK;
+}
+
+int mp_train_ckpt_load_params(float *params, const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay,
+                              MpErr *e) {
+    MpModel mm;
+    memset(&mm, 0, sizeof mm);
+    if (mp_model_open(&mm, dir, e) != MP_OK) return MP_ERR;
+    int rc = MP_OK;
+    if (mm.n_layers != c->layers || mm.dim != c->dim || mm.n_heads != c->heads || mm.n_kv_heads != c->kv_heads ||
+        mm.ffn != c->ffn || mm.vocab != c->vocab || mm.tie_embeddings != c->tie)
+        rc = mp_err_set(e, "%s: model sizes differ from the optimiser state", dir);
+    static const MpRole roles[MP_TRAIN_NROLES] = {MP_ROLE_ATTN_NORM, MP_ROLE_Q,        MP_ROLE_K,
+                                                  MP_ROLE_V,         MP_ROLE_O,        MP_ROLE_FFN_NORM,
+                                                  MP_ROLE_GATE,      MP_ROLE_UP,       MP_ROLE_DOWN};
+    for (int i = 0; i < lay->n && rc == MP_OK; i++) {
+        MpRole role;
+        int layer = 0;
+        if (i == mp_train_layout_embed()) role = MP_ROLE_TOK_EMBD;
+        else if (i == mp_train_layout_norm(c)) role = MP_ROLE_OUTPUT_NORM;
+        else if (!c->tie && i == mp_train_layout_lm_head(c)) role = MP_ROLE_OUTPUT;
+        else {
+            layer = (i - 1) / MP_TRAIN_NROLES;
+            role = roles[(i - 1) % MP_TRAIN_NROLES];
+        }
+        int64_t shape[2];
+        rc = mp_model_tensor_f32(&mm, role, layer, params + lay->t[i].off, lay->t[i].n, shape, e);
+        if (rc == MP_OK && (size_t)(shape[0] * shape[1]) != lay->t[i].n)
+            rc = mp_err_set(e, "%s: %s has %lld x %lld values, expected %zu", dir, lay->t[i].name, (long long)shape[0],
+                            (long long)shape[1], lay->t[i].n);
+    }
+    mp_model_free(&mm);
+    return rc;
+}

@@ -100,6 +100,47 @@ static void test_nope_model(void **state) {
     check_against_torch(ck, path, 1, 0);
 }
 
+static int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+/* The NoPE marker travels from `train --pos none` through the loader (MpModel.rope_layer) to
+ * inspect and the forward pass: probe of a NoPE checkpoint equals probe --no-rope byte for byte,
+ * while for a RoPE checkpoint the two differ (so the comparison can fail). */
+static void test_nope_checkpoint_in_loader_and_probe(void **state) {
+    (void)state;
+    char out[8192], ck[600], tok[700], p1[700], p2[700];
+    int32_t ids[4 * 12];
+    for (int i = 0; i < 4 * 12; i++) ids[i] = (i * 37 + 11) % 256;
+    int64_t shp[2] = {4, 12};
+    MpErr e;
+    for (int pos = 0; pos < 2; pos++) {
+        const char *d = mp_test_tmpdir();
+        train_tiny(d, pos ? "--pos rope" : "--pos none");
+        snprintf(ck, sizeof ck, "%s/step-000005", d);
+        snprintf(tok, sizeof tok, "%s/tok.npy", d);
+        assert_int_equal(mp_npy_write(tok, MP_DT_I32, ids, 2, shp, &e), MP_OK);
+        assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", ck), 0);
+        if (pos) assert_null(strstr(out, "NoPE"));
+        else assert_non_null(strstr(out, "no positional encoding (NoPE) in 3 of 3 layers"));
+        assert_int_equal(mp_test_run(out, sizeof out, "probe %s --tokens %s --layers all --out %s/a --quiet", ck, tok, d), 0);
+        assert_int_equal(mp_test_run(out, sizeof out, "probe %s --tokens %s --layers all --no-rope --out %s/b --quiet", ck, tok, d), 0);
+        snprintf(p1, sizeof p1, "%s/a/scores.npy", d);
+        snprintf(p2, sizeof p2, "%s/b/scores.npy", d);
+        if (pos) assert_false(files_equal(p1, p2));
+        else assert_true(files_equal(p1, p2));
+    }
+}
+
 /* (b), (i) against `maskpos probe`: the same mean pre-softmax scores from an independent forward
  * pass. Tolerance 1e-5 absolute (scores of order 0.5; both f32 with different summation orders;
  * measured ~3e-7). */
@@ -169,6 +210,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rope_model),
         cmocka_unit_test(test_nope_model),
+        cmocka_unit_test(test_nope_checkpoint_in_loader_and_probe),
         cmocka_unit_test(test_matches_probe),
         cmocka_unit_test(test_bad_inputs),
     };

@@ -50,37 +50,6 @@ static const char *gram_help =
     "  --plot             also draw the 3x3 figure DIR/gram.png\n"
     "  --threads N        worker threads (default: all cores)\n";
 
-/* Per-layer RoPE switch from config.json "no_rope_layers" (1 = RoPE, 0 = none; HF SmolLM3's
- * convention, which `maskpos train --pos none` writes). Absent → RoPE everywhere. */
-static int gram_rope_layers(int *rope, int L, const char *model, MpErr *e) {
-    for (int j = 0; j < L; j++) rope[j] = 1;
-    char path[4200];
-    struct stat st;
-    if (stat(model, &st) != 0 || !S_ISDIR(st.st_mode)) return MP_OK; /* GGUF: no such key */
-    snprintf(path, sizeof path, "%s/config.json", model);
-    if (!mp_file_exists(path)) return MP_OK;
-    json_t *cfg = mp_json_read(path, e);
-    if (!cfg) return MP_ERR;
-    json_t *a = json_object_get(cfg, "no_rope_layers");
-    int rc = MP_OK;
-    if (a && !json_is_null(a)) {
-        if (!json_is_array(a) || (int)json_array_size(a) < L) {
-            rc = mp_err_set(e, "%s: \"no_rope_layers\" must list one 0/1 per layer", path);
-        } else {
-            for (int j = 0; j < L; j++) {
-                json_t *x = json_array_get(a, (size_t)j);
-                if (!json_is_integer(x)) {
-                    rc = mp_err_set(e, "%s: \"no_rope_layers\"[%d] is not 0 or 1", path, j);
-                    break;
-                }
-                rope[j] = json_integer_value(x) != 0;
-            }
-        }
-    }
-    json_decref(cfg);
-    return rc;
-}
-
 static int gram_is_bytes(const char *model, const MpModel *m) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", model);
@@ -249,15 +218,13 @@ int mp_cmd_gram(int argc, char **argv) {
     if (layer + 1 > m.n_layers) {
         rc = mp_cli_error(cmd, "--layer %d: %s has %d layers (the pair needs layer %d too)", layer, model_path, m.n_layers,
                           layer + 1);
-    } else if (gram_rope_layers(rope, m.n_layers, model_path, &e) != MP_OK) {
-        rc = mp_cli_error(cmd, "%s", e.msg);
     } else if (gram_tokens(&tokens, model_path, &m, data, tokens_path, N, S, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
     } else if (mp_mkdir_p(out, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
     } else {
-        if (no_rope)
-            for (int j = 0; j < m.n_layers; j++) rope[j] = 0;
+        /* the checkpoint's own per-layer switch (config "no_rope_layers"), or none with --no-rope */
+        for (int j = 0; j < m.n_layers; j++) rope[j] = !no_rope && (!m.rope_layer || m.rope_layer[j]);
         if (mp_train_gram_run(&g, &m, tokens, N, S, layer - 1, rope, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);
     }
     if (rc == MP_EXIT_OK) {

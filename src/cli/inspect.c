@@ -102,6 +102,11 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     if (m->sliding_window) printf("sliding window: %d (sequences longer than this are not supported)\n", m->sliding_window);
     else printf("sliding window: none\n");
     printf("bos / eos:      %d / %d\n", m->bos_id, m->eos_id);
+    if (m->rope_layer) {
+        int nope = 0;
+        for (int j = 0; j < m->n_layers; j++) nope += !m->rope_layer[j];
+        printf("positions:      no positional encoding (NoPE) in %d of %d layers (no_rope_layers)\n", nope, m->n_layers);
+    }
     printf("rope:           theta %g, rotary dim %d of %d, scaling %s", m->rope_theta, m->rot_dim, m->head_dim,
            mp_model_rope_scaling_name(m->rope_scaling));
     if (m->rope_scaling == MP_ROPE_LLAMA3)
@@ -162,6 +167,9 @@ static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
     json_object_set_new(r, "theta", json_real(m->rope_theta));
     json_object_set_new(r, "rotary_dim", json_integer(m->rot_dim));
     json_object_set_new(r, "scaling", json_string(mp_model_rope_scaling_name(m->rope_scaling)));
+    json_t *rl = json_array();
+    for (int j = 0; j < m->n_layers; j++) json_array_append_new(rl, json_boolean(!m->rope_layer || m->rope_layer[j]));
+    json_object_set_new(r, "applied_in_layer", rl);
     json_object_set_new(r, "factor", json_real(m->rope_factor));
     json_object_set_new(r, "low_freq_factor", json_real(m->rope_low_freq_factor));
     json_object_set_new(r, "high_freq_factor", json_real(m->rope_high_freq_factor));

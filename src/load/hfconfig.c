@@ -183,6 +183,20 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     m->rot_dim = (int)(m->head_dim * prf);
     if (m->rot_dim < 2 || m->rot_dim % 2)
         return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);
+    /* per-layer RoPE switch: "no_rope_layers": [1 = RoPE, 0 = none] per layer */
+    json_t *nrl = json_object_get(root, "no_rope_layers");
+    if (nrl && !json_is_null(nrl)) {
+        if (!json_is_array(nrl) || json_array_size(nrl) != (size_t)m->n_layers)
+            return mp_err_set(e, "%s: key \"no_rope_layers\" must list one 0 or 1 for each of the %d layers", path, m->n_layers);
+        m->rope_layer = malloc((size_t)m->n_layers);
+        if (!m->rope_layer) return mp_err_set(e, "%s: out of memory", path);
+        for (int j = 0; j < m->n_layers; j++) {
+            json_t *x = json_array_get(nrl, (size_t)j);
+            if (!json_is_integer(x) || (json_integer_value(x) != 0 && json_integer_value(x) != 1))
+                return mp_err_set(e, "%s: key \"no_rope_layers\"[%d] must be 0 or 1", path, j);
+            m->rope_layer[j] = (unsigned char)json_integer_value(x);
+        }
+    }
     m->rope_scaling = MP_ROPE_NONE;
     m->rope_attn_factor = 1.0;
     m->rope_factor = 1.0;

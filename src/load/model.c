@@ -141,6 +141,7 @@ int mp_model_rope_init(MpModel *m, const double *short_factor, const double *lon
 void mp_model_free(MpModel *m) {
     free(m->inv_freq);
     free(m->inv_freq_long);
+    free(m->rope_layer);
     if (m->st)
         for (int i = 0; i < m->n_files; i++) mp_st_free(&m->st[i]);
     free(m->st);

@@ -120,6 +120,9 @@ typedef struct MpModel {
     double rope_attn_factor;   /* multiplies cos and sin (longrope); 1 otherwise */
     float *inv_freq;           /* [R/2] owned: the table for sequences <= rope_orig_ctx (or any) */
     float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
+    unsigned char *rope_layer; /* [L] owned: 1 where RoPE is applied, 0 in NoPE layers (HF config
+                                  "no_rope_layers", as SmolLM3 and `maskpos train --pos none`
+                                  write it); NULL = RoPE in every layer (GGUF has no such key) */
     /* storage */
     int n_files;
     char **file_names;         /* [n_files] owned paths */

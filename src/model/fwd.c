@@ -265,6 +265,8 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFw
     const int NH = f->NH, NKV = f->NKV, HS = f->HS, rep = NH / NKV, R = f->R, causal = f->cfg.causal;
     const int64_t ldq = (int64_t)NH * HS, ldk = (int64_t)NKV * HS;
     const double eps = f->m->norm_eps;
+    /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
+    const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
     /* projections */
     mp_fwd_matmul(f->q, ldq, f->xn, f->C, &ly->q, T);
     mp_fwd_matmul(f->k, ldk, f->xn, f->C, &ly->k, T);
@@ -278,12 +280,12 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFw
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
             if (ly->q_norm) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
-            if (f->cfg.rope && R > 0) mp_fwd_rope(qh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+            if (rope) mp_fwd_rope(qh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
         }
         for (int h = 0; h < NKV; h++) {
             float *kh = f->k + t * ldk + (int64_t)h * HS;
             if (ly->k_norm) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
-            if (f->cfg.rope && R > 0) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+            if (rope) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
             for (int d = 0; d < HS; d++) f->kt[((size_t)h * HS + d) * T + t] = kh[d];
         }
     }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <string.h>
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -43,7 +44,10 @@ void mp_rng_init(MpRng *r, uint64_t seed, uint64_t stream) {
 /* Fills buf with MP_RNG_BATCH consecutive blocks. The same rounds as mp_philox4x32_10, written
  * lane-parallel (structure of arrays) so the compiler can vectorise the 32×32→64 multiplies. The
  * words come out exactly as calling mp_philox4x32_10 on counters ctr, ctr+1, ... would give. */
-static inline void rng_refill(MpRng *r) {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static void rng_refill(MpRng *r) {
     enum { N = MP_RNG_BATCH };
     uint32_t c0[N], c1[N], c2[N], c3[N];
     uint64_t base = (uint64_t)r->ctr[0] | ((uint64_t)r->ctr[1] << 32);
@@ -133,11 +137,21 @@ static double zig_tail(MpRng *r, int negative) {
     return negative ? x - ZIG_R : ZIG_R - x;
 }
 
+/* The ziggurat's try from one 64-bit word: block index from the low 7 bits, u in (−1, 1) from
+ * the top 52 bits placed directly in a double's mantissa ([1, 2) → 2·d − 3); no integer→double
+ * conversion, so batches of words vectorise on any x86-64 vector unit. */
+static inline double zig_u(uint64_t w) {
+    uint64_t bits = UINT64_C(0x3FF0000000000000) | (w >> 12);
+    double d;
+    memcpy(&d, &bits, sizeof d);
+    return 2.0 * d - 3.0 + 0x1p-52; /* + half a step: symmetric, never exactly −1 */
+}
+
 static double zig_normal(MpRng *r) {
     for (;;) {
         uint64_t w = rng_u64(r);
         unsigned i = (unsigned)(w & (ZIG_C - 1));
-        double u = 2.0 * ((double)(w >> 11) + 0.5) * (1.0 / 9007199254740992.0) - 1.0;
+        double u = zig_u(w);
         if (fabs(u) < zig_ratio[i]) return u * zig_x[i]; /* inside a rectangle: ~99% of draws */
         if (i == 0) return zig_tail(r, u < 0);
         double x = u * zig_x[i];
@@ -147,7 +161,36 @@ static double zig_normal(MpRng *r) {
     }
 }
 
+/* Normals from the words already in the buffer, up to the first try that leaves the fast path:
+ * the tries are computed in a vectorisable loop, then accepted in order. Returns how many normals
+ * it wrote; the words it consumed are exactly those zig_normal would have used for them. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+__attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+static size_t zig_fast_batch(MpRng *r, double *out, size_t n) {
+    size_t m = (size_t)r->avail / 2;
+    if (m > n) m = n;
+    if (m > 32) m = 32;
+    const uint32_t *wb = r->buf + (4 * MP_RNG_BATCH - r->avail);
+    unsigned char ok[32];
+    for (size_t t = 0; t < m; t++) {
+        uint64_t w = ((uint64_t)wb[2 * t] << 32) | wb[2 * t + 1];
+        unsigned i = (unsigned)(w & (ZIG_C - 1));
+        double u = zig_u(w);
+        ok[t] = fabs(u) < zig_ratio[i];
+        out[t] = u * zig_x[i];
+    }
+    size_t k = 0;
+    while (k < m && ok[k]) k++;
+    r->avail -= 2 * (int)k;
+    return k;
+}
 void mp_rng_normal_fill(MpRng *r, double *out, size_t n) {
     pthread_once(&zig_once, zig_init);
-    for (size_t i = 0; i < n; i++) out[i] = zig_normal(r);
+    size_t i = 0;
+    while (i < n) {
+        size_t k = zig_fast_batch(r, out + i, n - i);
+        i += k;
+        if (i < n && k < 32) out[i++] = zig_normal(r); /* a slow try, or a refill, in order */
+    }
 }

@@ -55,6 +55,30 @@ int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
     return MP_OK;
 }
 
+/* Σ a_k·b_k over n entries in 8 lanes (lane u takes k ≡ u mod 8) combined in a fixed tree: a
+ * fixed summation order that vectorises at any width without changing a bit, and 8 independent
+ * add chains instead of one. */
+static inline double sim_dot8(const double *a, const double *b, int n) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int k = 0;
+    for (; k + 8 <= n; k += 8)
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) acc[u] += a[k + u] * b[k + u];
+    for (int u = 0; k < n; k++, u++) acc[u] += a[k] * b[k];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+/* Σ a_k over n entries, in the same lane order as sim_dot8. */
+static inline double sim_sum8(const double *a, int n) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int k = 0;
+    for (; k + 8 <= n; k += 8)
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) acc[u] += a[k + u];
+    for (int u = 0; k < n; k++, u++) acc[u] += a[k];
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
 /* ================================================================ inputs */
 
 void mp_sim_sequence_input(double *x, const MpSimConfig *c, int64_t b) {
@@ -68,12 +92,8 @@ void mp_sim_sequence_input(double *x, const MpSimConfig *c, int64_t b) {
     mp_rng_normal_fill(&r, x, (size_t)S * D);
     for (int i = 0; i < S; i++) {
         double *xi = x + (size_t)i * D;
-        double n2 = 0;
-        for (int k = 0; k < D; k++) {
-            xi[k] += l * shared[k];
-            n2 += xi[k] * xi[k];
-        }
-        double inv = 1.0 / sqrt(n2);
+        for (int k = 0; k < D; k++) xi[k] += l * shared[k];
+        const double inv = 1.0 / sqrt(sim_dot8(xi, xi, D));
         for (int k = 0; k < D; k++) xi[k] *= inv;
     }
 }
@@ -98,18 +118,14 @@ static void sim_norm_forward(double *y, const double *x, const MpSimConfig *c) {
         const double *xi = x + (size_t)i * D;
         double *yi = y + (size_t)i * D;
         if (c->norm == MP_NORM_L2) {
-            double n2 = 0;
-            for (int k = 0; k < D; k++) n2 += xi[k] * xi[k];
-            double inv = 1.0 / sqrt(n2);
+            const double inv = 1.0 / sqrt(sim_dot8(xi, xi, D));
             for (int k = 0; k < D; k++) yi[k] = xi[k] * inv;
         } else {
-            double mu = 0, var = 0;
-            for (int k = 0; k < D; k++) mu += xi[k];
-            mu /= D;
-            for (int k = 0; k < D; k++) var += (xi[k] - mu) * (xi[k] - mu);
-            var /= D;
-            double inv = 1.0 / sqrt(var + c->ln_eps);
-            for (int k = 0; k < D; k++) yi[k] = (xi[k] - mu) * inv;
+            const double mu = sim_sum8(xi, D) / D;
+            for (int k = 0; k < D; k++) yi[k] = xi[k] - mu; /* centred, then scaled in place */
+            const double var = sim_dot8(yi, yi, D) / D;
+            const double inv = 1.0 / sqrt(var + c->ln_eps);
+            for (int k = 0; k < D; k++) yi[k] *= inv;
         }
     }
 }
@@ -133,8 +149,10 @@ static void sim_rope_forward(double *q, const double *y, const double *cs, const
     }
 }
 
-/* Keys per pass of the score kernel: 32 independent accumulators hide the add latency. */
-#define SIM_KB 32
+/* The score kernel works on tiles of SIM_QB queries × SIM_KB keys: SIM_QB independent
+ * accumulator vectors hide the add latency, and causal rows waste at most one tile of keys. */
+#define SIM_QB 4
+#define SIM_KB 8
 #define SIM_PAD(S) (((S) + SIM_KB - 1) / SIM_KB * SIM_KB)
 
 /* qt (D, Sp) = qᵀ, Sp = S rounded up to a multiple of SIM_KB, zero padded. */
@@ -148,24 +166,33 @@ static void sim_transpose(double *qt, const double *q, int S, int D) {
 }
 
 /* sc (S,S): row i holds q_i·q_j / scale for the keys j it sees (j ≤ i when causal), computed
- * SIM_KB keys at a time from qt (D,Sp): each entry is summed over k in ascending order, exactly
- * as the naive loop would, so any vector width gives the same bits. The map is symmetric, so
- * the bidirectional upper triangle is mirrored from the lower one. */
+ * in SIM_QB × SIM_KB tiles from q (S,D) and qt (D,Sp): each entry is summed over k in ascending
+ * order, exactly as the naive loop would, so any tiling or vector width gives the same bits.
+ * The map is symmetric, so the bidirectional upper triangle is mirrored from the lower one. */
 static void sim_scores_forward(double *sc, const double *q, const double *qt, const MpSimConfig *c) {
     const int S = c->seq, D = c->dim, Sp = SIM_PAD(S);
     const double inv_scale = 1.0 / c->scale;
-    for (int i = 0; i < S; i++) {
-        const double *qi = q + (size_t)i * D;
-        double *row = sc + (size_t)i * S;
-        for (int j0 = 0; j0 <= i; j0 += SIM_KB) {
-            double acc[SIM_KB] = {0};
+    for (int i0 = 0; i0 < S; i0 += SIM_QB) {
+        const int nq = S - i0 < SIM_QB ? S - i0 : SIM_QB;
+        /* rows of a partial last tile repeat row i0 (computed, never stored) */
+        const double *qr[SIM_QB];
+        for (int r = 0; r < SIM_QB; r++) qr[r] = q + (size_t)(i0 + (r < nq ? r : 0)) * D;
+        const int jmax = i0 + nq - 1; /* the tile's last row sees keys 0..jmax */
+        for (int j0 = 0; j0 <= jmax; j0 += SIM_KB) {
+            double acc[SIM_QB][SIM_KB] = {{0}};
             for (int k = 0; k < D; k++) {
-                const double a = qi[k];
                 const double *t = qt + (size_t)k * Sp + j0;
-#pragma GCC unroll 32
-                for (int u = 0; u < SIM_KB; u++) acc[u] += a * t[u];
+#pragma GCC unroll 4
+                for (int r = 0; r < SIM_QB; r++) {
+                    const double a = qr[r][k];
+#pragma GCC unroll 8
+                    for (int u = 0; u < SIM_KB; u++) acc[r][u] += a * t[u];
+                }
             }
-            for (int u = 0; u < SIM_KB && j0 + u <= i; u++) row[j0 + u] = acc[u] * inv_scale;
+            for (int r = 0; r < nq; r++) {
+                double *row = sc + (size_t)(i0 + r) * S;
+                for (int u = 0; u < SIM_KB && j0 + u <= i0 + r; u++) row[j0 + u] = acc[r][u] * inv_scale;
+            }
         }
     }
     if (!c->causal)

@@ -26,7 +26,7 @@ static const char *train_help =
     "       maskpos train --resume CKPT_DIR --data FILE --out DIR [--steps N] [--threads N]\n"
     "\n"
     "Trains a Llama-style decoder (RMSNorm, GQA attention, RoPE or none, SwiGLU MLP) on the bytes\n"
-    "of a text file (vocabulary 256); the last 5%% of the file is held out for validation loss.\n"
+    "of a text file (vocabulary 256); the last 5% of the file is held out for validation loss.\n"
     "AdamW with linear warm-up and cosine decay to lr * min-lr-frac, global-norm clipping.\n"
     "Runs are deterministic for a given --seed whatever --threads is.\n"
     "\n"

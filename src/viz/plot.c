@@ -24,6 +24,7 @@
 #include "kernels/posmap.h" /* mp_posmap_diagnorm */
 #include "viz/cmap.h"       /* MpPlotCmap, mp_plot_cmap_find/eval */
 #include "viz/plot.h"       /* declarations */
+#include "viz/surface.h"    /* mp_plot_surface_write */
 
 #define PLOT_FONT "DejaVu Sans"
 #define PLOT_MAX_TICKS 24
@@ -821,6 +822,56 @@ static cairo_status_t plot_write(void *closure, const unsigned char *data, unsig
     return fwrite(data, 1, len, af->f) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+int mp_plot_surface_write(const char *path, int fmt, double width, double height, const char *title,
+                          MpPlotDrawFn draw, void *ctx, MpErr *e) {
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    cairo_surface_t *surf;
+    if (fmt == PLOT_PNG)
+        surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)width, (int)height);
+    else if (fmt == PLOT_PDF)
+        surf = cairo_pdf_surface_create_for_stream(plot_write, &af, width, height);
+    else
+        surf = cairo_svg_surface_create_for_stream(plot_write, &af, width, height);
+    if (fmt == PLOT_PDF && cairo_surface_status(surf) == CAIRO_STATUS_SUCCESS) {
+        if (title && title[0]) cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_TITLE, title);
+        cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATOR, "maskpos plot");
+    }
+    cairo_t *cr = cairo_create(surf);
+    plot_font_setup(cr);
+    int drew = draw(cr, fmt, ctx, e);
+    cairo_status_t st = cairo_status(cr);
+    cairo_destroy(cr);
+    if (drew == MP_OK && st == CAIRO_STATUS_SUCCESS && fmt == PLOT_PNG)
+        st = cairo_surface_write_to_png_stream(surf, plot_write, &af);
+    cairo_surface_finish(surf);
+    if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surf);
+    cairo_surface_destroy(surf);
+    if (drew != MP_OK) {
+        mp_atomic_abort(&af);
+        return mp_err_prefix(e, "%s", path);
+    }
+    if (st != CAIRO_STATUS_SUCCESS) {
+        mp_atomic_abort(&af);
+        return mp_err_set(e, "%s: cannot write the figure: %s", path, cairo_status_to_string(st));
+    }
+    return mp_atomic_commit(&af, e);
+}
+
+typedef struct PlotDrawCtx {
+    const MpPlotLayout *lay;
+    const PlotGeom *g;
+    const MpPlotPanel *panels;
+    const PlotPrep *pp;
+    int npanels;
+    const MpPlotOptions *o;
+} PlotDrawCtx;
+
+static int plot_draw_cb(cairo_t *cr, int fmt, void *ctx, MpErr *e) {
+    const PlotDrawCtx *d = ctx;
+    return plot_draw_figure(cr, d->lay, d->g, d->panels, d->pp, d->npanels, d->o, fmt, e);
+}
+
 int mp_plot_render(const char *path, const MpPlotPanel *panels, int npanels, const MpPlotOptions *o,
                    MpErr *e) {
     return mp_plot_render_ex(path, panels, npanels, o, NULL, e);
@@ -851,40 +902,9 @@ int mp_plot_render_ex(const char *path, const MpPlotPanel *panels, int npanels,
                    path, lay->width, lay->height);
         goto done;
     }
-    MpAtomicFile af;
-    if (mp_atomic_open(&af, path, e) != MP_OK) goto done;
-    cairo_surface_t *surf;
-    if (fmt == PLOT_PNG)
-        surf = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, (int)lay->width, (int)lay->height);
-    else if (fmt == PLOT_PDF)
-        surf = cairo_pdf_surface_create_for_stream(plot_write, &af, lay->width, lay->height);
-    else
-        surf = cairo_svg_surface_create_for_stream(plot_write, &af, lay->width, lay->height);
-    if (fmt == PLOT_PDF && cairo_surface_status(surf) == CAIRO_STATUS_SUCCESS) {
-        if (o->title[0]) cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_TITLE, o->title);
-        cairo_pdf_surface_set_metadata(surf, CAIRO_PDF_METADATA_CREATOR, "maskpos plot");
-    }
-    cairo_t *cr = cairo_create(surf);
-    plot_font_setup(cr);
-    int drew = plot_draw_figure(cr, lay, &g, panels, pp, npanels, o, fmt, e);
-    cairo_status_t st = cairo_status(cr);
-    cairo_destroy(cr);
-    if (drew == MP_OK && st == CAIRO_STATUS_SUCCESS && fmt == PLOT_PNG)
-        st = cairo_surface_write_to_png_stream(surf, plot_write, &af);
-    cairo_surface_finish(surf);
-    if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surf);
-    cairo_surface_destroy(surf);
-    if (drew != MP_OK) {
-        mp_atomic_abort(&af);
-        mp_err_prefix(e, "%s", path);
-        goto done;
-    }
-    if (st != CAIRO_STATUS_SUCCESS) {
-        mp_atomic_abort(&af);
-        mp_err_set(e, "%s: cannot write the figure: %s", path, cairo_status_to_string(st));
-        goto done;
-    }
-    rc = mp_atomic_commit(&af, e);
+    PlotDrawCtx dc = {lay, &g, panels, pp, npanels, o};
+    if (mp_plot_surface_write(path, fmt, lay->width, lay->height, o->title, plot_draw_cb, &dc, e) != MP_OK) goto done;
+    rc = MP_OK;
     if (rc == MP_OK && lim)
         for (int k = 0; k < npanels; k++) {
             lim[k][0] = pp[k].lo;

@@ -650,6 +650,81 @@ static void test_cli(void **state) {
     assert_non_null(strstr(buf, "--preset"));
 }
 
+/* ---------------------------------------------------------------- line plots */
+
+/* Rows of column x holding a strongly red / blue pixel: (first, last) or (-1, -1). */
+static void colour_band(cairo_surface_t *s, int x, int want_red, int *first, int *last) {
+    *first = *last = -1;
+    for (int y = 0; y < cairo_image_surface_get_height(s); y++) {
+        Rgb p = png_pixel(s, x, y);
+        int hit = want_red ? (p.r > 200 && p.g < 60 && p.b < 60) : (p.b > 200 && p.r < 60 && p.g < 60);
+        if (hit) {
+            if (*first < 0) *first = y;
+            *last = y;
+        }
+    }
+}
+
+static void test_line_plot(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/lines.png", d);
+    double x[11], hi[11], lo[11];
+    for (int i = 0; i <= 10; i++) x[i] = i, hi[i] = (i >= 4 && i <= 6) ? NAN : 1.0, lo[i] = 0.0;
+    MpPlotSeries sr[2] = {{x, hi, 11, "high", {1, 0, 0}}, {x, lo, 11, "low", {0, 0, 1}}};
+    MpErr e;
+    assert_int_equal(mp_plot_lines(path, "t", "step", "loss", sr, 2, &e), MP_OK);
+    cairo_surface_t *s = png_load(path);
+    int w = cairo_image_surface_get_width(s), h = cairo_image_surface_get_height(s);
+    /* x = 2 lies a fifth of the way across the axes; x = 5 is in the NaN gap of the red series */
+    int x2 = (int)(0.11 * w + 0.2 * 0.86 * w), x5 = w / 2 + 20;
+    int rf, rl, bf, bl;
+    colour_band(s, x2, 1, &rf, &rl);
+    colour_band(s, x2, 0, &bf, &bl);
+    assert_true(rf >= 0 && bf >= 0);
+    assert_true(rl < h / 4 && bf > 3 * h / 4); /* y = 1 near the top, y = 0 near the bottom */
+    assert_true(rl - rf <= 4);                  /* a line, not a filled area */
+    colour_band(s, x5, 1, &rf, &rl);
+    assert_int_equal(rf, -1);                   /* the gap is not bridged */
+    colour_band(s, x5, 0, &bf, &bl);
+    assert_true(bf >= 0);
+    cairo_surface_destroy(s);
+    /* nothing finite, an unknown extension: errors, no file */
+    double nan3[3] = {NAN, NAN, NAN};
+    MpPlotSeries bad = {nan3, nan3, 3, "x", {0, 0, 0}};
+    snprintf(path, sizeof path, "%s/none.png", d);
+    assert_int_equal(mp_plot_lines(path, "t", "x", "y", &bad, 1, &e), MP_ERR);
+    assert_false(mp_file_exists(path));
+    snprintf(path, sizeof path, "%s/lines.jpg", d);
+    assert_int_equal(mp_plot_lines(path, "t", "x", "y", sr, 2, &e), MP_ERR);
+    assert_false(mp_file_exists(path));
+}
+
+static void test_cli_curve(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char csv[256], png[256], out[4096];
+    snprintf(csv, sizeof csv, "%s/log.csv", d);
+    snprintf(png, sizeof png, "%s/loss.png", d);
+    const char good[] = "step,lr,loss,grad_norm,val_loss,tokens_per_s\n1,1e-4,5.6,8.4,,3000\n2,2e-4,5.1,7.0,5.2,3000\n"
+                        "3,3e-4,4.0,3.1,,3100\n4,4e-4,3.2,1.5,3.4,3100\n";
+    mp_test_write_file(csv, good, sizeof good - 1);
+    assert_int_equal(mp_test_run(out, sizeof out, "plot --curve %s -o %s --title 'NoPE model'", csv, png), 0);
+    cairo_surface_t *s = png_load(png);
+    cairo_surface_destroy(s);
+    const char *bad[] = {"step,lr,grad\n1,2,3\n", "step,loss\n1,abc\n", ""};
+    for (int k = 0; k < 3; k++) {
+        remove(png);
+        mp_test_write_file(csv, bad[k], strlen(bad[k]));
+        int rc = mp_test_run(out, sizeof out, "plot --curve %s -o %s", csv, png);
+        if (rc != 2) fail_msg("bad csv %d: exit %d: %s", k, rc, out);
+        assert_non_null(strstr(out, "maskpos plot: error:"));
+        assert_false(mp_file_exists(png));
+    }
+    assert_int_equal(mp_test_run(out, sizeof out, "plot --curve %s/absent.csv -o %s", d, png), 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cmap_anchors),
@@ -665,6 +740,8 @@ int main(void) {
         cmocka_unit_test(test_pdf_and_svg_valid),
         cmocka_unit_test(test_render_errors_leave_no_file),
         cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_line_plot),
+        cmocka_unit_test(test_cli_curve),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     mp_plot_release(); /* font caches: keeps LeakSanitizer quiet under make asan */

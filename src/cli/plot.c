@@ -10,6 +10,7 @@
  * Tested by: tests/test_viz.c (bad-input cases, presets end to end).
  */
 #include <getopt.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,10 @@
 
 static const char *plot_help =
     "usage: maskpos plot IN.npy [IN2.npy ...] -o OUT.{png,pdf,svg} [options]\n"
+    "       maskpos plot --curve LOG.csv -o OUT.{png,pdf,svg} [--title T]\n"
+    "\n"
+    "--curve draws a training log (the log.csv of maskpos train: columns step, loss and,\n"
+    "where evaluated, val_loss) as training and validation loss curves.\n"
     "\n"
     "Draws score maps (row = query position, column = key position; NaN = not observed, left\n"
     "blank) as heatmaps with colour bars, one panel per map. Inputs are float32/float64 .npy of\n"
@@ -161,6 +166,80 @@ static const char *plot_basename_stem(char *buf, size_t cap, const char *path) {
     return buf;
 }
 
+/* --curve: a CSV with a header naming its columns; draws "loss" and "val_loss" against "step".
+ * Empty cells (e.g. val_loss on steps without evaluation) are gaps. */
+static int plot_curve(const char *cmd, const char *csv, const char *out, const char *title) {
+    FILE *f = fopen(csv, "r");
+    if (!f) return mp_cli_error(cmd, "%s: cannot open: %s", csv, strerror(errno));
+    char line[4096];
+    int col_step = -1, col_loss = -1, col_val = -1, rc = MP_EXIT_ERROR;
+    size_t n = 0, cap = 0;
+    double *xs = NULL, *ls = NULL, *vs = NULL;
+    if (!fgets(line, sizeof line, f)) {
+        mp_cli_error(cmd, "%s: empty file", csv);
+        goto done;
+    }
+    {
+        int k = 0;
+        for (char *save = NULL, *tok = strtok_r(line, ",\r\n", &save); tok; tok = strtok_r(NULL, ",\r\n", &save), k++) {
+            if (!strcmp(tok, "step")) col_step = k;
+            else if (!strcmp(tok, "loss")) col_loss = k;
+            else if (!strcmp(tok, "val_loss")) col_val = k;
+        }
+    }
+    if (col_step < 0 || col_loss < 0) {
+        mp_cli_error(cmd, "%s: the header must name columns 'step' and 'loss'", csv);
+        goto done;
+    }
+    for (size_t row = 2; fgets(line, sizeof line, f); row++) {
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            double *a = realloc(xs, cap * sizeof *a), *b = a ? realloc(ls, cap * sizeof *b) : NULL,
+                   *c = b ? realloc(vs, cap * sizeof *c) : NULL;
+            if (a) xs = a;
+            if (b) ls = b;
+            if (c) vs = c;
+            if (!a || !b || !c) {
+                mp_cli_error(cmd, "%s: out of memory", csv);
+                goto done;
+            }
+        }
+        xs[n] = ls[n] = vs[n] = NAN;
+        int k = 0;
+        char *p = line;
+        for (;; k++) { /* cells may be empty: split by hand, not with strtok */
+            char *end = p + strcspn(p, ",\r\n");
+            char sep = *end;
+            *end = '\0';
+            double v = NAN;
+            if (*p && mp_parse_double(p, &v) != MP_OK) {
+                mp_cli_error(cmd, "%s:%zu: '%s' is not a number", csv, row, p);
+                goto done;
+            }
+            if (k == col_step) xs[n] = v;
+            else if (k == col_loss) ls[n] = v;
+            else if (k == col_val) vs[n] = v;
+            if (sep != ',') break;
+            p = end + 1;
+        }
+        n++;
+    }
+    {
+        MpPlotSeries s[2] = {{xs, ls, (int)n, "training loss", {0.12, 0.47, 0.71}},
+                             {xs, vs, (int)n, "validation loss", {0.84, 0.15, 0.16}}};
+        MpErr e;
+        if (mp_plot_lines(out, title ? title : "Training", "step", "loss (nats per byte)", s, col_val >= 0 ? 2 : 1, &e) != MP_OK)
+            mp_cli_error(cmd, "%s", e.msg);
+        else
+            rc = MP_EXIT_OK;
+    }
+done:
+    fclose(f);
+    free(xs), free(ls), free(vs);
+    mp_plot_release();
+    return rc;
+}
+
 int mp_cmd_plot(int argc, char **argv) {
     const char *cmd = "plot";
     MpPlotOptions o;
@@ -171,6 +250,7 @@ int mp_cmd_plot(int argc, char **argv) {
     int nptitle = 0, cols = -1, shared = -1, diagnorm = -1, annotate = -1, digits = -1, panel_px = -1,
         index_base = -1;
     double vmin = NAN, vmax = NAN, clip[2] = {NAN, NAN};
+    const char *curve = NULL;
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"preset", required_argument, 0, 'p'},
                                          {"layers", required_argument, 0, 'l'},
@@ -188,6 +268,7 @@ int mp_cmd_plot(int argc, char **argv) {
                                          {"digits", required_argument, 0, 'k'},
                                          {"panel-px", required_argument, 0, 'P'},
                                          {"index-base", required_argument, 0, 'i'},
+                                         {"curve", required_argument, 0, 'L'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -222,11 +303,17 @@ int mp_cmd_plot(int argc, char **argv) {
         case 'k': digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 12); break;
         case 'P': panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
         case 'i': index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
+        case 'L': curve = optarg; break;
         case 'h': fputs(plot_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }
     int ninputs = argc - optind;
+    if (curve) {
+        if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[optind]);
+        if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
+        return plot_curve(cmd, curve, out, title);
+    }
     if (ninputs < 1) return mp_cli_error(cmd, "no input .npy file (see 'maskpos plot --help')");
     if (ninputs > PLOT_MAX_INPUTS) return mp_cli_error(cmd, "at most %d input files", PLOT_MAX_INPUTS);
     if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");

@@ -71,6 +71,20 @@ int mp_plot_render_ex(const char *path, const MpPlotPanel *panels, int npanels,
  * (make asan) reports fontconfig's allocations as leaks. */
 void mp_plot_release(void);
 
+/* ---------------------------------------------------------------- line plots (lines.c) */
+
+typedef struct MpPlotSeries {
+    const double *x, *y; /* (n) borrowed; non-finite points break the line */
+    int n;
+    const char *label;   /* legend text */
+    double rgb[3];       /* line colour, components in [0,1] */
+} MpPlotSeries;
+
+/* One axes box with ns (1..8) series, nice ticks, legend, labels and title; PNG/PDF/SVG by
+ * extension, written atomically. MP_ERR (message names path) when nothing is finite. */
+int mp_plot_lines(const char *path, const char *title, const char *xlabel, const char *ylabel,
+                  const MpPlotSeries *s, int ns, MpErr *e);
+
 /* Output format from the file name's extension (case-insensitive), or -1 when unknown. */
 enum { MP_PLOT_PNG = 0, MP_PLOT_PDF = 1, MP_PLOT_SVG = 2 };
 int mp_plot_format_from_path(const char *path);

@@ -45,6 +45,31 @@ static void test_hand_example(void **state) {
     assert_true(fabs(st.res_min + 0.2) < 1e-15 && fabs(st.res_max - 0.2) < 1e-15);
 }
 
+/* Recency slopes: S_ij = 0.01·j + (row offset) rises with j in every row (share 1, slope 0.01);
+ * its mirror falls (share 0, slope −0.01); rows with fewer than two keys are not counted. */
+static void test_recency_slopes(void **state) {
+    (void)state;
+    enum { S = 9 };
+    double m[S * S], r[S * S];
+    for (int sign = -1; sign <= 1; sign += 2) {
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) m[i * S + j] = j > i ? NAN : (j == i ? 1.0 : sign * 0.01 * j + 0.1 * i);
+        mp_posmap_diagnorm(r, m, S);
+        MpPosStats st;
+        mp_posmap_stats(&st, m, r, NULL, S);
+        assert_true(fabs(st.rise_share - (sign > 0 ? 1.0 : 0.0)) < 1e-15);
+        assert_true(fabs(st.mean_slope - sign * 0.01) < 1e-14);
+    }
+    /* half the rows rise, half fall: share 0.5 */
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) m[i * S + j] = j > i ? NAN : (i % 2 ? 0.02 * j : -0.02 * j);
+    mp_posmap_diagnorm(r, m, S);
+    MpPosStats st;
+    mp_posmap_stats(&st, m, r, NULL, S);
+    /* rows 2..8 have ≥ 2 keys: odd rows 3,5,7 rise, even rows 2,4,6,8 fall */
+    assert_true(fabs(st.rise_share - 3.0 / 7.0) < 1e-15);
+}
+
 static void test_noise_z(void **state) {
     (void)state;
     enum { S = 64 };
@@ -93,7 +118,7 @@ static void test_vexp_matches_libm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relative_map_is_zero), cmocka_unit_test(test_hand_example),
-        cmocka_unit_test(test_noise_z), cmocka_unit_test(test_vexp_matches_libm),
+        cmocka_unit_test(test_recency_slopes), cmocka_unit_test(test_noise_z), cmocka_unit_test(test_vexp_matches_libm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -101,6 +101,8 @@ static json_t *probe_stats_json(const MpPosStats *st, const int *layers, int L) 
         json_object_set_new(o, "residue_min", json_real(st[l].res_min));
         json_object_set_new(o, "residue_max", json_real(st[l].res_max));
         json_object_set_new(o, "residue_rms", json_real(st[l].res_rms));
+        json_object_set_new(o, "rising_row_share", json_real(st[l].rise_share));
+        json_object_set_new(o, "mean_slope", json_real(st[l].mean_slope));
         json_array_append_new(arr, o);
     }
     return arr;
@@ -194,9 +196,11 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
         mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, NULL, S);
     }
-    printf("%6s %10s %13s %13s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms");
+    printf("%6s %10s %13s %13s %12s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
+           "rising rows", "mean slope");
     for (int l = 0; l < L; l++)
-        printf("%6d %10.6f %13.5f %13.5f %12.6f\n", layers[l] + 1, st[l].nri, st[l].res_min, st[l].res_max, st[l].res_rms);
+        printf("%6d %10.6f %13.5f %13.5f %12.6f %10.1f%% %12.3e\n", layers[l] + 1, st[l].nri, st[l].res_min, st[l].res_max,
+               st[l].res_rms, 100 * st[l].rise_share, st[l].mean_slope);
     char path[4096];
     int rc = MP_OK;
     int64_t shp[4] = {L, S, S, 0}, shph[4] = {L, H, S, S};

@@ -10,11 +10,11 @@
 #include "cli/figs.h" /* mp_fig_rows */
 
 void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
-    fprintf(f, "%6s %10s %13s %13s %12s %14s\n", "layer", "NRI", "residue min", "residue max",
-            "residue rms", "rms/noise (z)");
+    fprintf(f, "%6s %10s %13s %13s %12s %14s %11s %12s\n", "layer", "NRI", "residue min", "residue max",
+            "residue rms", "rms/noise (z)", "rising rows", "mean slope");
     for (int l = 0; l < layers; l++)
-        fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %14.2f\n", l + 1, st[l].nri, st[l].res_min,
-                st[l].res_max, st[l].res_rms, st[l].z_rms);
+        fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %14.2f %10.1f%% %12.3e\n", l + 1, st[l].nri, st[l].res_min,
+                st[l].res_max, st[l].res_rms, st[l].z_rms, 100 * st[l].rise_share, st[l].mean_slope);
 }
 
 static json_t *sim_stats_json(const MpPosStats *st, int layers) {
@@ -28,6 +28,8 @@ static json_t *sim_stats_json(const MpPosStats *st, int layers) {
         json_object_set_new(o, "residue_rms", json_real(st[l].res_rms));
         json_object_set_new(o, "noise_rms", json_real(st[l].noise_rms));
         json_object_set_new(o, "residue_z_rms", json_real(st[l].z_rms));
+        json_object_set_new(o, "rising_row_share", json_real(st[l].rise_share));
+        json_object_set_new(o, "mean_slope", json_real(st[l].mean_slope));
         json_array_append_new(arr, o);
     }
     return arr;

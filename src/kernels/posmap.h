@@ -7,7 +7,8 @@
  *   - diagonal-mean normalisation (paper.md §2.3): Ŝ_ij = S_ij − mean{S_i'j' : i'−j' = i−j},
  *     the mean taken over the finite entries of that diagonal; a purely relative map becomes 0;
  *   - the non-relative index NRI = Σ Ŝ² / Σ (S − mean S)² over finite entries (docs/metrics.md),
- *     the residue range, and, given per-entry standard errors, the residue's size in noise units.
+ *     the residue range, and, given per-entry standard errors, the residue's size in noise units;
+ *   - recency: per query row the slope of the score against earlier key positions (docs/metrics.md).
  * Does not: allocate (callers pass [S,S] outputs), or look at more than one map at a time.
  * Tested by: tests/test_posmap.c (relative maps → 0 exactly, hand-computed NRI).
  */
@@ -25,6 +26,10 @@ typedef struct MpPosStats {
     double noise_rms;    /* rms of the standard errors (NaN when none were given) */
     double z_rms;        /* sqrt(mean (Ŝ/se)²): ≈1 for pure noise, ≫1 for a real residue */
     int64_t observed;    /* finite entries */
+    /* recency: for each query row with ≥ 2 finite off-diagonal keys j < i, the least-squares
+     * slope of S_ij against j (score per position; > 0: the score rises as the key approaches) */
+    double rise_share;   /* share of such rows with a positive slope (NaN when there are none) */
+    double mean_slope;   /* mean slope over those rows */
 } MpPosStats;
 
 /* out [S,S] may alias nothing; map [S,S]. */

@@ -21,7 +21,8 @@
 #include <omp.h>
 #endif
 
-#include "cli/cli.h"        /* mp_cli_* */
+#include "cli/cli.h"       /* mp_cli_* */
+#include "cli/sim_out.h"   /* mp_cli_stats_json */
 #include "core/json.h"      /* meta.json, MP_VERSION */
 #include "core/npy.h"       /* mp_npy_write */
 #include "core/progress.h"  /* MpProgress */
@@ -90,22 +91,6 @@ static uint64_t probe_mem_available(void) {
         if (sscanf(line, "MemAvailable: %lu kB", &kb) == 1) break;
     fclose(f);
     return kb * 1024;
-}
-
-static json_t *probe_stats_json(const MpPosStats *st, const int *layers, int L) {
-    json_t *arr = json_array();
-    for (int l = 0; l < L; l++) {
-        json_t *o = json_object();
-        json_object_set_new(o, "layer", json_integer(layers[l] + 1));
-        json_object_set_new(o, "nri", json_real(st[l].nri));
-        json_object_set_new(o, "residue_min", json_real(st[l].res_min));
-        json_object_set_new(o, "residue_max", json_real(st[l].res_max));
-        json_object_set_new(o, "residue_rms", json_real(st[l].res_rms));
-        json_object_set_new(o, "rising_row_share", json_real(st[l].rise_share));
-        json_object_set_new(o, "mean_slope", json_real(st[l].mean_slope));
-        json_array_append_new(arr, o);
-    }
-    return arr;
 }
 
 /* Bytes of the stored tensors of layers [0, n) (each tensor once): the file pages the weight
@@ -278,7 +263,7 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(fj, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
         if (heads) json_object_set_new(fj, "scores_heads.npy", json_string("float64 [L,H,S,S] mean over sequences per query head"));
         json_object_set_new(j, "files", fj);
-        json_object_set_new(j, "stats", probe_stats_json(st, layers, L));
+        json_object_set_new(j, "stats", mp_cli_stats_json(st, layers, L));
         mp_json_add_provenance(j, argc, argv, wall);
         if (mp_path_join(path, sizeof path, r->out, "meta.json", e) != MP_OK || mp_json_write_atomic(path, j, e) != MP_OK)
             rc = MP_ERR;

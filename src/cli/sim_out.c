@@ -17,19 +17,22 @@ void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
                 st[l].res_max, st[l].res_rms, st[l].z_rms, 100 * st[l].rise_share, st[l].mean_slope);
 }
 
-static json_t *sim_stats_json(const MpPosStats *st, int layers) {
+/* JSON has no NaN: a non-finite statistic (e.g. no noise estimate) is written as null. */
+static json_t *stats_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+json_t *mp_cli_stats_json(const MpPosStats *st, const int *layers, int n) {
     json_t *arr = json_array();
-    for (int l = 0; l < layers; l++) {
+    for (int l = 0; l < n; l++) {
         json_t *o = json_object();
-        json_object_set_new(o, "layer", json_integer(l + 1));
-        json_object_set_new(o, "nri", json_real(st[l].nri));
-        json_object_set_new(o, "residue_min", json_real(st[l].res_min));
-        json_object_set_new(o, "residue_max", json_real(st[l].res_max));
-        json_object_set_new(o, "residue_rms", json_real(st[l].res_rms));
-        json_object_set_new(o, "noise_rms", json_real(st[l].noise_rms));
-        json_object_set_new(o, "residue_z_rms", json_real(st[l].z_rms));
-        json_object_set_new(o, "rising_row_share", json_real(st[l].rise_share));
-        json_object_set_new(o, "mean_slope", json_real(st[l].mean_slope));
+        json_object_set_new(o, "layer", json_integer((layers ? layers[l] : l) + 1));
+        json_object_set_new(o, "nri", stats_real(st[l].nri));
+        json_object_set_new(o, "residue_min", stats_real(st[l].res_min));
+        json_object_set_new(o, "residue_max", stats_real(st[l].res_max));
+        json_object_set_new(o, "residue_rms", stats_real(st[l].res_rms));
+        json_object_set_new(o, "noise_rms", stats_real(st[l].noise_rms));
+        json_object_set_new(o, "residue_z_rms", stats_real(st[l].z_rms));
+        json_object_set_new(o, "rising_row_share", stats_real(st[l].rise_share));
+        json_object_set_new(o, "mean_slope", stats_real(st[l].mean_slope));
         json_array_append_new(arr, o);
     }
     return arr;
@@ -87,7 +90,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
     if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
-    json_object_set_new(m, "stats", sim_stats_json(r->stats, r->layers));
+    json_object_set_new(m, "stats", mp_cli_stats_json(r->stats, NULL, r->layers));
     json_object_set_new(m, "sim_wall_time_s", json_real(r->wall_s));
     mp_json_add_provenance(m, argc, argv, r->wall_s);
     int rc = mp_path_join(path, sizeof path, dir, "meta.json", e) == MP_OK ? mp_json_write_atomic(path, m, e) : MP_ERR;

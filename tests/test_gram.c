@@ -26,16 +26,11 @@ static void train_tiny(const char *dir, const char *extra) {
 }
 
 static void check_against_torch(const char *ckpt, const char *gdir, int layer, int no_rope) {
-    char cmd[2048], out[8192];
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/gram_ref.py %s %s --layer %d %s 2>&1", MP_SOURCE_DIR, ckpt,
-             gdir, layer, no_rope ? "--no-rope" : "");
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
+    char out[8192];
+    int rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/gram_ref.py %s %s --layer %d %s", MP_SOURCE_DIR,
+                           ckpt, gdir, layer, no_rope ? "--no-rope" : "");
     print_message("%s", out);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("torch reference disagrees (%s layer %d)", ckpt, layer);
+    if (rc != 0) fail_msg("torch reference disagrees (%s layer %d)", ckpt, layer);
 }
 
 static void test_rope_model(void **state) {

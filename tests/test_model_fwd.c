@@ -75,7 +75,7 @@ static void test_against_torch(void **state) {
         snprintf(ids, sizeof ids, "%s/ids.npy", d);
         model_make(model, k->mk);
         if (k->sed) {
-            int src = sh(out, sizeof out, "sed -i '%s' %s/config.json && grep -q '\"original_max_position_embeddings\": 16' %s/config.json",
+            int src = mp_test_shell(out, sizeof out, "sed -i '%s' %s/config.json && grep -q '\"original_max_position_embeddings\": 16' %s/config.json",
                          k->sed, model, model);
             if (src != 0) fail_msg("%s: editing config.json failed: %s", k->name, out);
         }
@@ -83,7 +83,7 @@ static void test_against_torch(void **state) {
         int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers all --per-head --quiet %s", model, ids,
                              d, k->probe);
         if (rc != 0) fail_msg("%s: probe failed (%d): %s", k->name, rc, out);
-        rc = sh(out, sizeof out, "/usr/bin/python3 %s/tests/ref/probe_ref.py %s %s %s --layers %s %s %s", MP_SOURCE_DIR, model,
+        rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/probe_ref.py %s %s %s --layers %s %s %s", MP_SOURCE_DIR, model,
                 ids, d, strstr(k->mk, "--layers 3") ? "1,2,3" : "1,2", k->ref, k->logits ? "--logits" : "");
         if (rc != 0) fail_msg("%s: probe_ref.py failed (%d): %s", k->name, rc, out);
         snprintf(a, sizeof a, "%s/scores_heads.npy", d);

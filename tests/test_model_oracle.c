@@ -45,7 +45,7 @@ static void test_logprobs_match_llama_cpp(void **state) {
         snprintf(ll, sizeof ll, "%s/%s_ll.f64", d, archs[a][0]);
         int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", model, list, lp);
         if (rc != 0) fail_msg("maskpos logits failed: %s", out);
-        rc = sh(out, sizeof out, "cd %s/tests/oracle-llama && node logits.mjs %s %s %s", MP_SOURCE_DIR, model, list, ll);
+        rc = mp_test_shell(out, sizeof out, "cd %s/tests/oracle-llama && node logits.mjs %s %s %s", MP_SOURCE_DIR, model, list, ll);
         if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", archs[a][0], rc, out);
         int tn = 0, vn = 0;
         if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("oracle output '%s'", out);

@@ -36,7 +36,7 @@ static void test_resume_after_sigkill_is_exact(void **state) {
     int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/full --per-head --quiet", model, ids, d);
     if (rc != 0) fail_msg("uninterrupted run failed: %s", out);
     /* killed after 5 sequences; the last checkpoint holds 4 */
-    rc = sh(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=5 %s probe %s --tokens %s --out %s/res --per-head --checkpoint-every 2 --quiet",
+    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=5 %s probe %s --tokens %s --out %s/res --per-head --checkpoint-every 2 --quiet",
             MP_TEST_BIN, model, ids, d);
     if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL (137), got %d: %s", rc, out);
     snprintf(a, sizeof a, "%s/res/checkpoint.bin", d);
@@ -58,10 +58,10 @@ static void test_resume_after_sigkill_is_exact(void **state) {
     snprintf(a, sizeof a, "%s/res/checkpoint.bin", d);
     assert_false(mp_file_exists(a)); /* removed once the result is complete */
     /* a corrupted checkpoint is refused */
-    rc = sh(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/bad --checkpoint-every 2 --quiet", MP_TEST_BIN,
+    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/bad --checkpoint-every 2 --quiet", MP_TEST_BIN,
             model, ids, d);
     assert_int_equal(rc, 128 + SIGKILL);
-    rc = sh(out, sizeof out, "printf 'XXXX' | dd of=%s/bad/checkpoint.bin bs=1 seek=100 conv=notrunc", d);
+    rc = mp_test_shell(out, sizeof out, "printf 'XXXX' | dd of=%s/bad/checkpoint.bin bs=1 seek=100 conv=notrunc", d);
     assert_int_equal(rc, 0);
     rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/bad --resume --quiet", model, ids, d);
     if (rc != 2 || !strstr(out, "checksum")) fail_msg("corrupt checkpoint: expected exit 2, got %d: %s", rc, out);

@@ -63,28 +63,4 @@ static int files_equal(const char *a, const char *b) {
     return eq;
 }
 
-/* Runs a shell command with stdout+stderr into out; returns the exit status. */
-static int sh(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
-static int sh(char *out, size_t cap, const char *fmt, ...) {
-    char cmd[8192], full[8300];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof full, "%s 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = 0, got;
-    char buf[4096];
-    while ((got = fread(buf, 1, sizeof buf, p)) > 0)
-        if (out && n + 1 < cap) {
-            size_t take = got < cap - 1 - n ? got : cap - 1 - n;
-            memcpy(out + n, buf, take);
-            n += take;
-        }
-    if (out && cap) out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
 #endif

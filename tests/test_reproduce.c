@@ -108,19 +108,13 @@ static void test_report_in_browser(void **state) {
     if (!mp_file_exists(mod) || !mp_file_exists("/usr/bin/chromium"))
         fail_msg("browser check needs chromium and tests/browser/node_modules: run scripts/setup.sh --test");
     const char *d = mp_test_tmpdir();
-    char out[8192], cmd[2048];
+    char out[8192];
     assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --out %s", d), 0);
-    snprintf(cmd, sizeof cmd, "cd %s/tests/browser && node check_report.js %s/report.html 5 2>&1", MP_SOURCE_DIR, d);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 5", MP_SOURCE_DIR, d);
     print_message("%s", out);
-    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("browser check failed: %s", out);
+    if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    snprintf(cmd, sizeof cmd, "cd %s/tests/browser && node check_report.js %s/report.html 6 >/dev/null 2>&1", MP_SOURCE_DIR, d);
-    assert_int_not_equal(system(cmd), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 6", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {

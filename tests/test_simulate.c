@@ -65,19 +65,14 @@ static void test_against_torch(void **state) {
     };
     for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
         const char *d = mp_test_tmpdir();
-        char out[8192], cmd[2048];
+        char out[8192];
         int rc = mp_test_run(out, sizeof out, "simulate --batch 64 --seq 16 --dim 32 --layers 3 --seed 3 %s "
                              "--dump-inputs %s/in.npy --out %s --quiet", variants[v][0], d, d);
         if (rc != 0) fail_msg("simulate failed: %s", out);
-        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/simulate_ref.py %s/in.npy %s %s 2>&1",
-                 MP_SOURCE_DIR, d, d, variants[v][1]);
-        FILE *p = popen(cmd, "r");
-        assert_non_null(p);
-        size_t n = fread(out, 1, sizeof out - 1, p);
-        out[n] = '\0';
-        int st = pclose(p);
+        rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/simulate_ref.py %s/in.npy %s %s",
+                           MP_SOURCE_DIR, d, d, variants[v][1]);
         print_message("%s", out);
-        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) fail_msg("torch reference disagrees for '%s'", variants[v][0]);
+        if (rc != 0) fail_msg("torch reference disagrees for '%s'", variants[v][0]);
     }
 }
 

@@ -375,18 +375,12 @@ static void test_f32_matches_f64(void **state) {
 
 static int run_python(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int run_python(char *out, size_t cap, const char *fmt, ...) {
-    char args[4096], cmd[4600];
+    char args[4096];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/tests/ref/train_ref.py %s 2>&1", MP_SOURCE_DIR, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, cap - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return mp_test_shell(out, cap, "/usr/bin/python3 %s/tests/ref/train_ref.py %s", MP_SOURCE_DIR, args);
 }
 
 /* The C side of one training step (3 AdamW steps on the same batch): writes the initial

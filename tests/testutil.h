@@ -1,7 +1,7 @@
 /* testutil.h — helpers shared by the cmocka test programs (header-only, static functions).
  *
- * Provides: mp_test_run() to run the maskpos binary under test (MP_TEST_BIN, set by the Makefile)
- * and capture its output and exit status; mp_test_tmpdir() for a fresh scratch directory;
+ * Provides: mp_test_shell() to run a shell command and capture its output and exit status, and
+ * mp_test_run() to run the maskpos binary under test (MP_TEST_BIN, set by the Makefile) likewise; mp_test_tmpdir() for a fresh scratch directory;
  * mp_test_write_file() to write fixture bytes; mp_test_max_abs_diff() for map comparisons.
  */
 #ifndef MP_TESTUTIL_H
@@ -35,17 +35,14 @@
 #define MP_SOURCE_DIR "."
 #endif
 
-/* Runs `MP_TEST_BIN <args>` through the shell (stderr merged into stdout); returns the exit
- * status (or 128+signal), with up to cap-1 bytes of output in out (may be NULL). */
-static int mp_test_run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
-static int mp_test_run(char *out, size_t cap, const char *fmt, ...) {
-    char args[8192], cmd[9000];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", MP_TEST_BIN, args);
-    FILE *p = popen(cmd, "r");
+/* Runs a shell command (stderr merged into stdout); returns its exit status (or 128+signal),
+ * with up to cap-1 bytes of its output in out (may be NULL). */
+static int mp_test_vshell(char *out, size_t cap, const char *fmt, va_list ap) __attribute__((unused));
+static int mp_test_vshell(char *out, size_t cap, const char *fmt, va_list ap) {
+    char cmd[8192], full[8300];
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
     if (!p) return -1;
     size_t n = 0;
     char buf[4096];
@@ -62,6 +59,26 @@ static int mp_test_run(char *out, size_t cap, const char *fmt, ...) {
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return -1;
+}
+
+static int mp_test_shell(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
+static int mp_test_shell(char *out, size_t cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = mp_test_vshell(out, cap, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* Runs `MP_TEST_BIN <args>`, as mp_test_shell. */
+static int mp_test_run(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4), unused));
+static int mp_test_run(char *out, size_t cap, const char *fmt, ...) {
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    return mp_test_shell(out, cap, "%s %s", MP_TEST_BIN, args);
 }
 
 /* Creates a fresh directory /tmp/maskpos-test-XXXXXX; returns a static buffer per call slot. */

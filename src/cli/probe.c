@@ -410,7 +410,13 @@ int mp_cmd_probe(int argc, char **argv) {
     printf("probe: %s (%s, %d of %d layers run), N=%lld S=%d, layers", r.model_path, mp_model_arch_name(m.arch),
            deepest, m.n_layers, (long long)tk.n, tk.seq);
     for (int l = 0; l < L; l++) printf("%s%d", l ? "," : " ", layers[l] + 1);
-    printf(", %s, rope %s, %d thread%s\n", r.causal ? "causal" : "bidirectional", r.rope ? "on" : "off", r.threads,
+    int nope_layers = 0;
+    for (int l = 0; l < m.n_layers && m.rope_layer; l++) nope_layers += !m.rope_layer[l];
+    const char *rope_word = !r.rope                           ? "off (--no-rope)"
+                            : nope_layers == m.n_layers       ? "none (NoPE checkpoint)"
+                            : nope_layers > 0                 ? "on (NoPE in some layers)"
+                                                              : "on";
+    printf(", %s, rope %s, %d thread%s\n", r.causal ? "causal" : "bidirectional", rope_word, r.threads,
            r.threads == 1 ? "" : "s");
     printf("expected peak memory: weights %.1f MiB (f32) + load scratch %.1f MiB + activations and one sequence's "
            "scores %.1f MiB + maps %.1f MiB + outputs %.1f MiB = %.1f MiB; plus up to %.1f MiB of model file pages "

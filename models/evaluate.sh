@@ -12,6 +12,7 @@ model=$1 corpus=$2 out=$3
 here=$(cd "$(dirname "$0")/.." && pwd)
 mp=${MASKPOS:-$here/build/maskpos}
 mkdir -p "$out"
+{ # everything printed below also goes to OUT_DIR/summary.txt
 # held-out split as little-endian uint32 byte ids (the models' vocabulary is the 256 bytes)
 size=$(stat -c %s "$corpus")
 start=$(( size * 95 / 100 + 1 ))
@@ -19,10 +20,12 @@ tail -c +"$((start + 1))" "$corpus" > "$out/heldout.txt"
 perl -e 'local $/; my $b = <STDIN>; print pack("V*", unpack("C*", $b))' < "$out/heldout.txt" > "$out/heldout.u32"
 export OMP_WAIT_POLICY=passive
 echo "== probe, causal (400 x 128 held-out bytes)"
-"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --quiet --plot --out "$out/probe" | sed -n '/layer/,$p'
+"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --quiet --plot --out "$out/probe" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
 echo "== probe, bidirectional (counterfactual)"
-"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --bidirectional --quiet --out "$out/probe-bidir" | sed -n '/layer/,$p'
+"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --bidirectional --quiet --out "$out/probe-bidir" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
 echo "== gram, layer 1 -> 2 (400 x 50 held-out bytes)"
-"$mp" gram "$model" --layer 1 --data "$out/heldout.txt" --seq 50 --n 400 --plot --out "$out/gram" | tail -n 3
+"$mp" gram "$model" --layer 1 --data "$out/heldout.txt" --seq 50 --n 400 --plot --out "$out/gram" > "$out/gram.log"
+sed -n '/(a)/,/(i)/p' "$out/gram.log"
 echo "== parameter-free decoder at S = 128 (B = 20000), for comparison"
-"$mp" simulate --batch 20000 --seq 128 --quiet --out "$out/simulate" | sed -n '/layer/,$p'
+"$mp" simulate --batch 20000 --seq 128 --quiet --out "$out/simulate" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
+} 2>&1 | tee "$out/summary.txt"

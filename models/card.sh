@@ -2,9 +2,10 @@
 # Writes a model card (README.md) and its figures for a model trained by `maskpos train`, from the
 # run's own files: the training log (loss curve figure), the final checkpoint's config, and the
 # measurements of models/evaluate.sh. Every number in the card is read from those files.
-#   models/card.sh NAME RUN_DIR EXPORT_DIR EVAL_DIR WALL_SECONDS DEST_DIR
+#   models/card.sh NAME RUN_DIR EXPORT_DIR EVAL_DIR WALL_SECONDS DEST_DIR [FINDINGS.md]
+# FINDINGS.md, if given, is a written summary of the tables, inserted under "Findings".
 set -euo pipefail
-name=$1 run=$2 export=$3 eval=$4 wall=$5 dest=$6
+name=$1 run=$2 export=$3 eval=$4 wall=$5 dest=$6 findings=${7:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
 mp=${MASKPOS:-$here/build/maskpos}
 mkdir -p "$dest"
@@ -22,7 +23,8 @@ pos=$(grep -q '"no_rope_layers"' "$dest/config.json" && echo "none (NoPE: no pos
   echo "# maskpos embedded model: $name"
   echo
   echo "A small Llama-style decoder trained by \`maskpos train\` for the paper's §4.2 (NoPE) and §5 (RoPE)"
-  echo "experiments. Every number below is read from this run's files (models/card.sh)."
+  echo "experiments. The table and the measurements are read from this run's files (models/card.sh);"
+  echo "the findings paragraph summarises them."
   echo
   echo "| | |"
   echo "|---|---|"
@@ -32,7 +34,7 @@ pos=$(grep -q '"no_rope_layers"' "$dest/config.json" && echo "none (NoPE: no pos
   echo "| architecture | $(field layers) layers, hidden $(field 'hidden size'), heads $(field heads), FFN $(field 'ffn size') (SwiGLU), RMSNorm, tied embedding: $(field 'tied embedding') |"
   echo "| parameters | $(field parameters) |"
   echo "| tokenizer | bytes (vocabulary 256: token id = byte value) |"
-  echo "| data | the King James Bible (Debian package bible-kjv-text; the text is public domain, the package's copyright file places no restriction on it), 4,137,850 bytes printed by \`bible -f \"Gen1:1-Rev22:21\"\` without verse labels; last 5 % held out |"
+  echo "| data | the King James Bible from Debian's bible-kjv-text (its copyright file: the copyright of the 1611 translation has expired; the \`bible\` program of bible-kjv that prints it is GPL-2+), 4,137,850 bytes printed by \`bible -f \"Gen1:1-Rev22:21\"\` without verse labels; last 5 % held out |"
   echo "| training | $steps steps of 16 × 128 bytes, AdamW (β 0.9/0.95, weight decay 0.1), peak lr 3e-3, 100 warm-up steps, cosine to 3e-4, clip 1.0, seed 0, 1 thread |"
   echo "| wall time | $wall s on this project's 2-core machine |"
   echo "| final training loss | $loss nats/byte (step $steps) |"
@@ -52,6 +54,12 @@ pos=$(grep -q '"no_rope_layers"' "$dest/config.json" && echo "none (NoPE: no pos
   cat "$eval/summary.txt"
   echo '```'
   echo
+  if [ -n "$findings" ]; then
+    echo "## Findings"
+    echo
+    cat "$findings"
+    echo
+  fi
   echo "![diagonal-normalised maps](scores_diagnorm.png)"
   echo
   echo "The nine Gram matrices of layer 1 → 2 (paper Figure 3), 400 held-out sequences of 50 bytes:"

@@ -108,6 +108,37 @@ int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e) 
     return mp_atomic_commit(&af, e);
 }
 
+int mp_file_read_all(const char *path, size_t max_bytes, const char *what, char **data, size_t *len, MpErr *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return mp_err_set(e, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return mp_err_set(e, "%s: not a regular file", path);
+    }
+    if ((unsigned long long)st.st_size > max_bytes) {
+        fclose(f);
+        return mp_err_set(e, "%s: %lld bytes is too large for %s", path, (long long)st.st_size, what);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = mp_try_malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return mp_err_set(e, "%s: out of memory (%zu bytes)", path, n + 1);
+    }
+    size_t got = fread(buf, 1, n, f);
+    int err = ferror(f);
+    fclose(f);
+    if (got != n || err) {
+        free(buf);
+        return mp_err_set(e, "%s: read %zu of %zu bytes", path, got, n);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return MP_OK;
+}
+
 int mp_parse_double(const char *s, double *out) {
     if (!s || !*s) return MP_ERR;
     char *end;

@@ -32,6 +32,9 @@ int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e);
 int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fclose+rename; removes tmp on failure */
 void mp_atomic_abort(MpAtomicFile *af);           /* safe on a zeroed or committed struct */
 int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e);
+/* Reads a whole regular file into a new NUL-terminated buffer (*data, *len bytes without the NUL).
+ * Files larger than max_bytes are refused with "<path>: N bytes is too large for <what>". */
+int mp_file_read_all(const char *path, size_t max_bytes, const char *what, char **data, size_t *len, MpErr *e);
 
 /* Strict parsers: whole string must be a finite number / integer in range. */
 int mp_parse_double(const char *s, double *out);

@@ -356,34 +356,7 @@ static size_t pow2_at_least(size_t n) {
 /* ============================ loading tokenizer.json ============================ */
 
 static int read_file(const char *path, char **data, size_t *len, MpErr *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return mp_err_set(e, "%s: not a regular file", path);
-    }
-    if ((unsigned long long)st.st_size > MP_TOK_MAX_FILE) {
-        fclose(f);
-        return mp_err_set(e, "%s: %lld bytes is too large for a tokenizer file", path, (long long)st.st_size);
-    }
-    size_t n = (size_t)st.st_size;
-    char *buf = mp_try_malloc(n + 1);
-    if (!buf) {
-        fclose(f);
-        return mp_err_set(e, "%s: out of memory (%zu bytes)", path, n + 1);
-    }
-    size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
-    fclose(f);
-    if (got != n || err) {
-        free(buf);
-        return mp_err_set(e, "%s: read %zu of %zu bytes", path, got, n);
-    }
-    buf[n] = '\0';
-    *data = buf;
-    *len = n;
-    return MP_OK;
+    return mp_file_read_all(path, MP_TOK_MAX_FILE, "a tokenizer file", data, len, e);
 }
 
 /* Field helpers: all report the JSON path of what is wrong. */

@@ -278,6 +278,18 @@ void mp_quant_dequant(float *dst, const void *src, MpWType t, size_t n) {
 
 int mp_quant_can_encode(MpWType t) { return mp_quant_known(t); }
 
+/* The entry of x (n floats) with the largest magnitude, sign kept (the first one on ties): the
+ * symmetric quantisers scale by it so that it lands exactly on the most negative level. */
+static float max_by_magnitude(const float *x, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            max = x[j];
+        }
+    return max;
+}
+
 static void enc_q8_0(uint8_t *b, const float *x) {
     float amax = 0;
     for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
@@ -287,12 +299,7 @@ static void enc_q8_0(uint8_t *b, const float *x) {
 }
 
 static void enc_q4_0(uint8_t *b, const float *x) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; j++)
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
+    const float max = max_by_magnitude(x, 32);
     float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
     wr16(b, mp_f32_to_f16(d));
     for (int j = 0; j < 16; j++) {
@@ -338,12 +345,7 @@ static void enc_q41_q51(uint8_t *b, const float *x, int five) {
 
 /* Q5_0: like Q4_0 with 32 levels: d = max / -16. */
 static void enc_q5_0(uint8_t *b, const float *x) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < 32; j++)
-        if (fabsf(x[j]) > amax) {
-            amax = fabsf(x[j]);
-            max = x[j];
-        }
+    const float max = max_by_magnitude(x, 32);
     uint16_t dh = mp_f32_to_f16(max / -16.0f);
     float d = mp_f16_to_f32(dh), id = d != 0 ? 1.0f / d : 0.0f;
     wr16(b, dh);
@@ -445,12 +447,7 @@ static void enc_q2_k(uint8_t *b, const float *x) {
 static void enc_q3_k(uint8_t *b, const float *x) {
     float scale[16], max_abs = 0;
     for (int g = 0; g < 16; g++) {
-        float amax = 0, max = 0;
-        for (int l = 0; l < 16; l++)
-            if (fabsf(x[16 * g + l]) > amax) {
-                amax = fabsf(x[16 * g + l]);
-                max = x[16 * g + l];
-            }
+        const float max = max_by_magnitude(x + 16 * g, 16);
         scale[g] = max / -4.0f;
         max_abs = fmaxf(max_abs, fabsf(scale[g]));
     }
@@ -481,12 +478,7 @@ static void enc_q3_k(uint8_t *b, const float *x) {
 static void enc_q6_k(uint8_t *b, const float *x) {
     float scale[16], max_abs = 0;
     for (int g = 0; g < 16; g++) {
-        float amax = 0, max = 0;
-        for (int l = 0; l < 16; l++)
-            if (fabsf(x[16 * g + l]) > amax) {
-                amax = fabsf(x[16 * g + l]);
-                max = x[16 * g + l];
-            }
+        const float max = max_by_magnitude(x + 16 * g, 16);
         scale[g] = max / -32.0f;
         max_abs = fmaxf(max_abs, fabsf(scale[g]));
     }

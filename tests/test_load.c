@@ -239,21 +239,8 @@ static void test_rope_tables(void **state) {
 
 /* ---------------------------------------------------------------- models: writer -> reader */
 
-static MpMkSpec small_spec(MpArch arch, MpFormat fmt, MpWType dt) {
-    MpMkSpec s;
-    mp_mk_spec_default(&s);
-    s.arch = arch;
-    s.format = fmt;
-    s.dtype = dt;
-    s.layers = 3;
-    s.dim = 64;
-    s.heads = 4;
-    s.kv_heads = 2;
-    s.ffn = 96;
-    s.vocab = 300;
-    s.seed = 7;
-    return s;
-}
+/* this file's models: 3 layers, seed 7 */
+static MpMkSpec small_spec(MpArch arch, MpFormat fmt, MpWType dt) { return lt_spec(arch, fmt, dt, 3, 7); }
 
 static void test_hf_every_arch_matches_generator(void **state) {
     (void)state;

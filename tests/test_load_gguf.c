@@ -125,21 +125,8 @@ static void test_metadata_types(void **state) {
 
 /* ---------------------------------------------------------------- HF vs GGUF */
 
-static MpMkSpec spec(MpArch a, MpFormat f, MpWType dt) {
-    MpMkSpec s;
-    mp_mk_spec_default(&s);
-    s.arch = a;
-    s.format = f;
-    s.dtype = dt;
-    s.layers = 2;
-    s.dim = 64;
-    s.heads = 4;
-    s.kv_heads = 2;
-    s.ffn = 96;
-    s.vocab = 300;
-    s.seed = 11;
-    return s;
-}
+/* this file's models: 2 layers, seed 11 */
+static MpMkSpec spec(MpArch arch, MpFormat fmt, MpWType dt) { return lt_spec(arch, fmt, dt, 2, 11); }
 
 static void test_hf_vs_gguf_bit_identical(void **state) {
     (void)state;

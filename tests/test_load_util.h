@@ -132,4 +132,23 @@ static void lt_patch(const char *path, const char *from, const char *to) {
     lt_patchn(path, from, to, strlen(from));
 }
 
+/* A small random model of arch in format fmt and dtype dt (dim 64, 4 heads / 2 KV heads, FFN 96,
+ * vocabulary 300), with the given layer count and seed. */
+static MpMkSpec lt_spec(MpArch arch, MpFormat fmt, MpWType dt, int layers, uint64_t seed) __attribute__((unused));
+static MpMkSpec lt_spec(MpArch arch, MpFormat fmt, MpWType dt, int layers, uint64_t seed) {
+    MpMkSpec s;
+    mp_mk_spec_default(&s);
+    s.arch = arch;
+    s.format = fmt;
+    s.dtype = dt;
+    s.layers = layers;
+    s.dim = 64;
+    s.heads = 4;
+    s.kv_heads = 2;
+    s.ffn = 96;
+    s.vocab = 300;
+    s.seed = seed;
+    return s;
+}
+
 #endif

@@ -4,7 +4,7 @@
  *   maskpos probe MODEL --tokens ids.npy --seq 1024 --n 1000 --layers 1-4 --out results/llama
  * Streams one sequence at a time through the first layers (src/model/fwd.h), adding every
  * selected layer's scores to double sums (src/model/probe.h); writes scores.npy,
- * scores_diagnorm.npy, optional scores_heads.npy and meta.json; prints per-layer NRI and residue
+ * scores_diagnorm.npy, scores_se.npy (standard errors), optional scores_heads.npy and meta.json; prints per-layer NRI and residue
  * range. --checkpoint-every K / --resume make long runs restartable with bit-identical results.
  * Test hook: MASKPOS_TEST_KILL_AFTER=K makes the process SIGKILL itself after K sequences (after
  * any checkpoint due then) — tests/test_model_probe.c uses it to test resuming.
@@ -62,6 +62,8 @@ static const char *probe_help =
     "  --shuffle            --data: visit documents in a random order fixed by --seed (default 0)\n"
     "  --seed K             seed of --shuffle\n"
     "  --no-special         --data: do not add BOS/EOS\n"
+    "  --pack               --data: concatenate the documents' ids and cut the stream into N rows of\n"
+    "                       S (rows may span documents; for a few long or many short documents)\n"
     "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, or all when fewer)\n"
     "  --per-head           also write scores_heads.npy [L,H,S,S]\n"
     "  --bidirectional      counterfactual: no causal mask in any layer\n"
@@ -126,7 +128,7 @@ typedef struct ProbeRun {
     const char *layers_spec;
     /* --data */
     const char *data, *tokenizer, *field;
-    int whole, shuffle, no_special;
+    int whole, shuffle, no_special, pack;
     uint64_t seed;
     uint64_t corpus_hash;
 } ProbeRun;
@@ -137,7 +139,7 @@ static int probe_tokens_from_text(MpProbeTokens *tk, ProbeRun *r, int vocab, MpE
     memset(&t, 0, sizeof t);
     if (mp_tok_init(&t, r->tokenizer ? r->tokenizer : r->model_path, e) != MP_OK) return MP_ERR;
     MpTokCorpusOpts o = {.field = r->field, .whole = r->whole, .n = r->n, .seq = r->seq, .shuffle = r->shuffle,
-                         .seed = r->seed, .add_special = !r->no_special};
+                         .seed = r->seed, .add_special = !r->no_special, .pack = r->pack};
     MpTokCorpus c;
     memset(&c, 0, sizeof c);
     int rc = mp_tok_corpus_build(&c, &t, r->data, &o, e);
@@ -174,18 +176,21 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     const size_t SS = (size_t)S * S;
     double *mean = mp_malloc_or_die(SS * L * sizeof(double), "score maps");
     double *dn = mp_malloc_or_die(SS * L * sizeof(double), "normalised maps");
+    double *se = mp_malloc_or_die(SS * L * sizeof(double), "standard errors");
     double *heads = a->per_head ? mp_malloc_or_die(SS * L * H * sizeof(double), "per-head maps") : NULL;
     MpPosStats *st = mp_calloc_or_die((size_t)L, sizeof *st, "stats");
     mp_probe_acc_mean(a, mean, heads);
+    mp_probe_acc_se(a, se);
     for (int l = 0; l < L; l++) {
         mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
-        mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, NULL, S);
+        mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, a->n_done >= 2 ? se + l * SS : NULL, S);
     }
-    printf("%6s %10s %13s %13s %12s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
-           "rising rows", "mean slope");
+    printf("%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
+           "rms/noise", "block z", "rising rows", "mean slope");
     for (int l = 0; l < L; l++)
-        printf("%6d %10.6f %13.5f %13.5f %12.6f %10.1f%% %12.3e\n", layers[l] + 1, st[l].nri, st[l].res_min, st[l].res_max,
-               st[l].res_rms, 100 * st[l].rise_share, st[l].mean_slope);
+        printf("%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", layers[l] + 1, st[l].nri, st[l].res_min,
+               st[l].res_max, st[l].res_rms, st[l].z_rms, mp_probe_acc_block_z(a, l), 100 * st[l].rise_share,
+               st[l].mean_slope);
     char path[4096];
     int rc = MP_OK;
     int64_t shp[4] = {L, S, S, 0}, shph[4] = {L, H, S, S};
@@ -196,6 +201,9 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         rc = MP_ERR;
     if (rc == MP_OK && (mp_path_join(path, sizeof path, r->out, "scores_diagnorm.npy", e) != MP_OK ||
                         mp_npy_write(path, MP_DT_F64, dn, 3, shp, e) != MP_OK))
+        rc = MP_ERR;
+    if (rc == MP_OK && (mp_path_join(path, sizeof path, r->out, "scores_se.npy", e) != MP_OK ||
+                        mp_npy_write(path, MP_DT_F64, se, 3, shp, e) != MP_OK))
         rc = MP_ERR;
     if (rc == MP_OK && heads &&
         (mp_path_join(path, sizeof path, r->out, "scores_heads.npy", e) != MP_OK ||
@@ -238,6 +246,7 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
             json_object_set_new(j, "tokenizer", json_string(r->tokenizer ? r->tokenizer : r->model_path));
             snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->corpus_hash);
             json_object_set_new(j, "data_files_hash", json_string(hex));
+            json_object_set_new(j, "packed", json_boolean(r->pack));
         } else {
             json_object_set_new(j, "tokens", json_string(r->tokens_path));
         }
@@ -261,9 +270,19 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_t *fj = json_object();
         json_object_set_new(fj, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score over sequences and heads, row = query, column = key; NaN where masked"));
         json_object_set_new(fj, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
+        json_object_set_new(fj, "scores_se.npy", json_string("float64 [L,S,S] standard error of each entry of scores.npy: sample standard deviation over sequences of the head-mean score / sqrt(N); NaN where masked or N < 2"));
         if (heads) json_object_set_new(fj, "scores_heads.npy", json_string("float64 [L,H,S,S] mean over sequences per query head"));
         json_object_set_new(j, "files", fj);
         json_object_set_new(j, "stats", mp_cli_stats_json(st, layers, L));
+        json_t *bz = json_array();
+        for (int l = 0; l < L; l++) {
+            const double z = mp_probe_acc_block_z(a, l);
+            json_array_append_new(bz, isfinite(z) ? json_real(z) : json_null());
+        }
+        json_object_set_new(j, "residue_block_z", bz);
+        json_object_set_new(j, "residue_block_z_of",
+                            json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
+                                        "normalised residue / its standard error over sequences)^2); about 1 for noise"));
         mp_json_add_provenance(j, argc, argv, wall);
         if (mp_path_join(path, sizeof path, r->out, "meta.json", e) != MP_OK || mp_json_write_atomic(path, j, e) != MP_OK)
             rc = MP_ERR;
@@ -271,6 +290,7 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     }
     free(st);
     free(heads);
+    free(se);
     free(dn);
     free(mean);
     return rc;
@@ -294,7 +314,7 @@ int mp_cmd_probe(int argc, char **argv) {
         {"data", required_argument, 0, 'D'},   {"tokenizer", required_argument, 0, 'T'},
         {"field", required_argument, 0, 'F'},  {"whole", no_argument, 0, 'W'},
         {"shuffle", no_argument, 0, 'U'},      {"seed", required_argument, 0, 'E'},
-        {"no-special", no_argument, 0, 'N'},
+        {"no-special", no_argument, 0, 'N'},   {"pack", no_argument, 0, 'K'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -322,6 +342,7 @@ int mp_cmd_probe(int argc, char **argv) {
         case 'U': r.shuffle = 1; break;
         case 'E': r.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
         case 'N': r.no_special = 1; break;
+        case 'K': r.pack = 1; break;
         case 'h': fputs(probe_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -332,8 +353,8 @@ int mp_cmd_probe(int argc, char **argv) {
     if (!r.tokens_path && !r.data) return mp_cli_error(cmd, "--tokens FILE or --data TEXT is required");
     if (r.tokens_path && r.data) return mp_cli_error(cmd, "--tokens and --data exclude each other");
     if (r.data && (!r.n || !r.seq)) return mp_cli_error(cmd, "--data needs --n N and --seq S");
-    if (!r.data && (r.tokenizer || r.field || r.whole || r.shuffle || r.no_special))
-        return mp_cli_error(cmd, "--tokenizer, --field, --whole, --shuffle and --no-special go with --data");
+    if (!r.data && (r.tokenizer || r.field || r.whole || r.shuffle || r.no_special || r.pack))
+        return mp_cli_error(cmd, "--tokenizer, --field, --whole, --shuffle, --no-special and --pack go with --data");
     if (!r.out) return mp_cli_error(cmd, "--out DIR is required");
     const double t_start = mp_time_now();
 #ifdef _OPENMP

@@ -13,6 +13,7 @@
 
 #include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h" /* mp_fnv1a64, MpAtomicFile */
+#include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
 
 /* ================================================================ token input */
 
@@ -175,13 +176,19 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
     if (mp_size_mul((size_t)S, (size_t)S, &map) || mp_size_mul(map, (size_t)L, &all))
         return mp_err_set(e, "maps too large");
     a->sum = mp_try_calloc(all, sizeof(double));
+    a->sumsq = mp_try_calloc(all, sizeof(double));
+    a->nb = S < 16 ? S : 16;
+    a->bsum = mp_try_calloc((size_t)L * a->nb * a->nb, sizeof(double));
+    a->bsumsq = mp_try_calloc((size_t)L * a->nb * a->nb, sizeof(double));
+    a->seqmap = mp_try_malloc(map * sizeof(double));
+    a->seqres = mp_try_malloc(map * sizeof(double));
     a->rowbuf = mp_try_calloc((size_t)a->threads * (size_t)S, sizeof(double));
     if (per_head) {
         size_t allh;
         if (mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
         a->sum_heads = mp_try_calloc(allh, sizeof(double));
     }
-    if (!a->sum || !a->rowbuf || (per_head && !a->sum_heads)) {
+    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->rowbuf || (per_head && !a->sum_heads)) {
         mp_probe_acc_free(a);
         return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
     }
@@ -190,6 +197,11 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
 
 void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->sum);
+    free(a->sumsq);
+    free(a->bsum);
+    free(a->bsumsq);
+    free(a->seqmap);
+    free(a->seqres);
     free(a->sum_heads);
     free(a->rowbuf);
     memset(a, 0, sizeof *a);
@@ -201,7 +213,8 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
     if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
     const int li = a->layer_of[layer], S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    double *sum = a->sum + (size_t)li * SS;
+    double *sum = a->sum + (size_t)li * SS, *sumsq = a->sumsq + (size_t)li * SS;
+    const double inv_h = 1.0 / H;
 #pragma omp parallel num_threads(a->threads) if ((double)S * S * H > 200000.0)
     {
         int tid = 0;
@@ -221,10 +234,52 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
                     for (int j = 0; j < n; j++) sh[j] += (double)row[j];
                 }
             }
-            double *out = sum + (size_t)i * S;
-            for (int j = 0; j < n; j++) out[j] += tmp[j];
+            double *out = sum + (size_t)i * S, *out2 = sumsq + (size_t)i * S, *sm = a->seqmap + (size_t)i * S;
+            for (int j = 0; j < n; j++) {
+                out[j] += tmp[j];
+                out2[j] += (tmp[j] * inv_h) * (tmp[j] * inv_h);
+                sm[j] = tmp[j] * inv_h;
+            }
+            for (int j = n; j < S; j++) sm[j] = NAN;
         }
     }
+    /* this sequence's residue, averaged per block */
+    mp_posmap_diagnorm(a->seqres, a->seqmap, S);
+    const int nb = a->nb;
+    double *bs = a->bsum + (size_t)li * nb * nb, *bq = a->bsumsq + (size_t)li * nb * nb;
+    for (int bi = 0; bi < nb; bi++)
+        for (int bj = 0; bj <= (a->causal ? bi : nb - 1); bj++) {
+            const int i0 = (int)(((int64_t)bi * S + nb - 1) / nb), i1 = (int)(((int64_t)(bi + 1) * S + nb - 1) / nb);
+            const int j0 = (int)(((int64_t)bj * S + nb - 1) / nb), j1 = (int)(((int64_t)(bj + 1) * S + nb - 1) / nb);
+            double acc = 0;
+            int cnt = 0;
+            for (int i = i0; i < i1; i++)
+                for (int j = j0; j < j1 && (!a->causal || j <= i); j++) {
+                    acc += a->seqres[(size_t)i * S + j];
+                    cnt++;
+                }
+            if (!cnt) continue;
+            const double m = acc / cnt;
+            bs[bi * nb + bj] += m;
+            bq[bi * nb + bj] += m * m;
+        }
+}
+
+double mp_probe_acc_block_z(const MpProbeAcc *a, int l) {
+    if (a->n_done < 2 || l < 0 || l >= a->L) return NAN;
+    const int nb = a->nb;
+    const double dn = (double)a->n_done;
+    const double *bs = a->bsum + (size_t)l * nb * nb, *bq = a->bsumsq + (size_t)l * nb * nb;
+    double acc = 0;
+    int cnt = 0;
+    for (int k = 0; k < nb * nb; k++) {
+        if (bs[k] == 0 && bq[k] == 0) continue; /* no observed entry (above the diagonal when causal) */
+        const double m = bs[k] / dn, var = (bq[k] / dn - m * m) * dn / (dn - 1.0);
+        if (!(var > 0)) continue;
+        acc += m * m / (var / dn);
+        cnt++;
+    }
+    return cnt ? sqrt(acc / cnt) : NAN;
 }
 
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
@@ -243,6 +298,20 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
                         mean_heads[kh] = seen ? a->sum_heads[kh] / dn : NAN;
                     }
             }
+}
+
+void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
+    const size_t n = (size_t)a->L * a->S * a->S;
+    const double dn = (double)a->n_done, dnh = dn * a->H;
+    for (size_t k = 0; k < n; k++) {
+        const int i = (int)(k / a->S % a->S), j = (int)(k % a->S);
+        if ((a->causal && j > i) || a->n_done < 2) {
+            se[k] = NAN;
+            continue;
+        }
+        const double m = a->sum[k] / dnh, var = (a->sumsq[k] / dn - m * m) * dn / (dn - 1.0);
+        se[k] = sqrt((var > 0 ? var : 0.0) / dn);
+    }
 }
 
 /* ================================================================ model hash */
@@ -272,7 +341,7 @@ uint64_t mp_probe_model_hash(const MpModel *m) {
 /* ================================================================ checkpoints */
 
 #define CKPT_MAGIC "MPPRBCK1"
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2 /* 2: Σ of squared head means and the block residue sums after the sums */
 
 typedef struct CkptHeader {
     char magic[8];
@@ -298,12 +367,18 @@ int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpEr
     hd.per_head = a->per_head;
     hd.causal = a->causal;
     const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
+    const size_t nblk = (size_t)a->L * a->nb * a->nb;
     uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT);
     ck = mp_fnv1a64(a->sum, nsum * sizeof(double), ck);
+    ck = mp_fnv1a64(a->sumsq, nsum * sizeof(double), ck);
+    ck = mp_fnv1a64(a->bsum, nblk * sizeof(double), ck);
+    ck = mp_fnv1a64(a->bsumsq, nblk * sizeof(double), ck);
     if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     int ok = fwrite(&hd, sizeof hd, 1, af.f) == 1 && fwrite(a->sum, sizeof(double), nsum, af.f) == nsum &&
+             fwrite(a->sumsq, sizeof(double), nsum, af.f) == nsum && fwrite(a->bsum, sizeof(double), nblk, af.f) == nblk &&
+             fwrite(a->bsumsq, sizeof(double), nblk, af.f) == nblk &&
              (!nh || fwrite(a->sum_heads, sizeof(double), nh, af.f) == nh) && fwrite(&ck, sizeof ck, 1, af.f) == 1;
     if (!ok) {
         mp_atomic_abort(&af);
@@ -321,6 +396,7 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
     }
     CkptHeader hd;
     const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
+    const size_t nblk = (size_t)a->L * a->nb * a->nb;
     int rc = MP_OK;
     if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, CKPT_MAGIC, 8))
         rc = mp_err_set(e, "%s: not a maskpos probe checkpoint", path);
@@ -334,11 +410,15 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
         rc = mp_err_set(e, "%s: corrupt checkpoint (negative count)", path);
     if (rc == MP_OK) {
         uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT), stored;
-        if (fread(a->sum, sizeof(double), nsum, f) != nsum || (nh && fread(a->sum_heads, sizeof(double), nh, f) != nh) ||
+        if (fread(a->sum, sizeof(double), nsum, f) != nsum || fread(a->sumsq, sizeof(double), nsum, f) != nsum ||
+            fread(a->bsum, sizeof(double), nblk, f) != nblk || fread(a->bsumsq, sizeof(double), nblk, f) != nblk || (nh && fread(a->sum_heads, sizeof(double), nh, f) != nh) ||
             fread(&stored, sizeof stored, 1, f) != 1 || fgetc(f) != EOF)
             rc = mp_err_set(e, "%s: truncated or oversized checkpoint", path);
         else {
             ck = mp_fnv1a64(a->sum, nsum * sizeof(double), ck);
+            ck = mp_fnv1a64(a->sumsq, nsum * sizeof(double), ck);
+            ck = mp_fnv1a64(a->bsum, nblk * sizeof(double), ck);
+            ck = mp_fnv1a64(a->bsumsq, nblk * sizeof(double), ck);
             if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
             if (ck != stored) rc = mp_err_set(e, "%s: checkpoint checksum mismatch", path);
         }
@@ -347,6 +427,9 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
     if (rc == MP_OK) a->n_done = hd.n_done;
     else {
         memset(a->sum, 0, nsum * sizeof(double));
+        memset(a->sumsq, 0, nsum * sizeof(double));
+        memset(a->bsum, 0, nblk * sizeof(double));
+        memset(a->bsumsq, 0, nblk * sizeof(double));
         if (nh) memset(a->sum_heads, 0, nh * sizeof(double));
     }
     return rc;

@@ -6,7 +6,14 @@
  *     little-endian uint32 stream cut into sequences of --seq tokens; every id checked against the
  *     vocabulary; malformed files return MP_ERR with a one-line message (never abort);
  *   - MpProbeAcc: Σ over sequences of Σ over heads of the pre-softmax scores, per selected layer,
- *     in double ([L,S,S]; optionally per head [L,H,S,S]); the order of every sum is fixed
+ *     in double ([L,S,S]; optionally per head [L,H,S,S]), and Σ over sequences of the square of
+ *     each sequence's head-mean score, from which the standard error of every entry of the mean
+ *     map follows (sequences as independent draws); and, per sequence, the diagonal-mean
+ *     normalised residue of that sequence's head-mean map averaged over a 16 × 16 grid of blocks,
+ *     summed and squared, so the residue's block means get exact standard errors too (the residue
+ *     is linear in the map: the mean of per-sequence residues is the residue of the mean map);
+ *     this block test resolves a smooth non-relative pattern long before the per-entry one
+ *     does; the order of every sum is fixed
  *     (sequences in file order, heads ascending), so any thread count gives the same bits;
  *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
@@ -49,6 +56,10 @@ typedef struct MpProbeAcc {
     int64_t n_done;       /* sequences accumulated */
     double *sum;          /* [L, S, S] Σ_seq Σ_h score */
     double *sum_heads;    /* [L, H, S, S] Σ_seq score, or NULL */
+    double *sumsq;        /* [L, S, S] Σ_seq (Σ_h score / H)² */
+    int nb;               /* blocks per side: min(S, 16); block b holds positions [⌈bS/nb⌉, ⌈(b+1)S/nb⌉) */
+    double *bsum, *bsumsq; /* [L, nb, nb] Σ_seq of the sequence's block-mean residue, and of its square */
+    double *seqmap, *seqres; /* [S, S] scratch: one sequence's head-mean map and its residue */
     double *rowbuf;       /* [threads, S] scratch */
     int threads;
 } MpProbeAcc;
@@ -62,6 +73,13 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
 /* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal); heads likewise
  * (mean_heads may be NULL). */
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads);
+/* se [L,S,S]: standard error of each entry of the mean map, sqrt(sample variance over sequences
+ * of the head-mean score / N); NaN where not observed or when fewer than 2 sequences were run. */
+void mp_probe_acc_se(const MpProbeAcc *a, double *se);
+/* Block test of layer slot l's residue: z = sqrt(mean over blocks of (block mean / its standard
+ * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
+ * with at least one observed entry count. NaN with fewer than 2 sequences. */
+double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
 
 /* A stable fingerprint of the model: hyperparameters and the tensor table (names, types, shapes,
  * byte sizes). */

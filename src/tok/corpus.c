@@ -199,7 +199,19 @@ int mp_tok_corpus_build(MpTokCorpus *c, MpTok *t, const char *input, const MpTok
             }
         }
         int64_t kept = 0;
-        for (size_t k = 0; rc == MP_OK && k < d.n && kept < o->n; k++) {
+        if (o->pack) { /* ids of whole documents appended until n rows of seq are filled */
+            for (size_t k = 0; rc == MP_OK && k < d.n && ids.n < total; k++) {
+                const MpTokDoc *doc = &d.doc[order[k]];
+                rc = mp_tok_encode(t, &ids, d.text.data + doc->off, doc->len, o->add_special, e);
+                c->n_examined++;
+            }
+            if (rc == MP_OK && ids.n < total)
+                rc = mp_err_set(e, "%s: %zu tokens in all (%lld documents), fewer than --n %lld x --seq %lld = %zu; lower --n or --seq",
+                                input, ids.n, (long long)c->n_docs, (long long)o->n, (long long)o->seq, total);
+            if (rc == MP_OK) memcpy(c->ids, ids.ids, total * sizeof *ids.ids);
+            kept = rc == MP_OK ? o->n : 0;
+        }
+        for (size_t k = 0; rc == MP_OK && !o->pack && k < d.n && kept < o->n; k++) {
             const MpTokDoc *doc = &d.doc[order[k]];
             ids.n = 0;
             rc = mp_tok_encode(t, &ids, d.text.data + doc->off, doc->len, o->add_special, e);

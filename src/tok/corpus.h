@@ -5,9 +5,11 @@
  * or a directory of .txt files (sorted by name; blocks or whole files); optional shuffling of the
  * document order (Philox, seed); tokenizing each document with the model's tokenizer and keeping
  * the first N that have at least S ids, cut to their first S ids (BOS included when the
- * tokenizer adds one). Documents shorter than S are counted as skipped.
- * Does not: write files (cli/corpus.c writes the .npy and its JSON provenance), pack several
- * short documents into one row, or stream corpora larger than memory.
+ * tokenizer adds one). Documents shorter than S are counted as skipped. Or, packed: the
+ * documents' ids concatenated and cut into N consecutive rows of S (for corpora of few long
+ * documents or many short ones).
+ * Does not: write files (cli/corpus.c writes the .npy and its JSON provenance), or stream corpora
+ * larger than memory.
  * Tested by: tests/test_tok.c (formats, shuffling, short-document errors).
  */
 #ifndef MP_TOK_CORPUS_H
@@ -27,6 +29,8 @@ typedef struct MpTokCorpusOpts {
     int shuffle;       /* visit documents in a seeded random order */
     uint64_t seed;
     int add_special;   /* BOS/EOS as the tokenizer's post-processor says */
+    int pack;          /* 1: concatenate the documents' ids (in visiting order) and cut the
+                          stream into n consecutive rows of seq ids; a row may span documents */
 } MpTokCorpusOpts;
 
 typedef struct MpTokCorpus {

@@ -1151,15 +1151,50 @@ int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e) {
     return MP_OK;
 }
 
+void mp_tok_init_bytes(MpTok *t) {
+    memset(t, 0, sizeof *t);
+    t->bytes = 1;
+    t->n_ids = 256;
+    for (int i = 0; i < 256; i++) t->byte_strs[2 * i] = (char)i;
+    t->bos_id = t->eos_id = -1;
+    t->hash = mp_fnv1a64("maskpos byte vocabulary", 23, MP_FNV_INIT);
+    snprintf(t->path, sizeof t->path, "bytes");
+}
+
+/* 1 when dir/config.json names the byte vocabulary ("maskpos_tokenizer": "bytes"). */
+static int tok_dir_is_bytes(const char *dir) {
+    char path[4096];
+    MpErr e;
+    char *s = NULL;
+    size_t n = 0;
+    if (mp_path_join(path, sizeof path, dir, "config.json", &e) != MP_OK || !mp_file_exists(path) ||
+        read_file(path, &s, &n, &e) != MP_OK)
+        return 0;
+    json_t *cfg = json_loadb(s, n, 0, NULL);
+    free(s);
+    const char *v = json_string_value(json_object_get(cfg, "maskpos_tokenizer"));
+    int yes = v && !strcmp(v, "bytes");
+    json_decref(cfg);
+    return yes;
+}
+
 int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
     memset(t, 0, sizeof *t);
     size_t ml = strlen(model);
+    if (!strcmp(model, "bytes")) {
+        mp_tok_init_bytes(t);
+        return MP_OK;
+    }
     if (ml >= 5 && !strcmp(model + ml - 5, ".gguf")) return mp_tok_init_gguf(t, model, e);
     struct stat st;
     if (stat(model, &st) != 0) return mp_err_set(e, "%s: %s", model, strerror(errno));
     char path[4096], cfg_path[4096];
     if (S_ISDIR(st.st_mode)) {
         if (mp_path_join(path, sizeof path, model, "tokenizer.json", e) != MP_OK) return MP_ERR;
+        if (!mp_file_exists(path) && tok_dir_is_bytes(model)) {
+            mp_tok_init_bytes(t);
+            return MP_OK;
+        }
         if (!mp_file_exists(path)) return mp_err_set(e, "%s: no tokenizer.json in this directory", model);
     } else {
         if (ml >= sizeof path) return mp_err_set(e, "%s: path too long", model);
@@ -1233,6 +1268,7 @@ void mp_tok_free(MpTok *t) {
 }
 
 const char *mp_tok_id_to_token(const MpTok *t, int32_t id) {
+    if (t->bytes) return id >= 0 && id < 256 ? t->byte_strs + 2 * id : NULL;
     if (!t->impl || id < 0 || id >= t->n_ids || !(t->impl->flags[id] & MP_TOK_F_PRESENT)) return NULL;
     return t->impl->strs.data + t->impl->s_off[id];
 }
@@ -1652,6 +1688,12 @@ static int encode_gap(MpTok *t, MpTokIds *out, const char *s, size_t n, MpErr *e
 }
 
 int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e) {
+    (void)add_special;
+    if (t->bytes) {
+        for (size_t i = 0; i < len; i++)
+            if (mp_tok_ids_push(out, (int32_t)(unsigned char)text[i], e) != MP_OK) return MP_ERR;
+        return MP_OK;
+    }
     MpTokImpl *m = t->impl;
     MP_ASSERT(m != NULL);
     if (!utf8_valid(text, len)) {
@@ -1681,10 +1723,22 @@ int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add
 
 int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, int skip_special, MpErr *e) {
     const MpTokImpl *m = t->impl;
-    MP_ASSERT(m != NULL);
+    MP_ASSERT(m != NULL || t->bytes);
     MpTokBuf raw = {0};
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
+        if (t->bytes) {
+            unsigned char b = (unsigned char)id;
+            if (id < 0 || id > 255) {
+                mp_tok_buf_free(&raw);
+                return mp_err_set(e, "decode: id %d (position %zu) is not a byte (0..255)", id, i);
+            }
+            if (mp_tok_buf_append(&raw, &b, 1, e) != MP_OK) {
+                mp_tok_buf_free(&raw);
+                return MP_ERR;
+            }
+            continue;
+        }
         if (id < 0 || id >= t->n_ids || !(m->flags[id] & MP_TOK_F_PRESENT)) {
             mp_tok_buf_free(&raw);
             return mp_err_set(e, "decode: id %d (position %zu) is not a token of this tokenizer", id, i);

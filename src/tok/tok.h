@@ -54,17 +54,25 @@ typedef struct MpTok {
     int n_added;          /* added tokens (special or not) */
     int nfc;              /* 1 when the normalizer applies NFC */
     int ignore_merges;    /* model.ignore_merges */
+    int bytes;            /* 1: the byte vocabulary of maskpos-trained models (id = byte value,
+                             n_ids 256, no specials, no normalisation; impl is NULL) */
+    char byte_strs[512];  /* bytes: id i's token string at byte_strs + 2i (one byte + NUL) */
     MpTokImpl *impl;      /* owned */
 } MpTok;
 
 /* Loads a tokenizer: `model` is a directory holding tokenizer.json (and maybe
- * tokenizer_config.json) or the path of a tokenizer.json. A .gguf path is rejected ("GGUF
- * tokenizer: not yet supported"). Never aborts on a bad file; on failure t is left zeroed. */
+ * tokenizer_config.json), the path of a tokenizer.json, a .gguf file (mp_tok_init_gguf), the word
+ * "bytes", or a model directory without tokenizer.json whose config.json says
+ * "maskpos_tokenizer": "bytes" (the byte vocabulary: mp_tok_init_bytes). Never aborts on a bad
+ * file; on failure t is left zeroed. */
 int mp_tok_init(MpTok *t, const char *model, MpErr *e);
 /* The same from memory: tokenizer.json text and optional tokenizer_config.json text (NULL). */
 int mp_tok_init_json(MpTok *t, const char *json, size_t json_len, const char *config, size_t config_len,
                      MpErr *e);
 void mp_tok_free(MpTok *t); /* safe on a zeroed struct */
+/* The byte vocabulary: encode maps every byte to its value (invalid UTF-8 kept as is), decode
+ * maps ids 0..255 back to bytes (then invalid UTF-8 → U+FFFD, as for every tokenizer). */
+void mp_tok_init_bytes(MpTok *t);
 
 /* A GGUF-style byte-level BPE vocabulary (tokenizer.ggml.model "gpt2"), all borrowed: what the
  * GGUF reader hands over (model-formats.md §3.6). */

@@ -1,0 +1,214 @@
+/* test_probe_stats.c — the noise estimates of the probe accumulator (src/model/probe.c) and the
+ * text inputs the reproduce stages feed it:
+ *   - per-entry standard errors and the block test of the residue, against a second, two-pass
+ *     computation written here from the definitions (double, ≤ 1e-12 relative);
+ *   - statistical behaviour: on synthetic scores that are relative plus noise, the block z and the
+ *     per-entry rms/noise are ≈ 1; adding a small non-relative pattern (early keys favoured) lifts
+ *     the block z well above 1 while the per-entry one barely moves — why the block test exists;
+ *   - the byte vocabulary and --pack: `probe models/rope --data TEXT --pack` reads exactly the
+ *     maps of `probe --tokens` on the text's bytes written here as raw uint32.
+ */
+#include "test_model_util.h" /* files_equal, testutil.h */
+
+#include <math.h>
+
+#include "core/util.h"      /* mp_file_exists */
+#include "kernels/posmap.h" /* mp_posmap_stats */
+#include "model/probe.h"    /* MpProbeAcc */
+
+/* A small deterministic generator (test-side, independent of core/rng). */
+static uint64_t g_state = 88172645463325252ull;
+static double unif(void) {
+    g_state ^= g_state << 13;
+    g_state ^= g_state >> 7;
+    g_state ^= g_state << 17;
+    return (double)(g_state >> 11) / 9007199254740992.0;
+}
+static double gauss(void) {
+    double u = unif(), v = unif();
+    return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+/* Synthetic scores [H,S,S]: relative part f(i-j) + noise + nonrel * (j < 4), −inf above the diagonal. */
+static void make_scores(float *sc, int H, int S, double noise, double nonrel) {
+    for (int h = 0; h < H; h++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) {
+                float *p = sc + ((size_t)h * S + i) * S + j;
+                if (j > i) {
+                    *p = -INFINITY;
+                    continue;
+                }
+                *p = (float)(0.3 * exp(-(i - j) / 5.0) + noise * gauss() + (j < 4 ? nonrel : 0.0));
+            }
+}
+
+/* Runs N sequences through an accumulator; keeps every sequence's head-mean map in hm [N,S,S]. */
+static void feed(MpProbeAcc *a, int N, int H, int S, double noise, double nonrel, double *hm) {
+    float *sc = malloc((size_t)H * S * S * sizeof(float));
+    for (int n = 0; n < N; n++) {
+        make_scores(sc, H, S, noise, nonrel);
+        mp_probe_acc_hook(a, 0, sc, H, S);
+        a->n_done++;
+        if (hm)
+            for (int i = 0; i < S; i++)
+                for (int j = 0; j <= i; j++) {
+                    double s = 0;
+                    for (int h = 0; h < H; h++) s += sc[((size_t)h * S + i) * S + j];
+                    hm[((size_t)n * S + i) * S + j] = s / H;
+                }
+    }
+    free(sc);
+}
+
+static void test_se_and_block_z_match_definitions(void **state) {
+    (void)state;
+    const int N = 40, H = 3, S = 20, nb = 16;
+    unsigned char mask[1] = {1};
+    MpProbeAcc a;
+    MpErr e;
+    assert_int_equal(mp_probe_acc_init(&a, mask, 1, H, S, 0, 1, 2, &e), MP_OK);
+    assert_int_equal(a.nb, nb);
+    double *hm = calloc((size_t)N * S * S, sizeof(double));
+    feed(&a, N, H, S, 0.5, 0.1, hm);
+    double *se = malloc((size_t)S * S * sizeof(double));
+    mp_probe_acc_se(&a, se);
+    /* two-pass standard error of every observed entry */
+    for (int i = 0; i < S; i++)
+        for (int j = 0; j < S; j++) {
+            if (j > i) {
+                assert_true(isnan(se[i * S + j]));
+                continue;
+            }
+            double m = 0, v = 0;
+            for (int n = 0; n < N; n++) m += hm[((size_t)n * S + i) * S + j];
+            m /= N;
+            for (int n = 0; n < N; n++) v += pow(hm[((size_t)n * S + i) * S + j] - m, 2);
+            const double want = sqrt(v / (N - 1) / N);
+            if (fabs(se[i * S + j] - want) > 1e-12 * want) fail_msg("se[%d,%d] = %.17g, want %.17g", i, j, se[i * S + j], want);
+        }
+    /* block test from the definition: per-sequence residue (minus each diagonal's mean), block means */
+    double *bm = calloc((size_t)N * nb * nb, sizeof(double));
+    int cnt[16][16] = {{0}};
+    for (int n = 0; n < N; n++) {
+        const double *x = hm + (size_t)n * S * S;
+        for (int k = 0; k < S; k++) {
+            double dm = 0;
+            for (int i = k; i < S; i++) dm += x[i * S + i - k];
+            dm /= S - k;
+            for (int i = k; i < S; i++) {
+                /* block of position p: the b with ceil(b S / nb) <= p < ceil((b+1) S / nb) */
+                int bi = 0, bj = 0;
+                while (i >= ((bi + 1) * S + nb - 1) / nb) bi++;
+                while (i - k >= ((bj + 1) * S + nb - 1) / nb) bj++;
+                bm[((size_t)n * nb + bi) * nb + bj] += x[i * S + i - k] - dm;
+                if (n == 0) cnt[bi][bj]++;
+            }
+        }
+    }
+    double acc = 0;
+    int used = 0;
+    for (int b = 0; b < nb * nb; b++) {
+        if (!cnt[b / nb][b % nb]) continue;
+        double m = 0, v = 0;
+        for (int n = 0; n < N; n++) m += bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb];
+        m /= N;
+        for (int n = 0; n < N; n++) v += pow(bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb] - m, 2);
+        v /= N - 1;
+        if (!(v > 0)) continue;
+        acc += m * m / (v / N);
+        used++;
+    }
+    const double want = sqrt(acc / used), got = mp_probe_acc_block_z(&a, 0);
+    print_message("block z %.6f over %d blocks\n", got, used);
+    if (fabs(got - want) > 1e-10 * want) fail_msg("block z %.17g, want %.17g", got, want);
+    assert_true(isnan(mp_probe_acc_block_z(&a, 1))); /* no such layer slot */
+    free(bm);
+    free(se);
+    free(hm);
+    mp_probe_acc_free(&a);
+}
+
+/* Noise only: both tests ≈ 1. A small early-key preference: the block test sees it clearly. */
+static void test_block_z_sees_what_the_entry_test_misses(void **state) {
+    (void)state;
+    const int N = 1500, H = 2, S = 48;
+    unsigned char mask[1] = {1};
+    double z_block[2], z_entry[2];
+    for (int k = 0; k < 2; k++) {
+        MpProbeAcc a;
+        MpErr e;
+        assert_int_equal(mp_probe_acc_init(&a, mask, 1, H, S, 0, 1, 2, &e), MP_OK);
+        feed(&a, N, H, S, 1.0, k ? 0.03 : 0.0, NULL);
+        double *mean = malloc((size_t)S * S * sizeof(double)), *se = malloc((size_t)S * S * sizeof(double)),
+               *dn = malloc((size_t)S * S * sizeof(double));
+        mp_probe_acc_mean(&a, mean, NULL);
+        mp_probe_acc_se(&a, se);
+        mp_posmap_diagnorm(dn, mean, S);
+        MpPosStats st;
+        mp_posmap_stats(&st, mean, dn, se, S);
+        z_entry[k] = st.z_rms;
+        z_block[k] = mp_probe_acc_block_z(&a, 0);
+        free(mean);
+        free(se);
+        free(dn);
+        mp_probe_acc_free(&a);
+    }
+    print_message("noise: block z %.3f, entry z %.3f; with the pattern: block z %.3f, entry z %.3f\n", z_block[0],
+                  z_entry[0], z_block[1], z_entry[1]);
+    assert_true(z_block[0] > 0.8 && z_block[0] < 1.25);
+    assert_true(z_entry[0] > 0.9 && z_entry[0] < 1.1);
+    assert_true(z_block[1] > 1.6);
+    assert_true(z_entry[1] < 1.3);
+    assert_true(z_block[1] - 1 > 2 * (z_entry[1] - 1));
+}
+
+static void test_bytes_and_pack_read_the_text(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char model[600], txt[512], raw[512], out[8192], a[512], b[512];
+    snprintf(model, sizeof model, "%s/models/rope", MP_SOURCE_DIR);
+    snprintf(txt, sizeof txt, "%s/t.txt", d);
+    snprintf(raw, sizeof raw, "%s/t.u32", d);
+    /* two documents (blank-line separated); packed, the stream runs across the separator */
+    const char *text = "In the beginning was the Word, and the Word was with God.\n\n"
+                       "And the earth was without form, and void; and darkness was upon the face of the deep.\n";
+    mp_test_write_file(txt, text, strlen(text));
+    /* the ids the byte vocabulary must give: the documents' bytes, the separator left out */
+    const char *sep = strstr(text, "\n\n");
+    uint32_t ids[400];
+    size_t n = 0;
+    for (const char *p = text; *p; p++) {
+        if (p > sep && p < sep + 2) continue; /* the blank line between the two documents */
+        if (p == sep) continue;
+        ids[n++] = (unsigned char)*p;
+    }
+    mp_test_write_file(raw, ids, n * sizeof ids[0]);
+    int rc = mp_test_run(out, sizeof out, "probe %s --data %s --pack --n 4 --seq 30 --out %s/p --quiet", model, txt, d);
+    if (rc != 0) fail_msg("probe --data --pack: %s", out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --n 4 --seq 30 --out %s/r --quiet", model, raw, d);
+    if (rc != 0) fail_msg("probe --tokens: %s", out);
+    snprintf(a, sizeof a, "%s/p/scores.npy", d);
+    snprintf(b, sizeof b, "%s/r/scores.npy", d);
+    if (!files_equal(a, b)) fail_msg("--pack over the byte vocabulary differs from the raw bytes");
+    snprintf(a, sizeof a, "%s/p/scores_se.npy", d);
+    assert_true(mp_file_exists(a));
+    /* unpacked, the first document alone is too short for 4 rows of 30 */
+    rc = mp_test_run(out, sizeof out, "probe %s --data %s --n 4 --seq 30 --out %s/u --quiet", model, txt, d);
+    assert_int_equal(rc, 2);
+    /* more than the text holds */
+    rc = mp_test_run(out, sizeof out, "probe %s --data %s --pack --n 40 --seq 30 --out %s/u --quiet", model, txt, d);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "fewer than --n 40 x --seq 30"));
+    /* --pack without --data */
+    assert_int_equal(mp_test_run(out, sizeof out, "probe %s --tokens %s --pack --seq 30 --out %s/u", model, raw, d), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_se_and_block_z_match_definitions),
+        cmocka_unit_test(test_block_z_sees_what_the_entry_test_misses),
+        cmocka_unit_test(test_bytes_and_pack_read_the_text),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,7 +1,8 @@
 /* test_reproduce.c — `maskpos reproduce` end to end at a small batch: every stage's outputs and
- * report.md appear, a re-run skips up-to-date stages and gives the same report numbers, --force
- * and changed settings recompute, --only selects, bad flags exit 2; the progress bar draws when
- * forced on. */
+ * report.md appear (the simulations, and the embedded NoPE/RoPE models' Figures 3 and 5), the
+ * model verdicts of the quick run hold, a re-run skips up-to-date stages and gives the same report
+ * numbers, --force and changed settings recompute, --only selects, --model/--data adds the user's
+ * checkpoint to Figure 5, bad flags exit 2; the progress bar draws when forced on. */
 #include "testutil.h"
 
 #include <cairo.h>
@@ -39,22 +40,40 @@ static void b64_head(const char *p, unsigned char out[9]) {
     }
 }
 
+/* The report row that starts with `what` says "✓ agrees". */
+static void assert_row_agrees(const char *rep, const char *what) {
+    char key[256];
+    snprintf(key, sizeof key, "| %s", what);
+    const char *row = strstr(rep, key);
+    if (!row) fail_msg("no report row '%s'", what);
+    const char *end = strchr(row, '\n');
+    const char *ok = strstr(row, "✓ agrees");
+    if (!ok || (end && ok > end)) fail_msg("row does not agree: %.*s", end ? (int)(end - row) : 200, row);
+}
+
+/* Under the sanitizers the model probes run 40 sequences instead of the quick 400. */
+#define MODEL_N (MP_TEST_SANITIZED ? "--n 40" : "")
+
 static void test_full_quick_run_and_rerun(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
-    static char out[1 << 16];
-    int rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
+    static char out[1 << 17];
+    int rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d %s --out %s", MP_TEST_SANITIZED ? 150 : 600, MODEL_N, d);
     if (rc != 0) fail_msg("reproduce exited %d: %s", rc, out);
     const char *files[] = {"fig1/layer2_scores.npy", "fig1/meta.json", "fig2/alpha_0/scores.npy",
                            "fig2/alpha_0.8/meta.json", "fig2ln/layernorm_d/scores_diagnorm.npy",
-                           "fig4/causal_alpha_0.5/probs.npy", "fig4/bidirectional_alpha_0/meta.json", "report.md"};
+                           "fig4/causal_alpha_0.5/probs.npy", "fig4/bidirectional_alpha_0/meta.json", "report.md",
+                           "fig3/gram/gram.npy", "fig3/gram/meta.json", "fig3/probe/scores_se.npy", "fig3/probe/meta.json",
+                           "fig3/parameter_free_S128/scores.npy", "fig5/rope/scores.npy", "fig5/rope/meta.json",
+                           "fig5/rope_bidirectional/scores_diagnorm.npy", "fig5/rope_bidirectional/meta.json"};
     char path[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, files[i]);
         if (!mp_file_exists(path)) fail_msg("missing %s", path);
     }
     const char *figs[] = {"fig1/figure1.png", "fig2/figure2.png", "fig2/appendix_alpha.png",
-                          "fig2ln/appendix_layernorm.png", "fig4/figure4.png"};
+                          "fig2ln/appendix_layernorm.png", "fig4/figure4.png", "fig3/gram/gram.png",
+                          "fig3/figure3_maps.png", "fig5/figure5.png"};
     for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, figs[i]);
         assert_png(path, 200, 200);
@@ -62,13 +81,24 @@ static void test_full_quick_run_and_rerun(void **state) {
     snprintf(path, sizeof path, "%s/report.md", d);
     char *rep = slurp(path);
     assert_non_null(strstr(rep, "![Figure 4"));
-    /* the HTML report is self-contained: five embedded PNG figures */
+    assert_non_null(strstr(rep, "![Figure 3"));
+    assert_non_null(strstr(rep, "![Figure 5"));
+    /* the trained models' verdicts (paper §4.2 and §5.2; docs/metrics.md for the block test) */
+    assert_row_agrees(rep, "Fig. 3 NoPE model, layer 3");
+    assert_row_agrees(rep, "Fig. 3 NoPE model, layer 4");
+    assert_row_agrees(rep, "Fig. 3 (i)");
+    assert_row_agrees(rep, "Fig. 5 embedded RoPE model, layer 1");
+    if (!MP_TEST_SANITIZED) { /* 40 sequences cannot resolve the residue; 400 do */
+        assert_row_agrees(rep, "Fig. 5 embedded RoPE model, layers 2–4");
+        assert_row_agrees(rep, "Fig. 5 counterfactual");
+    }
+    /* the HTML report is self-contained: eight embedded PNG figures */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);
     assert_non_null(html);
     int nimg = 0;
     for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
-    assert_int_equal(nimg, 5);
+    assert_int_equal(nimg, 8);
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
@@ -83,9 +113,10 @@ static void test_full_quick_run_and_rerun(void **state) {
     char *tail = strstr(first, "## Per-run statistics");
     assert_non_null(tail);
     *tail = '\0';
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d %s --out %s", MP_TEST_SANITIZED ? 150 : 600, MODEL_N, d);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "up to date, skipped"));
+    assert_null(strstr(out, "ran ")); /* no probe ran again ("ran N sequences") */
     rep = slurp(path);
     char *second = strstr(rep, "| quantity |");
     assert_int_equal(strncmp(first, second, strlen(first)), 0);
@@ -109,12 +140,12 @@ static void test_report_in_browser(void **state) {
         fail_msg("browser check needs chromium and tests/browser/node_modules: run scripts/setup.sh --test");
     const char *d = mp_test_tmpdir();
     char out[8192];
-    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --out %s", d), 0);
-    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 5", MP_SOURCE_DIR, d);
+    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --out %s", d), 0);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 8", MP_SOURCE_DIR, d);
     print_message("%s", out);
     if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 6", MP_SOURCE_DIR, d), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 9", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {
@@ -124,7 +155,9 @@ static void test_only_and_bad_flags(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --only fig1 --out %s", d), 0);
     snprintf(path, sizeof path, "%s/fig2", d);
     assert_false(mp_file_exists(path));
-    const char *bad[] = {"--only fig9", "--only fig5", "--batch 0", "--bogus", "--threads x", "stray"};
+    const char *bad[] = {"--only fig9", "--batch 0", "--bogus", "--threads x", "stray", "--seq 64", "--pack",
+                         "--model /nonexistent --data /etc/hostname", "--model /tmp", "--data /etc/hostname",
+                         "--models /tmp", "--n 1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = mp_test_run(out, sizeof out, "reproduce --quick --out %s %s", d, bad[i]);
         if (rc != 2) fail_msg("'reproduce %s' exited %d: %s", bad[i], rc, out);
@@ -133,6 +166,44 @@ static void test_only_and_bad_flags(void **state) {
     /* an output path that cannot be created */
     int rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig1 --out /proc/nope");
     assert_int_equal(rc, 2);
+}
+
+/* --model/--data: the user's checkpoint joins Figure 5 (here a copy of the embedded RoPE model,
+ * so the byte vocabulary and a context of 128 come from its config.json). */
+static void test_user_model(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    static char out[1 << 16];
+    char path[600];
+    assert_int_equal(mp_test_shell(NULL, 0, "cp -r %s/models/rope %s/mymodel", MP_SOURCE_DIR, d), 0);
+    int rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 30 --model %s/mymodel --data %s/models/kjv.txt --pack --out %s/r",
+                         d, MP_SOURCE_DIR, d);
+    if (rc != 0) fail_msg("reproduce --model exited %d: %s", rc, out);
+    assert_non_null(strstr(out, "mymodel over 30 x 128 tokens")); /* S = the model's context */
+    const char *files[] = {"fig5/model/scores_se.npy", "fig5/model/meta.json", "fig5/model_bidirectional/meta.json",
+                           "fig5/rope/meta.json"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(path, sizeof path, "%s/r/%s", d, files[i]);
+        if (!mp_file_exists(path)) fail_msg("missing %s", path);
+    }
+    snprintf(path, sizeof path, "%s/r/fig5/figure5_model.png", d);
+    assert_png(path, 400, 300);
+    snprintf(path, sizeof path, "%s/r/report.md", d);
+    char *rep = slurp(path);
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4"));
+    assert_non_null(strstr(rep, "![Figure 5: mymodel"));
+    /* the same maps as the embedded model's: same weights, same text, same settings */
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/r/fig5/model/scores.npy", d);
+    snprintf(b, sizeof b, "%s/r/fig5/rope/scores.npy", d);
+    assert_int_equal(mp_test_shell(NULL, 0, "cmp -s %s %s", a, b), 0);
+    /* a failing user stage is reported and the exit code says so; the other stages still ran */
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 100000 --model %s/mymodel --data %s/models/kjv.txt --out %s/r2",
+                     d, MP_SOURCE_DIR, d);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "stage fig5/model failed"));
+    snprintf(path, sizeof path, "%s/r2/report.md", d);
+    assert_true(mp_file_exists(path));
 }
 
 static void test_simulate_plot(void **state) {
@@ -166,6 +237,7 @@ int main(void) {
         cmocka_unit_test(test_full_quick_run_and_rerun),
         cmocka_unit_test(test_report_in_browser),
         cmocka_unit_test(test_only_and_bad_flags),
+        cmocka_unit_test(test_user_model),
         cmocka_unit_test(test_simulate_plot),
         cmocka_unit_test(test_progress_bar),
     };

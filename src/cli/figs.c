@@ -1,19 +1,27 @@
 /* figs.c — see figs.h. */
 #include "cli/figs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "viz/plot.h" /* mp_plot_render */
 
 int mp_fig_rows(const char *path, const char *title, const MpFigRow *rows, int nrows, MpErr *e) {
+    return mp_fig_rows_clip(path, title, rows, nrows, NAN, NAN, e);
+}
+
+int mp_fig_rows_clip(const char *path, const char *title, const MpFigRow *rows, int nrows, double clip_lo,
+                     double clip_hi, MpErr *e) {
     MpPlotPanel panels[MP_PLOT_MAX_PANELS];
     memset(panels, 0, sizeof panels);
     int n = 0, cols = 1;
     MpPlotOptions o;
     mp_plot_options_default(&o);
     snprintf(o.title, sizeof o.title, "%s", title);
-    o.shared = 1;
+    o.shared = isnan(clip_lo); /* percentile limits are per panel: layers differ by orders of magnitude */
+    o.clip_lo = clip_lo;
+    o.clip_hi = clip_hi;
     for (int r = 0; r < nrows; r++) {
         if (rows[r].L > cols) cols = rows[r].L;
         for (int l = 0; l < rows[r].L; l++) {

@@ -18,5 +18,10 @@ typedef struct MpFigRow {
 
 /* Draws rows (one panel per layer) into path (.png/.pdf/.svg by extension). */
 int mp_fig_rows(const char *path, const char *title, const MpFigRow *rows, int nrows, MpErr *e);
+/* The same with each panel's colour limits at the clip_lo and clip_hi percentiles of its finite
+ * entries (the paper's Figure 5 uses 1 and 99), so that a few extreme entries, or a deeper layer
+ * a hundred times stronger, do not wash out the rest. */
+int mp_fig_rows_clip(const char *path, const char *title, const MpFigRow *rows, int nrows, double clip_lo,
+                     double clip_hi, MpErr *e);
 
 #endif

@@ -130,6 +130,28 @@ static void test_config(void **state) {
     assert_int_equal(m.eos_id, 7);
     assert_true(m.has_qk_norm && !m.has_qkv_bias);
     mp_model_free(&m);
+    /* smollm3 (HF SmolLM3ForCausalLM): the Llama block, RoPE off where "no_rope_layers" says 0, or
+     * by default in every no_rope_layer_interval-th layer (4: layers 4 and 8 of 8, 1-based) */
+    const char *sm = "{\"model_type\":\"smollm3\",\"architectures\":[\"SmolLM3ForCausalLM\"],\"hidden_size\":64,"
+                     "\"intermediate_size\":128,\"num_hidden_layers\":8,\"num_attention_heads\":4,\"num_key_value_heads\":2,"
+                     "\"vocab_size\":300,\"layer_types\":[\"full_attention\",\"full_attention\",\"full_attention\",\"full_attention\","
+                     "\"full_attention\",\"full_attention\",\"full_attention\",\"full_attention\"],\"use_sliding_window\":false,"
+                     "\"sliding_window\":null,\"rope_theta\":2000000.0}";
+    assert_int_equal(mp_hfconfig_parse(&m, sm, strlen(sm), "config.json", &e), MP_OK);
+    assert_int_equal(m.arch, MP_ARCH_LLAMA);
+    assert_non_null(m.rope_layer);
+    const unsigned char every4[8] = {1, 1, 1, 0, 1, 1, 1, 0};
+    assert_memory_equal(m.rope_layer, every4, 8);
+    mp_model_free(&m);
+    const char *sm2 = "{\"model_type\":\"smollm3\",\"no_rope_layer_interval\":2," CFG_BASE "}";
+    assert_int_equal(mp_hfconfig_parse(&m, sm2, strlen(sm2), "config.json", &e), MP_OK);
+    assert_true(m.rope_layer && m.rope_layer[0] == 1 && m.rope_layer[1] == 0);
+    mp_model_free(&m);
+    const char *sm3 = "{\"model_type\":\"smollm3\",\"no_rope_layers\":[0,0]," CFG_BASE "}";
+    assert_int_equal(mp_hfconfig_parse(&m, sm3, strlen(sm3), "config.json", &e), MP_OK);
+    assert_true(m.rope_layer && m.rope_layer[0] == 0 && m.rope_layer[1] == 0);
+    mp_model_free(&m);
+    cfg_expect("{\"model_type\":\"smollm3\",\"no_rope_layer_interval\":0," CFG_BASE "}", "no_rope_layer_interval");
     /* transformers v5 rope_parameters */
     const char *v5 = "{\"model_type\":\"llama\",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":250000}," CFG_BASE "}";
     assert_int_equal(mp_hfconfig_parse(&m, v5, strlen(v5), "config.json", &e), MP_OK);

@@ -92,11 +92,15 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     json_t *mt = json_object_get(root, "model_type");
     if (!json_is_string(mt)) return mp_err_set(e, "%s: missing or non-string key \"model_type\"", path);
     const char *type = json_string_value(mt);
+    /* smollm3 (HF SmolLM3ForCausalLM) is the Llama block with RoPE switched off in some layers
+     * ("no_rope_layers", or every no_rope_layer_interval-th layer): read as llama */
+    const int smollm3 = !strcmp(type, "smollm3");
     int a;
     for (a = 0; a < MP_ARCH_COUNT; a++)
-        if (!strcmp(type, mp_model_arch_name((MpArch)a))) break;
+        if (!strcmp(smollm3 ? "llama" : type, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3)", path, type);
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3)", path,
+                          type);
     m->arch = (MpArch)a;
 
     static const char *moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
@@ -196,6 +200,14 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
                 return mp_err_set(e, "%s: key \"no_rope_layers\"[%d] must be 0 or 1", path, j);
             m->rope_layer[j] = (unsigned char)json_integer_value(x);
         }
+    } else if (smollm3) { /* SmolLM3Config's default: no RoPE in layers whose 1-based index divides the interval */
+        double iv;
+        if (cfg_num(root, "no_rope_layer_interval", 0, 4.0, &iv, path, e)) return MP_ERR;
+        if (!(iv >= 1 && iv <= 1e6 && iv == (int)iv))
+            return mp_err_set(e, "%s: key \"no_rope_layer_interval\" must be a positive integer", path);
+        m->rope_layer = malloc((size_t)m->n_layers);
+        if (!m->rope_layer) return mp_err_set(e, "%s: out of memory", path);
+        for (int j = 0; j < m->n_layers; j++) m->rope_layer[j] = (unsigned char)((j + 1) % (int)iv != 0);
     }
     m->rope_scaling = MP_ROPE_NONE;
     m->rope_attn_factor = 1.0;

@@ -41,7 +41,7 @@ static void test_matmul_matches_reference(void **state) {
         float *x = calloc((size_t)(T * ldx), sizeof *x), *w = calloc((size_t)(O * K), sizeof *w);
         float *y0 = calloc((size_t)(T * ldy), sizeof *y0), *y1 = calloc((size_t)(T * ldy), sizeof *y1),
               *y2 = calloc((size_t)(T * ldy), sizeof *y2);
-        MpFwdMat m = {calloc(mp_fwd_mat_floats(O, K), sizeof(float)), 0, 0};
+        MpFwdMat m = {.p = calloc(mp_fwd_mat_floats(O, K), sizeof(float))};
         fill(x, (size_t)(T * ldx), 1 + (uint32_t)s);
         fill(w, (size_t)(O * K), 100 + (uint32_t)s);
         mp_fwd_mat_pack(&m, w, O, K);

@@ -36,6 +36,8 @@ static const char *logits_help =
     "  --out FILE.npy  write the log-probabilities of every position of the input, float64 [T, V]\n"
     "                  (row t = distribution of the token after position t)\n"
     "  --threads T     worker threads (default: all cores; results are identical for any T)\n"
+    "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
+    "                  accumulation; docs/speed.md)\n"
     "Bad input: one-line error, exit 2.\n";
 
 /* lp [V] = log_softmax(logits [V]) in double. */
@@ -57,10 +59,11 @@ static int logits_argmax(const double *lp, int V) {
 int mp_cmd_logits(int argc, char **argv) {
     const char *cmd = "logits";
     const char *tokens = NULL, *out = NULL;
-    int top = 5, greedy = 0, threads = 0;
+    int top = 5, greedy = 0, threads = 0, compute = MP_FWD_COMPUTE_F32;
     static const struct option opts[] = {{"tokens", required_argument, 0, 't'}, {"top", required_argument, 0, 'k'},
                                          {"greedy", required_argument, 0, 'g'}, {"out", required_argument, 0, 'o'},
-                                         {"threads", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
+                                         {"threads", required_argument, 0, 'j'}, {"compute", required_argument, 0, 'P'},
+                                         {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -72,6 +75,9 @@ int mp_cmd_logits(int argc, char **argv) {
         case 'g': greedy = (int)mp_cli_i64(cmd, "--greedy", optarg, 0, 100000); break;
         case 'o': out = optarg; break;
         case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'P':
+            if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
+            break;
         case 'h': fputs(logits_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -123,7 +129,7 @@ int mp_cmd_logits(int argc, char **argv) {
         }
         ids[i] = (int32_t)ids64[i];
     }
-    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = 1};
+    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = 1, .compute = compute};
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK || mp_fwd_run(&f, ids, n, NULL, NULL, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;

@@ -42,7 +42,8 @@ static const char *probe_help =
     "Runs MODEL (an HF directory or a .gguf file) over N token sequences and averages, per layer,\n"
     "the pre-softmax attention scores q.k/sqrt(head_dim) (RoPE applied, qwen3 q/k norm applied,\n"
     "causal mask) over sequences and heads. Only the layers up to the deepest one asked for are\n"
-    "loaded and run. Computation is f32 with f32 accumulation; maps are summed in double.\n"
+    "loaded and run. Computation is f32 with f32 accumulation (--compute bf16: see below); maps are\n"
+    "summed in double.\n"
     "\n"
     "  --tokens FILE        token ids: .npy int32/int64/uint32 [N, S'] (rows cut to --seq), or a raw\n"
     "                       little-endian uint32 stream cut into consecutive sequences of --seq\n"
@@ -69,6 +70,10 @@ static const char *probe_help =
     "  --bidirectional      counterfactual: no causal mask in any layer\n"
     "  --no-rope            counterfactual: queries and keys not rotated\n"
     "  --threads T          worker threads (default: all cores); results are bit-identical for any T\n"
+    "  --compute MODE       f32 (default, the reference) or bf16: Linear weights kept in bf16 (bf16\n"
+    "                       checkpoints as stored, others rounded once; half the memory) and Linear\n"
+    "                       inputs rounded to bf16, f32 accumulation, attention in f32 (docs/speed.md;\n"
+    "                       maps within 2e-2 of max |score| of f32 on random-weight test models)\n"
     "  --checkpoint-every K save partial sums to DIR/checkpoint.bin every K sequences (atomically)\n"
     "  --resume             continue from DIR/checkpoint.bin (same model, tokens and flags)\n"
     "  --out DIR            outputs: scores.npy float64 [L,S,S] (mean over sequences and heads; NaN\n"
@@ -122,6 +127,7 @@ static uint64_t probe_scratch_bytes(const MpModel *m) {
 typedef struct ProbeRun {
     const char *model_path, *tokens_path, *out;
     int seq, per_head, causal, rope, threads, plot, quiet;
+    int compute; /* MpFwdCompute */
     int64_t n, ckpt_every;
     int resume;
     double max_mem_gib;
@@ -265,7 +271,11 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "rope", json_boolean(r->rope));
         json_object_set_new(j, "per_head", json_boolean(r->per_head));
         json_object_set_new(j, "threads", json_integer(r->threads));
-        json_object_set_new(j, "compute", json_string("f32 weights and activations, f32 accumulation; map sums in double"));
+        json_object_set_new(j, "compute", json_string(r->compute == MP_FWD_COMPUTE_BF16
+                                                          ? "bf16: bf16 Linear weights and inputs, f32 accumulation, f32 attention; map sums in double"
+                                                          : "f32 weights and activations, f32 accumulation; map sums in double"));
+        json_object_set_new(j, "compute_mode", json_string(mp_fwd_compute_name(r->compute)));
+        json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(mp_fwd_kernel_get())));
         json_object_set_new(j, "compute_time_s", json_real(compute_s));
         json_t *fj = json_object();
         json_object_set_new(fj, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score over sequences and heads, row = query, column = key; NaN where masked"));
@@ -315,6 +325,7 @@ int mp_cmd_probe(int argc, char **argv) {
         {"field", required_argument, 0, 'F'},  {"whole", no_argument, 0, 'W'},
         {"shuffle", no_argument, 0, 'U'},      {"seed", required_argument, 0, 'E'},
         {"no-special", no_argument, 0, 'N'},   {"pack", no_argument, 0, 'K'},
+        {"compute", required_argument, 0, 'P'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -335,6 +346,9 @@ int mp_cmd_probe(int argc, char **argv) {
         case 'p': r.plot = 1; break;
         case 'M': r.max_mem_gib = mp_cli_double(cmd, "--max-mem-gib", optarg, 1e-6, 1e6); break;
         case 'q': r.quiet = 1; break;
+        case 'P':
+            if ((r.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
+            break;
         case 'D': r.data = optarg; break;
         case 'T': r.tokenizer = optarg; break;
         case 'F': r.field = optarg; break;
@@ -419,14 +433,17 @@ int mp_cmd_probe(int argc, char **argv) {
                (long long)tk.skipped, tk.skipped == 1 ? "" : "s", r.tokens_path ? r.tokens_path : r.data, tk.seq,
                tk.skipped == 1 ? "was" : "were");
 
-    MpFwdConfig fc = {.n_layers = deepest, .max_seq = tk.seq, .causal = r.causal, .rope = r.rope, .logits = 0};
+    MpFwdConfig fc = {.n_layers = deepest, .max_seq = tk.seq, .causal = r.causal, .rope = r.rope, .logits = 0,
+                       .compute = r.compute};
     uint64_t wbytes, abytes;
     mp_fwd_plan_bytes(&m, &fc, &wbytes, &abytes);
     const uint64_t SS = (uint64_t)tk.seq * tk.seq;
     const uint64_t maps = SS * L * 8 * (r.per_head ? 1 + (uint64_t)m.n_heads : 1);
     const uint64_t outs = SS * L * 8 * (r.per_head ? 2 + (uint64_t)m.n_heads : 2); /* mean, diagnorm, heads at the end */
     const uint64_t tokb = (uint64_t)tk.n * tk.seq * 4;
-    const uint64_t mapped = probe_mapped_bytes(&m, deepest), scratch = probe_scratch_bytes(&m);
+    const uint64_t mapped = probe_mapped_bytes(&m, deepest);
+    /* bf16 packs one panel of 32 rows at a time */
+    const uint64_t scratch = r.compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(m.ffn > m.dim ? m.ffn : m.dim) : probe_scratch_bytes(&m);
     const uint64_t peak = wbytes + abytes + maps + outs + tokb + scratch;
     printf("probe: %s (%s, %d of %d layers run), N=%lld S=%d, layers", r.model_path, mp_model_arch_name(m.arch),
            deepest, m.n_layers, (long long)tk.n, tk.seq);
@@ -437,12 +454,12 @@ int mp_cmd_probe(int argc, char **argv) {
                             : nope_layers == m.n_layers       ? "none (NoPE checkpoint)"
                             : nope_layers > 0                 ? "on (NoPE in some layers)"
                                                               : "on";
-    printf(", %s, rope %s, %d thread%s\n", r.causal ? "causal" : "bidirectional", rope_word, r.threads,
-           r.threads == 1 ? "" : "s");
-    printf("expected peak memory: weights %.1f MiB (f32) + load scratch %.1f MiB + activations and one sequence's "
+    printf(", %s, rope %s, %d thread%s, compute %s\n", r.causal ? "causal" : "bidirectional", rope_word, r.threads,
+           r.threads == 1 ? "" : "s", mp_fwd_compute_name(r.compute));
+    printf("expected peak memory: weights %.1f MiB (%s) + load scratch %.1f MiB + activations and one sequence's "
            "scores %.1f MiB + maps %.1f MiB + outputs %.1f MiB = %.1f MiB; plus up to %.1f MiB of model file pages "
-           "read through the mapping (reclaimable)\n",
-           wbytes / 1048576.0, scratch / 1048576.0, abytes / 1048576.0, maps / 1048576.0, (outs + tokb) / 1048576.0,
+           "read through the mapping (reclaimable; released once packed)\n",
+           wbytes / 1048576.0, mp_fwd_compute_name(r.compute), scratch / 1048576.0, abytes / 1048576.0, maps / 1048576.0, (outs + tokb) / 1048576.0,
            peak / 1048576.0, mapped / 1048576.0);
     {
         const uint64_t limit = r.max_mem_gib > 0 ? (uint64_t)(r.max_mem_gib * 1073741824.0) : probe_mem_available();
@@ -468,6 +485,10 @@ int mp_cmd_probe(int argc, char **argv) {
         const int64_t kv[] = {tk.n, tk.seq, r.causal, r.rope, r.per_head};
         key = mp_fnv1a64(kv, sizeof kv, key);
         key = mp_fnv1a64(mask0, sizeof mask0, key);
+        if (r.compute != MP_FWD_COMPUTE_F32) { /* f32 keys unchanged: older checkpoints still resume */
+            const int64_t cm = r.compute;
+            key = mp_fnv1a64(&cm, sizeof cm, key);
+        }
     }
     char ckpt[4096];
     if (mp_path_join(ckpt, sizeof ckpt, r.out, "checkpoint.bin", &e) != MP_OK) {

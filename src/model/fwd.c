@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -24,10 +26,22 @@ static float *fwd_carve(FwdCarve *c, size_t n) {
     return p;
 }
 
-static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in) {
-    w->p = fwd_carve(c, mp_fwd_mat_floats(out, in));
+/* A packed weight: f32 panels, or bf16 panels (half the floats) when bf16 is set. */
+static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int bf16) {
+    const size_t n = mp_fwd_mat_floats(out, in);
+    float *p = fwd_carve(c, bf16 ? (n + 1) / 2 : n);
+    w->p = bf16 ? NULL : p;
+    w->pb = bf16 ? (uint16_t *)p : NULL;
     w->out = out;
     w->in = in;
+}
+
+const char *mp_fwd_compute_name(int compute) { return compute == MP_FWD_COMPUTE_BF16 ? "bf16" : "f32"; }
+
+int mp_fwd_compute_parse(const char *s) {
+    if (!strcmp(s, "f32")) return MP_FWD_COMPUTE_F32;
+    if (!strcmp(s, "bf16")) return MP_FWD_COMPUTE_BF16;
+    return -1;
 }
 
 typedef struct FwdDims {
@@ -44,14 +58,15 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
                                const MpModel *m, const MpFwdConfig *cfg) {
     const FwdDims d = fwd_dims(m, cfg);
     const int64_t qo = (int64_t)d.NH * d.HS, kvo = (int64_t)d.NKV * d.HS;
+    const int b = cfg->compute == MP_FWD_COMPUTE_BF16;
     for (int l = 0; l < d.L; l++) {
         MpFwdLayer tmp, *ly = layers ? &layers[l] : &tmp;
         memset(ly, 0, sizeof *ly);
         ly->attn_norm = fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, &ly->q, qo, d.C);
-        fwd_mat(c, &ly->k, kvo, d.C);
-        fwd_mat(c, &ly->v, kvo, d.C);
-        fwd_mat(c, &ly->o, d.C, qo);
+        fwd_mat(c, &ly->q, qo, d.C, b);
+        fwd_mat(c, &ly->k, kvo, d.C, b);
+        fwd_mat(c, &ly->v, kvo, d.C, b);
+        fwd_mat(c, &ly->o, d.C, qo, b);
         if (m->has_qkv_bias) {
             ly->q_bias = fwd_carve(c, (size_t)qo);
             ly->k_bias = fwd_carve(c, (size_t)kvo);
@@ -62,13 +77,13 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
             ly->k_norm = fwd_carve(c, (size_t)d.HS);
         }
         ly->ffn_norm = fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, &ly->gate, d.FF, d.C);
-        fwd_mat(c, &ly->up, d.FF, d.C);
-        fwd_mat(c, &ly->down, d.C, d.FF);
+        fwd_mat(c, &ly->gate, d.FF, d.C, b);
+        fwd_mat(c, &ly->up, d.FF, d.C, b);
+        fwd_mat(c, &ly->down, d.C, d.FF, b);
     }
     if (cfg->logits) {
         *out_norm = fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, lm_head, d.V, d.C);
+        fwd_mat(c, lm_head, d.V, d.C, b);
     }
 }
 
@@ -120,15 +135,41 @@ static int fwd_load_vec(MpModel *m, MpRole role, int layer, float *dst, int64_t 
     return mp_model_tensor_f32(m, role, layer, dst, (size_t)n, NULL, e);
 }
 
-/* w <- (role, layer) [out, in], through scratch [cap floats]. */
+/* Drops the process's pages of the mapped tensor behind (role, layer) — they were packed and
+ * will not be read again (the embedding: its rows are read again on the next run, from the page
+ * cache). Only for file mappings: a borrowed buffer (fuzzer) is left alone. Advisory: errors are
+ * ignored. */
+static void fwd_release_mapped(const MpModel *m, MpRole role, int layer) {
+    const MpModelRef *r = mp_model_role_is_global(role) ? &m->global[role]
+                          : (layer >= 0 && layer < m->n_layers) ? &m->layer[(size_t)layer * MP_ROLE_COUNT + role] : NULL;
+    if (!r || r->tensor < 0) return;
+    const MpModelTensor *t = &m->tensors[r->tensor];
+    const int mapped = m->gguf ? m->gguf->map.mapped : (m->st && t->file >= 0 && t->file < m->n_files) ? m->st[t->file].map.mapped : 0;
+    if (!mapped || !t->nbytes) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)t->data & ~(pg - 1), b = ((uintptr_t)t->data + t->nbytes + pg - 1) & ~(pg - 1);
+    (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
+/* w <- (role, layer) [out, in], through scratch [cap floats]. f32: the whole tensor dequantised,
+ * then packed. bf16: one panel of rows at a time (scratch needs NR*in floats), rounded to bf16. */
 static int fwd_load_mat(MpModel *m, MpRole role, int layer, MpFwdMat *w, float *scratch, size_t cap, MpErr *e) {
     int64_t s[2];
     if (mp_model_shape(m, role, layer, s) != 2) return mp_err_set(e, "%s: layer %d has no 2-D '%s' tensor", m->path, layer, mp_model_role_name(role));
     if (s[0] != w->out || s[1] != w->in)
         return mp_err_set(e, "%s: layer %d '%s' is [%lld, %lld], expected [%lld, %lld]", m->path, layer,
                           mp_model_role_name(role), (long long)s[0], (long long)s[1], (long long)w->out, (long long)w->in);
-    if (mp_model_tensor_f32(m, role, layer, scratch, cap, NULL, e) != MP_OK) return MP_ERR;
-    mp_fwd_mat_pack(w, scratch, w->out, w->in);
+    if (w->pb) {
+        for (int64_t r0 = 0; r0 < w->out; r0 += MP_FWD_NR) {
+            const int64_t n = w->out - r0 < MP_FWD_NR ? w->out - r0 : MP_FWD_NR;
+            if (mp_model_rows_f32(m, role, layer, r0, n, scratch, e) != MP_OK) return MP_ERR;
+            mp_fwd_mat_pack_bf16_rows(w, scratch, r0, n);
+        }
+    } else {
+        if (mp_model_tensor_f32(m, role, layer, scratch, cap, NULL, e) != MP_OK) return MP_ERR;
+        mp_fwd_mat_pack(w, scratch, w->out, w->in);
+    }
+    fwd_release_mapped(m, role, layer);
     return MP_OK;
 }
 
@@ -137,8 +178,11 @@ static int fwd_load(MpFwd *f, MpErr *e) {
     size_t cap = 0;
     const int64_t sizes[][2] = {{(int64_t)f->NH * f->HS, f->C}, {f->C, (int64_t)f->NH * f->HS}, {f->FF, f->C},
                                 {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-        if ((size_t)sizes[i][0] * (size_t)sizes[i][1] > cap) cap = (size_t)sizes[i][0] * (size_t)sizes[i][1];
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        /* bf16 packs one panel of MP_FWD_NR rows at a time */
+        const size_t rows = f->cfg.compute == MP_FWD_COMPUTE_BF16 && sizes[i][0] > MP_FWD_NR ? MP_FWD_NR : (size_t)sizes[i][0];
+        if (rows * (size_t)sizes[i][1] > cap) cap = rows * (size_t)sizes[i][1];
+    }
     float *scratch = fwd_alloc(cap);
     if (!scratch) return mp_err_set(e, "out of memory for a %zu-float weight scratch buffer", cap);
     int rc = MP_OK;
@@ -178,11 +222,19 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
         return mp_err_set(e, "%s: %d query heads are not a multiple of %d key/value heads", m->path, m->n_heads, m->n_kv_heads);
     if (m->rot_dim < 0 || m->rot_dim > m->head_dim || m->rot_dim % 2)
         return mp_err_set(e, "%s: rotary dims %d do not fit head_dim %d", m->path, m->rot_dim, m->head_dim);
+    if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16)
+        return mp_err_set(e, "compute mode %d unknown (f32 or bf16)", cfg->compute);
+    const char *kname = getenv("MASKPOS_KERNEL");
+    const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
+    if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512)", kname);
+    const int kset = mp_fwd_kernel_set((MpFwdKernel)kreq);
+    if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname);
     if (m->sliding_window > 0 && cfg->max_seq > m->sliding_window)
         return mp_err_set(e, "%s: sequences of %d tokens exceed the sliding window (%d), which is not implemented",
                           m->path, cfg->max_seq, m->sliding_window);
     f->m = m;
     f->cfg = *cfg;
+    f->kernel = (MpFwdKernel)kset;
     f->C = m->dim;
     f->NH = m->n_heads;
     f->NKV = m->n_kv_heads;
@@ -259,6 +311,14 @@ static void fwd_norm_rows(float *y, const float *x, const float *w, int T, int n
     for (int t = 0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
 }
 
+/* bf16 compute: a Linear input x [T, n] (row stride ld) rounded to bf16 in place (it is read by
+ * matmuls only). f32 compute: nothing. */
+static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int T, int64_t n) {
+    if (f->cfg.compute != MP_FWD_COMPUTE_BF16) return;
+#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
+    for (int t = 0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n);
+}
+
 #define FWD_ROWS 16 /* query rows per parallel work item of the attention */
 
 static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFwdHook hook, void *ctx) {
@@ -268,6 +328,7 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFw
     /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
     const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
     /* projections */
+    fwd_linear_input(f, f->xn, f->C, T, f->C);
     mp_fwd_matmul(f->q, ldq, f->xn, f->C, &ly->q, T);
     mp_fwd_matmul(f->k, ldk, f->xn, f->C, &ly->k, T);
     mp_fwd_matmul(f->v, ldk, f->xn, f->C, &ly->v, T);
@@ -312,17 +373,20 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFw
             mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, f->v + (int64_t)(h / rep) * HS, ldk, HS, T, causal, i0, i1);
         }
     /* output projection + residual */
+    fwd_linear_input(f, f->ao, ldq, T, ldq);
     mp_fwd_matmul(f->xn, f->C, f->ao, ldq, &ly->o, T);
     fwd_residual(f->x, f->xn, (size_t)T * f->C);
 }
 
 static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int T) {
     fwd_norm_rows(f->xn, f->x, ly->ffn_norm, T, f->C, f->m->norm_eps);
+    fwd_linear_input(f, f->xn, f->C, T, f->C);
     mp_fwd_matmul(f->gate, f->FF, f->xn, f->C, &ly->gate, T);
     mp_fwd_matmul(f->up, f->FF, f->xn, f->C, &ly->up, T);
 #pragma omp parallel for schedule(static) if ((double)T * f->FF * 10 > FWD_PAR_MIN)
     for (int t = 0; t < T; t++)
         mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    fwd_linear_input(f, f->gate, f->FF, T, f->FF);
     mp_fwd_matmul(f->xn, f->C, f->gate, f->FF, &ly->down, T);
     fwd_residual(f->x, f->xn, (size_t)T * f->C);
 }
@@ -336,6 +400,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
         if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
         if (mp_model_rows_f32(m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
     }
+    fwd_release_mapped(m, MP_ROLE_TOK_EMBD, 0); /* rows copied; keeps the resident set flat over a corpus */
     if (f->cfg.rope && f->R > 0) {
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
@@ -349,6 +414,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
     }
     if (f->cfg.logits) {
         fwd_norm_rows(f->xn, f->x, f->out_norm, T, f->C, m->norm_eps);
+        fwd_linear_input(f, f->xn, f->C, T, f->C);
         mp_fwd_matmul(f->logits, f->V, f->xn, f->C, &f->lm_head, T);
     }
     return MP_OK;

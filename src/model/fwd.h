@@ -10,12 +10,23 @@
  * h / (NH/NKV). Two counterfactuals: no causal mask in any layer, and no RoPE.
  * The hook sees each layer's pre-softmax scores [NH,T,T] of the current sequence (masked
  * entries −inf) before they are turned into probabilities.
- * Only the layers asked for are loaded (dequantised to f32 and packed once at init); everything
- * the token loop needs is allocated at init, nothing inside mp_fwd_run. Deterministic: the same
- * bits for any OpenMP thread count (see fwd_kernels.h).
+ * Only the layers asked for are loaded (packed once at init); everything the token loop needs is
+ * allocated at init, nothing inside mp_fwd_run. Deterministic: the same bits for any OpenMP
+ * thread count and any matmul kernel (see fwd_kernels.h).
+ * Two compute modes (MpFwdConfig.compute; docs/speed.md):
+ *   - MP_FWD_COMPUTE_F32, the reference: weights dequantised to f32, f32 everywhere;
+ *   - MP_FWD_COMPUTE_BF16: the Linear weights are kept in bf16 (bf16 checkpoints bit for bit;
+ *     f32/f16/quantised ones rounded once to bf16 at init, a panel of 32 rows at a time, never
+ *     held as a whole in f32) and every Linear input (normed hidden state, attention output,
+ *     SwiGLU output) is rounded to bf16 before its matmul — the products of a bf16 matmul, as on
+ *     AMX / AVX512-BF16 — with f32 accumulation. Norm weights, biases, RoPE, attention
+ *     (q·k, softmax, p·v) and the residual stream stay f32.
+ * Mapped weight pages are released (madvise) once packed, and embedding pages after each run,
+ * so the resident set is the packed layers plus activations.
  * Does not: cache keys/values across calls (every run recomputes the whole sequence), implement
  * sliding-window attention (refused when a sequence could exceed the window), or tokenise.
- * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads).
+ * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads),
+ * tests/test_model_speed.c (bf16 against tests/ref/probe_ref_bf16.py and llama.cpp; every kernel).
  *
  * Shape legend: T tokens, C hidden, NH query heads, NKV key/value heads, HS head dim, FF MLP
  * size, V vocabulary, R rotary dims.
@@ -36,7 +47,17 @@ typedef struct MpFwdConfig {
     int causal;   /* 1 the model's causal mask; 0 counterfactual: no mask in any layer */
     int rope;     /* 1 the model's RoPE; 0 counterfactual: q, k not rotated */
     int logits;   /* 1: final norm + lm_head after the last layer (needs n_layers == L) */
+    int compute;  /* MpFwdCompute; 0 = f32 (the reference) */
 } MpFwdConfig;
+
+typedef enum MpFwdCompute {
+    MP_FWD_COMPUTE_F32 = 0, /* f32 weights and activations */
+    MP_FWD_COMPUTE_BF16,    /* bf16 Linear weights and inputs, f32 accumulation */
+} MpFwdCompute;
+
+const char *mp_fwd_compute_name(int compute); /* "f32", "bf16" */
+/* Parses "f32" / "bf16"; -1 otherwise. */
+int mp_fwd_compute_parse(const char *s);
 
 /* Called once per layer with the layer's pre-softmax scores (after scale and mask).
  * scores [NH, T, T]: row = query i, column = key j; −inf where masked. */
@@ -44,7 +65,7 @@ typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads
 
 typedef struct MpFwdLayer {
     float *attn_norm;          /* [C] */
-    MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS] */
+    MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS]; f32 or bf16 */
     float *q_bias, *k_bias, *v_bias; /* [NH*HS], [NKV*HS], [NKV*HS]; NULL unless qwen2 */
     float *q_norm, *k_norm;    /* [HS]; NULL unless qwen3 */
     float *ffn_norm;           /* [C] */
@@ -61,6 +82,7 @@ typedef struct MpFwd {
     MpFwdMat lm_head;          /* [V, C] (logits only) */
     float *wblock;
     size_t wfloats;
+    MpFwdKernel kernel;        /* the matmul kernel in use (MASKPOS_KERNEL or the CPU's best) */
     /* activations: one block (ablock), carved; T <= max_seq */
     float *x;                  /* [T, C] residual stream */
     float *xn;                 /* [T, C] normed input / projection output */
@@ -79,6 +101,8 @@ typedef struct MpFwd {
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts);
 /* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits).
+ * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512 forces the matmul kernel
+ * (tests use it to run every path on one machine); unknown or unavailable: MP_ERR.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */

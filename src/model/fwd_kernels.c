@@ -1,4 +1,6 @@
-/* fwd_kernels.c — see fwd_kernels.h. Reference kernels first, then the blocked variants.
+/* fwd_kernels.c — see fwd_kernels.h. Reference kernels first, then the blocked variants, the
+ * matmul kernel dispatch (one loop nest compiled per instruction set, chosen at run time or forced
+ * by MASKPOS_KERNEL; docs/speed.md) and the bf16 helpers.
  *
  * Why the fast variants are bit-identical to the references: the C11 build contracts no a*b+c
  * (ISO mode means -ffp-contract=off), and every sum below is written as fmaf steps in ascending
@@ -9,6 +11,7 @@
 #include "model/fwd_kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #ifdef _OPENMP
@@ -41,6 +44,7 @@ size_t mp_fwd_mat_floats(int64_t out, int64_t in) {
 
 void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in) {
     const int64_t P = (out + MP_FWD_NR - 1) / MP_FWD_NR;
+    dst->pb = NULL; /* an f32 weight */
     dst->out = out;
     dst->in = in;
     for (int64_t b = 0; b < P; b++)
@@ -112,14 +116,28 @@ static void mm_edge(float *y, int64_t ldy, const float *x, int64_t ldx, const fl
         }
 }
 
+/* [n] bf16 panel slice -> f32, exactly (the bf16 bits are the upper half of the f32 pattern). */
+static inline void mm_widen(float *dst, const uint16_t *src, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        const union {
+            uint32_t u;
+            float f;
+        } v = {.u = (uint32_t)src[i] << 16};
+        dst[i] = v.f;
+    }
+}
+
 /* One thread's share: panels [p0, p1) for all T rows. Loop order: token blocks (x rows reused
  * from L2), panel groups (their partial sums stay in L2 across the k chunks), k chunks, panels
- * (one [KC, NR] slice in L1 for all MR-row blocks). The sum of every y element still runs over k
- * in ascending order, from 0. */
-FWD_CLONES
-static void mm_panels(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
-                      int64_t p1) {
+ * (one [KC, NR] slice in L1 for all MR-row blocks; a bf16 slice is first widened into wbuf).
+ * The sum of every y element still runs over k in ascending order, from 0. Inlined into one
+ * wrapper per instruction set below (flatten), so each wrapper is the whole loop nest compiled
+ * for its target. */
+static inline void mm_panels_impl(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T,
+                                  int64_t p0, int64_t p1) {
     const int64_t K = w->in, O = w->out;
+    float wbuf[FWD_KC * MP_FWD_NR] __attribute__((aligned(64))); /* 32 KiB: one widened bf16 slice */
     for (int64_t t0 = 0; t0 < T; t0 += FWD_MC) {
         const int64_t t1 = t0 + FWD_MC < T ? t0 + FWD_MC : T;
         for (int64_t g0 = p0; g0 < p1; g0 += FWD_NB) {
@@ -127,17 +145,131 @@ static void mm_panels(float *y, int64_t ldy, const float *x, int64_t ldx, const 
             for (int64_t k0 = 0; k0 < K; k0 += FWD_KC) {
                 const int64_t k1 = k0 + FWD_KC < K ? k0 + FWD_KC : K;
                 for (int64_t p = g0; p < g1; p++) {
-                    const float *wp = w->p + (size_t)p * (size_t)K * MP_FWD_NR;
                     const int nc = (int)(O - p * MP_FWD_NR < MP_FWD_NR ? O - p * MP_FWD_NR : MP_FWD_NR);
                     float *yp = y + p * MP_FWD_NR;
+                    /* wp + k*NR is the slice's row k, for k in [kb, k1) */
+                    const float *wp;
+                    int64_t kb, ke;
+                    const float *xk;
+                    if (w->pb) {
+                        mm_widen(wbuf, w->pb + ((size_t)p * (size_t)K + (size_t)k0) * MP_FWD_NR, (size_t)(k1 - k0) * MP_FWD_NR);
+                        wp = wbuf;
+                        kb = 0;
+                        ke = k1 - k0;
+                        xk = x + k0;
+                    } else {
+                        wp = w->p + (size_t)p * (size_t)K * MP_FWD_NR;
+                        kb = k0;
+                        ke = k1;
+                        xk = x;
+                    }
                     int64_t t = t0;
                     for (; t + MP_FWD_MR <= t1; t += MP_FWD_MR)
-                        mm_micro(yp + t * ldy, ldy, x + t * ldx, ldx, wp, k0, k1, k0 == 0, nc);
-                    if (t < t1)
-                        mm_edge(yp + t * ldy, ldy, x + t * ldx, ldx, wp, k0, k1, k0 == 0, nc, (int)(t1 - t));
+                        mm_micro(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc);
+                    if (t < t1) mm_edge(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc, (int)(t1 - t));
                 }
             }
         }
+    }
+}
+
+/* ================================================================ matmul: kernels and dispatch */
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+#define FWD_X86 1
+#else
+#define FWD_X86 0
+#endif
+
+typedef void (*FwdPanelsFn)(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
+                            int64_t p1);
+
+#if FWD_X86
+__attribute__((target("arch=x86-64-v4"), flatten)) static void mm_panels_avx512(float *y, int64_t ldy, const float *x,
+                                                                                int64_t ldx, const MpFwdMat *w, int64_t T,
+                                                                                int64_t p0, int64_t p1) {
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+}
+
+__attribute__((target("arch=x86-64-v3"), flatten)) static void mm_panels_avx2(float *y, int64_t ldy, const float *x,
+                                                                              int64_t ldx, const MpFwdMat *w, int64_t T,
+                                                                              int64_t p0, int64_t p1) {
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+}
+#endif
+
+__attribute__((flatten)) static void mm_panels_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w,
+                                                      int64_t T, int64_t p0, int64_t p1) {
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+}
+
+/* W[o][k] of a packed weight, whatever its dtype. */
+static inline float mm_at(const MpFwdMat *w, int64_t o, int64_t k) {
+    const size_t i = ((size_t)(o / MP_FWD_NR) * (size_t)w->in + (size_t)k) * MP_FWD_NR + (size_t)(o % MP_FWD_NR);
+    return w->pb ? mp_fwd_bf16_to_f32(w->pb[i]) : w->p[i];
+}
+
+/* The reference order on the packed layout: columns of panels [p0, p1), every sum from 0 in
+ * ascending k (as mp_fwd_matmul_ref). */
+static void mm_panels_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
+                          int64_t p1) {
+    const int64_t o1 = p1 * MP_FWD_NR < w->out ? p1 * MP_FWD_NR : w->out;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = p0 * MP_FWD_NR; o < o1; o++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < w->in; k++) acc = fmaf(x[t * ldx + k], mm_at(w, o, k), acc);
+            y[t * ldy + o] = acc;
+        }
+}
+
+static MpFwdKernel fwd_kernel = MP_FWD_KERNEL_AUTO; /* resolved on first use or by mp_fwd_kernel_set */
+
+static const char *const fwd_kernel_names[MP_FWD_KERNEL_COUNT] = {"auto", "ref", "scalar", "avx2", "avx512"};
+
+const char *mp_fwd_kernel_name(MpFwdKernel k) { return k >= 0 && k < MP_FWD_KERNEL_COUNT ? fwd_kernel_names[k] : "?"; }
+
+int mp_fwd_kernel_parse(const char *name) {
+    for (int k = 0; k < MP_FWD_KERNEL_COUNT; k++)
+        if (!strcmp(name, fwd_kernel_names[k])) return k;
+    return -1;
+}
+
+int mp_fwd_kernel_available(MpFwdKernel k) {
+    switch (k) {
+    case MP_FWD_KERNEL_AUTO:
+    case MP_FWD_KERNEL_REF:
+    case MP_FWD_KERNEL_SCALAR: return 1;
+#if FWD_X86
+    case MP_FWD_KERNEL_AVX2: return __builtin_cpu_supports("x86-64-v3") > 0;
+    case MP_FWD_KERNEL_AVX512: return __builtin_cpu_supports("x86-64-v4") > 0;
+#endif
+    default: return 0;
+    }
+}
+
+int mp_fwd_kernel_set(MpFwdKernel k) {
+    if (!mp_fwd_kernel_available(k)) return -1;
+    if (k == MP_FWD_KERNEL_AUTO)
+        k = mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512) ? MP_FWD_KERNEL_AVX512
+            : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX2) ? MP_FWD_KERNEL_AVX2
+                                                          : MP_FWD_KERNEL_SCALAR;
+    fwd_kernel = k;
+    return k;
+}
+
+MpFwdKernel mp_fwd_kernel_get(void) {
+    if (fwd_kernel == MP_FWD_KERNEL_AUTO) mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
+    return fwd_kernel;
+}
+
+static FwdPanelsFn fwd_panels_fn(MpFwdKernel k) {
+    switch (k) {
+#if FWD_X86
+    case MP_FWD_KERNEL_AVX512: return mm_panels_avx512;
+    case MP_FWD_KERNEL_AVX2: return mm_panels_avx2;
+#endif
+    case MP_FWD_KERNEL_REF: return mm_panels_ref;
+    default: return mm_panels_scalar;
     }
 }
 
@@ -147,6 +279,7 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
         for (int64_t t = 0; t < T; t++) memset(y + t * ldy, 0, (size_t)w->out * sizeof *y);
         return;
     }
+    const FwdPanelsFn fn = fwd_panels_fn(mp_fwd_kernel_get());
 #pragma omp parallel if ((double)T * w->out * w->in > 200000.0)
     {
         int64_t tid = 0, nth = 1;
@@ -154,7 +287,45 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
         tid = omp_get_thread_num();
         nth = omp_get_num_threads();
 #endif
-        mm_panels(y, ldy, x, ldx, w, T, P * tid / nth, P * (tid + 1) / nth);
+        fn(y, ldy, x, ldx, w, T, P * tid / nth, P * (tid + 1) / nth);
+    }
+}
+
+/* ================================================================ bf16 */
+
+uint16_t mp_fwd_bf16_from_f32(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* NaN stays a (quiet) NaN */
+    u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest, ties to even (overflow rounds to inf) */
+    return (uint16_t)(u >> 16);
+}
+
+float mp_fwd_bf16_to_f32(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+void mp_fwd_bf16_round(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = mp_fwd_bf16_to_f32(mp_fwd_bf16_from_f32(x[i]));
+}
+
+void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int64_t n) {
+    const int64_t K = dst->in;
+    dst->p = NULL; /* a bf16 weight */
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t o = r0 + j, b = o / MP_FWD_NR, c = o % MP_FWD_NR;
+        for (int64_t k = 0; k < K; k++)
+            dst->pb[((size_t)b * (size_t)K + (size_t)k) * MP_FWD_NR + (size_t)c] = mp_fwd_bf16_from_f32(rows[(size_t)j * (size_t)K + (size_t)k]);
+    }
+    /* zero padding columns of the last panel once its last real row is written */
+    const int64_t end = r0 + n;
+    if (n > 0 && end == dst->out && end % MP_FWD_NR) {
+        const int64_t b = end / MP_FWD_NR;
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t c = end % MP_FWD_NR; c < MP_FWD_NR; c++) dst->pb[((size_t)b * (size_t)K + (size_t)k) * MP_FWD_NR + (size_t)c] = 0;
     }
 }
 

@@ -7,14 +7,25 @@
  * therefore identical for any thread count, vector width (AVX-512, AVX2 or scalar clone) and
  * blocking:
  *   - matmul   y[T,O] = x[T,K] · W[O,K]ᵀ  (HF Linear, W row-major [out,in]); the fast form reads
- *              W "panel-packed" (MpFwdMat: [ceil(O/32)][K][32]) and is register-blocked 8×32;
+ *              W "panel-packed" (MpFwdMat: [ceil(O/32)][K][32]) and is register-blocked 8×32.
+ *              W is stored either as f32 or as bf16 (--compute bf16: half the bytes; each [KC,32]
+ *              slice of a bf16 panel is widened to f32 in an L1 buffer, exactly, and reused for
+ *              every row block, so the same f32 micro-kernel and the same sums run on it);
+ *   - kernel dispatch: the matmul runs as one of MpFwdKernel — the naive loop, or the blocked
+ *              loops compiled for plain x86-64 (scalar, fmaf from libm), x86-64-v3 (AVX2/FMA) or
+ *              x86-64-v4 (AVX-512) — chosen at run time from the CPU, or forced
+ *              (MASKPOS_KERNEL=ref|scalar|avx2|avx512, mp_fwd_kernel_set) so tests run each;
+ *              all of them give the same bits;
+ *   - bf16 rounding (round to nearest even, as torch and llama.cpp do) of weights at packing and
+ *              of activations before a bf16-compute matmul;
  *   - rmsnorm  (HF: x · rsqrt(mean(x²)+eps), then · weight; the mean is taken in double);
  *   - rope     (HF rotate-half on the first R dims of each head; angles pos·inv_freq in f32);
  *   - attention scores s = (q·kᵀ)·scale for one head, causal or not, and the mix o = p·v;
  *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0).
  * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
  * know about models (fwd.c does).
- * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too).
+ * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too),
+ * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == reference bit for bit).
  *
  * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims (R <= HS, even).
  */
@@ -27,22 +38,59 @@
 #define MP_FWD_NR 32 /* output columns per packed panel */
 #define MP_FWD_MR 8  /* token rows per register block */
 
-/* A Linear weight packed for mp_fwd_matmul. p points into a block owned by the caller. */
+/* A Linear weight packed for mp_fwd_matmul; exactly one of p, pb is set. Both point into a block
+ * owned by the caller. */
 typedef struct MpFwdMat {
-    float *p;       /* [ceil(O/NR)][K][NR]: p[(b*K + k)*NR + c] = W[b*NR + c][k] (0 past O) */
+    float *p;       /* [ceil(O/NR)][K][NR] f32: p[(b*K + k)*NR + c] = W[b*NR + c][k] (0 past O) */
+    uint16_t *pb;   /* the same layout in bf16 bits (upper half of the f32 pattern) */
     int64_t out, in; /* O, K */
 } MpFwdMat;
 
-/* Floats needed to pack a [O,K] weight. */
+/* Elements (floats, or bf16 values) needed to pack a [O,K] weight. */
 size_t mp_fwd_mat_floats(int64_t out, int64_t in);
-/* dst->p (mp_fwd_mat_floats floats, set by caller) <- w [O,K] row-major. */
+/* dst->p (mp_fwd_mat_floats floats, set by caller) <- w [O,K] row-major; sets dst->pb = NULL. */
 void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in);
+/* dst->pb (mp_fwd_mat_floats bf16 values, set by caller; dst->out/in set) <- rows [r0, r0+n) of W,
+ * given as f32 rows [n, K], each rounded to bf16 (exact when they came from a bf16 tensor); sets
+ * dst->p = NULL.
+ * Rows past O of the last panel are zeroed when that panel is written. */
+void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int64_t n);
 
-/* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP). */
+/* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP), with
+ * the kernel chosen by mp_fwd_kernel_set. Any W dtype: products x·w are formed in f32 (for a bf16
+ * W and bf16-valued x they are exact) and summed with fmaf in ascending k. */
 void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
 /* Reference: y[t,o] = Σ_k fmaf(x[t,k], W[o,k], ·) in ascending k, from 0. w [O,K]. */
 void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
                        int64_t K, int64_t T);
+
+/* Matmul kernels; new values go at the end. */
+typedef enum MpFwdKernel {
+    MP_FWD_KERNEL_AUTO = 0, /* the best the CPU has: avx512, else avx2, else scalar */
+    MP_FWD_KERNEL_REF,      /* the naive triple loop over the packed layout (mp_fwd_matmul_ref's order) */
+    MP_FWD_KERNEL_SCALAR,   /* blocked loops, baseline x86-64 (or any other CPU): plain C + libm fmaf */
+    MP_FWD_KERNEL_AVX2,     /* blocked loops compiled for x86-64-v3 (AVX2 + FMA) */
+    MP_FWD_KERNEL_AVX512,   /* blocked loops compiled for x86-64-v4 (AVX-512 F/BW/DQ/VL) */
+    MP_FWD_KERNEL_COUNT
+} MpFwdKernel;
+
+/* "auto", "ref", "scalar", "avx2", "avx512". */
+const char *mp_fwd_kernel_name(MpFwdKernel k);
+/* Parses a name as above; returns -1 when unknown. */
+int mp_fwd_kernel_parse(const char *name);
+/* 1 when this CPU (and this build) can run kernel k. */
+int mp_fwd_kernel_available(MpFwdKernel k);
+/* Selects the kernel used by every later mp_fwd_matmul (AUTO resolves to the best available);
+ * returns the kernel now in use, or -1 (selection unchanged) when k is not available here.
+ * Not thread-safe: call before any parallel work. */
+int mp_fwd_kernel_set(MpFwdKernel k);
+MpFwdKernel mp_fwd_kernel_get(void); /* the resolved kernel in use */
+
+/* bf16 (round to nearest even; NaN stays NaN) and back. */
+uint16_t mp_fwd_bf16_from_f32(float x);
+float mp_fwd_bf16_to_f32(uint16_t b);
+/* x [n] <- bf16-rounded x, kept as f32 values (activations before a bf16-compute matmul). */
+void mp_fwd_bf16_round(float *x, size_t n);
 
 /* y [n] = x [n] · rsqrt(mean(x²) + eps) · weight [n] (weight may be NULL: no multiply).
  * y may alias x. */

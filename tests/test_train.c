@@ -7,15 +7,24 @@
  *   - a golden loss curve: the first 30 steps of a tiny run, values from the torch reference
  *     (data/fixtures/train/golden_loss.json, regenerated as docs/train.md says);
  *   - resume exactness (bit-identical files), 1 vs 2 threads, checkpoints open in `inspect`;
- *   - bad input: too-small corpus, non-finite loss, unwritable --out, bad flags → exit 2.
+ *     a version-1 optimizer.bin (before --tokenizer) still resumes bit-identically;
+ *   - --tokenizer with a small byte-level BPE tokenizer written here: the batches are windows
+ *     of mp_tok_encode of the corpus (train split only), config.json carries the tokenizer's
+ *     vocabulary and BOS, the tokenizer files are copied byte for byte, probe and gram run on
+ *     the checkpoint with its own tokenizer, resume is bit-identical, another tokenizer (or
+ *     one on a byte checkpoint) is refused;
+ *   - bad input: too-small corpus (bytes and tokens), non-finite loss, unwritable --out, bad
+ *     flags, malformed/missing/GGUF tokenizer, a vocabulary too large for memory → exit 2.
  */
 #include "testutil.h"
 
+#include <jansson.h>
 #include <sys/stat.h>
 
 #include "core/npy.h"     /* mp_npy_write: batches for the torch reference */
 #include "core/rng.h"     /* MpRng: random test inputs */
-#include "core/util.h"    /* mp_file_exists */
+#include "core/util.h"    /* mp_file_exists, mp_fnv1a64, mp_file_read_all */
+#include "tok/tok.h"      /* mp_tok_init, mp_tok_encode: the ids --tokenizer must feed */
 #include "train/train.h"  /* the model (f32, f64), optimiser, checkpoints */
 
 #define FIXTURE MP_SOURCE_DIR "/data/fixtures/train/tiny.txt"
@@ -477,6 +486,38 @@ static int files_equal(const char *a, const char *b) {
     return eq;
 }
 
+/* Rewrites the version-2 optimizer.bin src as the version-1 file of the same state (200-byte
+ * header without tok_hash, checksum recomputed), as written before --tokenizer existed. The
+ * layout is written out here from docs/train.md, not taken from ckpt.c. */
+static void opt_write_v1(const char *dst, const char *src) {
+    char *buf;
+    size_t n;
+    MpErr e;
+    assert_int_equal(mp_file_read_all(src, (size_t)1 << 30, "test", &buf, &n, &e), MP_OK);
+    assert_true(n > 216);
+    uint32_t ver, hb;
+    uint64_t tok_hash;
+    memcpy(&ver, buf + 8, 4);
+    memcpy(&hb, buf + 12, 4);
+    memcpy(&tok_hash, buf + 200, 8);
+    assert_int_equal(ver, 2);
+    assert_int_equal(hb, 208);
+    assert_true(tok_hash == 0); /* a byte-vocabulary run */
+    size_t body = n - 208 - 8;  /* m and v */
+    char *o = malloc(200 + body + 8);
+    memcpy(o, buf, 200);
+    ver = 1;
+    hb = 200;
+    memcpy(o + 8, &ver, 4);
+    memcpy(o + 12, &hb, 4);
+    memcpy(o + 200, buf + 208, body);
+    uint64_t h = mp_fnv1a64(o, 200 + body, MP_FNV_INIT);
+    memcpy(o + 200 + body, &h, 8);
+    mp_test_write_file(dst, o, 200 + body + 8);
+    free(o);
+    free(buf);
+}
+
 static void test_resume_exact(void **state) {
     (void)state;
     const char *a = mp_test_tmpdir(), *b = mp_test_tmpdir(), *c2 = mp_test_tmpdir();
@@ -523,7 +564,23 @@ static void test_resume_exact(void **state) {
     rc = mp_test_run(out, sizeof out, "inspect %s/step-000008", a);
     if (rc) fail_msg("inspect: %s", out);
     assert_non_null(strstr(out, "llama"));
-    print_message("resume after step 4 → step 8 bit-identical (weights, optimiser state); 1 = 2 threads\n");
+    /* a version-1 optimizer.bin (written before --tokenizer existed) still resumes exactly */
+    const char *v1 = mp_test_tmpdir();
+    rc = mp_test_shell(out, sizeof out, "mkdir -p %s/step-000004 && cp %s/step-000004/config.json "
+                       "%s/step-000004/model.safetensors %s/step-000004/", v1, b, b, v1);
+    if (rc) fail_msg("copy: %s", out);
+    snprintf(p1, sizeof p1, "%s/step-000004/optimizer.bin", b);
+    snprintf(p2, sizeof p2, "%s/step-000004/optimizer.bin", v1);
+    opt_write_v1(p2, p1);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --data %s --out %s --quiet", v1, FIXTURE, v1);
+    if (rc) fail_msg("train --resume (version 1): %s", out);
+    for (int i = 0; i < 2; i++) {
+        snprintf(p1, sizeof p1, "%s/step-000008/%s", a, files[i]);
+        snprintf(p2, sizeof p2, "%s/step-000008/%s", v1, files[i]);
+        if (!files_equal(p1, p2)) fail_msg("resumed from version 1: %s differs from the uninterrupted run", files[i]);
+    }
+    print_message("resume after step 4 → step 8 bit-identical (weights, optimiser state; also from a version-1 "
+                  "optimizer.bin); 1 = 2 threads\n");
 }
 
 static void test_nope_and_tied_checkpoints(void **state) {
@@ -654,6 +711,257 @@ static void test_bad_inputs(void **state) {
     assert_non_null(strstr(out, "--checkpoint-every"));
 }
 
+/* ======================================= --tokenizer ===================================== */
+
+/* Writes DIR/tokenizer.json and DIR/tokenizer_config.json: a GPT-2-style byte-level BPE
+ * (the 256 byte tokens in byte order, then one token per merge), an added special token <s>
+ * that a TemplateProcessing post-processor puts first, and — when big_id > 0 — a vocabulary
+ * token with id big_id (a huge, sparse vocabulary). variant 1 drops the last merges (another
+ * tokenizer, other ids). */
+static void write_tokenizer(const char *dir, int variant, int big_id) {
+    static const char *merges[][2] = {
+        {"\xc4\xa0", "t"}, {"h", "e"},   {"\xc4\xa0t", "he"}, {"a", "n"}, {"n", "d"},   {"\xc4\xa0", "a"},
+        {"i", "n"},        {"e", "r"},   {"o", "f"},          {"\xc4\xa0", "o"}, {"\xc4\xa0o", "f"}, {"\xc4\xa0" "a", "nd"},
+        {"\xc4\xa0", "s"}, {"o", "u"},   {"r", "e"},          {"\xc4\xa0", "w"}, {"a", "t"},   {"e", "d"},
+    };
+    size_t nm = sizeof merges / sizeof merges[0] - (variant ? 6 : 0);
+    json_t *vocab = json_object(), *ml = json_array();
+    int next = 0, shifted = 0;
+    for (int b = 0; b < 256; b++) { /* GPT-2's bytes_to_unicode */
+        int keep = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        unsigned cp = keep ? (unsigned)b : 256u + (unsigned)shifted++;
+        char u[3] = {0};
+        if (cp < 0x80) u[0] = (char)cp;
+        else u[0] = (char)(0xC0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 63));
+        json_object_set_new(vocab, u, json_integer(next++));
+    }
+    for (size_t i = 0; i < nm; i++) {
+        char cat[16], m[20];
+        snprintf(cat, sizeof cat, "%s%s", merges[i][0], merges[i][1]);
+        snprintf(m, sizeof m, "%s %s", merges[i][0], merges[i][1]);
+        json_object_set_new(vocab, cat, json_integer(next++));
+        json_array_append_new(ml, json_string(m));
+    }
+    if (big_id > 0) json_object_set_new(vocab, "<big>", json_integer(big_id));
+    int bos = (int)json_object_size(vocab); /* HF numbers added tokens after the vocabulary entries */
+    json_t *added = json_array();
+    json_array_append_new(added, json_pack("{s:i, s:s, s:b, s:b, s:b, s:b, s:b}", "id", bos, "content", "<s>",
+                                           "single_word", 0, "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 1));
+    json_t *model = json_pack("{s:s, s:n, s:n, s:n, s:n, s:b, s:b, s:b, s:o, s:o}", "type", "BPE", "dropout",
+                              "unk_token", "continuing_subword_prefix", "end_of_word_suffix", "fuse_unk", 0,
+                              "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", ml);
+    json_t *post = json_pack("{s:s, s:[{s:{s:s, s:i}}, {s:{s:s, s:i}}], s:[], s:{s:{s:s, s:[i], s:[s]}}}", "type",
+                             "TemplateProcessing", "single", "SpecialToken", "id", "<s>", "type_id", 0, "Sequence",
+                             "id", "A", "type_id", 0, "pair", "special_tokens", "<s>", "id", "<s>", "ids", bos,
+                             "tokens", "<s>");
+    json_t *root = json_pack("{s:s, s:n, s:n, s:o, s:n, s:{s:s, s:b, s:b, s:b}, s:o, s:{s:s, s:b, s:b, s:b}, s:o}",
+                             "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer",
+                             "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1,
+                             "use_regex", 1, "post_processor", post, "decoder", "type", "ByteLevel",
+                             "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1, "model", model);
+    assert_non_null(root);
+    char path[600];
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    assert_int_equal(json_dump_file(root, path, JSON_INDENT(1)), 0);
+    json_decref(root);
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    const char *cfg = "{\"bos_token\": \"<s>\", \"add_bos_token\": true, \"model_max_length\": 64}\n";
+    mp_test_write_file(path, cfg, strlen(cfg));
+}
+
+static json_t *read_config(const char *ckpt) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", ckpt);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    if (!j) fail_msg("%s: %s", path, je.text);
+    return j;
+}
+
+/* Does ids[0..T) occur at offset off of s? */
+static int window_at(const int32_t *ids, const int32_t *s, size_t off, int T) {
+    return !memcmp(ids, s + off, (size_t)T * sizeof(int32_t));
+}
+
+static void test_tokenizer_train(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char tdir[600], tdir2[600], a[600], b[600], out[16384], p1[900], p2[900];
+    snprintf(tdir, sizeof tdir, "%s/tokA", d);
+    snprintf(tdir2, sizeof tdir2, "%s/tokB", d);
+    snprintf(a, sizeof a, "%s/a", d);
+    snprintf(b, sizeof b, "%s/b", d);
+    write_tokenizer(tdir, 0, 0);
+    write_tokenizer(tdir2, 1, 0);
+    /* the reference ids: the tokenizer itself on the whole corpus, no BOS */
+    MpTok tok;
+    MpErr e;
+    assert_int_equal(mp_tok_init(&tok, tdir, &e), MP_OK);
+    char *text;
+    size_t tlen;
+    assert_int_equal(mp_file_read_all(FIXTURE, (size_t)1 << 20, "corpus", &text, &tlen, &e), MP_OK);
+    MpTokIds ref;
+    memset(&ref, 0, sizeof ref);
+    assert_int_equal(mp_tok_encode(&tok, &ref, text, tlen, 0, &e), MP_OK);
+    free(text);
+    assert_true(tok.n_ids > 256 && tok.bos_id >= 256);
+    assert_true(ref.n < tlen); /* merges happened */
+    print_message("tokenizer: %d ids, BOS %d; corpus %zu bytes -> %zu tokens\n", tok.n_ids, tok.bos_id, tlen, ref.n);
+
+    int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 8 --checkpoint-every 4 --data %s --tokenizer %s "
+                         "--out %s --threads 1 --dump-batches %s/batches.npy", FIXTURE, tdir, a, a);
+    if (rc) fail_msg("train --tokenizer: %s", out);
+    /* config.json: the tokenizer's vocabulary and BOS, not "bytes" */
+    snprintf(p1, sizeof p1, "%s/step-000008", a);
+    json_t *cfg = read_config(p1);
+    assert_int_equal(json_integer_value(json_object_get(cfg, "vocab_size")), tok.n_ids);
+    assert_int_equal(json_integer_value(json_object_get(cfg, "bos_token_id")), tok.bos_id);
+    assert_true(json_is_null(json_object_get(cfg, "eos_token_id")));
+    assert_string_equal(json_string_value(json_object_get(cfg, "maskpos_tokenizer")), "tokenizer.json");
+    char hex[24];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tok.hash);
+    assert_string_equal(json_string_value(json_object_get(cfg, "maskpos_tokenizer_fnv1a64")), hex);
+    json_decref(cfg);
+    /* the tokenizer files, byte for byte, in every checkpoint */
+    static const char *tfiles[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 2; i++)
+        for (int s = 4; s <= 8; s += 4) {
+            snprintf(p1, sizeof p1, "%s/%s", tdir, tfiles[i]);
+            snprintf(p2, sizeof p2, "%s/step-%06d/%s", a, s, tfiles[i]);
+            if (!files_equal(p1, p2)) fail_msg("%s is not a copy of %s", p2, p1);
+        }
+    /* the batches are windows of the tokenizer's ids in the train split (the last 5% held out) */
+    MpNpy bt;
+    snprintf(p1, sizeof p1, "%s/batches.npy", a);
+    assert_int_equal(mp_npy_read(p1, &bt, &e), MP_OK);
+    assert_int_equal(bt.dtype, MP_DT_I32);
+    assert_int_equal(bt.ndim, 4);
+    const int S = (int)bt.shape[0], B = (int)bt.shape[2], T = (int)bt.shape[3];
+    assert_int_equal(S, 8);
+    assert_int_equal(B, 4);
+    assert_int_equal(T, 16);
+    size_t n_train = ref.n - (size_t)((double)ref.n * 0.05);
+    int above_bytes = 0;
+    for (int st = 0; st < S; st++)
+        for (int r = 0; r < B; r++) {
+            const int32_t *in = (const int32_t *)bt.data + ((size_t)st * 2 * B + r) * T;
+            const int32_t *tg = in + (size_t)B * T;
+            int found = 0;
+            for (size_t off = 0; off + (size_t)T < n_train && !found; off++)
+                found = window_at(in, ref.ids, off, T) && window_at(tg, ref.ids, off + 1, T);
+            if (!found) fail_msg("step %d row %d: not a window of mp_tok_encode's ids in the train split", st, r);
+            for (int t = 0; t < T; t++) above_bytes += in[t] >= 256;
+        }
+    assert_true(above_bytes > 0); /* merged tokens, not bytes */
+    mp_npy_free(&bt);
+
+    /* resume after step 4 from the checkpoint's own tokenizer copy: bit-identical */
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 8 --checkpoint-every 4 --stop-after 4 --data %s "
+                     "--tokenizer %s --out %s", FIXTURE, tdir, b);
+    if (rc) fail_msg("train --stop-after: %s", out);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --data %s --out %s --threads 2 --quiet", b, FIXTURE, b);
+    if (rc) fail_msg("train --resume (tokenizer): %s", out);
+    static const char *files[] = {"model.safetensors", "optimizer.bin", "config.json", "tokenizer.json",
+                                  "tokenizer_config.json"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(p1, sizeof p1, "%s/step-000008/%s", a, files[i]);
+        snprintf(p2, sizeof p2, "%s/step-000008/%s", b, files[i]);
+        if (!files_equal(p1, p2)) fail_msg("resumed %s differs from the uninterrupted run", files[i]);
+    }
+    /* the same tokenizer given explicitly is accepted (conversion-only resume) */
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000008 --steps 8 --tokenizer %s/tokenizer.json --data %s "
+                     "--out %s --quiet", b, tdir, FIXTURE, b);
+    if (rc) fail_msg("resume with the same --tokenizer: %s", out);
+    /* another tokenizer is refused, in one line */
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --tokenizer %s --data %s --out %s/c", b, tdir2,
+                     FIXTURE, d);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "is not the tokenizer"));
+    assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));
+
+    /* probe and gram run on the checkpoint with its own tokenizer */
+    rc = mp_test_run(out, sizeof out, "probe %s/step-000008 --data %s --n 1 --seq 16 --out %s/probe --quiet", a, FIXTURE,
+                     d);
+    if (rc) fail_msg("probe on the tokenizer checkpoint: %s", out);
+    rc = mp_test_run(out, sizeof out, "gram %s/step-000008 --layer 1 --data %s --seq 16 --n 4 --out %s/gram", a, FIXTURE,
+                     d);
+    if (rc) fail_msg("gram on the tokenizer checkpoint: %s", out);
+    MpNpy gt;
+    snprintf(p1, sizeof p1, "%s/gram/tokens.npy", d);
+    assert_int_equal(mp_npy_read(p1, &gt, &e), MP_OK);
+    assert_int_equal(gt.dtype, MP_DT_I32);
+    /* gram's first window starts the corpus: the tokenizer's ids, not bytes */
+    assert_memory_equal(gt.data, ref.ids, 16 * sizeof(int32_t));
+    mp_npy_free(&gt);
+    mp_tok_ids_free(&ref);
+    mp_tok_free(&tok);
+    print_message("--tokenizer: batches = windows of mp_tok_encode, files copied, probe/gram run, resume "
+                  "bit-identical, another tokenizer refused\n");
+}
+
+static void test_tokenizer_bad_inputs(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], path[600], tdir[600], bytes_ck[600];
+    snprintf(tdir, sizeof tdir, "%s/tok", d);
+    write_tokenizer(tdir, 0, 0);
+#define EXPECT_ONE_LINE(what)                                                                                          \
+    do {                                                                                                               \
+        if (rc != 2) fail_msg("%s: exit %d, expected 2: %s", what, rc, out);                                          \
+        assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));                                             \
+    } while (0)
+    /* malformed tokenizer.json */
+    snprintf(path, sizeof path, "%s/bad", d);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/bad/tokenizer.json", d);
+    mp_test_write_file(path, "{\"model\": {\"type\": \"BPE\", \"vocab\": [", 36);
+    int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --data %s --tokenizer %s --out %s/o", FIXTURE, path, d);
+    EXPECT_ONE_LINE("malformed tokenizer");
+    assert_non_null(strstr(out, "--tokenizer"));
+    /* missing tokenizer, a directory without tokenizer.json, a GGUF file */
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --data %s --tokenizer %s/none --out %s/o", FIXTURE, d, d);
+    EXPECT_ONE_LINE("missing tokenizer");
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --data %s --tokenizer %s --out %s/o", FIXTURE, d, d);
+    EXPECT_ONE_LINE("directory without tokenizer.json");
+    assert_non_null(strstr(out, "no tokenizer.json"));
+    snprintf(path, sizeof path, "%s/model.gguf", d);
+    mp_test_write_file(path, "GGUF\3\0\0\0", 8);
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --data %s --tokenizer %s --out %s/o", FIXTURE, path, d);
+    EXPECT_ONE_LINE("GGUF tokenizer");
+    assert_non_null(strstr(out, "GGUF"));
+    /* corpus too small in tokens (but not in bytes: 40 bytes, fewer ids) */
+    snprintf(path, sizeof path, "%s/small.txt", d);
+    const char *small = "and the and of the and the and of the an";
+    mp_test_write_file(path, small, strlen(small));
+    rc = mp_test_run(out, sizeof out, "train --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 1 --batch 1 "
+                     "--steps 1 --data %s --tokenizer %s --out %s/o", path, tdir, d);
+    EXPECT_ONE_LINE("too few tokens");
+    assert_non_null(strstr(out, "too small for --seq 1"));
+    assert_non_null(strstr(out, "tokens"));
+    /* a vocabulary too large for memory: 2^20 - 1 ids at width 16384 = 17 G parameters */
+    char big[600];
+    snprintf(big, sizeof big, "%s/big", d);
+    write_tokenizer(big, 0, (1 << 20) - 2);
+    rc = mp_test_run(out, sizeof out, "train --dim 16384 --heads 4 --kv-heads 2 --ffn 64 --layers 1 --seq 16 --batch 4 "
+                     "--data %s --tokenizer %s --out %s/o", FIXTURE, big, d);
+    EXPECT_ONE_LINE("vocabulary too large");
+    assert_non_null(strstr(out, "vocabulary 1048575"));
+    assert_non_null(strstr(out, "GB"));
+    snprintf(path, sizeof path, "%s/o", d);
+    assert_false(mp_file_exists(path)); /* refused before any output */
+    /* a byte checkpoint resumed with a tokenizer is refused */
+    snprintf(bytes_ck, sizeof bytes_ck, "%s/bytes", d);
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 1 --checkpoint-every 1 --data %s --out %s", FIXTURE,
+                     bytes_ck);
+    if (rc) fail_msg("train: %s", out);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000001 --steps 2 --tokenizer %s --data %s --out %s",
+                     bytes_ck, tdir, FIXTURE, bytes_ck);
+    EXPECT_ONE_LINE("tokenizer on a byte checkpoint");
+    assert_non_null(strstr(out, "bytes"));
+#undef EXPECT_ONE_LINE
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fd_ops),
@@ -665,6 +973,8 @@ int main(void) {
         cmocka_unit_test(test_nope_and_tied_checkpoints),
         cmocka_unit_test(test_golden_curve),
         cmocka_unit_test(test_bad_inputs),
+        cmocka_unit_test(test_tokenizer_train),
+        cmocka_unit_test(test_tokenizer_bad_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,17 +1,21 @@
-/* train.c — `maskpos train`: train a small Llama-style decoder (RoPE or NoPE) on a byte corpus.
+/* train.c — `maskpos train`: train a small Llama-style decoder (RoPE or NoPE) on a corpus read as
+ * bytes (vocabulary 256) or encoded with a tokenizer (--tokenizer: vocabulary of the tokenizer).
  *
  *   maskpos train --data corpus.txt --pos none --out runs/nope
+ *   maskpos train --data corpus.txt --tokenizer models/llama-3.1 --out runs/llama-vocab
  *   maskpos train --resume runs/nope/step-000500 --data corpus.txt --out runs/nope
  * Writes OUT/step-NNNNNN/{config.json, model.safetensors, optimizer.bin} every K steps and at the
- * end (HF layout, readable by `maskpos inspect`, probe and gram), and OUT/log.csv (step, lr,
- * loss, grad norm, validation loss, tokens/s) beside them. See docs/train.md.
- * Does not: the model maths (src/train/).
+ * end (HF layout, readable by `maskpos inspect`, probe and gram; plus tokenizer.json and
+ * tokenizer_config.json with --tokenizer), and OUT/log.csv (step, lr, loss, grad norm,
+ * validation loss, tokens/s) beside them. See docs/train.md.
+ * Does not: the model maths (src/train/), tokenization (src/tok/).
  */
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -19,6 +23,7 @@
 #include "cli/cli.h"     /* mp_cli_* */
 #include "core/npy.h"    /* mp_npy_write (--dump-batches) */
 #include "core/util.h"   /* mp_time_now, mp_mkdir_p, MpAtomicFile */
+#include "tok/tok.h"     /* MpTok: --tokenizer */
 #include "train/train.h" /* model, optimiser, data, checkpoints */
 
 static const char *train_help =
@@ -26,7 +31,8 @@ static const char *train_help =
     "       maskpos train --resume CKPT_DIR --data FILE --out DIR [--steps N] [--threads N]\n"
     "\n"
     "Trains a Llama-style decoder (RMSNorm, GQA attention, RoPE or none, SwiGLU MLP) on the bytes\n"
-    "of a text file (vocabulary 256); the last 5% of the file is held out for validation loss.\n"
+    "of a text file (vocabulary 256) or on its ids under --tokenizer (the tokenizer's vocabulary);\n"
+    "the last 5% of the bytes or ids is held out for validation loss.\n"
     "AdamW with linear warm-up and cosine decay to lr * min-lr-frac, global-norm clipping.\n"
     "Runs are deterministic for a given --seed whatever --threads is.\n"
     "\n"
@@ -52,7 +58,12 @@ static const char *train_help =
     "  --beta2 X          Adam beta2 (default 0.95; beta1 0.9, eps 1e-8)\n"
     "  --seed N           initial weights and batch order (default 0)\n"
     "run:\n"
-    "  --data FILE        text corpus (read as bytes)\n"
+    "  --data FILE        text corpus (read as bytes, or encoded once with --tokenizer)\n"
+    "  --tokenizer PATH   a directory with tokenizer.json (and tokenizer_config.json) or a\n"
+    "                     tokenizer.json: the whole file is encoded without BOS/EOS and the\n"
+    "                     vocabulary is the tokenizer's; both files are copied into every\n"
+    "                     checkpoint (GGUF tokenizers are refused). On --resume the checkpoint's\n"
+    "                     own copy is used; a given PATH must be the same tokenizer\n"
     "  --out DIR          output directory (created)\n"
     "  --checkpoint-every K   checkpoint every K steps and at the end (default 100)\n"
     "  --eval-every K     validation loss every K steps (default: --checkpoint-every)\n"
@@ -64,8 +75,8 @@ static const char *train_help =
     "                     model.safetensors) to DIR; with --resume CKPT and --steps equal to its\n"
     "                     step this only converts\n"
     "  --resume DIR       continue from a checkpoint directory; sizes, optimiser settings and seed\n"
-    "                     come from it (only --steps, --threads, --out, --data and the logging and\n"
-    "                     checkpoint intervals may be given); bit-identical to an uninterrupted run\n"
+    "                     come from it (only --steps, --threads, --out, --data, --tokenizer and the\n"
+    "                     intervals may be given); bit-identical to an uninterrupted run\n"
     "                     (a different --steps moves the end of the cosine schedule)\n"
     "  --threads N        worker threads (default: all cores)\n"
     "  --quiet            no per-step lines\n"
@@ -75,8 +86,9 @@ static const char *train_help =
     "  --dump-batches F   write the training batches of this run as int32 .npy [steps, 2, B, T]\n"
     "                     (inputs, targets) for tests/ref/train_ref.py\n"
     "\n"
-    "Exit status: 0 done; 2 bad flags, unreadable or too small corpus, unwritable --out, or a\n"
-    "non-finite loss (the last good checkpoint is kept).\n";
+    "Exit status: 0 done; 2 bad flags, unreadable or too small corpus, unreadable or malformed\n"
+    "tokenizer, a model too large for memory, unwritable --out, or a non-finite loss (the last\n"
+    "good checkpoint is kept).\n";
 
 typedef struct TrainRun {
     MpTrainConfig cfg;
@@ -87,7 +99,8 @@ typedef struct TrainRun {
     double val_frac;
 } TrainRun;
 
-static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainData *d, size_t n_params, int64_t step) {
+static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainData *d, const MpTrainTokFiles *tok,
+                        size_t n_params, int64_t step) {
     memset(h, 0, sizeof *h);
     memcpy(h->magic, MP_TRAIN_OPT_MAGIC, 8);
     h->version = MP_TRAIN_OPT_VERSION;
@@ -121,6 +134,7 @@ static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainDat
     h->init_std = c->init_std;
     h->val_frac = r->val_frac;
     h->dtype = r->bf16;
+    h->tok_hash = tok ? tok->hash : 0;
 }
 
 static void from_header(TrainRun *r, const MpTrainOptHeader *h) {
@@ -150,6 +164,24 @@ static void from_header(TrainRun *r, const MpTrainOptHeader *h) {
     r->opt.steps = h->steps;
     r->val_frac = h->val_frac;
     r->bf16 = h->dtype;
+}
+
+/* Bytes the run will hold, estimated to refuse a model that cannot fit before allocating it:
+ * parameters, gradients and AdamW m, v (4 copies), activations and scratch of
+ * mp_train_model_init (per layer B*T*(NH*T + 8C + 3FF), the B*T*V logits three times, the
+ * attention maps once more), and the corpus ids. Large vocabularies dominate through V*C and
+ * B*T*V. */
+static double train_mem_bytes(const MpTrainConfig *c, size_t n_params, size_t n_ids) {
+    double N = (double)c->batch * c->seq;
+    double acts = (double)c->layers * N * ((double)c->heads * c->seq + 8.0 * c->dim + 3.0 * c->ffn) +
+                  3.0 * N * c->vocab + (double)c->batch * c->heads * c->seq * c->seq + 3.0 * N * c->ffn +
+                  (double)c->vocab * c->dim;
+    return 4.0 * (4.0 * (double)n_params + acts) + 4.0 * (double)n_ids;
+}
+
+static double train_phys_bytes(void) {
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    return pages > 0 && psz > 0 ? (double)pages * (double)psz : 0;
 }
 
 /* Mean validation loss over nb batches of validation windows (double). */
@@ -218,7 +250,7 @@ int mp_cmd_train(int argc, char **argv) {
     mp_train_config_default(&run.cfg);
     mp_train_opt_default(&run.opt);
     run.val_frac = 0.05;
-    const char *data_path = NULL, *resume = NULL, *dump_batches = NULL, *export_dir = NULL;
+    const char *data_path = NULL, *resume = NULL, *dump_batches = NULL, *export_dir = NULL, *tok_path = NULL;
     int64_t ckpt_every = 100, eval_every = -1, log_every = 10, stop_after = -1, steps_flag = -1;
     int val_batches = 4, threads = 0, quiet = 0, save_init = 0, model_flags = 0;
     static const struct option opts[] = {
@@ -238,7 +270,7 @@ int mp_cmd_train(int argc, char **argv) {
         {"threads", required_argument, 0, 'j'},     {"quiet", no_argument, 0, 'q'},
         {"stop-after", required_argument, 0, 'S'},  {"save-init", no_argument, 0, 'I'},
         {"dump-batches", required_argument, 0, 'D'}, {"export-bf16", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'},
+        {"tokenizer", required_argument, 0, 't'},   {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -282,6 +314,7 @@ int mp_cmd_train(int argc, char **argv) {
         case 'I': save_init = 1; break;
         case 'D': dump_batches = optarg; break;
         case 'X': export_dir = optarg; break;
+        case 't': tok_path = optarg; break;
         case 'h': fputs(train_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -296,73 +329,123 @@ int mp_cmd_train(int argc, char **argv) {
     (void)threads;
 #endif
     MpErr e;
+    int rc = MP_EXIT_OK;
     MpTrainOptHeader rh;
     float *m_state = NULL, *v_state = NULL;
     int64_t step0 = 0;
+    MpTok tok;
+    MpTrainTokFiles tokf;
+    MpTrainData data;
+    MpTrainModel_f32 model;
+    memset(&tok, 0, sizeof tok);
+    memset(&tokf, 0, sizeof tokf);
+    memset(&data, 0, sizeof data);
+    memset(&model, 0, sizeof model);
+    int use_tok = tok_path != NULL;
     if (resume) {
-        if (model_flags)
-            return mp_cli_error(cmd, "--resume takes sizes, optimiser settings and seed from the checkpoint; drop "
-                                     "those flags (only --steps, --threads, --out, --data, intervals may be given)");
+        if (model_flags) {
+            rc = mp_cli_error(cmd, "--resume takes sizes, optimiser settings and seed from the checkpoint; drop "
+                                   "those flags (only --steps, --threads, --out, --data, --tokenizer, intervals may be "
+                                   "given)");
+            goto done;
+        }
         char p[4200];
         snprintf(p, sizeof p, "%s/optimizer.bin", resume);
-        if (mp_train_opt_read(p, &rh, &m_state, &v_state, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+        if (mp_train_opt_read(p, &rh, &m_state, &v_state, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            goto done;
+        }
         from_header(&run, &rh);
         step0 = rh.step;
         if (rh.dtype) {
-            free(m_state);
-            free(v_state);
-            return mp_cli_error(cmd, "%s holds BF16 weights: exact resumption needs an F32 checkpoint", resume);
+            rc = mp_cli_error(cmd, "%s holds BF16 weights: exact resumption needs an F32 checkpoint", resume);
+            goto done;
         }
+        if (!rh.tok_hash && tok_path) {
+            rc = mp_cli_error(cmd, "%s was trained on bytes (vocabulary 256): drop --tokenizer", resume);
+            goto done;
+        }
+        use_tok = rh.tok_hash != 0;
+        if (use_tok && !tok_path) tok_path = resume; /* the checkpoint's own copy */
     }
     if (steps_flag >= 0) run.opt.steps = steps_flag;
     if (step0 > run.opt.steps) {
-        free(m_state);
-        free(v_state);
-        return mp_cli_error(cmd, "checkpoint is at step %lld, beyond --steps %lld", (long long)step0,
-                            (long long)run.opt.steps);
+        rc = mp_cli_error(cmd, "checkpoint is at step %lld, beyond --steps %lld", (long long)step0,
+                          (long long)run.opt.steps);
+        goto done;
     }
-    if (mp_train_config_check(&run.cfg, &e) != MP_OK || run.cfg.vocab != 256) {
-        free(m_state);
-        free(v_state);
-        return mp_cli_error(cmd, "%s", run.cfg.vocab != 256 ? "only the byte vocabulary (256) is supported" : e.msg);
+    if (use_tok) {
+        if (mp_train_tok_open(&tok, &tokf, tok_path, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            goto done;
+        }
+        if (resume && tokf.hash != rh.tok_hash) {
+            rc = mp_cli_error(cmd, "--tokenizer %s is not the tokenizer %s was trained with (FNV-1a %016llx, "
+                                   "checkpoint %016llx)",
+                              tok_path, resume, (unsigned long long)tokf.hash, (unsigned long long)rh.tok_hash);
+            goto done;
+        }
+        if (!resume) run.cfg.vocab = tokf.n_ids;
     }
-    MpTrainData data;
-    if (mp_train_data_open(&data, data_path, run.val_frac, run.cfg.seq, &e) != MP_OK) {
-        free(m_state);
-        free(v_state);
-        return mp_cli_error(cmd, "%s", e.msg);
+    if (mp_train_config_check(&run.cfg, &e) != MP_OK) {
+        rc = use_tok ? mp_cli_error(cmd, "tokenizer %s (%d ids): %s", tokf.src, tokf.n_ids, e.msg)
+                     : mp_cli_error(cmd, "%s", e.msg);
+        goto done;
     }
+    if (use_tok ? run.cfg.vocab != tokf.n_ids : run.cfg.vocab != 256) {
+        rc = mp_cli_error(cmd, "checkpoint vocabulary %d differs from %s (%d)", run.cfg.vocab,
+                          use_tok ? "the tokenizer's" : "the byte vocabulary", use_tok ? tokf.n_ids : 256);
+        goto done;
+    }
+    {
+        /* refuse a model that cannot fit before allocating it (overcommit would let calloc
+         * succeed and the kernel kill the run later) */
+        MpTrainLayout lay;
+        if (mp_train_layout_init(&lay, &run.cfg, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            goto done;
+        }
+        double need = train_mem_bytes(&run.cfg, lay.total, 0), have = train_phys_bytes();
+        size_t total = lay.total;
+        mp_train_layout_free(&lay);
+        if (have > 0 && need > have) {
+            rc = mp_cli_error(cmd, "vocabulary %d with --dim %d, --batch %d, --seq %d needs about %.1f GB (%zu "
+                                   "parameters x 4, %d x %d x %d logits x 3), more than the %.1f GB of this machine: "
+                                   "lower --batch/--seq/--dim or use a smaller vocabulary",
+                              run.cfg.vocab, run.cfg.dim, run.cfg.batch, run.cfg.seq, need / 1e9, total, run.cfg.batch,
+                              run.cfg.seq, run.cfg.vocab, have / 1e9);
+            goto done;
+        }
+    }
+    double t_tok = mp_time_now();
+    if (mp_train_data_open(&data, data_path, use_tok ? &tok : NULL, run.val_frac, run.cfg.seq, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
+    }
+    t_tok = mp_time_now() - t_tok;
+    mp_tok_free(&tok); /* the ids are all it was needed for; tokf keeps the files */
     if (resume && data.hash != rh.data_hash) {
-        free(m_state);
-        free(v_state);
-        mp_train_data_free(&data);
-        return mp_cli_error(cmd, "%s is not the corpus the checkpoint was trained on (hash differs)", data_path);
+        rc = mp_cli_error(cmd, "%s is not the corpus the checkpoint was trained on (hash differs)", data_path);
+        goto done;
     }
     /* the output directory must be writable before any work is done */
     if (mp_mkdir_p(run.out, &e) != MP_OK) {
-        free(m_state);
-        free(v_state);
-        mp_train_data_free(&data);
-        return mp_cli_error(cmd, "%s", e.msg);
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
     }
     {
         char probe[4200];
         snprintf(probe, sizeof probe, "%s/.write-test", run.out);
         if (mp_file_write_atomic(probe, "", 0, &e) != MP_OK) {
-            free(m_state);
-            free(v_state);
-            mp_train_data_free(&data);
-            return mp_cli_error(cmd, "--out %s is not writable: %s", run.out, e.msg);
+            rc = mp_cli_error(cmd, "--out %s is not writable: %s", run.out, e.msg);
+            goto done;
         }
         remove(probe);
     }
 
-    MpTrainModel_f32 model;
     if (mp_train_model_init_f32(&model, &run.cfg, &e) != MP_OK) {
-        free(m_state);
-        free(v_state);
-        mp_train_data_free(&data);
-        return mp_cli_error(cmd, "%s", e.msg);
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
     }
     const size_t np = model.lay.total;
     const int B = run.cfg.batch, T = run.cfg.seq;
@@ -373,19 +456,15 @@ int mp_cmd_train(int argc, char **argv) {
         if (rh.n_params != np ||
             mp_train_ckpt_load_params(model.params, resume, &run.cfg, &model.lay, &e) != MP_OK) {
             if (rh.n_params != np) snprintf(e.msg, sizeof e.msg, "%s: parameter count differs", resume);
-            free(m_state);
-            free(v_state);
             free(ids);
-            mp_train_model_free_f32(&model);
-            mp_train_data_free(&data);
-            return mp_cli_error(cmd, "%s", e.msg);
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            goto done;
         }
     } else {
         mp_train_init_params(model.params, &model.lay, &run.cfg, run.seed);
         m_state = mp_calloc_or_die(np, sizeof(float), "AdamW m");
         v_state = mp_calloc_or_die(np, sizeof(float), "AdamW v");
     }
-    int rc = MP_EXIT_OK;
     if (dump_batches) {
         int64_t ns = run.opt.steps - step0;
         size_t per = (size_t)2 * B * T;
@@ -399,21 +478,27 @@ int mp_cmd_train(int argc, char **argv) {
     }
     char dir[4200];
     MpTrainOptHeader h;
+    const MpTrainTokFiles *tkf = use_tok ? &tokf : NULL;
     if (rc == MP_OK && save_init && !resume) {
         snprintf(dir, sizeof dir, "%s/step-%06lld", run.out, 0LL);
-        fill_header(&h, &run, &data, np, 0);
-        if (mp_train_ckpt_write(dir, &run.cfg, &model.lay, model.params, m_state, v_state, &h, run.bf16, &e) != MP_OK)
+        fill_header(&h, &run, &data, tkf, np, 0);
+        if (mp_train_ckpt_write_tok(dir, &run.cfg, &model.lay, model.params, m_state, v_state, &h, run.bf16, tkf, &e) !=
+            MP_OK)
             rc = mp_cli_error(cmd, "%s", e.msg);
     }
     char *old_log = resume ? read_old_log(run.out, step0) : NULL;
     int64_t nlog = run.opt.steps - step0;
     LogRow *log = mp_calloc_or_die((size_t)(nlog > 0 ? nlog : 1), sizeof *log, "log");
     int64_t nrows = 0;
+    if (use_tok)
+        printf("tokenizer %s: vocabulary %d; corpus %zu bytes -> %zu tokens (%.2f bytes/token) in %.1f s\n", tokf.src,
+               tokf.n_ids, data.n_bytes, data.n, data.n ? (double)data.n_bytes / (double)data.n : 0.0, t_tok);
     printf("train: %d layers, dim %d, heads %d/%d, ffn %d, seq %d, batch %d, pos %s%s, %zu parameters; "
-           "corpus %zu bytes (%zu train); steps %lld..%lld, lr %g, seed %llu\n",
+           "corpus %zu %s (%zu train); steps %lld..%lld, lr %g, seed %llu\n",
            run.cfg.layers, run.cfg.dim, run.cfg.heads, run.cfg.kv_heads, run.cfg.ffn, T, B,
-           run.cfg.pos == MP_TRAIN_POS_ROPE ? "rope" : "none", run.cfg.tie ? ", tied" : "", np, data.n, data.n_train,
-           (long long)step0, (long long)run.opt.steps, run.opt.lr, (unsigned long long)run.seed);
+           run.cfg.pos == MP_TRAIN_POS_ROPE ? "rope" : "none", run.cfg.tie ? ", tied" : "", np, data.n,
+           use_tok ? "tokens" : "bytes", data.n_train, (long long)step0, (long long)run.opt.steps, run.opt.lr,
+           (unsigned long long)run.seed);
     fflush(stdout);
     const char *last_ckpt = resume ? resume : NULL;
     char last_buf[4200] = "";
@@ -460,8 +545,9 @@ int mp_cmd_train(int argc, char **argv) {
         }
         if (done % ckpt_every == 0 || last) {
             snprintf(dir, sizeof dir, "%s/step-%06lld", run.out, (long long)done);
-            fill_header(&h, &run, &data, np, done);
-            if (mp_train_ckpt_write(dir, &run.cfg, &model.lay, model.params, m_state, v_state, &h, run.bf16, &e) != MP_OK ||
+            fill_header(&h, &run, &data, tkf, np, done);
+            if (mp_train_ckpt_write_tok(dir, &run.cfg, &model.lay, model.params, m_state, v_state, &h, run.bf16, tkf,
+                                        &e) != MP_OK ||
                 write_log(run.out, old_log, log, nrows, &e) != MP_OK) {
                 rc = mp_cli_error(cmd, "%s (last good checkpoint: %s)", e.msg, last_ckpt ? last_ckpt : "none");
                 break;
@@ -480,8 +566,8 @@ int mp_cmd_train(int argc, char **argv) {
                wall > 0 ? (double)nrows * B * T / wall : 0.0, last_ckpt ? last_ckpt : "none");
     }
     if (rc == MP_EXIT_OK && export_dir) {
-        fill_header(&h, &run, &data, np, run.opt.steps);
-        if (mp_train_ckpt_write(export_dir, &run.cfg, &model.lay, model.params, NULL, NULL, &h, 1, &e) != MP_OK)
+        fill_header(&h, &run, &data, tkf, np, run.opt.steps);
+        if (mp_train_ckpt_write_tok(export_dir, &run.cfg, &model.lay, model.params, NULL, NULL, &h, 1, tkf, &e) != MP_OK)
             rc = mp_cli_error(cmd, "--export-bf16: %s", e.msg);
         else
             printf("wrote BF16 copy of the final weights: %s\n", export_dir);
@@ -489,9 +575,12 @@ int mp_cmd_train(int argc, char **argv) {
     free(old_log);
     free(log);
     free(ids);
+done: /* setup failures jump here: everything below is zeroed or owned from the start */
     free(m_state);
     free(v_state);
     mp_train_model_free_f32(&model);
     mp_train_data_free(&data);
+    mp_tok_free(&tok);
+    mp_train_tok_files_free(&tokf);
     return rc;
 }

@@ -5,13 +5,17 @@
  *   configs where 1 = RoPE and 0 = no positional encoding), a safetensors writer (spec:
  *   model-formats.md §1: u64 header length, JSON header padded with spaces to a multiple of 8,
  *   tensors contiguous from offset 0, F32 or BF16 little-endian), optimizer.bin (fixed header
- *   MpTrainOptHeader, m and v as f32, FNV-1a checksum) and the reader of both for --resume.
+ *   MpTrainOptHeader, m and v as f32, FNV-1a checksum; version 2, version 1 still read) and the
+ *   reader of both for --resume. A run with a tokenizer also gets tokenizer.json (and
+ *   tokenizer_config.json) in every checkpoint, byte for byte the files it was trained with,
+ *   so probe and gram find the model's own tokenizer there.
  *   A checkpoint directory appears atomically: it is written as "<dir>.tmp.<pid>" and renamed.
  * Does not: parse safetensors itself — weights are read back through the project's loader
  *   (load/model.h), so every checkpoint we resume from has also passed its checks.
  * Tested by: tests/test_train.c (inspect opens it; resume is bit-exact; torch reads it).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +32,9 @@
 
 /* ===================================== config.json ======================================= */
 
-char *mp_train_config_json(const MpTrainConfig *c, int bf16) {
+char *mp_train_config_json(const MpTrainConfig *c, int bf16) { return mp_train_config_json_tok(c, bf16, NULL); }
+
+char *mp_train_config_json_tok(const MpTrainConfig *c, int bf16, const MpTrainTokFiles *tok) {
     json_t *o = json_object();
     json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
     json_object_set_new(o, "model_type", json_string("llama"));
@@ -52,11 +58,18 @@ char *mp_train_config_json(const MpTrainConfig *c, int bf16) {
         for (int l = 0; l < c->layers; l++) json_array_append_new(a, json_integer(0));
         json_object_set_new(o, "no_rope_layers", a);
     }
-    json_object_set_new(o, "bos_token_id", json_null());
-    json_object_set_new(o, "eos_token_id", json_null());
+    json_object_set_new(o, "bos_token_id", tok && tok->bos_id >= 0 ? json_integer(tok->bos_id) : json_null());
+    json_object_set_new(o, "eos_token_id", tok && tok->eos_id >= 0 ? json_integer(tok->eos_id) : json_null());
     json_object_set_new(o, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
     json_object_set_new(o, "initializer_range", json_real(c->init_std));
-    json_object_set_new(o, "maskpos_tokenizer", json_string("bytes"));
+    if (!tok) {
+        json_object_set_new(o, "maskpos_tokenizer", json_string("bytes"));
+    } else {
+        char hex[24];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tok->hash);
+        json_object_set_new(o, "maskpos_tokenizer", json_string("tokenizer.json"));
+        json_object_set_new(o, "maskpos_tokenizer_fnv1a64", json_string(hex));
+    }
     char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;
@@ -121,7 +134,8 @@ int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const
 
 /* ==================================== optimizer.bin ====================================== */
 
-_Static_assert(sizeof(MpTrainOptHeader) == 200, "optimizer.bin header layout (docs/train.md) changed");
+_Static_assert(sizeof(MpTrainOptHeader) == 208, "optimizer.bin header layout (docs/train.md) changed");
+_Static_assert(offsetof(MpTrainOptHeader, tok_hash) == MP_TRAIN_OPT_V1_BYTES, "version 2 appends to version 1");
 
 static int opt_write(const char *path, const MpTrainOptHeader *h, const float *m, const float *v, size_t n, MpErr *e) {
     MpAtomicFile af;
@@ -145,21 +159,29 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
         return mp_err_set(e, "cannot stat %s", path);
     }
     size_t flen = (size_t)st.st_size;
-    if (flen < sizeof *h || fread(h, sizeof *h, 1, f) != 1) {
+    memset(h, 0, sizeof *h);
+    /* the version-1 prefix first; version 2 appends tok_hash */
+    if (flen < MP_TRAIN_OPT_V1_BYTES || fread(h, MP_TRAIN_OPT_V1_BYTES, 1, f) != 1) {
         fclose(f);
-        return mp_err_set(e, "%s: shorter than the %zu-byte header", path, sizeof *h);
+        return mp_err_set(e, "%s: shorter than the %u-byte header", path, MP_TRAIN_OPT_V1_BYTES);
     }
     if (memcmp(h->magic, MP_TRAIN_OPT_MAGIC, 8)) {
         fclose(f);
         return mp_err_set(e, "%s: not a maskpos optimiser-state file (bad magic)", path);
     }
-    if (h->version != MP_TRAIN_OPT_VERSION || h->header_bytes != sizeof *h) {
+    size_t hb = h->version == 1 ? MP_TRAIN_OPT_V1_BYTES : sizeof *h;
+    if ((h->version != 1 && h->version != MP_TRAIN_OPT_VERSION) || h->header_bytes != hb) {
         fclose(f);
-        return mp_err_set(e, "%s: version %u / header %u bytes, this build reads version %u / %zu bytes", path,
-                          h->version, h->header_bytes, MP_TRAIN_OPT_VERSION, sizeof *h);
+        return mp_err_set(e, "%s: version %u / header %u bytes, this build reads versions 1 (%u bytes) and %u (%zu bytes)",
+                          path, h->version, h->header_bytes, MP_TRAIN_OPT_V1_BYTES, MP_TRAIN_OPT_VERSION, sizeof *h);
+    }
+    if (hb > MP_TRAIN_OPT_V1_BYTES &&
+        (flen < hb || fread((char *)h + MP_TRAIN_OPT_V1_BYTES, hb - MP_TRAIN_OPT_V1_BYTES, 1, f) != 1)) {
+        fclose(f);
+        return mp_err_set(e, "%s: shorter than the %zu-byte header", path, hb);
     }
     size_t n = (size_t)h->n_params, body;
-    if (h->n_params > (UINT64_C(1) << 40) || mp_size_mul(n, 8, &body) != MP_OK || body + sizeof *h + 8 != flen) {
+    if (h->n_params > (UINT64_C(1) << 40) || mp_size_mul(n, 8, &body) != MP_OK || body + hb + 8 != flen) {
         fclose(f);
         return mp_err_set(e, "%s: %zu bytes, header says %llu parameters", path, flen, (unsigned long long)h->n_params);
     }
@@ -169,7 +191,7 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
     int ok = *m && *v && fread(*m, 4, n, f) == n && fread(*v, 4, n, f) == n && fread(&stored, 8, 1, f) == 1;
     fclose(f);
     if (ok) {
-        uint64_t hash = mp_fnv1a64(h, sizeof *h, MP_FNV_INIT);
+        uint64_t hash = mp_fnv1a64(h, hb, MP_FNV_INIT); /* the header as stored */
         hash = mp_fnv1a64(*m, n * 4, hash);
         hash = mp_fnv1a64(*v, n * 4, hash);
         if (hash != stored) {
@@ -177,6 +199,11 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
             free(*v);
             *m = *v = NULL;
             return mp_err_set(e, "%s: checksum mismatch (corrupt file)", path);
+        }
+        if (h->version == 1) { /* byte-vocabulary run: read as version 2 */
+            h->version = MP_TRAIN_OPT_VERSION;
+            h->header_bytes = sizeof *h;
+            h->tok_hash = 0;
         }
         return MP_OK;
     }
@@ -189,9 +216,10 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
 /* ===================================== checkpoint ======================================== */
 
 static void rm_tree_files(const char *dir) {
-    static const char *names[] = {"config.json", "model.safetensors", "optimizer.bin"};
+    static const char *names[] = {"config.json", "model.safetensors", "optimizer.bin", "tokenizer.json",
+                                  "tokenizer_config.json"};
     char p[4400];
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         unlink(p);
     }
@@ -200,19 +228,33 @@ static void rm_tree_files(const char *dir) {
 
 int mp_train_ckpt_write(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
                         const float *m, const float *v, const MpTrainOptHeader *h, int bf16, MpErr *e) {
+    return mp_train_ckpt_write_tok(dir, c, lay, params, m, v, h, bf16, NULL, e);
+}
+
+int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
+                            const float *m, const float *v, const MpTrainOptHeader *h, int bf16,
+                            const MpTrainTokFiles *tok, MpErr *e) {
     char tmp[4200], old[4200], p[4400];
     if (strlen(dir) > 4000) return mp_err_set(e, "checkpoint path too long: %.60s...", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
     snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
     rm_tree_files(tmp);
     if (mkdir(tmp, 0777) != 0) return mp_err_set(e, "cannot create %s: %s", tmp, strerror(errno));
-    char *cj = mp_train_config_json(c, bf16);
+    char *cj = mp_train_config_json_tok(c, bf16, tok);
     snprintf(p, sizeof p, "%s/config.json", tmp);
     int rc = cj ? mp_file_write_atomic(p, cj, strlen(cj), e) : mp_err_set(e, "out of memory for config.json");
     free(cj);
     if (rc == MP_OK) {
         snprintf(p, sizeof p, "%s/model.safetensors", tmp);
         rc = mp_train_safetensors_write(p, lay, params, bf16, e);
+    }
+    if (rc == MP_OK && tok) {
+        snprintf(p, sizeof p, "%s/tokenizer.json", tmp);
+        rc = mp_file_write_atomic(p, tok->json, tok->json_len, e);
+        if (rc == MP_OK && tok->config) {
+            snprintf(p, sizeof p, "%s/tokenizer_config.json", tmp);
+            rc = mp_file_write_atomic(p, tok->config, tok->config_len, e);
+        }
     }
     if (rc == MP_OK && m && v) {
         snprintf(p, sizeof p, "%s/optimizer.bin", tmp);

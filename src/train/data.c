@@ -1,25 +1,98 @@
-/* data.c — the training corpus: a text file read as bytes (vocabulary 256), the last val_frac
+/* data.c — the training corpus: a text file read as bytes (vocabulary 256, id = byte value) or
+ * encoded once with a tokenizer (src/tok/, vocabulary MpTok.n_ids), the last val_frac of the ids
  * held out for validation, batches drawn by the Philox counter RNG keyed by (seed, step) so a
  * resumed run sees exactly the batches an uninterrupted one would; see train.h.
  *
- * Implements: mp_train_data_open/free/batch/val_windows/val_batch.
- * Does not: tokenise with a BPE vocabulary, or stream files larger than memory.
- * Tested by: tests/test_train.c (too-small corpus, resume exactness).
+ * Implements: mp_train_tok_open/files_free (the tokenizer from the bytes a checkpoint will
+ *   carry), mp_train_data_open/free/batch/val_windows/val_batch.
+ * Does not: stream files larger than memory, add BOS/EOS (the file is one stream of ids, as
+ *   the byte path is one stream of bytes; docs/train.md), or read GGUF tokenizers (refused:
+ *   checkpoints carry tokenizer.json).
+ * Tested by: tests/test_train.c (too-small corpus, resume exactness, ids = mp_tok_encode).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/err.h"    /* MpErr */
 #include "core/rng.h"    /* MpRng */
-#include "core/util.h"   /* mp_fnv1a64 */
-#include "train/train.h" /* MpTrainData */
+#include "core/util.h"   /* mp_fnv1a64, mp_file_read_all, mp_path_join */
+#include "tok/tok.h"     /* MpTok, mp_tok_init_json, mp_tok_encode */
+#include "train/train.h" /* MpTrainData, MpTrainTokFiles */
 
 #define DATA_BATCH_STREAM UINT64_C(0x6261746368000000) /* "batch": Philox stream base, + step */
+#define DATA_TOK_MAX_BYTES ((size_t)1 << 30)           /* tokenizer.json larger than 1 GB: refused */
 
-int mp_train_data_open(MpTrainData *d, const char *path, double val_frac, int seq, MpErr *e) {
-    memset(d, 0, sizeof *d);
+/* ======================================= tokenizer ======================================= */
+
+void mp_train_tok_files_free(MpTrainTokFiles *f) {
+    free(f->json);
+    free(f->config);
+    memset(f, 0, sizeof *f);
+}
+
+static int tok_is_gguf_name(const char *path) {
+    size_t n = strlen(path);
+    return n >= 5 && !strcmp(path + n - 5, ".gguf");
+}
+
+int mp_train_tok_open(MpTok *tok, MpTrainTokFiles *f, const char *path, MpErr *e) {
+    memset(tok, 0, sizeof *tok);
+    memset(f, 0, sizeof *f);
+    static const char gguf_msg[] = "--tokenizer %s: a GGUF tokenizer cannot be copied into the checkpoints (they carry "
+                                   "tokenizer.json); give the model's HF directory or tokenizer.json";
+    if (tok_is_gguf_name(path)) return mp_err_set(e, gguf_msg, path);
+    struct stat st;
+    if (stat(path, &st) != 0) return mp_err_set(e, "--tokenizer %s: %s", path, strerror(errno));
+    char cfg_path[4200];
+    if (S_ISDIR(st.st_mode)) {
+        if (mp_path_join(f->src, sizeof f->src, path, "tokenizer.json", e) != MP_OK) return MP_ERR;
+        if (!mp_file_exists(f->src)) {
+            memset(f, 0, sizeof *f);
+            return mp_err_set(e, "--tokenizer %s: no tokenizer.json in this directory", path);
+        }
+    } else {
+        if (strlen(path) >= sizeof f->src) return mp_err_set(e, "--tokenizer %s: path too long", path);
+        snprintf(f->src, sizeof f->src, "%s", path);
+    }
+    /* tokenizer_config.json beside tokenizer.json, as mp_tok_init looks for it */
+    const char *slash = strrchr(f->src, '/');
+    if (slash) snprintf(cfg_path, sizeof cfg_path, "%.*s/tokenizer_config.json", (int)(slash - f->src), f->src);
+    else snprintf(cfg_path, sizeof cfg_path, "tokenizer_config.json");
+    if (mp_file_read_all(f->src, DATA_TOK_MAX_BYTES, "a tokenizer", &f->json, &f->json_len, e) != MP_OK) {
+        mp_train_tok_files_free(f);
+        return mp_err_prefix(e, "--tokenizer");
+    }
+    if (f->json_len >= 4 && !memcmp(f->json, "GGUF", 4)) {
+        mp_train_tok_files_free(f);
+        return mp_err_set(e, gguf_msg, path);
+    }
+    if (mp_file_exists(cfg_path) &&
+        mp_file_read_all(cfg_path, DATA_TOK_MAX_BYTES, "a tokenizer config", &f->config, &f->config_len, e) != MP_OK) {
+        mp_train_tok_files_free(f);
+        return mp_err_prefix(e, "--tokenizer");
+    }
+    if (mp_tok_init_json(tok, f->json, f->json_len, f->config, f->config_len, e) != MP_OK) {
+        char src[4096];
+        snprintf(src, sizeof src, "%s", f->src);
+        mp_train_tok_files_free(f);
+        return mp_err_prefix(e, "--tokenizer %s", src);
+    }
+    snprintf(tok->path, sizeof tok->path, "%s", f->src);
+    f->hash = tok->hash;
+    f->n_ids = tok->n_ids;
+    f->bos_id = tok->bos_id;
+    f->eos_id = tok->eos_id;
+    return MP_OK;
+}
+
+/* ========================================= corpus ======================================== */
+
+static int data_read_file(const char *path, char **buf, size_t *n, MpErr *e) {
+    *buf = NULL;
+    *n = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return mp_err_set(e, "cannot open corpus %s: %s", path, strerror(errno));
     if (fseek(f, 0, SEEK_END) != 0) {
@@ -32,37 +105,82 @@ int mp_train_data_open(MpTrainData *d, const char *path, double val_frac, int se
         fclose(f);
         return mp_err_set(e, "cannot size corpus %s", path);
     }
-    d->n = (size_t)len;
-    d->bytes = mp_try_malloc(d->n ? d->n : 1);
-    if (!d->bytes) {
+    *buf = mp_try_malloc((size_t)len + 1);
+    if (!*buf) {
         fclose(f);
-        return mp_err_set(e, "out of memory for corpus %s (%zu bytes)", path, d->n);
+        return mp_err_set(e, "out of memory for corpus %s (%zu bytes)", path, (size_t)len);
     }
-    size_t got = d->n ? fread(d->bytes, 1, d->n, f) : 0;
+    size_t got = len ? fread(*buf, 1, (size_t)len, f) : 0;
     fclose(f);
-    if (got != d->n) {
-        mp_train_data_free(d);
+    if (got != (size_t)len) {
+        free(*buf);
+        *buf = NULL;
         return mp_err_set(e, "short read of corpus %s (%zu of %zu bytes)", path, got, (size_t)len);
     }
-    d->hash = mp_fnv1a64(d->bytes, d->n, MP_FNV_INIT);
+    *n = (size_t)len;
+    return MP_OK;
+}
+
+int mp_train_data_open(MpTrainData *d, const char *path, MpTok *tok, double val_frac, int seq, MpErr *e) {
+    memset(d, 0, sizeof *d);
+    char *text;
+    size_t len;
+    if (data_read_file(path, &text, &len, e) != MP_OK) return MP_ERR;
+    d->n_bytes = len;
+    d->hash = mp_fnv1a64(text, len, MP_FNV_INIT);
+    if (!tok) {
+        d->n = len;
+        d->ids = mp_try_malloc((len ? len : 1) * sizeof(int32_t));
+        if (!d->ids) {
+            free(text);
+            return mp_err_set(e, "out of memory for corpus %s (%zu ids)", path, len);
+        }
+        for (size_t i = 0; i < len; i++) d->ids[i] = (uint8_t)text[i];
+    } else {
+        MpTokIds ids;
+        memset(&ids, 0, sizeof ids);
+        if (mp_tok_encode(tok, &ids, text, len, 0, e) != MP_OK) {
+            free(text);
+            mp_tok_ids_free(&ids);
+            return mp_err_prefix(e, "tokenizing corpus %s", path);
+        }
+        for (size_t i = 0; i < ids.n; i++)
+            if (ids.ids[i] < 0 || ids.ids[i] >= tok->n_ids) {
+                int32_t bad = ids.ids[i];
+                free(text);
+                mp_tok_ids_free(&ids);
+                return mp_err_set(e, "tokenizing corpus %s: id %d outside the vocabulary [0, %d)", path, bad,
+                                  tok->n_ids);
+            }
+        d->ids = ids.ids; /* ownership moves to d */
+        d->n = ids.n;
+    }
+    free(text);
     size_t nval = (size_t)((double)d->n * val_frac);
     d->n_train = d->n - nval;
-    /* a window needs T+1 bytes (inputs and the shifted targets), in both splits */
+    /* a window needs T+1 ids (inputs and the shifted targets), in both splits */
     size_t need = (size_t)seq + 1;
     if (d->n_train < need || nval < need) {
         size_t min_total = (size_t)((double)need / (val_frac < 1 - val_frac ? val_frac : 1 - val_frac)) + 2;
+        size_t n = d->n;
         mp_train_data_free(d);
-        return mp_err_set(e, "corpus %s is too small for --seq %d: %zu bytes, need at least %zu (%d + 1 bytes in the "
-                             "train split and in the %.0f%% validation split)",
-                          path, seq, (size_t)len, min_total, seq, 100 * val_frac);
+        if (!tok)
+            return mp_err_set(e, "corpus %s is too small for --seq %d: %zu bytes, need at least %zu (%d + 1 bytes in "
+                                 "the train split and in the %.0f%% validation split)",
+                              path, seq, len, min_total, seq, 100 * val_frac);
+        return mp_err_set(e, "corpus %s is too small for --seq %d: %zu tokens (%zu bytes), need at least %zu tokens "
+                             "(%d + 1 in the train split and in the %.0f%% validation split)",
+                          path, seq, n, len, min_total, seq, 100 * val_frac);
     }
     return MP_OK;
 }
 
 void mp_train_data_free(MpTrainData *d) {
-    free(d->bytes);
+    free(d->ids);
     memset(d, 0, sizeof *d);
 }
+
+/* ======================================== batches ======================================== */
 
 void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d, int B, int T, uint64_t seed,
                          int64_t step) {
@@ -73,8 +191,8 @@ void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d
         uint64_t off = (uint64_t)(mp_rng_uniform(&r) * (double)span);
         if (off >= span) off = span - 1;
         for (int t = 0; t < T; t++) {
-            inputs[(size_t)b * T + t] = d->bytes[off + (uint64_t)t];
-            targets[(size_t)b * T + t] = d->bytes[off + (uint64_t)t + 1];
+            inputs[(size_t)b * T + t] = d->ids[off + (uint64_t)t];
+            targets[(size_t)b * T + t] = d->ids[off + (uint64_t)t + 1];
         }
     }
 }
@@ -88,8 +206,8 @@ void mp_train_data_val_batch(int32_t *inputs, int32_t *targets, const MpTrainDat
     for (int b = 0; b < B; b++) {
         size_t off = d->n_train + (size_t)((w0 + b) % nw) * ((size_t)T + 1);
         for (int t = 0; t < T; t++) {
-            inputs[(size_t)b * T + t] = d->bytes[off + (size_t)t];
-            targets[(size_t)b * T + t] = d->bytes[off + (size_t)t + 1];
+            inputs[(size_t)b * T + t] = d->ids[off + (size_t)t];
+            targets[(size_t)b * T + t] = d->ids[off + (size_t)t + 1];
         }
     }
 }

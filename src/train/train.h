@@ -8,9 +8,10 @@
  *     and the whole model forward (keeping activations) and backward. The f32 model trains; the
  *     f64 model is the finite-difference reference of tests/test_train.c;
  *   - AdamW (decoupled weight decay), linear warm-up + cosine schedule, global-norm clipping
- *     (optim.c); the byte-level corpus, its held-out split and deterministic batch sampling
- *     (data.c); checkpoints in the HF layout plus our optimiser-state file (ckpt.c).
- * Does not: tokenise with a BPE vocabulary (bytes only), mixed precision, or anything on GPUs.
+ *     (optim.c); the corpus as bytes or as the ids of a tokenizer (src/tok/), its held-out split
+ *     and deterministic batch sampling (data.c); checkpoints in the HF layout plus our
+ *     optimiser-state file, carrying the tokenizer's files (ckpt.c).
+ * Does not: mixed precision, or anything on GPUs.
  * Determinism: initial weights and batches come from the Philox counter RNG keyed by (seed,
  *   tensor) and (seed, step); OpenMP runs over outer loops only and every output element is
  *   summed by one thread in a fixed order, so results are bit-identical for any thread count.
@@ -40,7 +41,7 @@ typedef struct MpTrainConfig {
     int kv_heads;     /* NKV (divides NH) */
     int head_dim;     /* HS = C / NH (set by mp_train_config_check) */
     int ffn;          /* FF */
-    int vocab;        /* V (256: bytes) */
+    int vocab;        /* V (256: bytes; else the tokenizer's n_ids) */
     int seq;          /* T */
     int batch;        /* B */
     MpTrainPos pos;   /* RoPE (HF rotate-half, positions 0..T-1) or none (NoPE) */
@@ -127,21 +128,46 @@ void mp_train_adamw(float *params, float *m, float *v, const float *grads, const
                     const MpTrainOptConfig *o, double lr, int64_t t);
 
 /* ------------------------------------------------------------------------------------------ */
-/* data: a byte corpus, the last val_frac held out */
+/* data: a corpus as bytes or as the ids of a tokenizer, the last val_frac held out */
+
+struct MpTok; /* tok/tok.h */
+
+/* The tokenizer of a run as its checkpoints carry it: the bytes of tokenizer.json (and of
+ * tokenizer_config.json when present), read once and written into every checkpoint, so the
+ * tokenizer a checkpoint names is the one that was used even if the source files change. */
+typedef struct MpTrainTokFiles {
+    char *json;           /* [json_len] owned: tokenizer.json */
+    size_t json_len;
+    char *config;         /* [config_len] owned, NULL when there is no tokenizer_config.json */
+    size_t config_len;
+    char src[4096];       /* the tokenizer.json it was read from (messages, config.json) */
+    uint64_t hash;        /* MpTok.hash: FNV-1a of json, then config */
+    int32_t n_ids;        /* vocabulary V */
+    int32_t bos_id, eos_id; /* -1: none */
+} MpTrainTokFiles;
+
+/* Loads the tokenizer at path (a directory with tokenizer.json, or a tokenizer.json; a GGUF
+ * tokenizer is refused: checkpoints carry tokenizer.json, docs/train.md) into tok (mp_tok_init_json
+ * of the very bytes kept in f). On failure both are left zeroed. */
+int mp_train_tok_open(struct MpTok *tok, MpTrainTokFiles *f, const char *path, MpErr *e);
+void mp_train_tok_files_free(MpTrainTokFiles *f);
 
 typedef struct MpTrainData {
-    uint8_t *bytes;          /* [n] owned: the whole file */
-    size_t n;
-    size_t n_train;          /* bytes [0, n_train) train, [n_train, n) validation */
+    int32_t *ids;            /* [n] owned: the token stream (bytes: id = byte value) */
+    size_t n;                /* tokens */
+    size_t n_train;          /* ids [0, n_train) train, [n_train, n) validation */
+    size_t n_bytes;          /* corpus file size */
     uint64_t hash;           /* FNV-1a of the file (resume refuses another corpus) */
 } MpTrainData;
 
-int mp_train_data_open(MpTrainData *d, const char *path, double val_frac, int seq, MpErr *e);
+/* Reads the corpus at path; tok NULL: its bytes are the ids (vocabulary 256); else the whole
+ * file is encoded once with tok (mp_tok_encode, add_special 0). Both splits need seq + 1 ids. */
+int mp_train_data_open(MpTrainData *d, const char *path, struct MpTok *tok, double val_frac, int seq, MpErr *e);
 void mp_train_data_free(MpTrainData *d);
 /* inputs/targets [B, T] int32 of step `step`: B windows at Philox-drawn train offsets. */
 void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d, int B, int T, uint64_t seed,
                          int64_t step);
-/* Number of disjoint validation windows of T+1 bytes. */
+/* Number of disjoint validation windows of T+1 ids. */
 int64_t mp_train_data_val_windows(const MpTrainData *d, int T);
 /* inputs/targets [B, T] of validation windows w0..w0+B-1 (wrapping over the windows). */
 void mp_train_data_val_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d, int B, int T, int64_t w0);
@@ -150,7 +176,8 @@ void mp_train_data_val_batch(int32_t *inputs, int32_t *targets, const MpTrainDat
 /* checkpoints: DIR/config.json + DIR/model.safetensors (F32 or BF16) + DIR/optimizer.bin */
 
 #define MP_TRAIN_OPT_MAGIC "MPTROPT\0"
-#define MP_TRAIN_OPT_VERSION 1u
+#define MP_TRAIN_OPT_VERSION 2u /* 2 added tok_hash; version-1 files (200-byte header) are read as bytes */
+#define MP_TRAIN_OPT_V1_BYTES 200u
 
 /* Optimiser-state file: fixed little-endian header, then m[n], v[n] as f32, then an FNV-1a
  * checksum (u64) of everything before it. */
@@ -168,19 +195,27 @@ typedef struct MpTrainOptHeader {
     double rope_theta, norm_eps, init_std, val_frac;
     int32_t dtype;          /* 0: model.safetensors is F32 (exact resume), 1: BF16 */
     int32_t reserved;
+    uint64_t tok_hash;      /* version 2: MpTok.hash of the tokenizer, 0 = bytes */
 } MpTrainOptHeader;
 
 /* Writes the checkpoint into dir atomically: files go to "<dir>.tmp.<pid>/" which is renamed to
- * dir at the end (an existing dir is replaced only then). bf16 != 0 stores BF16 weights. */
+ * dir at the end (an existing dir is replaced only then). bf16 != 0 stores BF16 weights. m, v
+ * NULL: no optimizer.bin. The byte vocabulary; mp_train_ckpt_write_tok for a tokenizer. */
 int mp_train_ckpt_write(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
                         const float *m, const float *v, const MpTrainOptHeader *h, int bf16, MpErr *e);
-/* The config.json text of a checkpoint (caller frees). */
+/* The same; tok (NULL: bytes) adds tokenizer.json and tokenizer_config.json (when the run has
+ * one) to the directory and its vocabulary, BOS/EOS and hash to config.json. */
+int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
+                            const float *m, const float *v, const MpTrainOptHeader *h, int bf16,
+                            const MpTrainTokFiles *tok, MpErr *e);
+/* The config.json text of a checkpoint (caller frees); tok NULL: bytes. */
 char *mp_train_config_json(const MpTrainConfig *c, int bf16);
+char *mp_train_config_json_tok(const MpTrainConfig *c, int bf16, const MpTrainTokFiles *tok);
 /* Writes a safetensors file of the tensors in lay (F32, or BF16 when bf16). */
 int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const float *params, int bf16,
                                MpErr *e);
-/* Reads optimizer.bin (header checked against the file length and checksum); m, v are allocated
- * [n_params] (caller frees). */
+/* Reads optimizer.bin (header checked against the file length and checksum; a version-1 file
+ * gets tok_hash 0 and is returned as version 2); m, v are allocated [n_params] (caller frees). */
 int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **v, MpErr *e);
 /* Loads the weights of a checkpoint directory through the project's loader (load/model.h) into
  * params[lay->total]; checks config and shapes against c. */

@@ -598,6 +598,9 @@ static void test_nope_and_tied_checkpoints(void **state) {
     cfg[n] = 0;
     fclose(f);
     assert_non_null(strstr(cfg, "\"no_rope_layers\": [\n    0,\n    0\n  ]"));
+    /* HF's class for per-layer NoPE (LlamaForCausalLM would ignore no_rope_layers) */
+    assert_non_null(strstr(cfg, "\"model_type\": \"smollm3\""));
+    assert_non_null(strstr(cfg, "\"SmolLM3ForCausalLM\""));
     assert_non_null(strstr(cfg, "\"tie_word_embeddings\": true"));
     assert_non_null(strstr(cfg, "\"torch_dtype\": \"bfloat16\""));
     rc = mp_test_run(out, sizeof out, "inspect %s/step-000002", d);

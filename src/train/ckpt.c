@@ -1,8 +1,10 @@
 /* ckpt.c — checkpoints of the trainable model in the HF layout, plus our optimiser-state file.
  *
- * Implements: config.json (model_type "llama", every key src/load/hfconfig.c reads; NoPE is
- *   marked by "no_rope_layers": [0, 0, ...], the per-layer RoPE switch of HF's SmolLM3/Llama-4
- *   configs where 1 = RoPE and 0 = no positional encoding), a safetensors writer (spec:
+ * Implements: config.json (model_type "llama", every key src/load/hfconfig.c reads; a NoPE model
+ *   is written as model_type "smollm3" / SmolLM3ForCausalLM — the Llama block with HF's
+ *   per-layer RoPE switch "no_rope_layers": [0, 0, ...], 1 = RoPE, 0 = none — because that is the
+ *   transformers class that honours the switch; LlamaForCausalLM would ignore it and rotate),
+ *   a safetensors writer (spec:
  *   model-formats.md §1: u64 header length, JSON header padded with spaces to a multiple of 8,
  *   tensors contiguous from offset 0, F32 or BF16 little-endian), optimizer.bin (fixed header
  *   MpTrainOptHeader, m and v as f32, FNV-1a checksum; version 2, version 1 still read) and the
@@ -36,8 +38,9 @@ char *mp_train_config_json(const MpTrainConfig *c, int bf16) { return mp_train_c
 
 char *mp_train_config_json_tok(const MpTrainConfig *c, int bf16, const MpTrainTokFiles *tok) {
     json_t *o = json_object();
-    json_object_set_new(o, "architectures", json_pack("[s]", "LlamaForCausalLM"));
-    json_object_set_new(o, "model_type", json_string("llama"));
+    const int nope = c->pos != MP_TRAIN_POS_ROPE;
+    json_object_set_new(o, "architectures", json_pack("[s]", nope ? "SmolLM3ForCausalLM" : "LlamaForCausalLM"));
+    json_object_set_new(o, "model_type", json_string(nope ? "smollm3" : "llama"));
     json_object_set_new(o, "hidden_size", json_integer(c->dim));
     json_object_set_new(o, "intermediate_size", json_integer(c->ffn));
     json_object_set_new(o, "num_hidden_layers", json_integer(c->layers));

@@ -92,6 +92,16 @@ static void test_full_quick_run_and_rerun(void **state) {
         assert_row_agrees(rep, "Fig. 5 embedded RoPE model, layers 2–4");
         assert_row_agrees(rep, "Fig. 5 counterfactual");
     }
+    /* every row of the verdict table has exactly four cells ('|' inside a cell is escaped) */
+    int nrows_checked = 0;
+    for (const char *ln = strstr(rep, "| quantity |"); ln && ln[0] == '|'; ln = strchr(ln, '\n') + 1) {
+        if (!strncmp(ln, "|---", 4)) continue;
+        nrows_checked++;
+        int bars = 0;
+        for (const char *c = ln; *c && *c != '\n'; c++) bars += *c == '|' && (c == ln || c[-1] != '\\');
+        if (bars != 5) fail_msg("table row with %d cell separators: %.*s", bars, (int)(strchr(ln, '\n') - ln), ln);
+    }
+    assert_true(nrows_checked > 20);
     /* the HTML report is self-contained: eight embedded PNG figures */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);

@@ -29,6 +29,14 @@ void mp_report_fig(MpReport *r, const char *caption, const char *path) {
 
 /* ================================================================ Markdown */
 
+/* A table cell: '|' would end the cell, so it is written as '\|' (GitHub-flavoured Markdown). */
+static void md_cell(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '|') fputc('\\', f);
+        fputc(*s, f);
+    }
+}
+
 int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
@@ -37,8 +45,15 @@ int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
             r->title, r->intro, r->method);
     for (int i = 0; i < r->nrows; i++) {
         const MpReportRow *w = &r->rows[i];
-        fprintf(f, "| %s | %s | %s | %s%s%s |\n", w->what, w->expected, w->measured, w->ok ? "✓ agrees" : "⚠ differs",
-                w->note[0] ? ": " : "", w->note);
+        const char *cells[3] = {w->what, w->expected, w->measured};
+        for (int c = 0; c < 3; c++) {
+            fputs("| ", f);
+            md_cell(f, cells[c]);
+            fputc(' ', f);
+        }
+        fprintf(f, "| %s%s", w->ok ? "✓ agrees" : "⚠ differs", w->note[0] ? ": " : "");
+        md_cell(f, w->note);
+        fputs(" |\n", f);
     }
     fprintf(f, "\n%d of %d rows agree.\n\n", r->npass, r->nrows);
     if (r->nfigs) fprintf(f, "## Figures\n\n");

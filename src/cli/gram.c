@@ -40,7 +40,8 @@ static const char *gram_help =
     "  --layer L          first layer of the pair, 1-based (default 1)\n"
     "  --data FILE        text; sequences are N windows of S tokens spread evenly over it,\n"
     "                     tokenized by MODEL/tokenizer.json, or as bytes for byte models\n"
-    "                     (config \"maskpos_tokenizer\": \"bytes\" or vocab_size 256)\n"
+    "                     (config \"maskpos_tokenizer\": \"bytes\", or vocab_size 256 and no\n"
+    "                     \"maskpos_tokenizer\" naming another tokenizer)\n"
     "  --tokens F.npy     token ids [rows, >= S] (int32/int64) instead of --data\n"
     "  --seq S            positions (default 50)\n"
     "  --n N              sequences (default 256)\n"
@@ -58,7 +59,7 @@ static int gram_is_bytes(const char *model, const MpModel *m) {
     json_t *cfg = mp_file_exists(path) ? mp_json_read(path, &e) : NULL;
     if (cfg) {
         json_t *t = json_object_get(cfg, "maskpos_tokenizer");
-        if (json_is_string(t) && !strcmp(json_string_value(t), "bytes")) bytes = 1;
+        if (json_is_string(t)) bytes = !strcmp(json_string_value(t), "bytes"); /* e.g. "tokenizer.json": not bytes */
         json_decref(cfg);
     }
     return bytes;

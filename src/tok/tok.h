@@ -17,8 +17,9 @@
  *   - the same tokenizer from a GGUF-style vocabulary (tokenizer.ggml.tokens/token_type/merges/
  *     pre, handed over as arrays by the GGUF reader): mp_tok_init_vocab.
  * Does not: Unigram / WordPiece / WordLevel models, SentencePiece-style byte_fallback BPE,
- * NFKC/NFD/other normalizers, reading .gguf files (mp_tok_init refuses them: "GGUF tokenizer:
- * not yet supported") — each is rejected with a message naming it.
+ * NFKC/NFD/other normalizers — each is rejected with a message naming it. (.gguf files are read
+ * by mp_tok_init_gguf, src/tok/gguf_vocab.c; the byte vocabulary of maskpos-trained models by
+ * mp_tok_init_bytes.)
  * Not thread-safe: encode uses scratch buffers inside MpTok; use one MpTok per thread.
  * Tested by: tests/test_tok.c (every id against HF tokenizers on the real Llama-3.1 and Qwen3
  * tokenizer files, ≥ 1 MB of text and edge cases; malformed files).

@@ -208,30 +208,7 @@ static void test_bidirectional_identical_tokens_relative(void **state) {
 /* A model large enough that every parallel region really runs on 2 threads. */
 static void test_threads_bit_identical(void **state) {
     (void)state;
-    const char *d = mp_test_tmpdir();
-    char model[256], ids[256], out[8192], a[512], b[512];
-    snprintf(model, sizeof model, "%s/m", d);
-    snprintf(ids, sizeof ids, "%s/ids.npy", d);
-    model_make(model, "--arch qwen2 --layers 2 --dim 128 --heads 4 --kv-heads 2 --ffn 256 --vocab 300 --seed 6");
-    ids_write(ids, 2, 160, 300, -1, 9);
-    for (int t = 1; t <= 2; t++) {
-        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t%d --per-head --threads %d --quiet", model, ids, d, t, t);
-        if (rc != 0) fail_msg("probe --threads %d failed: %s", t, out);
-    }
-    const char *files[] = {"scores.npy", "scores_diagnorm.npy", "scores_heads.npy"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(a, sizeof a, "%s/t1/%s", d, files[i]);
-        snprintf(b, sizeof b, "%s/t2/%s", d, files[i]);
-        if (!files_equal(a, b)) fail_msg("%s differs between 1 and 2 threads", files[i]);
-    }
-    /* logits too */
-    int rc1 = mp_test_run(out, sizeof out, "logits %s --tokens 5,6,7,8,9,10 --threads 1 --out %s/l1.npy", model, d);
-    int rc2 = mp_test_run(out, sizeof out, "logits %s --tokens 5,6,7,8,9,10 --threads 2 --out %s/l2.npy", model, d);
-    assert_int_equal(rc1, 0);
-    assert_int_equal(rc2, 0);
-    snprintf(a, sizeof a, "%s/l1.npy", d);
-    snprintf(b, sizeof b, "%s/l2.npy", d);
-    assert_true(files_equal(a, b));
+    threads_identical(mp_test_tmpdir(), "", "");
 }
 
 int main(void) {

@@ -24,13 +24,6 @@ static void fill(float *x, size_t n, uint32_t seed) {
     }
 }
 
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
 
 static void test_matmul_matches_reference(void **state) {
     (void)state;
@@ -46,9 +39,9 @@ static void test_matmul_matches_reference(void **state) {
         fill(w, (size_t)(O * K), 100 + (uint32_t)s);
         mp_fwd_mat_pack(&m, w, O, K);
         mp_fwd_matmul_ref(y0, ldy, x, ldx, w, O, K, T);
-        set_threads(1);
+        mp_test_set_threads(1);
         mp_fwd_matmul(y1, ldy, x, ldx, &m, T);
-        set_threads(2);
+        mp_test_set_threads(2);
         mp_fwd_matmul(y2, ldy, x, ldx, &m, T);
         size_t bad = 0;
         for (int64_t t = 0; t < T; t++)

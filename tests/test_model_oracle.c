@@ -30,12 +30,8 @@ static void test_logprobs_match_llama_cpp(void **state) {
                               {"phi3-longrope", "--arch phi3 --rope-scaling longrope"}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };
-    char list[1024] = "";
-    uint32_t s = 12345;
-    for (int t = 0; t < T; t++) {
-        s = s * 1664525u + 1013904223u;
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%u", t ? "," : "", (s >> 8) % V);
-    }
+    char list[1024];
+    ids_list(list, sizeof list, T, V, 12345);
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
         char model[512], mk[512], out[8192], lp[512], ll[512];
         snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a][0]);

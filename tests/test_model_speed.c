@@ -32,13 +32,6 @@
 #include "model/fwd.h"         /* mp_fwd_plan_bytes, MP_FWD_COMPUTE_* */
 #include "model/fwd_kernels.h" /* kernels, bf16 helpers */
 
-static void set_threads(int n) {
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#else
-    (void)n;
-#endif
-}
 
 static uint32_t f32_bits(float f) {
     uint32_t u;
@@ -126,7 +119,7 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
                 if (!mp_fwd_kernel_available((MpFwdKernel)k)) continue;
                 assert_int_equal(mp_fwd_kernel_set((MpFwdKernel)k), k);
                 for (int th = 1; th <= 2; th++) {
-                    set_threads(th);
+                    mp_test_set_threads(th);
                     memset(y, 0, sizeof(float) * (size_t)(T * ldy));
                     mp_fwd_matmul(y, ldy, x, ldx, &m, T);
                     for (int64_t t = 0; t < T; t++)
@@ -147,7 +140,7 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         free(pb);
     }
     mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
-    set_threads(2);
+    mp_test_set_threads(2);
     print_message("kernels run:");
     for (int k = MP_FWD_KERNEL_REF; k < MP_FWD_KERNEL_COUNT; k++)
         if (ran[k]) print_message(" %s", mp_fwd_kernel_name((MpFwdKernel)k));
@@ -293,12 +286,8 @@ static void test_bf16_logprobs_match_llama_cpp(void **state) {
                               {"qwen3", "--arch qwen3"}, {"qwen2", "--arch qwen2"}, {"phi3", "--arch phi3"}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };
-    char list[1024] = "";
-    uint32_t s = 777;
-    for (int t = 0; t < T; t++) {
-        s = s * 1664525u + 1013904223u;
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%u", t ? "," : "", (s >> 8) % V);
-    }
+    char list[1024];
+    ids_list(list, sizeof list, T, V, 777);
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
         char model[512], mk[512], out[8192], ll[512];
         snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a][0]);
@@ -356,27 +345,8 @@ static void test_bf16_logprobs_match_llama_cpp(void **state) {
 static void test_bf16_threads_bit_identical(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
-    char model[256], ids[256], out[8192], a[512], b[512];
-    snprintf(model, sizeof model, "%s/m", d);
-    snprintf(ids, sizeof ids, "%s/ids.npy", d);
-    model_make(model, "--arch qwen2 --layers 2 --dim 128 --heads 4 --kv-heads 2 --ffn 256 --vocab 300 --seed 6 --dtype bf16");
-    ids_write(ids, 2, 160, 300, -1, 9);
-    for (int t = 1; t <= 2; t++) {
-        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t%d --per-head --threads %d --compute bf16 --quiet", model, ids,
-                             d, t, t);
-        if (rc != 0) fail_msg("probe --threads %d --compute bf16 failed: %s", t, out);
-        rc = mp_test_run(out, sizeof out, "logits %s --tokens 5,6,7,8,9,10 --threads %d --compute bf16 --out %s/l%d.npy", model, t, d, t);
-        if (rc != 0) fail_msg("logits --threads %d --compute bf16 failed: %s", t, out);
-    }
-    const char *files[] = {"t%d/scores.npy", "t%d/scores_heads.npy", "l%d.npy"};
-    for (int i = 0; i < 3; i++) {
-        char fa[64], fb[64];
-        snprintf(fa, sizeof fa, files[i], 1);
-        snprintf(fb, sizeof fb, files[i], 2);
-        snprintf(a, sizeof a, "%s/%s", d, fa);
-        snprintf(b, sizeof b, "%s/%s", d, fb);
-        if (!files_equal(a, b)) fail_msg("bf16: %s differs between 1 and 2 threads", fa);
-    }
+    char out[8192];
+    threads_identical(d, "--dtype bf16", "--compute bf16");
     /* meta.json records the mode and the kernel */
     int rc = mp_test_shell(out, sizeof out, "grep -q '\"compute_mode\": \"bf16\"' %s/t1/meta.json && grep -q '\"matmul_kernel\"' %s/t1/meta.json", d, d);
     assert_int_equal(rc, 0);

@@ -2,7 +2,9 @@
  *
  * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
- * error), files_equal() (byte comparison), and sh() (run a shell command, return its status).
+ * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
+ * `logits --tokens`), and threads_identical() (probe and logits outputs of 1 and 2 threads
+ * compared byte for byte).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
 #define MP_TEST_MODEL_UTIL_H
@@ -61,6 +63,45 @@ static int files_equal(const char *a, const char *b) {
     if (fa) fclose(fa);
     if (fb) fclose(fb);
     return eq;
+}
+
+/* list <- T comma-separated ids in [0, V) from an LCG seeded with seed. */
+static void ids_list(char *list, size_t cap, int T, int V, uint32_t seed) __attribute__((unused));
+static void ids_list(char *list, size_t cap, int T, int V, uint32_t seed) {
+    list[0] = '\0';
+    for (int t = 0; t < T; t++) {
+        seed = seed * 1664525u + 1013904223u;
+        snprintf(list + strlen(list), cap - strlen(list), "%s%u", t ? "," : "", (seed >> 8) % (uint32_t)V);
+    }
+}
+
+/* Makes a 2-layer qwen2 model (mkmodel flags + extra_mk) large enough that every parallel region
+ * runs on 2 threads, runs probe (--per-head) and logits with 1 and 2 threads (+ flags), and fails
+ * unless scores, normalised scores, per-head maps and log-probs are byte-identical. */
+static void threads_identical(const char *d, const char *extra_mk, const char *flags) __attribute__((unused));
+static void threads_identical(const char *d, const char *extra_mk, const char *flags) {
+    char model[256], ids[256], mk[512], out[8192], a[512], b[512];
+    snprintf(model, sizeof model, "%s/m", d);
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    snprintf(mk, sizeof mk, "--arch qwen2 --layers 2 --dim 128 --heads 4 --kv-heads 2 --ffn 256 --vocab 300 --seed 6 %s", extra_mk);
+    model_make(model, mk);
+    ids_write(ids, 2, 160, 300, -1, 9);
+    for (int t = 1; t <= 2; t++) {
+        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t%d --per-head --threads %d --quiet %s", model, ids,
+                             d, t, t, flags);
+        if (rc != 0) fail_msg("probe --threads %d %s failed: %s", t, flags, out);
+        rc = mp_test_run(out, sizeof out, "logits %s --tokens 5,6,7,8,9,10 --threads %d --out %s/l%d.npy %s", model, t, d, t, flags);
+        if (rc != 0) fail_msg("logits --threads %d %s failed: %s", t, flags, out);
+    }
+    const char *files[] = {"t%d/scores.npy", "t%d/scores_diagnorm.npy", "t%d/scores_heads.npy", "l%d.npy"};
+    for (int i = 0; i < 4; i++) {
+        char fa[64], fb[64];
+        snprintf(fa, sizeof fa, files[i], 1);
+        snprintf(fb, sizeof fb, files[i], 2);
+        snprintf(a, sizeof a, "%s/%s", d, fa);
+        snprintf(b, sizeof b, "%s/%s", d, fb);
+        if (!files_equal(a, b)) fail_msg("%s %s differs between 1 and 2 threads", flags, fa);
+    }
 }
 
 #endif

@@ -7,6 +7,9 @@
 #ifndef MP_TESTUTIL_H
 #define MP_TESTUTIL_H
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -111,6 +114,16 @@ static double mp_test_max_abs_diff(const double *a, const double *b, size_t n) {
         if (d > m) m = d;
     }
     return m;
+}
+
+/* OpenMP threads for the library calls a test makes in-process (no-op without OpenMP). */
+static void mp_test_set_threads(int n) __attribute__((unused));
+static void mp_test_set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
 }
 
 #endif

@@ -144,9 +144,47 @@ static double *load_f64(const char *dir, const char *name, int ndim, int64_t *sh
     return a.data;
 }
 
+/* What differs between a probe stage and a gram stage: the subcommand, how its outputs are read
+ * back into the result object (1 = complete), and how that object is released. */
+typedef struct StageKind {
+    int (*cmd)(int, char **);
+    int (*load)(void *obj, const char *dir);
+    void (*release)(void *obj);
+    const char *what;
+} StageKind;
+
+/* Reuses dir's outputs when stage.json records key (unless force), else runs the subcommand and
+ * reads its outputs back; stage.json is written only after they load. */
+static int stage_run(const StageKind *k, void *obj, const char *dir, const char *key, char **args, int force, int *skipped,
+                     double *wall) {
+    if (!force && stage_same(dir, key)) {
+        if (k->load(obj, dir)) {
+            *skipped = 1;
+            *wall = stage_wall(dir);
+            return MP_OK;
+        }
+        k->release(obj);
+    }
+    char stage[4200];
+    snprintf(stage, sizeof stage, "%s/stage.json", dir);
+    remove(stage);
+    const double t0 = mp_time_now();
+    if (k->cmd(argv_count(args), args) != MP_EXIT_OK) return MP_ERR;
+    const double w = mp_time_now() - t0;
+    if (!k->load(obj, dir)) {
+        k->release(obj);
+        fprintf(stderr, "maskpos reproduce: error: %s: the %s outputs cannot be read back\n", dir, k->what);
+        return MP_ERR;
+    }
+    *wall = w;
+    stage_mark(dir, key, w);
+    return MP_OK;
+}
+
 /* ================================================================ probe */
 
-static int probe_load(MpReproProbe *p, const char *dir) {
+static int probe_load(void *obj, const char *dir) {
+    MpReproProbe *p = obj;
     char path[4200];
     MpErr e;
     int64_t sh[3], sh2[3];
@@ -181,29 +219,12 @@ static int probe_load(MpReproProbe *p, const char *dir) {
     return 1;
 }
 
+static void probe_release(void *obj) { mp_repro_probe_free(obj); }
+
 int mp_repro_probe(MpReproProbe *p, const char *dir, const char *key, char **args, int force) {
     memset(p, 0, sizeof *p);
-    if (!force && stage_same(dir, key)) {
-        if (probe_load(p, dir)) {
-            p->skipped = 1;
-            p->wall_s = stage_wall(dir);
-            return MP_OK;
-        }
-        mp_repro_probe_free(p);
-    }
-    char stage[4200];
-    snprintf(stage, sizeof stage, "%s/stage.json", dir);
-    remove(stage);
-    const double t0 = mp_time_now();
-    if (mp_cmd_probe(argv_count(args), args) != MP_EXIT_OK) return MP_ERR;
-    p->wall_s = mp_time_now() - t0;
-    if (!probe_load(p, dir)) {
-        mp_repro_probe_free(p);
-        fprintf(stderr, "maskpos reproduce: error: %s: the probe's outputs cannot be read back\n", dir);
-        return MP_ERR;
-    }
-    stage_mark(dir, key, p->wall_s);
-    return MP_OK;
+    const StageKind k = {mp_cmd_probe, probe_load, probe_release, "probe"};
+    return stage_run(&k, p, dir, key, args, force, &p->skipped, &p->wall_s);
 }
 
 void mp_repro_probe_free(MpReproProbe *p) {
@@ -215,7 +236,8 @@ void mp_repro_probe_free(MpReproProbe *p) {
 
 /* ================================================================ gram */
 
-static int gram_load(MpReproGram *g, const char *dir) {
+static int gram_load(void *obj, const char *dir) {
+    MpReproGram *g = obj;
     char path[4200];
     int64_t sh[3];
     snprintf(path, sizeof path, "%s/meta.json", dir);
@@ -227,29 +249,12 @@ static int gram_load(MpReproGram *g, const char *dir) {
     return 1;
 }
 
+static void gram_release(void *obj) { mp_repro_gram_free(obj); }
+
 int mp_repro_gram(MpReproGram *g, const char *dir, const char *key, char **args, int force) {
     memset(g, 0, sizeof *g);
-    if (!force && stage_same(dir, key)) {
-        if (gram_load(g, dir)) {
-            g->skipped = 1;
-            g->wall_s = stage_wall(dir);
-            return MP_OK;
-        }
-        mp_repro_gram_free(g);
-    }
-    char stage[4200];
-    snprintf(stage, sizeof stage, "%s/stage.json", dir);
-    remove(stage);
-    const double t0 = mp_time_now();
-    if (mp_cmd_gram(argv_count(args), args) != MP_EXIT_OK) return MP_ERR;
-    g->wall_s = mp_time_now() - t0;
-    if (!gram_load(g, dir)) {
-        mp_repro_gram_free(g);
-        fprintf(stderr, "maskpos reproduce: error: %s: the gram outputs cannot be read back\n", dir);
-        return MP_ERR;
-    }
-    stage_mark(dir, key, g->wall_s);
-    return MP_OK;
+    const StageKind k = {mp_cmd_gram, gram_load, gram_release, "gram"};
+    return stage_run(&k, g, dir, key, args, force, &g->skipped, &g->wall_s);
 }
 
 void mp_repro_gram_free(MpReproGram *g) {

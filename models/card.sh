@@ -18,7 +18,7 @@ last=$(tail -n 1 "$run/log.csv")
 lastval=$(awk -F, 'NR > 1 && $5 != "" {v = $5; s = $1} END {print s " " v}' "$run/log.csv")
 steps=$(echo "$last" | cut -d, -f1)
 loss=$(echo "$last" | cut -d, -f3)
-pos=$(grep -q '"no_rope_layers"' "$dest/config.json" && echo "none (NoPE: no positional encoding; \"no_rope_layers\": all 0)" || echo "RoPE (theta 10000, HF rotate-half)")
+pos=$(grep -q '"no_rope_layers"' "$dest/config.json" && echo "none (NoPE: no positional encoding; model_type \"smollm3\", \"no_rope_layers\": all 0)" || echo "RoPE (theta 10000, HF rotate-half)")
 {
   echo "# maskpos embedded model: $name"
   echo

@@ -583,6 +583,59 @@ static void test_resume_exact(void **state) {
                   "optimizer.bin); 1 = 2 threads\n");
 }
 
+/* --data as a .jsonl file or a directory of .txt files: the documents joined by a blank line, so
+ * training on them equals training on the joined text written here by hand. */
+static void test_document_corpora(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    static char doc[2][4096], jsonl[9000], joined[9000];
+    for (int k = 0; k < 2; k++) { /* multi-line, no blank line inside */
+        doc[k][0] = '\0';
+        for (int i = 0; i < 60; i++)
+            snprintf(doc[k] + strlen(doc[k]), sizeof doc[k] - strlen(doc[k]), "line %d of document %c: words %d\n", i,
+                     'A' + k, i * (k + 3));
+        doc[k][strlen(doc[k]) - 1] = '\0'; /* no trailing newline: the reader drops it anyway */
+    }
+    snprintf(joined, sizeof joined, "%s\n\n%s", doc[0], doc[1]);
+    size_t jl = 0;
+    for (int k = 0; k < 2; k++) {
+        jl += (size_t)snprintf(jsonl + jl, sizeof jsonl - jl, "{\"text\": \"");
+        for (const char *c = doc[k]; *c; c++) {
+            if (*c == '\n') jsonl[jl++] = '\\', jsonl[jl++] = 'n';
+            else jsonl[jl++] = *c;
+        }
+        jl += (size_t)snprintf(jsonl + jl, sizeof jsonl - jl, "\"}\n");
+    }
+    char p[600], out[8192], a[600], b[600];
+    snprintf(p, sizeof p, "%s/joined.txt", d);
+    mp_test_write_file(p, joined, strlen(joined));
+    snprintf(p, sizeof p, "%s/c.jsonl", d);
+    mp_test_write_file(p, jsonl, strlen(jsonl));
+    assert_int_equal(mp_test_shell(NULL, 0, "mkdir -p %s/dir", d), 0);
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/dir/%c.txt", d, 'a' + k);
+        char body[4200];
+        snprintf(body, sizeof body, "%.4000s\n", doc[k]);
+        mp_test_write_file(p, body, strlen(body));
+    }
+    const char *inputs[3] = {"joined.txt", "c.jsonl", "dir"};
+    for (int k = 0; k < 3; k++) {
+        int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 3 --checkpoint-every 3 --data %s/%s --out %s/r%d --threads 1",
+                             d, inputs[k], d, k);
+        if (rc) fail_msg("train --data %s: %s", inputs[k], out);
+    }
+    for (int k = 1; k < 3; k++) {
+        snprintf(a, sizeof a, "%s/r0/step-000003/model.safetensors", d);
+        snprintf(b, sizeof b, "%s/r%d/step-000003/model.safetensors", d, k);
+        if (!files_equal(a, b)) fail_msg("training on %s differs from training on the joined text", inputs[k]);
+    }
+    /* an empty directory is a one-line error */
+    assert_int_equal(mp_test_shell(NULL, 0, "mkdir -p %s/empty", d), 0);
+    int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 1 --data %s/empty --out %s/r9", d, d);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "no .txt files"));
+}
+
 static void test_nope_and_tied_checkpoints(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -973,6 +1026,7 @@ int main(void) {
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_torch_reference),
         cmocka_unit_test(test_resume_exact),
+        cmocka_unit_test(test_document_corpora),
         cmocka_unit_test(test_nope_and_tied_checkpoints),
         cmocka_unit_test(test_golden_curve),
         cmocka_unit_test(test_bad_inputs),

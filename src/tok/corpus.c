@@ -245,6 +245,26 @@ int mp_tok_corpus_build(MpTokCorpus *c, MpTok *t, const char *input, const MpTok
     return rc;
 }
 
+int mp_tok_corpus_join(MpTokBuf *out, const char *input, const char *field, int64_t *n_docs, MpErr *e) {
+    MpTokCorpus c; /* only its file counters and hash are used */
+    memset(&c, 0, sizeof c);
+    c.hash = MP_FNV_INIT;
+    const MpTokCorpusOpts o = {.field = field, .n = 1, .seq = 1};
+    struct stat st;
+    if (stat(input, &st) != 0) return mp_err_set(e, "%s: %s", input, strerror(errno));
+    MpTokDocs d = {0};
+    int rc = S_ISDIR(st.st_mode) ? read_dir(&c, &d, input, &o, e) : read_one(&c, &d, input, ends_with(input, ".jsonl"), &o, e);
+    if (rc == MP_OK && d.n == 0) rc = mp_err_set(e, "%s: no documents found", input);
+    for (size_t k = 0; rc == MP_OK && k < d.n; k++) {
+        if (k) rc = mp_tok_buf_append(out, "\n\n", 2, e);
+        if (rc == MP_OK) rc = mp_tok_buf_append(out, d.text.data + d.doc[k].off, d.doc[k].len, e);
+    }
+    *n_docs = (int64_t)d.n;
+    free(d.doc);
+    mp_tok_buf_free(&d.text);
+    return rc;
+}
+
 void mp_tok_corpus_free(MpTokCorpus *c) {
     free(c->ids);
     memset(c, 0, sizeof *c);

@@ -50,4 +50,10 @@ typedef struct MpTokCorpus {
 int mp_tok_corpus_build(MpTokCorpus *c, MpTok *t, const char *input, const MpTokCorpusOpts *o, MpErr *e);
 void mp_tok_corpus_free(MpTokCorpus *c); /* safe on a zeroed struct */
 
+/* Every document of input (a .jsonl file — text in `field`, NULL: "text" — a text file cut at
+ * blank lines, or a directory of .txt files, as above) in reading order, joined by one blank line
+ * ("\n\n") into out (appended); *n_docs gets their number. For `maskpos train`, which reads one
+ * stream. Fails (MP_ERR, message) on unreadable or malformed input and when there is no document. */
+int mp_tok_corpus_join(MpTokBuf *out, const char *input, const char *field, int64_t *n_docs, MpErr *e);
+
 #endif

@@ -1,7 +1,9 @@
 /* data.c — the training corpus: a text file read as bytes (vocabulary 256, id = byte value) or
  * encoded once with a tokenizer (src/tok/, vocabulary MpTok.n_ids), the last val_frac of the ids
  * held out for validation, batches drawn by the Philox counter RNG keyed by (seed, step) so a
- * resumed run sees exactly the batches an uninterrupted one would; see train.h.
+ * resumed run sees exactly the batches an uninterrupted one would; see train.h. A .jsonl file or
+ * a directory of .txt files is read through the corpus reader (src/tok/corpus.h): its documents
+ * joined by blank lines into one stream; any other file is read as it is.
  *
  * Implements: mp_train_tok_open/files_free (the tokenizer from the bytes a checkpoint will
  *   carry), mp_train_data_open/free/batch/val_windows/val_batch.
@@ -20,6 +22,7 @@
 #include "core/rng.h"    /* MpRng */
 #include "core/util.h"   /* mp_fnv1a64, mp_file_read_all, mp_path_join */
 #include "tok/tok.h"     /* MpTok, mp_tok_init_json, mp_tok_encode */
+#include "tok/corpus.h"  /* mp_tok_corpus_join: .jsonl and directory corpora */
 #include "train/train.h" /* MpTrainData, MpTrainTokFiles */
 
 #define DATA_BATCH_STREAM UINT64_C(0x6261746368000000) /* "batch": Philox stream base, + step */
@@ -121,11 +124,29 @@ static int data_read_file(const char *path, char **buf, size_t *n, MpErr *e) {
     return MP_OK;
 }
 
+/* A .jsonl file or a directory of .txt files: the corpus reader's documents joined by blank lines. */
+static int data_is_documents(const char *path) {
+    struct stat st;
+    size_t n = strlen(path);
+    return (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) || (n > 6 && !strcmp(path + n - 6, ".jsonl"));
+}
+
 int mp_train_data_open(MpTrainData *d, const char *path, MpTok *tok, double val_frac, int seq, MpErr *e) {
     memset(d, 0, sizeof *d);
     char *text;
     size_t len;
-    if (data_read_file(path, &text, &len, e) != MP_OK) return MP_ERR;
+    if (data_is_documents(path)) {
+        MpTokBuf b = {0};
+        int64_t ndocs;
+        if (mp_tok_corpus_join(&b, path, NULL, &ndocs, e) != MP_OK) {
+            mp_tok_buf_free(&b);
+            return mp_err_prefix(e, "corpus");
+        }
+        text = b.data ? b.data : calloc(1, 1);
+        len = b.n;
+        if (!text) return mp_err_set(e, "out of memory for corpus %s", path);
+    } else if (data_read_file(path, &text, &len, e) != MP_OK)
+        return MP_ERR;
     d->n_bytes = len;
     d->hash = mp_fnv1a64(text, len, MP_FNV_INIT);
     if (!tok) {

@@ -213,7 +213,10 @@ static void test_user_model(void **state) {
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "stage fig5/model failed"));
     snprintf(path, sizeof path, "%s/r2/report.md", d);
-    assert_true(mp_file_exists(path));
+    rep = slurp(path);
+    assert_non_null(rep);
+    assert_non_null(strstr(rep, "FAILED stages"));
+    assert_non_null(strstr(rep, "fig5/model"));
 }
 
 static void test_simulate_plot(void **state) {

@@ -67,6 +67,16 @@ static const char *reproduce_help =
 
 /* ================================================================ stages */
 
+/* Names of the stages that failed in this run, for the report ("fig3/gram, fig5/model"). */
+static char repro_failed_names[1024];
+
+/* Records a failed stage; returns 1 (to add to the failure count). */
+static int repro_fail(const char *stage) {
+    size_t n = strlen(repro_failed_names);
+    snprintf(repro_failed_names + n, sizeof repro_failed_names - n, "%s%s", n ? ", " : "", stage);
+    return 1;
+}
+
 typedef struct ReproRun {
     const char *stage;  /* fig2, fig2ln, fig4 */
     const char *name;   /* folder under the stage */
@@ -196,6 +206,9 @@ static int repro_run_sim(ReproResult *res, const ReproRun *run, MpSimConfig c, c
     MpSimResult r;
     if (mp_sim_run(&r, &c, &e) != MP_OK || mp_sim_write_outputs(dir, &c, run->scale, &r, 0, argc, argv, &e) != MP_OK) {
         fprintf(stderr, "maskpos reproduce: error: stage %s/%s: %s\n", run->stage, run->name, e.msg);
+        char nm[128];
+        snprintf(nm, sizeof nm, "%s/%s", run->stage, run->name);
+        repro_fail(nm);
         if (r.scores) mp_sim_result_free(&r);
         return MP_ERR;
     }
@@ -344,7 +357,10 @@ static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, co
     fflush(stdout);
     int rc = mp_repro_probe(p, dir, key, args, o->force);
     if (rc == MP_OK && p->skipped) printf("          up to date, skipped (--force to redo)\n");
-    if (rc != MP_OK) fprintf(stderr, "maskpos reproduce: error: stage %s failed\n", sub);
+    if (rc != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: stage %s failed\n", sub);
+        repro_fail(sub);
+    }
     return rc;
 }
 
@@ -356,7 +372,8 @@ static int repro_model_stages(ReproModels *rm, const char *out, const ReproModel
     if ((want3 || want5) && !o->models) {
         fprintf(stderr, "maskpos reproduce: error: stages fig3/fig5: the embedded models were not found (models/none, "
                         "models/rope); HINT: run from the repository or give --models DIR\n");
-        failed += want3 + want5;
+        if (want3) failed += repro_fail("fig3");
+        if (want5) failed += repro_fail("fig5 (embedded model)");
         want3 = 0;
         want5 = o->model != NULL; /* the user's model can still run */
     }
@@ -381,7 +398,7 @@ static int repro_model_stages(ReproModels *rm, const char *out, const ReproModel
         fflush(stdout);
         if (mp_repro_gram(&rm->gram, dir, key, args, o->force) != MP_OK) {
             fprintf(stderr, "maskpos reproduce: error: stage fig3/gram failed\n");
-            failed++;
+            failed += repro_fail("fig3/gram");
         } else if (rm->gram.skipped)
             printf("          up to date, skipped (--force to redo)\n");
         if (repro_probe_run(&rm->nope, out, "fig3/probe", none, corpus, o->n_embedded, REPRO_MODEL_SEQ, 1, 1, o) != MP_OK)
@@ -632,6 +649,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     if (mp_mkdir_p(out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     const double t0 = mp_time_now();
     int failed = 0;
+    repro_failed_names[0] = '\0';
     printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)base.batch, base.seq,
            base.dim, base.layers, (unsigned long long)base.seed, out);
 
@@ -647,7 +665,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
             mp_path_join(path, sizeof path, dir, "layer2_scores.npy", &e) ||
             mp_npy_write(path, MP_DT_F64, th.s2, 2, shp, &e) != MP_OK) {
             fprintf(stderr, "maskpos reproduce: error: stage fig1: %s\n", e.msg);
-            failed++;
+            failed += repro_fail("fig1");
         } else {
             have_th = 1;
             json_t *m = json_object();
@@ -655,7 +673,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
             json_object_set_new(m, "alpha", json_real(0));
             json_object_set_new(m, "n", json_integer(3));
             mp_json_add_provenance(m, argc, argv, mp_time_now() - t0);
-            if (mp_path_join(path, sizeof path, dir, "meta.json", &e) || mp_json_write_atomic(path, m, &e) != MP_OK) failed++;
+            if (mp_path_join(path, sizeof path, dir, "meta.json", &e) || mp_json_write_atomic(path, m, &e) != MP_OK)
+                failed += repro_fail("fig1");
             json_decref(m);
             printf("  fig1    theory (alpha 0, n 3)       S21 %.4f  S31 %.4f  S32 %.4f\n", th.s2[3], th.s2[6], th.s2[7]);
         }
@@ -689,7 +708,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     if (repro_figures(out, have_th ? &th : NULL, res, fig_paths, &e) != MP_OK ||
         repro_model_figures(out, &rm, &res[RUN_PF128], model_paths, &e) != MP_OK) {
         fprintf(stderr, "maskpos reproduce: error: figures: %s\n", e.msg);
-        failed++;
+        failed += repro_fail("figures");
     }
 
     /* ---- report.md + report.html: every number below comes from this run's results */
@@ -861,7 +880,11 @@ int mp_cmd_reproduce(int argc, char **argv) {
              "the King James Bible, models/kjv.txt) probed over %lld windows of %d bytes (the paper's 1000 × 1024 tokens "
              "when not --quick); rms/noise is the residue's rms over the per-entry standard errors, block z the same test on the residue's means over a "
              "16 × 16 grid of blocks (both ≈ 1 for pure noise; docs/metrics.md).%s",
-             (long long)rm.n, REPRO_MODEL_SEQ, failed ? " Some stages FAILED: see the command's error output." : "");
+             (long long)rm.n, REPRO_MODEL_SEQ, failed ? " FAILED stages (see the command's error output): " : "");
+    if (failed) {
+        size_t fl = strlen(rp->footer);
+        snprintf(rp->footer + fl, sizeof rp->footer - fl, "%s.", repro_failed_names);
+    }
     char path[4096], hpath[4096];
     int rc = MP_ERR;
     if (mp_path_join(path, sizeof path, out, "report.md", &e) == MP_OK &&

@@ -91,37 +91,8 @@ static void test_against_torch(void **state) {
         compare_scores(k->name, a, b, 1e-5);
         if (!k->logits) continue;
         /* logits of sequence 0 through `maskpos logits` */
-        size_t nid;
-        double *idv = npy_load_f64(ids, &nid, NULL);
-        char list[4096] = "";
-        for (int t = 0; t < k->S; t++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", t ? "," : "", (int)idv[t]);
-        free(idv);
-        rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s/lp.npy", model, list, d);
-        if (rc != 0) fail_msg("%s: logits failed (%d): %s", k->name, rc, out);
-        size_t nl, nr;
-        int64_t sl[4], sr[4];
-        snprintf(a, sizeof a, "%s/lp.npy", d);
-        snprintf(b, sizeof b, "%s/ref_logits.npy", d);
-        double *lp = npy_load_f64(a, &nl, sl), *rl = npy_load_f64(b, &nr, sr);
-        const int64_t V = sl[1];
-        assert_int_equal(sl[0], k->S);
-        assert_int_equal(sr[2], V);
-        double err = 0;
-        for (int t = 0; t < k->S; t++) { /* reference log-softmax in double */
-            const double *r = rl + (size_t)t * V;
-            double mx = -INFINITY, s = 0;
-            for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
-            for (int64_t v = 0; v < V; v++) s += exp(r[v] - mx);
-            for (int64_t v = 0; v < V; v++) {
-                const double ref = r[v] - mx - log(s), d2 = fabs(lp[(size_t)t * V + v] - ref);
-                if (d2 > err) err = d2;
-                if (!(d2 <= 1e-5 + 1e-5 * fabs(ref)))
-                    fail_msg("%s: log-prob [%d, %lld] maskpos %.9g torch %.9g", k->name, t, (long long)v, lp[(size_t)t * V + v], ref);
-            }
-        }
-        print_message("%-26s log-probs: max |maskpos - torch| = %.3g over %d positions x %lld\n", k->name, err, k->S, (long long)V);
-        free(lp);
-        free(rl);
+        const double err = logits_vs_ref(k->name, model, ids, k->S, d, "", 1e-5, 1e-5);
+        print_message("%-26s log-probs: max |maskpos - torch| = %.3g over %d positions\n", k->name, err, k->S);
     }
 }
 

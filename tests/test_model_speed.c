@@ -243,33 +243,8 @@ static void test_bf16_against_torch_every_kernel(void **state) {
         }
         unsetenv("MASKPOS_KERNEL");
         if (!k->logits) continue;
-        size_t nid;
-        double *idv = npy_load_f64(ids, &nid, NULL);
-        char list[4096] = "";
-        for (int t = 0; t < k->S; t++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", t ? "," : "", (int)idv[t]);
-        free(idv);
-        rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --compute bf16 --out %s/lp.npy", model, list, d);
-        if (rc != 0) fail_msg("%s: logits --compute bf16 failed (%d): %s", k->name, rc, out);
-        size_t nl, nr;
-        int64_t sl[4], sr[4];
-        snprintf(a, sizeof a, "%s/lp.npy", d);
-        snprintf(b, sizeof b, "%s/ref_logits.npy", d);
-        double *lp = npy_load_f64(a, &nl, sl), *rl = npy_load_f64(b, &nr, sr);
-        const int64_t V = sl[1];
-        for (int t = 0; t < k->S; t++) {
-            const double *rr = rl + (size_t)t * V;
-            double mx = -INFINITY, z = 0;
-            for (int64_t v = 0; v < V; v++) mx = rr[v] > mx ? rr[v] : mx;
-            for (int64_t v = 0; v < V; v++) z += exp(rr[v] - mx);
-            for (int64_t v = 0; v < V; v++) {
-                const double ref = rr[v] - mx - log(z), e = fabs(lp[(size_t)t * V + v] - ref);
-                if (e > worst_lp) worst_lp = e;
-                if (!(e <= 1e-3 + 1e-3 * fabs(ref)))
-                    fail_msg("%s: bf16 log-prob [%d, %lld] maskpos %.9g torch-bf16 %.9g", k->name, t, (long long)v, lp[(size_t)t * V + v], ref);
-            }
-        }
-        free(lp);
-        free(rl);
+        const double e = logits_vs_ref(k->name, model, ids, k->S, d, "--compute bf16", 1e-3, 1e-3);
+        if (e > worst_lp) worst_lp = e;
     }
     print_message("worst: bf16 vs torch-bf16 scores %.2g, bf16 vs f32 scores %.2g, log-probs vs torch-bf16 %.2g\n", worst_ref,
                   worst_f32, worst_lp);

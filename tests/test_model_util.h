@@ -3,7 +3,8 @@
  * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
- * `logits --tokens`), and threads_identical() (probe and logits outputs of 1 and 2 threads
+ * `logits --tokens`), logits_vs_ref() (log-probs of `maskpos logits` against reference logits), and
+ * threads_identical() (probe and logits outputs of 1 and 2 threads
  * compared byte for byte).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
@@ -102,6 +103,47 @@ static void threads_identical(const char *d, const char *extra_mk, const char *f
         snprintf(b, sizeof b, "%s/%s", d, fb);
         if (!files_equal(a, b)) fail_msg("%s %s differs between 1 and 2 threads", flags, fa);
     }
+}
+
+/* Runs `maskpos logits MODEL --tokens <the first S ids of row 0 of ids.npy> FLAGS --out DIR/lp.npy`
+ * and compares its log-probs with the log-softmax, taken here in double, of the reference logits
+ * DIR/ref_logits.npy ([N, S, V], row 0); fails at the first entry beyond atol + rtol·|ref|.
+ * Returns the largest difference. */
+static double logits_vs_ref(const char *name, const char *model, const char *ids, int S, const char *dir, const char *flags,
+                            double atol, double rtol) __attribute__((unused));
+static double logits_vs_ref(const char *name, const char *model, const char *ids, int S, const char *dir, const char *flags,
+                            double atol, double rtol) {
+    char list[4096] = "", a[512], b[512], out[8192];
+    size_t nid, nl, nr;
+    double *idv = npy_load_f64(ids, &nid, NULL);
+    for (int t = 0; t < S; t++) snprintf(list + strlen(list), sizeof list - strlen(list), "%s%d", t ? "," : "", (int)idv[t]);
+    free(idv);
+    int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s %s --out %s/lp.npy", model, list, flags, dir);
+    if (rc != 0) fail_msg("%s: logits %s failed (%d): %s", name, flags, rc, out);
+    int64_t sl[4], sr[4];
+    snprintf(a, sizeof a, "%s/lp.npy", dir);
+    snprintf(b, sizeof b, "%s/ref_logits.npy", dir);
+    double *lp = npy_load_f64(a, &nl, sl), *rl = npy_load_f64(b, &nr, sr);
+    const int64_t V = sl[1];
+    assert_int_equal(sl[0], S);
+    assert_int_equal(sr[2], V);
+    double err = 0;
+    for (int t = 0; t < S; t++) {
+        const double *r = rl + (size_t)t * V;
+        double mx = -INFINITY, z = 0;
+        for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+        for (int64_t v = 0; v < V; v++) z += exp(r[v] - mx);
+        for (int64_t v = 0; v < V; v++) {
+            const double ref = r[v] - mx - log(z), d = fabs(lp[(size_t)t * V + v] - ref);
+            if (d > err) err = d;
+            if (!(d <= atol + rtol * fabs(ref)))
+                fail_msg("%s: log-prob [%d, %lld] maskpos %.9g reference %.9g (%s)", name, t, (long long)v, lp[(size_t)t * V + v],
+                         ref, flags);
+        }
+    }
+    free(lp);
+    free(rl);
+    return err;
 }
 
 #endif

@@ -53,18 +53,7 @@ static void test_logprobs_match_llama_cpp(void **state) {
         assert_non_null(f);
         assert_int_equal(fread(lg, sizeof(double), (size_t)T * V, f), (size_t)T * V);
         fclose(f);
-        double err = 0;
-        for (int t = 0; t < T; t++) {
-            const double *r = lg + (size_t)t * V;
-            double mx = -INFINITY, z = 0;
-            for (int v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
-            for (int v = 0; v < V; v++) z += exp(r[v] - mx);
-            for (int v = 0; v < V; v++) {
-                const double ref = r[v] - mx - log(z), e = fabs(mine[(size_t)t * V + v] - ref);
-                if (!(e <= 2e-5)) fail_msg("%s: position %d token %d: maskpos %.8f llama.cpp %.8f", archs[a][0], t, v, mine[(size_t)t * V + v], ref);
-                if (e > err) err = e;
-            }
-        }
+        const double err = logprob_diff(archs[a][0], mine, lg, T, V, 2e-5, 0); /* reference: llama.cpp */
         print_message("%-14s max |log-prob maskpos - llama.cpp| = %.3g over %d positions x %d tokens\n", archs[a][0], err, T, V);
         free(lg);
         free(mine);

@@ -3,7 +3,8 @@
  * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
- * `logits --tokens`), logits_vs_ref() (log-probs of `maskpos logits` against reference logits), and
+ * `logits --tokens`), logprob_diff() and logits_vs_ref() (log-probs of `maskpos logits` against
+ * reference logits), and
  * threads_identical() (probe and logits outputs of 1 and 2 threads
  * compared byte for byte).
  */
@@ -105,6 +106,28 @@ static void threads_identical(const char *d, const char *extra_mk, const char *f
     }
 }
 
+/* Largest |lp − log_softmax(logits)| over [T, V] (the log-softmax of the reference logits taken here,
+ * in double). With atol >= 0, fails at the first entry beyond atol + rtol·|reference log-prob|. */
+static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                           double rtol) __attribute__((unused));
+static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                           double rtol) {
+    double err = 0;
+    for (int t = 0; t < T; t++) {
+        const double *r = logits + (size_t)t * V;
+        double mx = -INFINITY, z = 0;
+        for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
+        for (int64_t v = 0; v < V; v++) z += exp(r[v] - mx);
+        for (int64_t v = 0; v < V; v++) {
+            const double ref = r[v] - mx - log(z), d = fabs(lp[(size_t)t * V + v] - ref);
+            if (d > err) err = d;
+            if (atol >= 0 && !(d <= atol + rtol * fabs(ref)))
+                fail_msg("%s: log-prob [%d, %lld] maskpos %.9g reference %.9g", name, t, (long long)v, lp[(size_t)t * V + v], ref);
+        }
+    }
+    return err;
+}
+
 /* Runs `maskpos logits MODEL --tokens <the first S ids of row 0 of ids.npy> FLAGS --out DIR/lp.npy`
  * and compares its log-probs with the log-softmax, taken here in double, of the reference logits
  * DIR/ref_logits.npy ([N, S, V], row 0); fails at the first entry beyond atol + rtol·|ref|.
@@ -127,20 +150,7 @@ static double logits_vs_ref(const char *name, const char *model, const char *ids
     const int64_t V = sl[1];
     assert_int_equal(sl[0], S);
     assert_int_equal(sr[2], V);
-    double err = 0;
-    for (int t = 0; t < S; t++) {
-        const double *r = rl + (size_t)t * V;
-        double mx = -INFINITY, z = 0;
-        for (int64_t v = 0; v < V; v++) mx = r[v] > mx ? r[v] : mx;
-        for (int64_t v = 0; v < V; v++) z += exp(r[v] - mx);
-        for (int64_t v = 0; v < V; v++) {
-            const double ref = r[v] - mx - log(z), d = fabs(lp[(size_t)t * V + v] - ref);
-            if (d > err) err = d;
-            if (!(d <= atol + rtol * fabs(ref)))
-                fail_msg("%s: log-prob [%d, %lld] maskpos %.9g reference %.9g (%s)", name, t, (long long)v, lp[(size_t)t * V + v],
-                         ref, flags);
-        }
-    }
+    const double err = logprob_diff(name, lp, rl, S, V, atol, rtol);
     free(lp);
     free(rl);
     return err;

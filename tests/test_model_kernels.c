@@ -16,13 +16,6 @@
 
 #include "model/fwd_kernels.h"
 
-static void fill(float *x, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        x[i] = (float)((int)(s >> 8) % 2001 - 1000) / 1000.0f;
-    }
-}
 
 
 static void test_matmul_matches_reference(void **state) {
@@ -35,8 +28,8 @@ static void test_matmul_matches_reference(void **state) {
         float *y0 = calloc((size_t)(T * ldy), sizeof *y0), *y1 = calloc((size_t)(T * ldy), sizeof *y1),
               *y2 = calloc((size_t)(T * ldy), sizeof *y2);
         MpFwdMat m = {.p = calloc(mp_fwd_mat_floats(O, K), sizeof(float))};
-        fill(x, (size_t)(T * ldx), 1 + (uint32_t)s);
-        fill(w, (size_t)(O * K), 100 + (uint32_t)s);
+        mp_test_fill(x, (size_t)(T * ldx), 1 + (uint32_t)s, 1000.0f);
+        mp_test_fill(w, (size_t)(O * K), 100 + (uint32_t)s, 1000.0f);
         mp_fwd_mat_pack(&m, w, O, K);
         mp_fwd_matmul_ref(y0, ldy, x, ldx, w, O, K, T);
         mp_test_set_threads(1);
@@ -71,8 +64,8 @@ static void test_attention_matches_reference(void **state) {
     const int T = 77, HS = 24, ld = 3 * HS;
     float *q = malloc(sizeof(float) * T * ld), *k = malloc(sizeof(float) * T * ld), *kt = malloc(sizeof(float) * HS * T);
     float *s0 = malloc(sizeof(float) * T * T), *s1 = malloc(sizeof(float) * T * T);
-    fill(q, (size_t)T * ld, 5);
-    fill(k, (size_t)T * ld, 6);
+    mp_test_fill(q, (size_t)T * ld, 5, 1000.0f);
+    mp_test_fill(k, (size_t)T * ld, 6, 1000.0f);
     for (int t = 0; t < T; t++)
         for (int d = 0; d < HS; d++) kt[d * T + t] = k[t * ld + d];
     const float scale = 0.2041241452f;

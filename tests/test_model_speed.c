@@ -72,13 +72,6 @@ static void test_bf16_rounding(void **state) {
 
 /* ================================================================ matmul: every kernel */
 
-static void fill(float *x, size_t n, uint32_t seed) {
-    uint32_t s = seed * 2654435761u + 1;
-    for (size_t i = 0; i < n; i++) {
-        s = s * 1664525u + 1013904223u;
-        x[i] = (float)((int)(s >> 8) % 2001 - 1000) / 997.0f;
-    }
-}
 
 static void test_matmul_every_kernel_matches_reference(void **state) {
     (void)state;
@@ -92,8 +85,8 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         const size_t np = mp_fwd_mat_floats(O, K);
         float *pf = aligned_alloc(64, (np * 4 + 63) / 64 * 64);
         uint16_t *pb = aligned_alloc(64, (np * 2 + 63) / 64 * 64);
-        fill(x, (size_t)(T * ldx), 1 + (uint32_t)s);
-        fill(w, (size_t)(O * K), 100 + (uint32_t)s);
+        mp_test_fill(x, (size_t)(T * ldx), 1 + (uint32_t)s, 997.0f);
+        mp_test_fill(w, (size_t)(O * K), 100 + (uint32_t)s, 997.0f);
         for (int bf = 0; bf < 2; bf++) {
             MpFwdMat m;
             memset(&m, 0, sizeof m);

@@ -126,4 +126,14 @@ static void mp_test_set_threads(int n) {
 #endif
 }
 
+/* x [n] <- pseudo-random floats k / div, k an integer in [-1000, 1000], from an LCG seeded by seed. */
+static void mp_test_fill(float *x, size_t n, uint32_t seed, float div) __attribute__((unused));
+static void mp_test_fill(float *x, size_t n, uint32_t seed, float div) {
+    uint32_t s = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1664525u + 1013904223u;
+        x[i] = (float)((int)(s >> 8) % 2001 - 1000) / div;
+    }
+}
+
 #endif

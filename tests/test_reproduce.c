@@ -7,6 +7,7 @@
 
 #include <cairo.h>
 
+#include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h"
 
 /* A figure file exists, decodes as PNG (cairo's reader) and has a plausible size. */
@@ -207,6 +208,20 @@ static void test_user_model(void **state) {
     snprintf(a, sizeof a, "%s/r/fig5/model/scores.npy", d);
     snprintf(b, sizeof b, "%s/r/fig5/rope/scores.npy", d);
     assert_int_equal(mp_test_shell(NULL, 0, "cmp -s %s %s", a, b), 0);
+    /* a model shallower than 4 layers: all of its layers (here a 2-layer byte-vocabulary model) */
+    assert_int_equal(mp_test_run(out, sizeof out, "mkmodel --arch llama --layers 2 --dim 64 --heads 4 --vocab 256 --seed 3 %s/two", d), 0);
+    assert_int_equal(mp_test_shell(NULL, 0, "sed -i '0,/{/s//{\"maskpos_tokenizer\": \"bytes\",/' %s/two/config.json", d), 0);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 20 --model %s/two --data %s/models/kjv.txt --pack --seq 32 --out %s/r3",
+                     d, MP_SOURCE_DIR, d);
+    if (rc != 0) fail_msg("reproduce --model (2 layers) exited %d: %s", rc, out);
+    snprintf(path, sizeof path, "%s/r3/fig5/model/scores.npy", d);
+    MpNpy arr;
+    MpErr err;
+    if (mp_npy_read(path, &arr, &err) != MP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(arr.ndim, 3);
+    assert_int_equal(arr.shape[0], 2); /* layers 1-2 */
+    assert_int_equal(arr.shape[1], 32);
+    mp_npy_free(&arr);
     /* a failing user stage is reported and the exit code says so; the other stages still ran */
     rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 100000 --model %s/mymodel --data %s/models/kjv.txt --out %s/r2",
                      d, MP_SOURCE_DIR, d);

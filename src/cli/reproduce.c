@@ -321,15 +321,15 @@ typedef struct ReproModelOpts {
 
 /* One probe run of model over data into out/sub. Returns MP_OK or MP_ERR. */
 static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, const char *model, const char *data,
-                           int64_t n, int seq, int causal, int pack, const ReproModelOpts *o) {
+                           int64_t n, int seq, int causal, int pack, const char *layers, const ReproModelOpts *o) {
     char dir[4096], key[10240], nb[32], sb[32], tb[32];
     snprintf(dir, sizeof dir, "%s/%s", out, sub);
     snprintf(nb, sizeof nb, "%lld", (long long)n);
     snprintf(sb, sizeof sb, "%d", seq);
     snprintf(tb, sizeof tb, "%d", o->threads);
-    snprintf(key, sizeof key, "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d",
+    snprintf(key, sizeof key, "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s",
              MP_VERSION, model, (unsigned long long)mp_repro_fingerprint(model), data,
-             (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack);
+             (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack, layers);
     char *args[24];
     int k = 0;
     args[k++] = "probe";
@@ -341,7 +341,7 @@ static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, co
     args[k++] = "--seq";
     args[k++] = sb;
     args[k++] = "--layers";
-    args[k++] = "1-4";
+    args[k++] = (char *)layers;
     args[k++] = "--out";
     args[k++] = dir;
     args[k++] = "--quiet";
@@ -401,31 +401,33 @@ static int repro_model_stages(ReproModels *rm, const char *out, const ReproModel
             failed += repro_fail("fig3/gram");
         } else if (rm->gram.skipped)
             printf("          up to date, skipped (--force to redo)\n");
-        if (repro_probe_run(&rm->nope, out, "fig3/probe", none, corpus, o->n_embedded, REPRO_MODEL_SEQ, 1, 1, o) != MP_OK)
+        if (repro_probe_run(&rm->nope, out, "fig3/probe", none, corpus, o->n_embedded, REPRO_MODEL_SEQ, 1, 1, "1-4", o) != MP_OK)
             failed++;
     }
     if (want5 && o->models) {
-        if (repro_probe_run(&rm->rope, out, "fig5/rope", rope, corpus, o->n_embedded, REPRO_MODEL_SEQ, 1, 1, o) != MP_OK)
+        if (repro_probe_run(&rm->rope, out, "fig5/rope", rope, corpus, o->n_embedded, REPRO_MODEL_SEQ, 1, 1, "1-4", o) != MP_OK)
             failed++;
         if (repro_probe_run(&rm->rope_bidir, out, "fig5/rope_bidirectional", rope, corpus, o->n_embedded, REPRO_MODEL_SEQ,
-                            0, 1, o) != MP_OK)
+                            0, 1, "1-4", o) != MP_OK)
             failed++;
     }
     if (want5 && o->model) {
-        int seq = o->seq_user;
-        if (!seq) { /* 1024 or the model's context, if shorter */
-            MpModel m;
-            MpErr e;
-            seq = 1024;
-            if (mp_model_open(&m, o->model, &e) == MP_OK) {
-                if (m.max_pos > 0 && m.max_pos < seq) seq = m.max_pos;
-                mp_model_free(&m);
-            }
+        /* S: 1024 or the model's context, if shorter; layers 1-4, or all of a shallower model (a
+         * model that does not open is left to probe to report) */
+        int seq = o->seq_user ? o->seq_user : 1024;
+        const char *layers = "1-4";
+        MpModel m;
+        MpErr e;
+        if (mp_model_open(&m, o->model, &e) == MP_OK) {
+            if (!o->seq_user && m.max_pos > 0 && m.max_pos < seq) seq = m.max_pos;
+            if (m.n_layers < 4) layers = "all";
+            mp_model_free(&m);
         }
-        if (repro_probe_run(&rm->user, out, "fig5/model", o->model, o->data, o->n_user, seq, 1, o->pack_user, o) != MP_OK)
+        if (repro_probe_run(&rm->user, out, "fig5/model", o->model, o->data, o->n_user, seq, 1, o->pack_user, layers, o) !=
+            MP_OK)
             failed++;
         if (repro_probe_run(&rm->user_bidir, out, "fig5/model_bidirectional", o->model, o->data, o->n_user, seq, 0,
-                            o->pack_user, o) != MP_OK)
+                            o->pack_user, layers, o) != MP_OK)
             failed++;
     }
     return failed;
@@ -466,7 +468,7 @@ static int repro_model_figures(const char *out, const ReproModels *rm, const Rep
     return MP_OK;
 }
 
-/* Largest |residue| over layers [l0, l1] of stats. */
+/* Largest residue magnitude of layer l. */
 static double max_abs_res(const MpPosStats *st, int l) {
     return fabs(st[l].res_min) > fabs(st[l].res_max) ? fabs(st[l].res_min) : fabs(st[l].res_max);
 }

@@ -168,7 +168,7 @@ static void test_only_and_bad_flags(void **state) {
     assert_false(mp_file_exists(path));
     const char *bad[] = {"--only fig9", "--batch 0", "--bogus", "--threads x", "stray", "--seq 64", "--pack",
                          "--model /nonexistent --data /etc/hostname", "--model /tmp", "--data /etc/hostname",
-                         "--models /tmp", "--n 1"};
+                         "--models /tmp", "--n 1", "--compute f16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = mp_test_run(out, sizeof out, "reproduce --quick --out %s %s", d, bad[i]);
         if (rc != 2) fail_msg("'reproduce %s' exited %d: %s", bad[i], rc, out);
@@ -211,7 +211,7 @@ static void test_user_model(void **state) {
     /* a model shallower than 4 layers: all of its layers (here a 2-layer byte-vocabulary model) */
     assert_int_equal(mp_test_run(out, sizeof out, "mkmodel --arch llama --layers 2 --dim 64 --heads 4 --vocab 256 --seed 3 %s/two", d), 0);
     assert_int_equal(mp_test_shell(NULL, 0, "sed -i '0,/{/s//{\"maskpos_tokenizer\": \"bytes\",/' %s/two/config.json", d), 0);
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 20 --model %s/two --data %s/models/kjv.txt --pack --seq 32 --out %s/r3",
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 20 --model %s/two --data %s/models/kjv.txt --pack --seq 32 --compute bf16 --out %s/r3",
                      d, MP_SOURCE_DIR, d);
     if (rc != 0) fail_msg("reproduce --model (2 layers) exited %d: %s", rc, out);
     snprintf(path, sizeof path, "%s/r3/fig5/model/scores.npy", d);
@@ -222,6 +222,7 @@ static void test_user_model(void **state) {
     assert_int_equal(arr.shape[0], 2); /* layers 1-2 */
     assert_int_equal(arr.shape[1], 32);
     mp_npy_free(&arr);
+    assert_int_equal(mp_test_shell(NULL, 0, "grep -q '\"compute_mode\": \"bf16\"' %s/r3/fig5/model/meta.json", d), 0);
     /* a failing user stage is reported and the exit code says so; the other stages still ran */
     rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 100000 --model %s/mymodel --data %s/models/kjv.txt --out %s/r2",
                      d, MP_SOURCE_DIR, d);

@@ -35,7 +35,7 @@
 
 static const char *reproduce_help =
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
-    "                         [--seed N] [--threads N] [--models DIR]\n"
+    "                         [--seed N] [--threads N] [--models DIR] [--compute f32|bf16]\n"
     "                         [--model PATH --data FILE [--n N] [--seq S] [--pack]]\n"
     "\n"
     "Runs the paper's experiments (paper.md §2) and writes their .npy/meta.json outputs,\n"
@@ -49,6 +49,7 @@ static const char *reproduce_help =
     "  --batch B     override the number of simulated sequences\n"
     "  --seed N      random seed (default 0)\n"
     "  --threads N   worker threads (default: all cores)\n"
+    "  --compute M   f32 (default, the reference) or bf16 for every model probe (docs/speed.md)\n"
     "  --models DIR  the embedded models and their corpus (none/, rope/, kjv.txt; default:\n"
     "                MASKPOS_MODELS, else models/ beside the build folder, else ./models)\n"
     "  --n N         sequences of the model probes (default: embedded models 8000 x 128 bytes, the\n"
@@ -317,6 +318,7 @@ typedef struct ReproModelOpts {
     const char *model, *data;        /* --model, --data */
     int64_t n_embedded, n_user;
     int seq_user, pack_user, threads, force, quick;
+    const char *compute;             /* --compute for every probe: "f32" or "bf16" */
 } ReproModelOpts;
 
 /* One probe run of model over data into out/sub. Returns MP_OK or MP_ERR. */
@@ -327,9 +329,10 @@ static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, co
     snprintf(nb, sizeof nb, "%lld", (long long)n);
     snprintf(sb, sizeof sb, "%d", seq);
     snprintf(tb, sizeof tb, "%d", o->threads);
-    snprintf(key, sizeof key, "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s",
+    snprintf(key, sizeof key,
+             "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s compute=%s",
              MP_VERSION, model, (unsigned long long)mp_repro_fingerprint(model), data,
-             (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack, layers);
+             (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack, layers, o->compute);
     char *args[24];
     int k = 0;
     args[k++] = "probe";
@@ -345,6 +348,8 @@ static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, co
     args[k++] = "--out";
     args[k++] = dir;
     args[k++] = "--quiet";
+    args[k++] = "--compute";
+    args[k++] = (char *)o->compute;
     if (pack) args[k++] = "--pack";
     if (!causal) args[k++] = "--bidirectional";
     if (o->threads > 0) {
@@ -583,6 +588,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     int64_t batch = 0, model_n = 0;
     const char *models_flag = NULL, *model = NULL, *data = NULL;
     int model_seq = 0, pack = 0;
+    const char *compute = "f32";
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},   {"quick", no_argument, 0, 'q'},
                                          {"only", required_argument, 0, 'O'},  {"force", no_argument, 0, 'f'},
                                          {"batch", required_argument, 0, 'B'}, {"seed", required_argument, 0, 's'},
@@ -590,6 +596,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
                                          {"models", required_argument, 0, 'M'}, {"model", required_argument, 0, 'm'},
                                          {"data", required_argument, 0, 'd'},  {"n", required_argument, 0, 'n'},
                                          {"seq", required_argument, 0, 'S'},   {"pack", no_argument, 0, 'P'},
+                                         {"compute", required_argument, 0, 'c'},
                                          {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -609,6 +616,10 @@ int mp_cmd_reproduce(int argc, char **argv) {
         case 'n': model_n = mp_cli_i64(cmd, "--n", optarg, 2, INT64_C(1) << 31); break;
         case 'S': model_seq = (int)mp_cli_i64(cmd, "--seq", optarg, 2, 1 << 20); break;
         case 'P': pack = 1; break;
+        case 'c':
+            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) return mp_cli_error(cmd, "--compute: f32 or bf16, not '%s'", optarg);
+            compute = optarg;
+            break;
         case 'h': fputs(reproduce_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -698,7 +709,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     ReproModelOpts mo = {.models = models, .model = model, .data = data,
                          .n_embedded = model_n ? model_n : quick ? 400 : 8000, /* 8000 x 128 = the paper's 1000 x 1024 tokens */
                          .n_user = model_n ? model_n : quick ? 100 : 1000, .seq_user = model_seq, .pack_user = pack,
-                         .threads = base.threads, .force = force, .quick = quick};
+                         .threads = base.threads, .force = force, .quick = quick, .compute = compute};
     failed += repro_model_stages(&rm, out, &mo, want[2], want[4]);
     if (model) {
         const char *slash = strrchr(model, '/');

@@ -826,14 +826,16 @@ static void write_tokenizer(const char *dir, int variant, int big_id) {
     mp_test_write_file(path, cfg, strlen(cfg));
 }
 
-static json_t *read_config(const char *ckpt) {
+static json_t *read_json_in(const char *dir, const char *name) {
     char path[1100];
-    snprintf(path, sizeof path, "%s/config.json", ckpt);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) fail_msg("%s: %s", path, je.text);
     return j;
 }
+
+static json_t *read_config(const char *ckpt) { return read_json_in(ckpt, "config.json"); }
 
 /* Does ids[0..T) occur at offset off of s? */
 static int window_at(const int32_t *ids, const int32_t *s, size_t off, int T) {
@@ -947,13 +949,155 @@ static void test_tokenizer_train(void **state) {
     snprintf(p1, sizeof p1, "%s/gram/tokens.npy", d);
     assert_int_equal(mp_npy_read(p1, &gt, &e), MP_OK);
     assert_int_equal(gt.dtype, MP_DT_I32);
-    /* gram's first window starts the corpus: the tokenizer's ids, not bytes */
-    assert_memory_equal(gt.data, ref.ids, 16 * sizeof(int32_t));
+    /* gram's first window starts the corpus as a document does: the tokenizer's BOS, then its
+     * ids (not bytes) */
+    assert_int_equal(((const int32_t *)gt.data)[0], tok.bos_id);
+    assert_memory_equal((const int32_t *)gt.data + 1, ref.ids, 15 * sizeof(int32_t));
     mp_npy_free(&gt);
     mp_tok_ids_free(&ref);
     mp_tok_free(&tok);
     print_message("--tokenizer: batches = windows of mp_tok_encode, files copied, probe/gram run, resume "
                   "bit-identical, another tokenizer refused\n");
+}
+
+/* --bos on bytes: every window is BOS (id 256) + text, the vocabulary 257, config.json names the
+ * BOS, resume keeps it; the checkpoint's byte tokenizer puts BOS first; packed probe rows and
+ * gram windows start with it. Windows are checked against the corpus file itself. */
+static void test_bos_windows(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char a[600], b[600], out[16384], p1[900], p2[900];
+    snprintf(a, sizeof a, "%s/a", d);
+    snprintf(b, sizeof b, "%s/b", d);
+    int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --bos --steps 6 --checkpoint-every 3 --data %s --out %s "
+                         "--threads 1 --dump-batches %s/batches.npy", FIXTURE, a, a);
+    if (rc) fail_msg("train --bos: %s", out);
+    snprintf(p1, sizeof p1, "%s/step-000006", a);
+    json_t *cfg = read_config(p1);
+    assert_int_equal(json_integer_value(json_object_get(cfg, "vocab_size")), 257);
+    assert_int_equal(json_integer_value(json_object_get(cfg, "bos_token_id")), 256);
+    assert_string_equal(json_string_value(json_object_get(cfg, "maskpos_tokenizer")), "bytes");
+    json_decref(cfg);
+    MpErr e;
+    char *text;
+    size_t tlen;
+    assert_int_equal(mp_file_read_all(FIXTURE, (size_t)1 << 20, "corpus", &text, &tlen, &e), MP_OK);
+    size_t n_train = tlen - (size_t)((double)tlen * 0.05);
+    MpNpy bt;
+    snprintf(p2, sizeof p2, "%s/batches.npy", a);
+    assert_int_equal(mp_npy_read(p2, &bt, &e), MP_OK);
+    assert_int_equal(bt.ndim, 4);
+    const int S = (int)bt.shape[0], B = (int)bt.shape[2], T = (int)bt.shape[3];
+    assert_int_equal(T, 16);
+    for (int st = 0; st < S; st++)
+        for (int r = 0; r < B; r++) {
+            const int32_t *in = (const int32_t *)bt.data + ((size_t)st * 2 * B + r) * T;
+            const int32_t *tg = in + (size_t)B * T;
+            assert_int_equal(in[0], 256);
+            for (int t = 1; t < T; t++) assert_int_equal(in[t], tg[t - 1]);
+            char w[16];
+            for (int t = 0; t < T; t++) w[t] = (char)tg[t];
+            const char *at = memmem(text, n_train, w, (size_t)T);
+            if (!at) fail_msg("step %d row %d: the targets are not %d consecutive bytes of the train split", st, r, T);
+        }
+    mp_npy_free(&bt);
+    /* resume: the BOS setting comes from the checkpoint */
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --bos --steps 6 --checkpoint-every 3 --stop-after 3 --data %s "
+                     "--out %s", FIXTURE, b);
+    if (rc) fail_msg("train --bos --stop-after: %s", out);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000003 --data %s --out %s --quiet", b, FIXTURE, b);
+    if (rc) fail_msg("train --resume (bos): %s", out);
+    static const char *files[] = {"model.safetensors", "optimizer.bin", "config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p1, sizeof p1, "%s/step-000006/%s", a, files[i]);
+        snprintf(p2, sizeof p2, "%s/step-000006/%s", b, files[i]);
+        if (!files_equal(p1, p2)) fail_msg("resumed --bos run: %s differs from the uninterrupted run", files[i]);
+    }
+    /* the checkpoint's tokenizer: bytes with BOS 256 */
+    snprintf(p1, sizeof p1, "%s/step-000006", a);
+    MpTok tok;
+    assert_int_equal(mp_tok_init(&tok, p1, &e), MP_OK);
+    assert_true(tok.bytes);
+    assert_int_equal(tok.n_ids, 257);
+    assert_int_equal(tok.bos_id, 256);
+    MpTokIds ids;
+    memset(&ids, 0, sizeof ids);
+    assert_int_equal(mp_tok_encode(&tok, &ids, "ab", 2, 1, &e), MP_OK);
+    assert_int_equal(ids.n, 3);
+    assert_int_equal(ids.ids[0], 256);
+    assert_int_equal(ids.ids[1], 'a');
+    MpTokBuf txt = {0};
+    assert_int_equal(mp_tok_decode(&tok, &txt, ids.ids, ids.n, 1, &e), MP_OK);
+    assert_string_equal(txt.data, "ab");
+    txt.n = 0;
+    assert_int_equal(mp_tok_decode(&tok, &txt, ids.ids, ids.n, 0, &e), MP_OK);
+    assert_string_equal(txt.data, "<bos>ab");
+    mp_tok_buf_free(&txt);
+    mp_tok_ids_free(&ids);
+    mp_tok_free(&tok);
+    /* packed rows (corpus --pack, as probe --data --pack builds them): BOS + the next 15 bytes */
+    rc = mp_test_run(out, sizeof out, "corpus --model %s/step-000006 --pack --whole --n 3 --seq 16 --out %s/c.npy %s", a, d,
+                     FIXTURE);
+    if (rc) fail_msg("corpus --pack: %s", out);
+    MpNpy ct;
+    snprintf(p2, sizeof p2, "%s/c.npy", d);
+    assert_int_equal(mp_npy_read(p2, &ct, &e), MP_OK);
+    for (int r = 0; r < 3; r++) {
+        const int32_t *row = (const int32_t *)ct.data + r * 16;
+        assert_int_equal(row[0], 256);
+        for (int t = 1; t < 16; t++) assert_int_equal(row[t], (unsigned char)text[r * 15 + t - 1]);
+    }
+    mp_npy_free(&ct);
+    /* probe on packed rows: the recency statistics leave the BOS column out (and not with
+     * --no-special, whose rows are plain bytes) */
+    for (int ns = 0; ns <= 1; ns++) {
+        rc = mp_test_run(out, sizeof out, "probe %s/step-000006 --data %s --pack --n 4 --seq 16 --out %s/p%d%s", a,
+                         FIXTURE, d, ns, ns ? " --no-special" : "");
+        if (rc) fail_msg("probe --pack on a --bos checkpoint: %s", out);
+        assert_int_equal(strstr(out, "every sequence starts with BOS (id 256)") != NULL, !ns);
+        snprintf(p2, sizeof p2, "%s/p%d", d, ns);
+        json_t *meta = read_json_in(p2, "meta.json");
+        assert_int_equal(json_integer_value(json_object_get(meta, "recency_first_key")), !ns);
+        json_decref(meta);
+    }
+    /* gram: its first window is BOS + the file's first 15 bytes */
+    rc = mp_test_run(out, sizeof out, "gram %s/step-000006 --layer 1 --data %s --seq 16 --n 4 --out %s/gram", a, FIXTURE, d);
+    if (rc) fail_msg("gram on a --bos checkpoint: %s", out);
+    MpNpy gt;
+    snprintf(p2, sizeof p2, "%s/gram/tokens.npy", d);
+    assert_int_equal(mp_npy_read(p2, &gt, &e), MP_OK);
+    for (int r = 0; r < 4; r++) assert_int_equal(((const int32_t *)gt.data)[r * 16], 256);
+    for (int t = 1; t < 16; t++) assert_int_equal(((const int32_t *)gt.data)[t], (unsigned char)text[t - 1]);
+    mp_npy_free(&gt);
+    free(text);
+    /* --bos with a tokenizer: its own BOS starts every window; a tokenizer without one is refused */
+    char tdir[600];
+    snprintf(tdir, sizeof tdir, "%s/tok", d);
+    write_tokenizer(tdir, 0, 0);
+    MpTok tt;
+    assert_int_equal(mp_tok_init(&tt, tdir, &e), MP_OK);
+    assert_true(tt.bos_id >= 256);
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --bos --steps 2 --checkpoint-every 2 --data %s --tokenizer %s "
+                     "--out %s/t --dump-batches %s/t.npy", FIXTURE, tdir, d, d);
+    if (rc) fail_msg("train --bos --tokenizer: %s", out);
+    snprintf(p2, sizeof p2, "%s/t.npy", d);
+    assert_int_equal(mp_npy_read(p2, &bt, &e), MP_OK);
+    for (int k = 0; k < (int)(bt.shape[0] * bt.shape[2]); k++) {
+        const int32_t *in = (const int32_t *)bt.data + ((size_t)(k / bt.shape[2]) * 2 * bt.shape[2] + k % bt.shape[2]) * 16;
+        assert_int_equal(in[0], tt.bos_id);
+    }
+    mp_npy_free(&bt);
+    mp_tok_free(&tt);
+    snprintf(p2, sizeof p2, "%s/tokenizer_config.json", tdir);
+    const char *nobos = "{\"tokenizer_class\": \"LlamaTokenizerFast\", \"bos_token\": \"<s>\", \"add_bos_token\": false}\n";
+    mp_test_write_file(p2, nobos, strlen(nobos));
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --bos --steps 2 --data %s --tokenizer %s --out %s/t2", FIXTURE,
+                     tdir, d);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(out, "adds no BOS token"));
+    assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));
+    print_message("--bos: windows BOS + train-split bytes, vocabulary 257, resume bit-identical, packed and gram rows "
+                  "start with BOS; a tokenizer's own BOS; none: refused\n");
 }
 
 static void test_tokenizer_bad_inputs(void **state) {
@@ -1032,6 +1176,7 @@ int main(void) {
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_tokenizer_train),
         cmocka_unit_test(test_tokenizer_bad_inputs),
+        cmocka_unit_test(test_bos_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,10 @@ static const char *corpus_help =
     "  --whole         text files: one document per file, not per blank-line block\n"
     "  --shuffle       visit documents in a random order fixed by --seed (default seed 0)\n"
     "  --seed K        seed of --shuffle\n"
-    "  --no-special    do not add BOS/EOS\n";
+    "  --no-special    do not add BOS/EOS\n"
+    "  --pack          concatenate the documents' ids and cut the stream into N rows of S (rows\n"
+    "                  may span documents); with a tokenizer that adds BOS each row is BOS +\n"
+    "                  the next S-1 ids\n";
 
 int mp_cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
@@ -52,6 +55,7 @@ int mp_cmd_corpus(int argc, char **argv) {
                                          {"shuffle", no_argument, 0, 'r'},
                                          {"seed", required_argument, 0, 'k'},
                                          {"no-special", no_argument, 0, 'x'},
+                                         {"pack", no_argument, 0, 'p'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -71,6 +75,7 @@ int mp_cmd_corpus(int argc, char **argv) {
             seed_given = 1;
             break;
         case 'x': o.add_special = 0; break;
+        case 'p': o.pack = 1; break;
         case 'h': fputs(corpus_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -135,6 +140,7 @@ int mp_cmd_corpus(int argc, char **argv) {
         json_object_set_new(cj, "documents", json_integer(cor.n_docs));
         json_object_set_new(meta, "corpus", cj);
         json_object_set_new(meta, "shuffle", json_boolean(o.shuffle));
+        json_object_set_new(meta, "packed", json_boolean(o.pack));
         if (o.shuffle) json_object_set_new(meta, "seed", json_integer((json_int_t)o.seed));
         json_object_set_new(meta, "documents_examined", json_integer(cor.n_examined));
         json_object_set_new(meta, "skipped_short", json_integer(cor.n_skipped));

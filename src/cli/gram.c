@@ -41,7 +41,8 @@ static const char *gram_help =
     "  --data FILE        text; sequences are N windows of S tokens spread evenly over it,\n"
     "                     tokenized by MODEL/tokenizer.json, or as bytes for byte models\n"
     "                     (config \"maskpos_tokenizer\": \"bytes\", or vocab_size 256 and no\n"
-    "                     \"maskpos_tokenizer\" naming another tokenizer)\n"
+    "                     \"maskpos_tokenizer\" naming another tokenizer); with a tokenizer that\n"
+    "                     adds BOS (or bytes with \"bos_token_id\": 256) each window is BOS + S-1\n"
     "  --tokens F.npy     token ids [rows, >= S] (int32/int64) instead of --data\n"
     "  --seq S            positions (default 50)\n"
     "  --n N              sequences (default 256)\n"
@@ -65,12 +66,15 @@ static int gram_is_bytes(const char *model, const MpModel *m) {
     return bytes;
 }
 
-/* N windows of S tokens spread evenly over the token stream ids[n]. */
-static void gram_windows(int32_t *out, const int32_t *ids, size_t n, int N, int S) {
-    size_t span = n - (size_t)S;
+/* N windows of S tokens spread evenly over the token stream ids[n] (n >= S); with a BOS
+ * (bos >= 0) each window is BOS + S-1 stream ids, as a document starts for such a tokenizer. */
+static void gram_windows(int32_t *out, const int32_t *ids, size_t n, int N, int S, int32_t bos) {
+    size_t w = (size_t)S - (bos >= 0), span = n - w;
     for (int k = 0; k < N; k++) {
         size_t off = N > 1 ? (size_t)((double)k * (double)span / (double)(N - 1)) : 0;
-        memcpy(out + (size_t)k * S, ids + off, (size_t)S * sizeof(int32_t));
+        int32_t *row = out + (size_t)k * S;
+        if (bos >= 0) *row++ = bos;
+        memcpy(row, ids + off, w * sizeof(int32_t));
     }
 }
 
@@ -115,13 +119,17 @@ static int gram_tokens(int32_t **out, const char *model, MpModel *m, const char 
     fclose(f);
     int rc = MP_OK;
     if (gram_is_bytes(model, m)) {
+        MpTok bt; /* the byte vocabulary, with the BOS of `train --bos` when config.json has it */
+        int32_t bos = mp_tok_init(&bt, model, e) == MP_OK && bt.bytes ? bt.bos_id : -1;
+        mp_tok_free(&bt);
+        if (bos >= m->vocab) bos = -1;
         if ((size_t)len < (size_t)S) {
             rc = mp_err_set(e, "--data %s has %ld bytes, fewer than --seq %d", data, len, S);
         } else {
             int32_t *ids = mp_try_malloc((size_t)len * sizeof(int32_t) + 4);
             if (!ids) rc = mp_err_set(e, "out of memory");
             for (long i = 0; ids && i < len; i++) ids[i] = (uint8_t)text[i];
-            if (ids) gram_windows(*out, ids, (size_t)len, N, S);
+            if (ids) gram_windows(*out, ids, (size_t)len, N, S, bos);
             free(ids);
         }
     } else {
@@ -133,7 +141,7 @@ static int gram_tokens(int32_t **out, const char *model, MpModel *m, const char 
             rc = mp_tok_encode(&tok, &ids, text, (size_t)len, 0, e);
             if (rc == MP_OK && ids.n < (size_t)S)
                 rc = mp_err_set(e, "--data %s gives %zu tokens, fewer than --seq %d", data, ids.n, S);
-            if (rc == MP_OK) gram_windows(*out, ids.ids, ids.n, N, S);
+            if (rc == MP_OK) gram_windows(*out, ids.ids, ids.n, N, S, tok.bos_id);
             for (size_t i = 0; rc == MP_OK && i < (size_t)N * S; i++)
                 if ((*out)[i] >= m->vocab) rc = mp_err_set(e, "tokenizer id %d outside the model vocabulary %d", (*out)[i], m->vocab);
             mp_tok_ids_free(&ids);

@@ -64,7 +64,8 @@ static const char *probe_help =
     "  --seed K             seed of --shuffle\n"
     "  --no-special         --data: do not add BOS/EOS\n"
     "  --pack               --data: concatenate the documents' ids and cut the stream into N rows of\n"
-    "                       S (rows may span documents; for a few long or many short documents)\n"
+    "                       S (rows may span documents; for a few long or many short documents);\n"
+    "                       with a tokenizer that adds BOS every row is BOS + the next S-1 ids\n"
     "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, or all when fewer)\n"
     "  --per-head           also write scores_heads.npy [L,H,S,S]\n"
     "  --bidirectional      counterfactual: no causal mask in any layer\n"
@@ -175,6 +176,15 @@ static int probe_tokens_from_text(MpProbeTokens *tk, ProbeRun *r, int vocab, MpE
     return MP_OK;
 }
 
+/* 1 when every sequence starts with the model's BOS: its column is then one fixed token, not a
+ * position, and the recency statistics leave it out (mp_posmap_recency, docs/metrics.md). */
+static int probe_recency_key0(const MpModel *m, const MpProbeTokens *tk) {
+    if (m->bos_id < 0 || !tk->ids || tk->n < 1 || tk->seq < 3) return 0;
+    for (int64_t i = 0; i < tk->n; i++)
+        if (tk->ids[(size_t)i * (size_t)tk->seq] != m->bos_id) return 0;
+    return 1;
+}
+
 static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProbeTokens *tk, const MpProbeAcc *a,
                                const int *layers, uint64_t model_hash, double wall, double compute_s,
                                int argc, char **argv, MpErr *e) {
@@ -187,10 +197,14 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     MpPosStats *st = mp_calloc_or_die((size_t)L, sizeof *st, "stats");
     mp_probe_acc_mean(a, mean, heads);
     mp_probe_acc_se(a, se);
+    const int key0 = probe_recency_key0(m, tk);
     for (int l = 0; l < L; l++) {
         mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
         mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, a->n_done >= 2 ? se + l * SS : NULL, S);
+        if (key0) mp_posmap_recency(&st[l], mean + l * SS, S, key0);
     }
+    if (key0)
+        printf("every sequence starts with BOS (id %d): rising rows and mean slope are over keys 1..i-1\n", m->bos_id);
     printf("%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
            "rms/noise", "block z", "rising rows", "mean slope");
     for (int l = 0; l < L; l++)
@@ -262,6 +276,9 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "n", json_integer(tk->n));
         json_object_set_new(j, "seq", json_integer(S));
         json_object_set_new(j, "skipped_tokens", json_integer(tk->skipped));
+        json_object_set_new(j, "recency_first_key", json_integer(key0));
+        json_object_set_new(j, "recency_first_key_of", json_string("rising rows and mean slope use keys from this "
+                                                                   "one on: 1 when every sequence starts with BOS"));
         for (int l = 0; l < L; l++) json_array_append_new(lj, json_integer(layers[l] + 1));
         json_object_set_new(j, "layers", lj);
         json_object_set_new(j, "heads", json_integer(H));

@@ -193,6 +193,7 @@ static int probe_load(void *obj, const char *dir) {
     json_t *m = mp_json_read(path, &e);
     if (!m) return 0;
     p->n = (int64_t)json_integer_value(json_object_get(m, "n"));
+    const int key0 = json_integer_value(json_object_get(m, "recency_first_key")) == 1;
     json_t *bz = json_object_get(m, "residue_block_z");
     if (!json_is_array(bz)) { /* written by an older maskpos: run again */
         json_decref(m);
@@ -214,6 +215,7 @@ static int probe_load(void *obj, const char *dir) {
     for (int l = 0; l < p->L; l++) {
         mp_posmap_diagnorm(p->diagnorm + l * SS, p->scores + l * SS, p->S);
         mp_posmap_stats(&p->stats[l], p->scores + l * SS, p->diagnorm + l * SS, p->n >= 2 ? p->se + l * SS : NULL, p->S);
+        if (key0) mp_posmap_recency(&p->stats[l], p->scores + l * SS, p->S, 1);
     }
     p->ok = 1;
     return 1;

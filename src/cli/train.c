@@ -47,6 +47,10 @@ static const char *train_help =
     "                     config.json then carries \"no_rope_layers\": [0, ...])\n"
     "  --rope-theta X     RoPE base (default 10000)\n"
     "  --tie              tie lm_head to the embedding\n"
+    "  --bos              start every training window with a BOS token, as every document does\n"
+    "                     for a tokenizer that adds one: bytes get id 256 (vocabulary 257,\n"
+    "                     config \"bos_token_id\": 256), --tokenizer its own BOS; the window's\n"
+    "                     first text id is then predicted from BOS alone\n"
     "optimiser:\n"
     "  --batch B          sequences per step (default 16)\n"
     "  --steps N          total steps (default 1000)\n"
@@ -136,6 +140,7 @@ static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainDat
     h->init_std = c->init_std;
     h->val_frac = r->val_frac;
     h->dtype = r->bf16;
+    h->bos = c->bos;
     h->tok_hash = tok ? tok->hash : 0;
 }
 
@@ -151,6 +156,7 @@ static void from_header(TrainRun *r, const MpTrainOptHeader *h) {
     c->batch = h->batch;
     c->pos = h->pos == 1 ? MP_TRAIN_POS_NONE : MP_TRAIN_POS_ROPE;
     c->tie = h->tie;
+    c->bos = h->bos != 0;
     c->rope_theta = h->rope_theta;
     c->norm_eps = h->norm_eps;
     c->init_std = h->init_std;
@@ -273,6 +279,7 @@ int mp_cmd_train(int argc, char **argv) {
         {"stop-after", required_argument, 0, 'S'},  {"save-init", no_argument, 0, 'I'},
         {"dump-batches", required_argument, 0, 'D'}, {"export-bf16", required_argument, 0, 'X'},
         {"tokenizer", required_argument, 0, 't'},   {"help", no_argument, 0, 'h'},
+        {"bos", no_argument, 0, 'O'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -293,6 +300,7 @@ int mp_cmd_train(int argc, char **argv) {
             break;
         case 'R': run.cfg.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0000001, 1e12); model_flags++; break;
         case 'y': run.cfg.tie = 1; model_flags++; break;
+        case 'O': run.cfg.bos = 1; model_flags++; break;
         case 'B': run.cfg.batch = (int)mp_cli_i64(cmd, "--batch", optarg, 1, 65536); model_flags++; break;
         case 'N': steps_flag = mp_cli_i64(cmd, "--steps", optarg, 0, INT64_C(1) << 40); break;
         case 'l': run.opt.lr = mp_cli_double(cmd, "--lr", optarg, 1e-12, 1e38); model_flags++; break;
@@ -388,15 +396,20 @@ int mp_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (!resume) run.cfg.vocab = tokf.n_ids;
-    }
+        if (run.cfg.bos && tokf.bos_id < 0) {
+            rc = mp_cli_error(cmd, "--bos: tokenizer %s adds no BOS token", tokf.src);
+            goto done;
+        }
+    } else if (!resume)
+        run.cfg.vocab = 256 + run.cfg.bos; /* bytes; BOS is id 256 */
     if (mp_train_config_check(&run.cfg, &e) != MP_OK) {
         rc = use_tok ? mp_cli_error(cmd, "tokenizer %s (%d ids): %s", tokf.src, tokf.n_ids, e.msg)
                      : mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
-    if (use_tok ? run.cfg.vocab != tokf.n_ids : run.cfg.vocab != 256) {
+    if (use_tok ? run.cfg.vocab != tokf.n_ids : run.cfg.vocab != 256 + run.cfg.bos) {
         rc = mp_cli_error(cmd, "checkpoint vocabulary %d differs from %s (%d)", run.cfg.vocab,
-                          use_tok ? "the tokenizer's" : "the byte vocabulary", use_tok ? tokf.n_ids : 256);
+                          use_tok ? "the tokenizer's" : "the byte vocabulary", use_tok ? tokf.n_ids : 256 + run.cfg.bos);
         goto done;
     }
     {
@@ -425,6 +438,7 @@ int mp_cmd_train(int argc, char **argv) {
         goto done;
     }
     t_tok = mp_time_now() - t_tok;
+    data.bos = !run.cfg.bos ? -1 : use_tok ? tokf.bos_id : 256;
     mp_tok_free(&tok); /* the ids are all it was needed for; tokf keeps the files */
     if (resume && data.hash != rh.data_hash) {
         rc = mp_cli_error(cmd, "%s is not the corpus the checkpoint was trained on (hash differs)", data_path);

@@ -208,7 +208,18 @@ int mp_tok_corpus_build(MpTokCorpus *c, MpTok *t, const char *input, const MpTok
             if (rc == MP_OK && ids.n < total)
                 rc = mp_err_set(e, "%s: %zu tokens in all (%lld documents), fewer than --n %lld x --seq %lld = %zu; lower --n or --seq",
                                 input, ids.n, (long long)c->n_docs, (long long)o->n, (long long)o->seq, total);
-            if (rc == MP_OK) memcpy(c->ids, ids.ids, total * sizeof *ids.ids);
+            if (rc == MP_OK && o->add_special && t->bos_id >= 0) {
+                /* every row starts with BOS, as an unpacked document does: BOS + the next S-1
+                 * ids of the stream (a document's own BOS right there is not doubled) */
+                size_t at = 0;
+                for (int64_t r = 0; r < o->n; r++) {
+                    int32_t *row = c->ids + (size_t)r * (size_t)o->seq;
+                    row[0] = t->bos_id;
+                    if (o->seq > 1 && at < ids.n && ids.ids[at] == t->bos_id) at++;
+                    for (int64_t k = 1; k < o->seq; k++) row[k] = ids.ids[at++]; /* at < ids.n: ids.n >= n*S */
+                }
+            } else if (rc == MP_OK)
+                memcpy(c->ids, ids.ids, total * sizeof *ids.ids);
             kept = rc == MP_OK ? o->n : 0;
         }
         for (size_t k = 0; rc == MP_OK && !o->pack && k < d.n && kept < o->n; k++) {

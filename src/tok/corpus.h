@@ -7,7 +7,8 @@
  * the first N that have at least S ids, cut to their first S ids (BOS included when the
  * tokenizer adds one). Documents shorter than S are counted as skipped. Or, packed: the
  * documents' ids concatenated and cut into N consecutive rows of S (for corpora of few long
- * documents or many short ones).
+ * documents or many short ones); when the tokenizer adds a BOS, each row is BOS + the next S-1
+ * ids, so packed rows start as documents do.
  * Does not: write files (cli/corpus.c writes the .npy and its JSON provenance), or stream corpora
  * larger than memory.
  * Tested by: tests/test_tok.c (formats, shuffling, short-document errors).
@@ -30,7 +31,8 @@ typedef struct MpTokCorpusOpts {
     uint64_t seed;
     int add_special;   /* BOS/EOS as the tokenizer's post-processor says */
     int pack;          /* 1: concatenate the documents' ids (in visiting order) and cut the
-                          stream into n consecutive rows of seq ids; a row may span documents */
+                          stream into n consecutive rows of seq ids; a row may span documents.
+                          With add_special and a BOS: rows are BOS + seq-1 stream ids */
 } MpTokCorpusOpts;
 
 typedef struct MpTokCorpus {

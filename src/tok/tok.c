@@ -1161,7 +1161,16 @@ void mp_tok_init_bytes(MpTok *t) {
     snprintf(t->path, sizeof t->path, "bytes");
 }
 
-/* 1 when dir/config.json names the byte vocabulary ("maskpos_tokenizer": "bytes"). */
+void mp_tok_bytes_add_bos(MpTok *t) {
+    MP_ASSERT(t->bytes);
+    t->n_ids = 257;
+    t->bos_id = 256;
+    t->hash = mp_fnv1a64("maskpos byte vocabulary + BOS 256", 33, MP_FNV_INIT);
+    snprintf(t->path, sizeof t->path, "bytes+bos");
+}
+
+/* 1 when dir/config.json names the byte vocabulary ("maskpos_tokenizer": "bytes"), 2 when it
+ * also has the BOS of `maskpos train --bos` ("bos_token_id": 256, "vocab_size": 257). */
 static int tok_dir_is_bytes(const char *dir) {
     char path[4096];
     MpErr e;
@@ -1174,6 +1183,9 @@ static int tok_dir_is_bytes(const char *dir) {
     free(s);
     const char *v = json_string_value(json_object_get(cfg, "maskpos_tokenizer"));
     int yes = v && !strcmp(v, "bytes");
+    if (yes && json_integer_value(json_object_get(cfg, "bos_token_id")) == 256 &&
+        json_integer_value(json_object_get(cfg, "vocab_size")) == 257)
+        yes = 2;
     json_decref(cfg);
     return yes;
 }
@@ -1191,8 +1203,10 @@ int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
     char path[4096], cfg_path[4096];
     if (S_ISDIR(st.st_mode)) {
         if (mp_path_join(path, sizeof path, model, "tokenizer.json", e) != MP_OK) return MP_ERR;
-        if (!mp_file_exists(path) && tok_dir_is_bytes(model)) {
+        int bytes = mp_file_exists(path) ? 0 : tok_dir_is_bytes(model);
+        if (bytes) {
             mp_tok_init_bytes(t);
+            if (bytes == 2) mp_tok_bytes_add_bos(t);
             return MP_OK;
         }
         if (!mp_file_exists(path)) return mp_err_set(e, "%s: no tokenizer.json in this directory", model);
@@ -1268,7 +1282,7 @@ void mp_tok_free(MpTok *t) {
 }
 
 const char *mp_tok_id_to_token(const MpTok *t, int32_t id) {
-    if (t->bytes) return id >= 0 && id < 256 ? t->byte_strs + 2 * id : NULL;
+    if (t->bytes) return id >= 0 && id < 256 ? t->byte_strs + 2 * id : id == 256 && t->bos_id == 256 ? "<bos>" : NULL;
     if (!t->impl || id < 0 || id >= t->n_ids || !(t->impl->flags[id] & MP_TOK_F_PRESENT)) return NULL;
     return t->impl->strs.data + t->impl->s_off[id];
 }
@@ -1688,8 +1702,8 @@ static int encode_gap(MpTok *t, MpTokIds *out, const char *s, size_t n, MpErr *e
 }
 
 int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e) {
-    (void)add_special;
     if (t->bytes) {
+        if (add_special && t->bos_id >= 0 && mp_tok_ids_push(out, t->bos_id, e) != MP_OK) return MP_ERR;
         for (size_t i = 0; i < len; i++)
             if (mp_tok_ids_push(out, (int32_t)(unsigned char)text[i], e) != MP_OK) return MP_ERR;
         return MP_OK;
@@ -1729,6 +1743,13 @@ int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, i
         int32_t id = ids[i];
         if (t->bytes) {
             unsigned char b = (unsigned char)id;
+            if (id == 256 && t->bos_id == 256) {
+                if (!skip_special && mp_tok_buf_append(&raw, "<bos>", 5, e) != MP_OK) {
+                    mp_tok_buf_free(&raw);
+                    return MP_ERR;
+                }
+                continue;
+            }
             if (id < 0 || id > 255) {
                 mp_tok_buf_free(&raw);
                 return mp_err_set(e, "decode: id %d (position %zu) is not a byte (0..255)", id, i);

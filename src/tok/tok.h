@@ -56,7 +56,8 @@ typedef struct MpTok {
     int nfc;              /* 1 when the normalizer applies NFC */
     int ignore_merges;    /* model.ignore_merges */
     int bytes;            /* 1: the byte vocabulary of maskpos-trained models (id = byte value,
-                             n_ids 256, no specials, no normalisation; impl is NULL) */
+                             n_ids 256, no normalisation; impl is NULL), or with a BOS: id 256,
+                             n_ids 257 (mp_tok_bytes_add_bos) */
     char byte_strs[512];  /* bytes: id i's token string at byte_strs + 2i (one byte + NUL) */
     MpTokImpl *impl;      /* owned */
 } MpTok;
@@ -74,6 +75,10 @@ void mp_tok_free(MpTok *t); /* safe on a zeroed struct */
 /* The byte vocabulary: encode maps every byte to its value (invalid UTF-8 kept as is), decode
  * maps ids 0..255 back to bytes (then invalid UTF-8 → U+FFFD, as for every tokenizer). */
 void mp_tok_init_bytes(MpTok *t);
+/* Gives a byte vocabulary the BOS of `maskpos train --bos`: id 256 (n_ids 257), put before the
+ * text by mp_tok_encode with add_special, dropped by mp_tok_decode with skip_special. Such a
+ * model directory says "maskpos_tokenizer": "bytes", "bos_token_id": 256, "vocab_size": 257. */
+void mp_tok_bytes_add_bos(MpTok *t);
 
 /* A GGUF-style byte-level BPE vocabulary (tokenizer.ggml.model "gpt2"), all borrowed: what the
  * GGUF reader hands over (model-formats.md §3.6). */

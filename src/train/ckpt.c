@@ -61,7 +61,9 @@ char *mp_train_config_json_tok(const MpTrainConfig *c, int bf16, const MpTrainTo
         for (int l = 0; l < c->layers; l++) json_array_append_new(a, json_integer(0));
         json_object_set_new(o, "no_rope_layers", a);
     }
-    json_object_set_new(o, "bos_token_id", tok && tok->bos_id >= 0 ? json_integer(tok->bos_id) : json_null());
+    json_object_set_new(o, "bos_token_id", tok && tok->bos_id >= 0 ? json_integer(tok->bos_id)
+                                           : !tok && c->bos                ? json_integer(256)
+                                                                           : json_null());
     json_object_set_new(o, "eos_token_id", tok && tok->eos_id >= 0 ? json_integer(tok->eos_id) : json_null());
     json_object_set_new(o, "torch_dtype", json_string(bf16 ? "bfloat16" : "float32"));
     json_object_set_new(o, "initializer_range", json_real(c->init_std));

@@ -6,10 +6,11 @@
  * joined by blank lines into one stream; any other file is read as it is.
  *
  * Implements: mp_train_tok_open/files_free (the tokenizer from the bytes a checkpoint will
- *   carry), mp_train_data_open/free/batch/val_windows/val_batch.
- * Does not: stream files larger than memory, add BOS/EOS (the file is one stream of ids, as
- *   the byte path is one stream of bytes; docs/train.md), or read GGUF tokenizers (refused:
- *   checkpoints carry tokenizer.json).
+ *   carry), mp_train_data_open/free/batch/val_windows/val_batch; with --bos (MpTrainData.bos)
+ *   every window starts with the BOS id.
+ * Does not: stream files larger than memory, put BOS/EOS at document boundaries (the file is one
+ *   stream of ids, as the byte path is one stream of bytes; docs/train.md), or read GGUF
+ *   tokenizers (refused: checkpoints carry tokenizer.json).
  * Tested by: tests/test_train.c (too-small corpus, resume exactness, ids = mp_tok_encode).
  */
 #include <errno.h>
@@ -177,6 +178,7 @@ int mp_train_data_open(MpTrainData *d, const char *path, MpTok *tok, double val_
         d->n = ids.n;
     }
     free(text);
+    d->bos = -1;
     size_t nval = (size_t)((double)d->n * val_frac);
     d->n_train = d->n - nval;
     /* a window needs T+1 ids (inputs and the shifted targets), in both splits */
@@ -203,6 +205,22 @@ void mp_train_data_free(MpTrainData *d) {
 
 /* ======================================== batches ======================================== */
 
+/* One window from ids[off]: inputs ids[off..off+T-1], targets shifted by one; with a BOS
+ * (--bos) the inputs are BOS, ids[off..off+T-2] and the targets ids[off..off+T-1], so every
+ * window starts as a document does for a tokenizer that adds BOS. */
+static void data_window(int32_t *inputs, int32_t *targets, const MpTrainData *d, size_t off, int T) {
+    if (d->bos >= 0) {
+        inputs[0] = d->bos;
+        for (int t = 1; t < T; t++) inputs[t] = d->ids[off + (size_t)t - 1];
+        for (int t = 0; t < T; t++) targets[t] = d->ids[off + (size_t)t];
+        return;
+    }
+    for (int t = 0; t < T; t++) {
+        inputs[t] = d->ids[off + (size_t)t];
+        targets[t] = d->ids[off + (size_t)t + 1];
+    }
+}
+
 void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d, int B, int T, uint64_t seed,
                          int64_t step) {
     MpRng r;
@@ -211,10 +229,7 @@ void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d
     for (int b = 0; b < B; b++) {
         uint64_t off = (uint64_t)(mp_rng_uniform(&r) * (double)span);
         if (off >= span) off = span - 1;
-        for (int t = 0; t < T; t++) {
-            inputs[(size_t)b * T + t] = d->ids[off + (uint64_t)t];
-            targets[(size_t)b * T + t] = d->ids[off + (uint64_t)t + 1];
-        }
+        data_window(inputs + (size_t)b * T, targets + (size_t)b * T, d, (size_t)off, T);
     }
 }
 
@@ -226,9 +241,6 @@ void mp_train_data_val_batch(int32_t *inputs, int32_t *targets, const MpTrainDat
     int64_t nw = mp_train_data_val_windows(d, T);
     for (int b = 0; b < B; b++) {
         size_t off = d->n_train + (size_t)((w0 + b) % nw) * ((size_t)T + 1);
-        for (int t = 0; t < T; t++) {
-            inputs[(size_t)b * T + t] = d->ids[off + (size_t)t];
-            targets[(size_t)b * T + t] = d->ids[off + (size_t)t + 1];
-        }
+        data_window(inputs + (size_t)b * T, targets + (size_t)b * T, d, (size_t)off, T);
     }
 }

@@ -41,7 +41,7 @@ typedef struct MpTrainConfig {
     int kv_heads;     /* NKV (divides NH) */
     int head_dim;     /* HS = C / NH (set by mp_train_config_check) */
     int ffn;          /* FF */
-    int vocab;        /* V (256: bytes; else the tokenizer's n_ids) */
+    int vocab;        /* V (256: bytes, 257 with --bos; else the tokenizer's n_ids) */
     int seq;          /* T */
     int batch;        /* B */
     MpTrainPos pos;   /* RoPE (HF rotate-half, positions 0..T-1) or none (NoPE) */
@@ -49,6 +49,8 @@ typedef struct MpTrainConfig {
     int tie;          /* lm_head shares the embedding */
     double norm_eps;  /* RMSNorm epsilon */
     double init_std;  /* weights ~ N(0, std^2); o_proj and down_proj scaled by 1/sqrt(2L) */
+    int bos;          /* 1: --bos, every window starts with BOS (bytes: id 256; else the
+                         tokenizer's); 0: windows are plain slices of the stream */
 } MpTrainConfig;
 
 void mp_train_config_default(MpTrainConfig *c);
@@ -158,13 +160,15 @@ typedef struct MpTrainData {
     size_t n_train;          /* ids [0, n_train) train, [n_train, n) validation */
     size_t n_bytes;          /* corpus file size */
     uint64_t hash;           /* FNV-1a of the file (resume refuses another corpus) */
+    int32_t bos;             /* -1 (set by mp_train_data_open); else every window starts with it */
 } MpTrainData;
 
 /* Reads the corpus at path; tok NULL: its bytes are the ids (vocabulary 256); else the whole
  * file is encoded once with tok (mp_tok_encode, add_special 0). Both splits need seq + 1 ids. */
 int mp_train_data_open(MpTrainData *d, const char *path, struct MpTok *tok, double val_frac, int seq, MpErr *e);
 void mp_train_data_free(MpTrainData *d);
-/* inputs/targets [B, T] int32 of step `step`: B windows at Philox-drawn train offsets. */
+/* inputs/targets [B, T] int32 of step `step`: B windows at Philox-drawn train offsets. With
+ * d->bos >= 0 a window is BOS + T-1 ids as inputs and the T ids after BOS as targets. */
 void mp_train_data_batch(int32_t *inputs, int32_t *targets, const MpTrainData *d, int B, int T, uint64_t seed,
                          int64_t step);
 /* Number of disjoint validation windows of T+1 ids. */
@@ -194,7 +198,7 @@ typedef struct MpTrainOptHeader {
     int64_t warmup, steps;
     double rope_theta, norm_eps, init_std, val_frac;
     int32_t dtype;          /* 0: model.safetensors is F32 (exact resume), 1: BF16 */
-    int32_t reserved;
+    int32_t bos;            /* MpTrainConfig.bos (was a reserved 0 before --bos existed) */
     uint64_t tok_hash;      /* version 2: MpTok.hash of the tokenizer, 0 = bytes */
 } MpTrainOptHeader;
 

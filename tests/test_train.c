@@ -486,6 +486,17 @@ static int files_equal(const char *a, const char *b) {
     return eq;
 }
 
+/* The files[0..n) of checkpoint step `step` in run directories a and b are byte-identical. */
+static void assert_same_checkpoint(const char *a, const char *b, int step, const char *const *files, int n,
+                                   const char *what) {
+    char p1[900], p2[900];
+    for (int i = 0; i < n; i++) {
+        snprintf(p1, sizeof p1, "%s/step-%06d/%s", a, step, files[i]);
+        snprintf(p2, sizeof p2, "%s/step-%06d/%s", b, step, files[i]);
+        if (!files_equal(p1, p2)) fail_msg("%s: %s differs from the uninterrupted run", what, files[i]);
+    }
+}
+
 /* Rewrites the version-2 optimizer.bin src as the version-1 file of the same state (200-byte
  * header without tok_hash, checksum recomputed), as written before --tokenizer existed. The
  * layout is written out here from docs/train.md, not taken from ckpt.c. */
@@ -533,11 +544,7 @@ static void test_resume_exact(void **state) {
     rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --data %s --out %s --threads 2 --quiet", b, FIXTURE, b);
     if (rc) fail_msg("train --resume: %s", out);
     static const char *files[] = {"model.safetensors", "optimizer.bin", "config.json"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p1, sizeof p1, "%s/step-000008/%s", a, files[i]);
-        snprintf(p2, sizeof p2, "%s/step-000008/%s", b, files[i]);
-        if (!files_equal(p1, p2)) fail_msg("resumed %s differs from the uninterrupted run", files[i]);
-    }
+    assert_same_checkpoint(a, b, 8, files, 3, "resumed");
     /* the resumed run continued log.csv: 8 rows */
     snprintf(p1, sizeof p1, "%s/log.csv", b);
     FILE *lf = fopen(p1, "r");
@@ -574,11 +581,7 @@ static void test_resume_exact(void **state) {
     opt_write_v1(p2, p1);
     rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --data %s --out %s --quiet", v1, FIXTURE, v1);
     if (rc) fail_msg("train --resume (version 1): %s", out);
-    for (int i = 0; i < 2; i++) {
-        snprintf(p1, sizeof p1, "%s/step-000008/%s", a, files[i]);
-        snprintf(p2, sizeof p2, "%s/step-000008/%s", v1, files[i]);
-        if (!files_equal(p1, p2)) fail_msg("resumed from version 1: %s differs from the uninterrupted run", files[i]);
-    }
+    assert_same_checkpoint(a, v1, 8, files, 2, "resumed from version 1");
     print_message("resume after step 4 → step 8 bit-identical (weights, optimiser state; also from a version-1 "
                   "optimizer.bin); 1 = 2 threads\n");
 }
@@ -922,11 +925,7 @@ static void test_tokenizer_train(void **state) {
     if (rc) fail_msg("train --resume (tokenizer): %s", out);
     static const char *files[] = {"model.safetensors", "optimizer.bin", "config.json", "tokenizer.json",
                                   "tokenizer_config.json"};
-    for (int i = 0; i < 5; i++) {
-        snprintf(p1, sizeof p1, "%s/step-000008/%s", a, files[i]);
-        snprintf(p2, sizeof p2, "%s/step-000008/%s", b, files[i]);
-        if (!files_equal(p1, p2)) fail_msg("resumed %s differs from the uninterrupted run", files[i]);
-    }
+    assert_same_checkpoint(a, b, 8, files, 5, "resumed (tokenizer)");
     /* the same tokenizer given explicitly is accepted (conversion-only resume) */
     rc = mp_test_run(out, sizeof out, "train --resume %s/step-000008 --steps 8 --tokenizer %s/tokenizer.json --data %s "
                      "--out %s --quiet", b, tdir, FIXTURE, b);
@@ -1008,11 +1007,7 @@ static void test_bos_windows(void **state) {
     rc = mp_test_run(out, sizeof out, "train --resume %s/step-000003 --data %s --out %s --quiet", b, FIXTURE, b);
     if (rc) fail_msg("train --resume (bos): %s", out);
     static const char *files[] = {"model.safetensors", "optimizer.bin", "config.json"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p1, sizeof p1, "%s/step-000006/%s", a, files[i]);
-        snprintf(p2, sizeof p2, "%s/step-000006/%s", b, files[i]);
-        if (!files_equal(p1, p2)) fail_msg("resumed --bos run: %s differs from the uninterrupted run", files[i]);
-    }
+    assert_same_checkpoint(a, b, 6, files, 3, "resumed --bos run");
     /* the checkpoint's tokenizer: bytes with BOS 256 */
     snprintf(p1, sizeof p1, "%s/step-000006", a);
     MpTok tok;

@@ -1,7 +1,9 @@
 /* test_probe_stats.c — the noise estimates of the probe accumulator (src/model/probe.c) and the
  * text inputs the reproduce stages feed it:
  *   - per-entry standard errors and the block test of the residue, against a second, two-pass
- *     computation written here from the definitions (double, ≤ 1e-12 relative);
+ *     computation written here from the definitions (double, ≤ 1e-12 relative), also from
+ *     position 1 on (mp_probe_acc_skip);
+ *   - a sink column (a BOS) makes the whole map non-relative; from position 1 on it is noise again;
  *   - statistical behaviour: on synthetic scores that are relative plus noise, the block z and the
  *     per-entry rms/noise are ≈ 1; adding a small non-relative pattern (early keys favoured) lifts
  *     the block z well above 1 while the per-entry one barely moves — why the block test exists;
@@ -29,7 +31,9 @@ static double gauss(void) {
     return sqrt(-2.0 * log(u + 1e-300)) * cos(6.283185307179586 * v);
 }
 
-/* Synthetic scores [H,S,S]: relative part f(i-j) + noise + nonrel * (j < 4), −inf above the diagonal. */
+/* Synthetic scores [H,S,S]: relative part f(i-j) + noise + nonrel * (j < 4) + sink * (j == 0),
+ * −inf above the diagonal. */
+static double g_sink; /* the sink column's offset (a BOS at position 0); 0 unless a test sets it */
 static void make_scores(float *sc, int H, int S, double noise, double nonrel) {
     for (int h = 0; h < H; h++)
         for (int i = 0; i < S; i++)
@@ -39,7 +43,7 @@ static void make_scores(float *sc, int H, int S, double noise, double nonrel) {
                     *p = -INFINITY;
                     continue;
                 }
-                *p = (float)(0.3 * exp(-(i - j) / 5.0) + noise * gauss() + (j < 4 ? nonrel : 0.0));
+                *p = (float)(0.3 * exp(-(i - j) / 5.0) + noise * gauss() + (j < 4 ? nonrel : 0.0) + (j == 0 ? g_sink : 0.0));
             }
 }
 
@@ -59,6 +63,49 @@ static void feed(MpProbeAcc *a, int N, int H, int S, double noise, double nonrel
                 }
     }
     free(sc);
+}
+
+/* The block test from its definition, on the head-mean maps hm [N,S,S] of N sequences restricted
+ * to positions skip..S-1 (P of them): per sequence the residue (each diagonal minus its mean),
+ * its means over the min(P,16)-per-side block grid, and z = sqrt(mean over blocks of
+ * (mean / standard error)^2). */
+static double block_z_definition(const double *hm, int N, int S, int skip) {
+    const int P = S - skip, nb = P < 16 ? P : 16;
+    double *bm = calloc((size_t)N * nb * nb, sizeof(double));
+    int cnt[16][16] = {{0}};
+    for (int n = 0; n < N; n++) {
+        const double *x = hm + (size_t)n * S * S;
+#define X(i, j) x[((i) + skip) * S + (j) + skip]
+        for (int k = 0; k < P; k++) {
+            double dm = 0;
+            for (int i = k; i < P; i++) dm += X(i, i - k);
+            dm /= P - k;
+            for (int i = k; i < P; i++) {
+                /* block of position p: the b with ceil(b P / nb) <= p < ceil((b+1) P / nb) */
+                int bi = 0, bj = 0;
+                while (i >= ((bi + 1) * P + nb - 1) / nb) bi++;
+                while (i - k >= ((bj + 1) * P + nb - 1) / nb) bj++;
+                bm[((size_t)n * nb + bi) * nb + bj] += X(i, i - k) - dm;
+                if (n == 0) cnt[bi][bj]++;
+            }
+        }
+#undef X
+    }
+    double acc = 0;
+    int used = 0;
+    for (int b = 0; b < nb * nb; b++) {
+        if (!cnt[b / nb][b % nb]) continue;
+        double m = 0, v = 0;
+        for (int n = 0; n < N; n++) m += bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb];
+        m /= N;
+        for (int n = 0; n < N; n++) v += pow(bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb] - m, 2);
+        v /= N - 1;
+        if (!(v > 0)) continue;
+        acc += m * m / (v / N);
+        used++;
+    }
+    free(bm);
+    return sqrt(acc / used);
 }
 
 static void test_se_and_block_z_match_definitions(void **state) {
@@ -87,43 +134,23 @@ static void test_se_and_block_z_match_definitions(void **state) {
             const double want = sqrt(v / (N - 1) / N);
             if (fabs(se[i * S + j] - want) > 1e-12 * want) fail_msg("se[%d,%d] = %.17g, want %.17g", i, j, se[i * S + j], want);
         }
-    /* block test from the definition: per-sequence residue (minus each diagonal's mean), block means */
-    double *bm = calloc((size_t)N * nb * nb, sizeof(double));
-    int cnt[16][16] = {{0}};
-    for (int n = 0; n < N; n++) {
-        const double *x = hm + (size_t)n * S * S;
-        for (int k = 0; k < S; k++) {
-            double dm = 0;
-            for (int i = k; i < S; i++) dm += x[i * S + i - k];
-            dm /= S - k;
-            for (int i = k; i < S; i++) {
-                /* block of position p: the b with ceil(b S / nb) <= p < ceil((b+1) S / nb) */
-                int bi = 0, bj = 0;
-                while (i >= ((bi + 1) * S + nb - 1) / nb) bi++;
-                while (i - k >= ((bj + 1) * S + nb - 1) / nb) bj++;
-                bm[((size_t)n * nb + bi) * nb + bj] += x[i * S + i - k] - dm;
-                if (n == 0) cnt[bi][bj]++;
-            }
-        }
-    }
-    double acc = 0;
-    int used = 0;
-    for (int b = 0; b < nb * nb; b++) {
-        if (!cnt[b / nb][b % nb]) continue;
-        double m = 0, v = 0;
-        for (int n = 0; n < N; n++) m += bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb];
-        m /= N;
-        for (int n = 0; n < N; n++) v += pow(bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb] - m, 2);
-        v /= N - 1;
-        if (!(v > 0)) continue;
-        acc += m * m / (v / N);
-        used++;
-    }
-    const double want = sqrt(acc / used), got = mp_probe_acc_block_z(&a, 0);
-    print_message("block z %.6f over %d blocks\n", got, used);
+    const double want = block_z_definition(hm, N, S, 0), got = mp_probe_acc_block_z(&a, 0);
+    print_message("block z %.6f\n", got);
     if (fabs(got - want) > 1e-10 * want) fail_msg("block z %.17g, want %.17g", got, want);
+    /* the same sequences from position 1 on (mp_probe_acc_skip) */
+    MpProbeAcc a1;
+    assert_int_equal(mp_probe_acc_init(&a1, mask, 1, H, S, 0, 1, 2, &e), MP_OK);
+    mp_probe_acc_skip(&a1, 1);
+    g_state = 88172645463325252ull; /* the same scores again */
+    double *hm1 = calloc((size_t)N * S * S, sizeof(double));
+    feed(&a1, N, H, S, 0.5, 0.1, hm1);
+    assert_memory_equal(hm, hm1, (size_t)N * S * S * sizeof(double));
+    const double want1 = block_z_definition(hm, N, S, 1), got1 = mp_probe_acc_block_z(&a1, 0);
+    print_message("from position 1: block z %.6f\n", got1);
+    if (fabs(got1 - want1) > 1e-10 * want1) fail_msg("block z from position 1 %.17g, want %.17g", got1, want1);
+    free(hm1);
+    mp_probe_acc_free(&a1);
     assert_true(isnan(mp_probe_acc_block_z(&a, 1))); /* no such layer slot */
-    free(bm);
     free(se);
     free(hm);
     mp_probe_acc_free(&a);
@@ -161,6 +188,43 @@ static void test_block_z_sees_what_the_entry_test_misses(void **state) {
     assert_true(z_block[1] > 1.6);
     assert_true(z_entry[1] < 1.3);
     assert_true(z_block[1] - 1 > 2 * (z_entry[1] - 1));
+}
+
+/* A sink column (every sequence's position 0, as a BOS gets) is non-relative by itself; with
+ * mp_probe_acc_skip(1) the block test and mp_probe_layer_stats look at positions 1.. only, where
+ * the scores are relative plus noise again, while a real pattern at keys 1..3 is still seen. */
+static void test_skip_leaves_the_sink_out(void **state) {
+    (void)state;
+    const int N = 600, H = 2, S = 40;
+    unsigned char mask[1] = {1};
+    double z[3], zl[3];
+    g_sink = 2.0;
+    for (int k = 0; k < 3; k++) { /* whole map; from position 1; from 1 with a pattern at keys 1..3 */
+        MpProbeAcc a;
+        MpErr e;
+        assert_int_equal(mp_probe_acc_init(&a, mask, 1, H, S, 0, 1, 2, &e), MP_OK);
+        if (k) mp_probe_acc_skip(&a, 1);
+        feed(&a, N, H, S, 1.0, k == 2 ? 0.06 : 0.0, NULL);
+        double *mean = malloc((size_t)S * S * sizeof(double)), *se = malloc((size_t)S * S * sizeof(double)),
+               *scratch = malloc(3 * (size_t)S * S * sizeof(double));
+        mp_probe_acc_mean(&a, mean, NULL);
+        mp_probe_acc_se(&a, se);
+        MpPosStats st;
+        mp_probe_layer_stats(&st, mean, se, 1, 1, S, a.skip, scratch);
+        z[k] = mp_probe_acc_block_z(&a, 0);
+        zl[k] = st.z_rms;
+        free(mean);
+        free(se);
+        free(scratch);
+        mp_probe_acc_free(&a);
+    }
+    g_sink = 0;
+    print_message("sink column: block z %.2f (entry %.2f); from position 1: %.2f (%.2f); plus a pattern: %.2f (%.2f)\n",
+                  z[0], zl[0], z[1], zl[1], z[2], zl[2]);
+    assert_true(z[0] > 5 && zl[0] > 3);
+    assert_true(z[1] > 0.8 && z[1] < 1.25);
+    assert_true(zl[1] > 0.9 && zl[1] < 1.1);
+    assert_true(z[2] > 1.6);
 }
 
 static void test_bytes_and_pack_read_the_text(void **state) {
@@ -208,6 +272,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_se_and_block_z_match_definitions),
         cmocka_unit_test(test_block_z_sees_what_the_entry_test_misses),
+        cmocka_unit_test(test_skip_leaves_the_sink_out),
         cmocka_unit_test(test_bytes_and_pack_read_the_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1043,7 +1043,7 @@ static void test_bos_windows(void **state) {
         for (int t = 1; t < 16; t++) assert_int_equal(row[t], (unsigned char)text[r * 15 + t - 1]);
     }
     mp_npy_free(&ct);
-    /* probe on packed rows: the recency statistics leave the BOS column out (and not with
+    /* probe on packed rows: the statistics cover positions 1.. (and not with
      * --no-special, whose rows are plain bytes) */
     for (int ns = 0; ns <= 1; ns++) {
         rc = mp_test_run(out, sizeof out, "probe %s/step-000006 --data %s --pack --n 4 --seq 16 --out %s/p%d%s", a,
@@ -1052,7 +1052,7 @@ static void test_bos_windows(void **state) {
         assert_int_equal(strstr(out, "every sequence starts with BOS (id 256)") != NULL, !ns);
         snprintf(p2, sizeof p2, "%s/p%d", d, ns);
         json_t *meta = read_json_in(p2, "meta.json");
-        assert_int_equal(json_integer_value(json_object_get(meta, "recency_first_key")), !ns);
+        assert_int_equal(json_integer_value(json_object_get(meta, "stats_first_position")), !ns);
         json_decref(meta);
     }
     /* gram: its first window is BOS + the file's first 15 bytes */

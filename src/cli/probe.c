@@ -176,9 +176,9 @@ static int probe_tokens_from_text(MpProbeTokens *tk, ProbeRun *r, int vocab, MpE
     return MP_OK;
 }
 
-/* 1 when every sequence starts with the model's BOS: its column is then one fixed token, not a
- * position, and the recency statistics leave it out (mp_posmap_recency, docs/metrics.md). */
-static int probe_recency_key0(const MpModel *m, const MpProbeTokens *tk) {
+/* 1 when every sequence starts with the model's BOS: its row and column are one fixed token's,
+ * content rather than position, and the statistics cover positions 1..S-1 (docs/metrics.md). */
+static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     if (m->bos_id < 0 || !tk->ids || tk->n < 1 || tk->seq < 3) return 0;
     for (int64_t i = 0; i < tk->n; i++)
         if (tk->ids[(size_t)i * (size_t)tk->seq] != m->bos_id) return 0;
@@ -197,14 +197,13 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     MpPosStats *st = mp_calloc_or_die((size_t)L, sizeof *st, "stats");
     mp_probe_acc_mean(a, mean, heads);
     mp_probe_acc_se(a, se);
-    const int key0 = probe_recency_key0(m, tk);
-    for (int l = 0; l < L; l++) {
-        mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
-        mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, a->n_done >= 2 ? se + l * SS : NULL, S);
-        if (key0) mp_posmap_recency(&st[l], mean + l * SS, S, key0);
-    }
-    if (key0)
-        printf("every sequence starts with BOS (id %d): rising rows and mean slope are over keys 1..i-1\n", m->bos_id);
+    for (int l = 0; l < L; l++) mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
+    double *scratch = mp_malloc_or_die(3 * SS * sizeof(double), "statistics scratch");
+    mp_probe_layer_stats(st, mean, se, a->n_done >= 2, L, S, a->skip, scratch);
+    free(scratch);
+    if (a->skip)
+        printf("every sequence starts with BOS (id %d): the statistics below are over positions 1..%d (the maps "
+               "keep BOS)\n", m->bos_id, S - 1);
     printf("%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
            "rms/noise", "block z", "rising rows", "mean slope");
     for (int l = 0; l < L; l++)
@@ -276,9 +275,10 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "n", json_integer(tk->n));
         json_object_set_new(j, "seq", json_integer(S));
         json_object_set_new(j, "skipped_tokens", json_integer(tk->skipped));
-        json_object_set_new(j, "recency_first_key", json_integer(key0));
-        json_object_set_new(j, "recency_first_key_of", json_string("rising rows and mean slope use keys from this "
-                                                                   "one on: 1 when every sequence starts with BOS"));
+        json_object_set_new(j, "stats_first_position", json_integer(a->skip));
+        json_object_set_new(j, "stats_first_position_of",
+                            json_string("NRI, residue, block z, rising rows and slope cover positions from this one on "
+                                        "(diagonal-normalised among themselves): 1 when every sequence starts with BOS"));
         for (int l = 0; l < L; l++) json_array_append_new(lj, json_integer(layers[l] + 1));
         json_object_set_new(j, "layers", lj);
         json_object_set_new(j, "heads", json_integer(H));
@@ -495,6 +495,7 @@ int mp_cmd_probe(int argc, char **argv) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
+    if (probe_stats_skip(&m, &tk)) mp_probe_acc_skip(&acc, 1);
     const uint64_t model_hash = mp_probe_model_hash(&m);
     uint64_t key = mp_fnv1a64(&model_hash, 8, MP_FNV_INIT);
     key = mp_fnv1a64(&tk.hash, 8, key);

@@ -14,6 +14,7 @@
 #include "core/json.h" /* mp_json_read, mp_json_write_atomic */
 #include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h" /* mp_path_join, mp_file_exists, mp_fnv1a64, mp_time_now */
+#include "model/probe.h" /* mp_probe_layer_stats */
 
 /* ================================================================ locating, fingerprints */
 
@@ -193,7 +194,7 @@ static int probe_load(void *obj, const char *dir) {
     json_t *m = mp_json_read(path, &e);
     if (!m) return 0;
     p->n = (int64_t)json_integer_value(json_object_get(m, "n"));
-    const int key0 = json_integer_value(json_object_get(m, "recency_first_key")) == 1;
+    const int skip = json_integer_value(json_object_get(m, "stats_first_position")) == 1;
     json_t *bz = json_object_get(m, "residue_block_z");
     if (!json_is_array(bz)) { /* written by an older maskpos: run again */
         json_decref(m);
@@ -212,11 +213,11 @@ static int probe_load(void *obj, const char *dir) {
     const size_t SS = (size_t)p->S * p->S;
     p->diagnorm = malloc(SS * p->L * sizeof(double));
     if (!p->diagnorm) return 0;
-    for (int l = 0; l < p->L; l++) {
-        mp_posmap_diagnorm(p->diagnorm + l * SS, p->scores + l * SS, p->S);
-        mp_posmap_stats(&p->stats[l], p->scores + l * SS, p->diagnorm + l * SS, p->n >= 2 ? p->se + l * SS : NULL, p->S);
-        if (key0) mp_posmap_recency(&p->stats[l], p->scores + l * SS, p->S, 1);
-    }
+    double *scratch = malloc(3 * SS * sizeof(double));
+    if (!scratch) return 0;
+    for (int l = 0; l < p->L; l++) mp_posmap_diagnorm(p->diagnorm + l * SS, p->scores + l * SS, p->S);
+    mp_probe_layer_stats(p->stats, p->scores, p->se, p->n >= 2, p->L, p->S, skip, scratch);
+    free(scratch);
     p->ok = 1;
     return 1;
 }

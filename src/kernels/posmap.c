@@ -66,21 +66,17 @@ void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, con
     st->res_rms = noff ? sqrt(r2 / (double)noff) : NAN;
     st->noise_rms = (se && noff) ? sqrt(se2 / (double)noff) : NAN;
     st->z_rms = nz ? sqrt(z2 / (double)nz) : NAN;
-    mp_posmap_recency(st, map, S, 0);
-}
-
-void mp_posmap_recency(MpPosStats *st, const double *map, int S, int key0) {
-    /* recency slopes over the keys key0..i-1 before each query */
+    /* recency slopes over the keys before each query */
     int64_t rows = 0, rising = 0;
     double slope_sum = 0;
     for (int i = 0; i < S; i++) {
         double sj = 0, sv = 0;
         int64_t m = 0;
-        for (int j = key0; j < i; j++)
+        for (int j = 0; j < i; j++)
             if (isfinite(map[(size_t)i * S + j])) sj += j, sv += map[(size_t)i * S + j], m++;
         if (m < 2) continue;
         double jbar = sj / (double)m, vbar = sv / (double)m, sxy = 0, sxx = 0;
-        for (int j = key0; j < i; j++) {
+        for (int j = 0; j < i; j++) {
             double v = map[(size_t)i * S + j];
             if (!isfinite(v)) continue;
             sxy += (j - jbar) * (v - vbar);
@@ -93,6 +89,12 @@ void mp_posmap_recency(MpPosStats *st, const double *map, int S, int key0) {
     }
     st->rise_share = rows ? (double)rising / (double)rows : NAN;
     st->mean_slope = rows ? slope_sum / (double)rows : NAN;
+}
+
+void mp_posmap_sub(double *out, const double *map, int S, int k) {
+    const int P = S - k;
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) out[(size_t)i * P + j] = map[(size_t)(i + k) * S + (j + k)];
 }
 
 double mp_posmap_max_abs_diff(const double *a, const double *b, size_t n) {

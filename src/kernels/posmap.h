@@ -8,8 +8,8 @@
  *     the mean taken over the finite entries of that diagonal; a purely relative map becomes 0;
  *   - the non-relative index NRI = Σ Ŝ² / Σ (S − mean S)² over finite entries (docs/metrics.md),
  *     the residue range, and, given per-entry standard errors, the residue's size in noise units;
- *   - recency: per query row the slope of the score against earlier key positions, optionally
- *     leaving out a BOS column (docs/metrics.md).
+ *   - recency: per query row the slope of the score against earlier key positions (docs/metrics.md);
+ *   - the part of a map from position k on (to leave out a BOS).
  * Does not: allocate (callers pass [S,S] outputs), or look at more than one map at a time.
  * Tested by: tests/test_posmap.c (relative maps → 0 exactly, hand-computed NRI).
  */
@@ -38,10 +38,9 @@ void mp_posmap_diagnorm(double *out, const double *map, int S);
 /* map, resid [S,S]; se [S,S] standard errors of map's entries, or NULL. */
 void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, const double *se,
                      int S);
-/* Recomputes st's recency fields over the keys key0 <= j < i only (mp_posmap_stats uses key0 =
- * 0). key0 = 1 leaves out a BOS column: when every sequence starts with the same BOS token its
- * column holds one fixed token's scores (content, e.g. an attention sink), not a position. */
-void mp_posmap_recency(MpPosStats *st, const double *map, int S, int key0);
+/* out [(S-k), (S-k)] = map's rows and columns k..S-1 (0 <= k < S), e.g. k = 1 to leave out a
+ * BOS that starts every sequence; out may not alias map. */
+void mp_posmap_sub(double *out, const double *map, int S, int k);
 
 /* max |a − b| over entries finite in both; +inf when their NaN patterns differ. a, b (n). */
 double mp_posmap_max_abs_diff(const double *a, const double *b, size_t n);

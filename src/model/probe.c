@@ -182,13 +182,14 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
     a->bsumsq = mp_try_calloc((size_t)L * a->nb * a->nb, sizeof(double));
     a->seqmap = mp_try_malloc(map * sizeof(double));
     a->seqres = mp_try_malloc(map * sizeof(double));
+    a->seqsub = mp_try_malloc(map * sizeof(double));
     a->rowbuf = mp_try_calloc((size_t)a->threads * (size_t)S, sizeof(double));
     if (per_head) {
         size_t allh;
         if (mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
         a->sum_heads = mp_try_calloc(allh, sizeof(double));
     }
-    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->rowbuf || (per_head && !a->sum_heads)) {
+    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->seqsub || !a->rowbuf || (per_head && !a->sum_heads)) {
         mp_probe_acc_free(a);
         return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
     }
@@ -202,9 +203,16 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->bsumsq);
     free(a->seqmap);
     free(a->seqres);
+    free(a->seqsub);
     free(a->sum_heads);
     free(a->rowbuf);
     memset(a, 0, sizeof *a);
+}
+
+void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
+    MP_ASSERT(a->n_done == 0 && skip >= 0 && a->S - skip >= 2);
+    a->skip = skip;
+    a->nb = a->S - skip < 16 ? a->S - skip : 16; /* no more than the blocks allocated for S */
 }
 
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
@@ -243,19 +251,25 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
             for (int j = n; j < S; j++) sm[j] = NAN;
         }
     }
-    /* this sequence's residue, averaged per block */
-    mp_posmap_diagnorm(a->seqres, a->seqmap, S);
+    /* this sequence's residue (of positions skip..S-1), averaged per block */
+    const int P = S - a->skip;
+    const double *src = a->seqmap;
+    if (a->skip) {
+        mp_posmap_sub(a->seqsub, a->seqmap, S, a->skip);
+        src = a->seqsub;
+    }
+    mp_posmap_diagnorm(a->seqres, src, P);
     const int nb = a->nb;
     double *bs = a->bsum + (size_t)li * nb * nb, *bq = a->bsumsq + (size_t)li * nb * nb;
     for (int bi = 0; bi < nb; bi++)
         for (int bj = 0; bj <= (a->causal ? bi : nb - 1); bj++) {
-            const int i0 = (int)(((int64_t)bi * S + nb - 1) / nb), i1 = (int)(((int64_t)(bi + 1) * S + nb - 1) / nb);
-            const int j0 = (int)(((int64_t)bj * S + nb - 1) / nb), j1 = (int)(((int64_t)(bj + 1) * S + nb - 1) / nb);
+            const int i0 = (int)(((int64_t)bi * P + nb - 1) / nb), i1 = (int)(((int64_t)(bi + 1) * P + nb - 1) / nb);
+            const int j0 = (int)(((int64_t)bj * P + nb - 1) / nb), j1 = (int)(((int64_t)(bj + 1) * P + nb - 1) / nb);
             double acc = 0;
             int cnt = 0;
             for (int i = i0; i < i1; i++)
                 for (int j = j0; j < j1 && (!a->causal || j <= i); j++) {
-                    acc += a->seqres[(size_t)i * S + j];
+                    acc += a->seqres[(size_t)i * P + j];
                     cnt++;
                 }
             if (!cnt) continue;
@@ -263,6 +277,19 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
             bs[bi * nb + bj] += m;
             bq[bi * nb + bj] += m * m;
         }
+}
+
+void mp_probe_layer_stats(MpPosStats *st, const double *mean, const double *se, int have_se, int L, int S, int k,
+                          double *scratch) {
+    const size_t SS = (size_t)S * S;
+    const int P = S - k;
+    double *m = scratch, *e = scratch + SS, *r = scratch + 2 * SS;
+    for (int l = 0; l < L; l++) {
+        mp_posmap_sub(m, mean + l * SS, S, k);
+        mp_posmap_sub(e, se + l * SS, S, k);
+        mp_posmap_diagnorm(r, m, P);
+        mp_posmap_stats(&st[l], m, r, have_se ? e : NULL, P);
+    }
 }
 
 double mp_probe_acc_block_z(const MpProbeAcc *a, int l) {

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "core/err.h"   /* MpErr */
+#include "kernels/posmap.h" /* MpPosStats */
 #include "load/model.h" /* MpModel (for the model hash) */
 
 typedef struct MpProbeTokens {
@@ -57,9 +58,12 @@ typedef struct MpProbeAcc {
     double *sum;          /* [L, S, S] Σ_seq Σ_h score */
     double *sum_heads;    /* [L, H, S, S] Σ_seq score, or NULL */
     double *sumsq;        /* [L, S, S] Σ_seq (Σ_h score / H)² */
-    int nb;               /* blocks per side: min(S, 16); block b holds positions [⌈bS/nb⌉, ⌈(b+1)S/nb⌉) */
+    int skip;             /* the block test looks at positions skip..S-1 only (mp_probe_acc_skip) */
+    int nb;               /* blocks per side: min(P, 16), P = S - skip; block b holds positions
+                             skip + [⌈bP/nb⌉, ⌈(b+1)P/nb⌉) */
     double *bsum, *bsumsq; /* [L, nb, nb] Σ_seq of the sequence's block-mean residue, and of its square */
-    double *seqmap, *seqres; /* [S, S] scratch: one sequence's head-mean map and its residue */
+    double *seqmap, *seqres, *seqsub; /* [S, S] scratch: one sequence's head-mean map, its residue,
+                                         its [P, P] part from position skip */
     double *rowbuf;       /* [threads, S] scratch */
     int threads;
 } MpProbeAcc;
@@ -68,6 +72,11 @@ typedef struct MpProbeAcc {
 int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
                       int per_head, int causal, int threads, MpErr *e);
 void mp_probe_acc_free(MpProbeAcc *a);
+/* Before any sequence: the block test (and so mp_probe_acc_block_z) covers positions skip..S-1
+ * only, diagonal-normalised among themselves. skip = 1 when every sequence starts with BOS: its
+ * row and column are one fixed token's, content rather than position (docs/metrics.md). The
+ * maps (sum, sumsq) always cover every position. Needs S - skip >= 2. */
+void mp_probe_acc_skip(MpProbeAcc *a, int skip);
 /* MpFwdHook: adds one sequence's scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*). */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
 /* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal); heads likewise
@@ -80,6 +89,12 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se);
  * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
  * with at least one observed entry count. NaN with fewer than 2 sequences. */
 double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
+
+/* st[l] = mp_posmap_stats of layer l's map restricted to positions k..S-1 (mp_posmap_sub; k =
+ * 0: the whole map; 1: without a BOS, mp_probe_acc_skip), diagonal-normalised among themselves;
+ * se used when have_se. mean, se [L,S,S]; scratch [3,S,S]. */
+void mp_probe_layer_stats(MpPosStats *st, const double *mean, const double *se, int have_se, int L, int S, int k,
+                          double *scratch);
 
 /* A stable fingerprint of the model: hyperparameters and the tensor table (names, types, shapes,
  * byte sizes). */

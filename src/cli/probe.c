@@ -507,6 +507,10 @@ int mp_cmd_probe(int argc, char **argv) {
             const int64_t cm = r.compute;
             key = mp_fnv1a64(&cm, sizeof cm, key);
         }
+        if (acc.skip) { /* the block sums start at position 1: not those of an older maskpos */
+            const int64_t sk = acc.skip;
+            key = mp_fnv1a64(&sk, sizeof sk, key);
+        }
     }
     char ckpt[4096];
     if (mp_path_join(ckpt, sizeof ckpt, r.out, "checkpoint.bin", &e) != MP_OK) {

@@ -3,8 +3,8 @@
 #   models/evaluate.sh MODEL_DIR CORPUS.txt OUT_DIR
 # MODEL_DIR: a checkpoint written by `maskpos train` (config.json + model.safetensors);
 # CORPUS.txt: the training text (its last 5 % is the held-out split the trainer never saw).
-# Writes into OUT_DIR: probe maps of 400 held-out sequences of 128 bytes, causal and
-# bidirectional; the nine Gram matrices of layer 1 -> 2 on 50-byte sequences (figure gram.png);
+# Writes into OUT_DIR: probe maps of 400 held-out sequences of 128 tokens (bytes, after BOS for
+# a model trained with --bos), causal and bidirectional; the nine Gram matrices of layer 1 -> 2 on 50-byte sequences (figure gram.png);
 # the same statistics for the parameter-free decoder at S = 128 for comparison; and prints the
 # per-layer tables (NRI, residue, rising rows, mean slope).
 set -euo pipefail
@@ -13,16 +13,17 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 mp=${MASKPOS:-$here/build/maskpos}
 mkdir -p "$out"
 { # everything printed below also goes to OUT_DIR/summary.txt
-# held-out split as little-endian uint32 byte ids (the models' vocabulary is the 256 bytes)
+# held-out split: the bytes after the first 95 % (the split the trainer never saw), read as one
+# document and cut into consecutive rows (--whole --pack); a model trained with --bos gets
+# BOS + 127 bytes per row, as in training
 size=$(stat -c %s "$corpus")
 start=$(( size * 95 / 100 + 1 ))
 tail -c +"$((start + 1))" "$corpus" > "$out/heldout.txt"
-perl -e 'local $/; my $b = <STDIN>; print pack("V*", unpack("C*", $b))' < "$out/heldout.txt" > "$out/heldout.u32"
 export OMP_WAIT_POLICY=passive
 echo "== probe, causal (400 x 128 held-out bytes)"
-"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --quiet --plot --out "$out/probe" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
+"$mp" probe "$model" --data "$out/heldout.txt" --whole --pack --seq 128 --n 400 --layers all --quiet --plot --out "$out/probe" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
 echo "== probe, bidirectional (counterfactual)"
-"$mp" probe "$model" --tokens "$out/heldout.u32" --seq 128 --n 400 --layers all --bidirectional --quiet --out "$out/probe-bidir" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
+"$mp" probe "$model" --data "$out/heldout.txt" --whole --pack --seq 128 --n 400 --layers all --bidirectional --quiet --out "$out/probe-bidir" | sed -n '/ layer/,/^wrote/p' | grep -v '^wrote'
 echo "== gram, layer 1 -> 2 (400 x 50 held-out bytes)"
 "$mp" gram "$model" --layer 1 --data "$out/heldout.txt" --seq 50 --n 400 --plot --out "$out/gram" > "$out/gram.log"
 sed -n '/(a)/,/(i)/p' "$out/gram.log"

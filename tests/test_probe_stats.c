@@ -8,7 +8,8 @@
  *     per-entry rms/noise are ≈ 1; adding a small non-relative pattern (early keys favoured) lifts
  *     the block z well above 1 while the per-entry one barely moves — why the block test exists;
  *   - the byte vocabulary and --pack: `probe models/rope --data TEXT --pack` reads exactly the
- *     maps of `probe --tokens` on the text's bytes written here as raw uint32.
+ *     maps of `probe --tokens` on the text's bytes, each row after a BOS, written here as raw
+ *     uint32.
  */
 #include "test_model_util.h" /* files_equal, testutil.h */
 
@@ -238,16 +239,26 @@ static void test_bytes_and_pack_read_the_text(void **state) {
     const char *text = "In the beginning was the Word, and the Word was with God.\n\n"
                        "And the earth was without form, and void; and darkness was upon the face of the deep.\n";
     mp_test_write_file(txt, text, strlen(text));
-    /* the ids the byte vocabulary must give: the documents' bytes, the separator left out */
+    /* the ids the byte vocabulary with BOS 256 (models/rope was trained with --bos) must give:
+     * each document as BOS + its bytes (the blank line between them left out) ... */
     const char *sep = strstr(text, "\n\n");
-    uint32_t ids[400];
-    size_t n = 0;
+    uint32_t stream[400], ids[400];
+    size_t n = 0, m = 0;
+    stream[n++] = 256;
     for (const char *p = text; *p; p++) {
-        if (p > sep && p < sep + 2) continue; /* the blank line between the two documents */
-        if (p == sep) continue;
-        ids[n++] = (unsigned char)*p;
+        if (p == sep) stream[n++] = 256;           /* the second document starts */
+        if (p >= sep && p < sep + 2) continue;     /* the blank line between the two documents */
+        stream[n++] = (unsigned char)*p;
     }
-    mp_test_write_file(raw, ids, n * sizeof ids[0]);
+    /* ... and packed, rows of 30 that each start with BOS followed by the next 29 ids of that
+     * stream (a document's own BOS right at a row start is not doubled) */
+    for (size_t at = 0, r = 0; r < 4; r++) {
+        ids[m++] = 256;
+        if (stream[at] == 256) at++;
+        for (int k = 1; k < 30; k++) ids[m++] = stream[at++];
+    }
+    assert_true(n <= 400);
+    mp_test_write_file(raw, ids, m * sizeof ids[0]);
     int rc = mp_test_run(out, sizeof out, "probe %s --data %s --pack --n 4 --seq 30 --out %s/p --quiet", model, txt, d);
     if (rc != 0) fail_msg("probe --data --pack: %s", out);
     rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --n 4 --seq 30 --out %s/r --quiet", model, raw, d);

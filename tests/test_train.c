@@ -829,6 +829,14 @@ static void write_tokenizer(const char *dir, int variant, int big_id) {
     mp_test_write_file(path, cfg, strlen(cfg));
 }
 
+/* Reads dir/name (.npy) into a, failing the test when it cannot be read. */
+static void read_npy_in(MpNpy *a, const char *dir, const char *name) {
+    char path[1100];
+    MpErr e;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (mp_npy_read(path, a, &e) != MP_OK) fail_msg("%s", e.msg);
+}
+
 static json_t *read_json_in(const char *dir, const char *name) {
     char path[1100];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -894,8 +902,7 @@ static void test_tokenizer_train(void **state) {
         }
     /* the batches are windows of the tokenizer's ids in the train split (the last 5% held out) */
     MpNpy bt;
-    snprintf(p1, sizeof p1, "%s/batches.npy", a);
-    assert_int_equal(mp_npy_read(p1, &bt, &e), MP_OK);
+    read_npy_in(&bt, a, "batches.npy");
     assert_int_equal(bt.dtype, MP_DT_I32);
     assert_int_equal(bt.ndim, 4);
     const int S = (int)bt.shape[0], B = (int)bt.shape[2], T = (int)bt.shape[3];
@@ -945,8 +952,7 @@ static void test_tokenizer_train(void **state) {
                      d);
     if (rc) fail_msg("gram on the tokenizer checkpoint: %s", out);
     MpNpy gt;
-    snprintf(p1, sizeof p1, "%s/gram/tokens.npy", d);
-    assert_int_equal(mp_npy_read(p1, &gt, &e), MP_OK);
+    read_npy_in(&gt, d, "gram/tokens.npy");
     assert_int_equal(gt.dtype, MP_DT_I32);
     /* gram's first window starts the corpus as a document does: the tokenizer's BOS, then its
      * ids (not bytes) */
@@ -983,8 +989,7 @@ static void test_bos_windows(void **state) {
     assert_int_equal(mp_file_read_all(FIXTURE, (size_t)1 << 20, "corpus", &text, &tlen, &e), MP_OK);
     size_t n_train = tlen - (size_t)((double)tlen * 0.05);
     MpNpy bt;
-    snprintf(p2, sizeof p2, "%s/batches.npy", a);
-    assert_int_equal(mp_npy_read(p2, &bt, &e), MP_OK);
+    read_npy_in(&bt, a, "batches.npy");
     assert_int_equal(bt.ndim, 4);
     const int S = (int)bt.shape[0], B = (int)bt.shape[2], T = (int)bt.shape[3];
     assert_int_equal(T, 16);
@@ -1035,8 +1040,7 @@ static void test_bos_windows(void **state) {
                      FIXTURE);
     if (rc) fail_msg("corpus --pack: %s", out);
     MpNpy ct;
-    snprintf(p2, sizeof p2, "%s/c.npy", d);
-    assert_int_equal(mp_npy_read(p2, &ct, &e), MP_OK);
+    read_npy_in(&ct, d, "c.npy");
     for (int r = 0; r < 3; r++) {
         const int32_t *row = (const int32_t *)ct.data + r * 16;
         assert_int_equal(row[0], 256);
@@ -1059,8 +1063,7 @@ static void test_bos_windows(void **state) {
     rc = mp_test_run(out, sizeof out, "gram %s/step-000006 --layer 1 --data %s --seq 16 --n 4 --out %s/gram", a, FIXTURE, d);
     if (rc) fail_msg("gram on a --bos checkpoint: %s", out);
     MpNpy gt;
-    snprintf(p2, sizeof p2, "%s/gram/tokens.npy", d);
-    assert_int_equal(mp_npy_read(p2, &gt, &e), MP_OK);
+    read_npy_in(&gt, d, "gram/tokens.npy");
     for (int r = 0; r < 4; r++) assert_int_equal(((const int32_t *)gt.data)[r * 16], 256);
     for (int t = 1; t < 16; t++) assert_int_equal(((const int32_t *)gt.data)[t], (unsigned char)text[t - 1]);
     mp_npy_free(&gt);
@@ -1075,8 +1078,7 @@ static void test_bos_windows(void **state) {
     rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --bos --steps 2 --checkpoint-every 2 --data %s --tokenizer %s "
                      "--out %s/t --dump-batches %s/t.npy", FIXTURE, tdir, d, d);
     if (rc) fail_msg("train --bos --tokenizer: %s", out);
-    snprintf(p2, sizeof p2, "%s/t.npy", d);
-    assert_int_equal(mp_npy_read(p2, &bt, &e), MP_OK);
+    read_npy_in(&bt, d, "t.npy");
     for (int k = 0; k < (int)(bt.shape[0] * bt.shape[2]); k++) {
         const int32_t *in = (const int32_t *)bt.data + ((size_t)(k / bt.shape[2]) * 2 * bt.shape[2] + k % bt.shape[2]) * 16;
         assert_int_equal(in[0], tt.bos_id);

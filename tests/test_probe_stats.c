@@ -6,7 +6,8 @@
  *   - a sink column (a BOS) makes the whole map non-relative; from position 1 on it is noise again;
  *   - statistical behaviour: on synthetic scores that are relative plus noise, the block z and the
  *     per-entry rms/noise are ≈ 1; adding a small non-relative pattern (early keys favoured) lifts
- *     the block z well above 1 while the per-entry one barely moves — why the block test exists;
+ *     the block z well above 1 while the per-entry one barely moves — why the block test exists —
+ *     and the block test of the first keys' region shows where it is;
  *   - the byte vocabulary and --pack: `probe models/rope --data TEXT --pack` reads exactly the
  *     maps of `probe --tokens` on the text's bytes, each row after a BOS, written here as raw
  *     uint32.
@@ -69,8 +70,8 @@ static void feed(MpProbeAcc *a, int N, int H, int S, double noise, double nonrel
 /* The block test from its definition, on the head-mean maps hm [N,S,S] of N sequences restricted
  * to positions skip..S-1 (P of them): per sequence the residue (each diagonal minus its mean),
  * its means over the min(P,16)-per-side block grid, and z = sqrt(mean over blocks of
- * (mean / standard error)^2). */
-static double block_z_definition(const double *hm, int N, int S, int skip) {
+ * (mean / standard error)^2); first_keys_only: over the first column of blocks only. */
+static double block_z_definition(const double *hm, int N, int S, int skip, int first_keys_only) {
     const int P = S - skip, nb = P < 16 ? P : 16;
     double *bm = calloc((size_t)N * nb * nb, sizeof(double));
     int cnt[16][16] = {{0}};
@@ -95,7 +96,7 @@ static double block_z_definition(const double *hm, int N, int S, int skip) {
     double acc = 0;
     int used = 0;
     for (int b = 0; b < nb * nb; b++) {
-        if (!cnt[b / nb][b % nb]) continue;
+        if (!cnt[b / nb][b % nb] || (first_keys_only && b % nb != 0)) continue;
         double m = 0, v = 0;
         for (int n = 0; n < N; n++) m += bm[(size_t)n * nb * nb + b] / cnt[b / nb][b % nb];
         m /= N;
@@ -135,9 +136,12 @@ static void test_se_and_block_z_match_definitions(void **state) {
             const double want = sqrt(v / (N - 1) / N);
             if (fabs(se[i * S + j] - want) > 1e-12 * want) fail_msg("se[%d,%d] = %.17g, want %.17g", i, j, se[i * S + j], want);
         }
-    const double want = block_z_definition(hm, N, S, 0), got = mp_probe_acc_block_z(&a, 0);
+    const double want = block_z_definition(hm, N, S, 0, 0), got = mp_probe_acc_block_z(&a, 0);
     print_message("block z %.6f\n", got);
     if (fabs(got - want) > 1e-10 * want) fail_msg("block z %.17g, want %.17g", got, want);
+    const double wantf = block_z_definition(hm, N, S, 0, 1),
+                 gotf = mp_probe_acc_block_z_region(&a, 0, MP_PROBE_REGION_FIRST_KEYS);
+    if (fabs(gotf - wantf) > 1e-10 * wantf) fail_msg("block z of the first keys %.17g, want %.17g", gotf, wantf);
     /* the same sequences from position 1 on (mp_probe_acc_skip) */
     MpProbeAcc a1;
     assert_int_equal(mp_probe_acc_init(&a1, mask, 1, H, S, 0, 1, 2, &e), MP_OK);
@@ -146,7 +150,7 @@ static void test_se_and_block_z_match_definitions(void **state) {
     double *hm1 = calloc((size_t)N * S * S, sizeof(double));
     feed(&a1, N, H, S, 0.5, 0.1, hm1);
     assert_memory_equal(hm, hm1, (size_t)N * S * S * sizeof(double));
-    const double want1 = block_z_definition(hm, N, S, 1), got1 = mp_probe_acc_block_z(&a1, 0);
+    const double want1 = block_z_definition(hm, N, S, 1, 0), got1 = mp_probe_acc_block_z(&a1, 0);
     print_message("from position 1: block z %.6f\n", got1);
     if (fabs(got1 - want1) > 1e-10 * want1) fail_msg("block z from position 1 %.17g, want %.17g", got1, want1);
     free(hm1);
@@ -162,7 +166,7 @@ static void test_block_z_sees_what_the_entry_test_misses(void **state) {
     (void)state;
     const int N = 1500, H = 2, S = 48;
     unsigned char mask[1] = {1};
-    double z_block[2], z_entry[2];
+    double z_block[2], z_entry[2], z_first[2], z_inner[2];
     for (int k = 0; k < 2; k++) {
         MpProbeAcc a;
         MpErr e;
@@ -177,6 +181,8 @@ static void test_block_z_sees_what_the_entry_test_misses(void **state) {
         mp_posmap_stats(&st, mean, dn, se, S);
         z_entry[k] = st.z_rms;
         z_block[k] = mp_probe_acc_block_z(&a, 0);
+        z_first[k] = mp_probe_acc_block_z_region(&a, 0, MP_PROBE_REGION_FIRST_KEYS);
+        z_inner[k] = mp_probe_acc_block_z_region(&a, 0, MP_PROBE_REGION_INTERIOR);
         free(mean);
         free(se);
         free(dn);
@@ -189,6 +195,12 @@ static void test_block_z_sees_what_the_entry_test_misses(void **state) {
     assert_true(z_block[1] > 1.6);
     assert_true(z_entry[1] < 1.3);
     assert_true(z_block[1] - 1 > 2 * (z_entry[1] - 1));
+    /* where: the pattern sits in the first keys' blocks; the interior gets only its echo through
+     * the diagonal means (each diagonal's mean holds a few first-key entries) */
+    print_message("regions: first keys %.2f → %.2f, interior %.2f → %.2f\n", z_first[0], z_first[1], z_inner[0], z_inner[1]);
+    assert_true(z_first[0] > 0.6 && z_first[0] < 1.5);
+    assert_true(z_inner[0] > 0.8 && z_inner[0] < 1.25);
+    assert_true(z_first[1] > 2 * z_block[1] && z_first[1] > 3 * z_inner[1]);
 }
 
 /* A sink column (every sequence's position 0, as a BOS gets) is non-relative by itself; with

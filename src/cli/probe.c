@@ -307,6 +307,21 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
             json_array_append_new(bz, isfinite(z) ? json_real(z) : json_null());
         }
         json_object_set_new(j, "residue_block_z", bz);
+        static const char *rname[MP_PROBE_NREGIONS] = {NULL, "first_keys", "last_queries", "last_keys", "interior"};
+        json_t *rz = json_object();
+        for (int g = 1; g < MP_PROBE_NREGIONS; g++) {
+            json_t *arr = json_array();
+            for (int l = 0; l < L; l++) {
+                const double z = mp_probe_acc_block_z_region(a, l, g);
+                json_array_append_new(arr, isfinite(z) ? json_real(z) : json_null());
+            }
+            json_object_set_new(rz, rname[g], arr);
+        }
+        json_object_set_new(j, "residue_block_z_regions", rz);
+        json_object_set_new(j, "residue_block_z_regions_of",
+                            json_string("the block test per layer over one region of the 16x16 block grid: the first "
+                                        "column of blocks (first keys), the last row (last queries), the last column "
+                                        "(last keys; without the mask only), the interior (none of these, nor the first row)"));
         json_object_set_new(j, "residue_block_z_of",
                             json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
                                         "normalised residue / its standard error over sequences)^2); about 1 for noise"));

@@ -292,7 +292,21 @@ void mp_probe_layer_stats(MpPosStats *st, const double *mean, const double *se, 
     }
 }
 
-double mp_probe_acc_block_z(const MpProbeAcc *a, int l) {
+double mp_probe_acc_block_z(const MpProbeAcc *a, int l) { return mp_probe_acc_block_z_region(a, l, MP_PROBE_REGION_ALL); }
+
+/* 1 when block (bi, bj) belongs to region r (see MpProbeRegion). */
+static int probe_in_region(int r, int bi, int bj, int nb) {
+    const int first = bj == 0, lastq = bi == nb - 1, lastk = bj == nb - 1;
+    switch (r) {
+    case MP_PROBE_REGION_FIRST_KEYS: return first;
+    case MP_PROBE_REGION_LAST_QUERIES: return lastq;
+    case MP_PROBE_REGION_LAST_KEYS: return lastk;
+    case MP_PROBE_REGION_INTERIOR: return !first && !lastq && !lastk && bi != 0;
+    default: return 1;
+    }
+}
+
+double mp_probe_acc_block_z_region(const MpProbeAcc *a, int l, int region) {
     if (a->n_done < 2 || l < 0 || l >= a->L) return NAN;
     const int nb = a->nb;
     const double dn = (double)a->n_done;
@@ -300,6 +314,7 @@ double mp_probe_acc_block_z(const MpProbeAcc *a, int l) {
     double acc = 0;
     int cnt = 0;
     for (int k = 0; k < nb * nb; k++) {
+        if (!probe_in_region(region, k / nb, k % nb, nb)) continue;
         if (bs[k] == 0 && bq[k] == 0) continue; /* no observed entry (above the diagonal when causal) */
         const double m = bs[k] / dn, var = (bq[k] / dn - m * m) * dn / (dn - 1.0);
         if (!(var > 0)) continue;

@@ -89,6 +89,19 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se);
  * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
  * with at least one observed entry count. NaN with fewer than 2 sequences. */
 double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
+/* Regions of the block grid, to say where a residue sits: the first column of blocks (the first
+ * keys), the last row (the last queries), the last column (the last keys; only observed without
+ * the mask), and the interior (none of these, nor the first row). */
+typedef enum MpProbeRegion {
+    MP_PROBE_REGION_ALL = 0,
+    MP_PROBE_REGION_FIRST_KEYS,
+    MP_PROBE_REGION_LAST_QUERIES,
+    MP_PROBE_REGION_LAST_KEYS,
+    MP_PROBE_REGION_INTERIOR,
+    MP_PROBE_NREGIONS
+} MpProbeRegion;
+/* The block test over the blocks of one region only (NaN when it has no observed block). */
+double mp_probe_acc_block_z_region(const MpProbeAcc *a, int l, int region);
 
 /* st[l] = mp_posmap_stats of layer l's map restricted to positions k..S-1 (mp_posmap_sub; k =
  * 0: the whole map; 1: without a BOS, mp_probe_acc_skip), diagonal-normalised among themselves;

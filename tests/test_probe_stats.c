@@ -219,16 +219,17 @@ static void test_skip_leaves_the_sink_out(void **state) {
         if (k) mp_probe_acc_skip(&a, 1);
         feed(&a, N, H, S, 1.0, k == 2 ? 0.06 : 0.0, NULL);
         double *mean = malloc((size_t)S * S * sizeof(double)), *se = malloc((size_t)S * S * sizeof(double)),
-               *scratch = malloc(3 * (size_t)S * S * sizeof(double));
+               *dn = malloc((size_t)S * S * sizeof(double)), *scratch = malloc(3 * (size_t)S * S * sizeof(double));
         mp_probe_acc_mean(&a, mean, NULL);
         mp_probe_acc_se(&a, se);
         MpPosStats st;
-        mp_probe_layer_stats(&st, mean, se, 1, 1, S, a.skip, scratch);
+        mp_probe_layer_stats(&st, dn, mean, se, 1, 1, S, a.skip, scratch);
         z[k] = mp_probe_acc_block_z(&a, 0);
         zl[k] = st.z_rms;
         free(mean);
         free(se);
         free(scratch);
+        free(dn);
         mp_probe_acc_free(&a);
     }
     g_sink = 0;

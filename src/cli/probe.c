@@ -197,9 +197,8 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     MpPosStats *st = mp_calloc_or_die((size_t)L, sizeof *st, "stats");
     mp_probe_acc_mean(a, mean, heads);
     mp_probe_acc_se(a, se);
-    for (int l = 0; l < L; l++) mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
-    double *scratch = mp_malloc_or_die(3 * SS * sizeof(double), "statistics scratch");
-    mp_probe_layer_stats(st, mean, se, a->n_done >= 2, L, S, a->skip, scratch);
+    double *scratch = a->skip ? mp_malloc_or_die(3 * SS * sizeof(double), "statistics scratch") : NULL;
+    mp_probe_layer_stats(st, dn, mean, se, a->n_done >= 2, L, S, a->skip, scratch);
     free(scratch);
     if (a->skip)
         printf("every sequence starts with BOS (id %d): the statistics below are over positions 1..%d (the maps "

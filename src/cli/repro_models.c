@@ -213,10 +213,9 @@ static int probe_load(void *obj, const char *dir) {
     const size_t SS = (size_t)p->S * p->S;
     p->diagnorm = malloc(SS * p->L * sizeof(double));
     if (!p->diagnorm) return 0;
-    double *scratch = malloc(3 * SS * sizeof(double));
-    if (!scratch) return 0;
-    for (int l = 0; l < p->L; l++) mp_posmap_diagnorm(p->diagnorm + l * SS, p->scores + l * SS, p->S);
-    mp_probe_layer_stats(p->stats, p->scores, p->se, p->n >= 2, p->L, p->S, skip, scratch);
+    double *scratch = skip ? malloc(3 * SS * sizeof(double)) : NULL;
+    if (skip && !scratch) return 0;
+    mp_probe_layer_stats(p->stats, p->diagnorm, p->scores, p->se, p->n >= 2, p->L, p->S, skip, scratch);
     free(scratch);
     p->ok = 1;
     return 1;

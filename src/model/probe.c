@@ -279,12 +279,17 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
         }
 }
 
-void mp_probe_layer_stats(MpPosStats *st, const double *mean, const double *se, int have_se, int L, int S, int k,
-                          double *scratch) {
+void mp_probe_layer_stats(MpPosStats *st, double *dn, const double *mean, const double *se, int have_se, int L, int S,
+                          int k, double *scratch) {
     const size_t SS = (size_t)S * S;
     const int P = S - k;
-    double *m = scratch, *e = scratch + SS, *r = scratch + 2 * SS;
     for (int l = 0; l < L; l++) {
+        mp_posmap_diagnorm(dn + l * SS, mean + l * SS, S);
+        if (!k) {
+            mp_posmap_stats(&st[l], mean + l * SS, dn + l * SS, have_se ? se + l * SS : NULL, S);
+            continue;
+        }
+        double *m = scratch, *e = scratch + SS, *r = scratch + 2 * SS;
         mp_posmap_sub(m, mean + l * SS, S, k);
         mp_posmap_sub(e, se + l * SS, S, k);
         mp_posmap_diagnorm(r, m, P);

@@ -103,11 +103,12 @@ typedef enum MpProbeRegion {
 /* The block test over the blocks of one region only (NaN when it has no observed block). */
 double mp_probe_acc_block_z_region(const MpProbeAcc *a, int l, int region);
 
-/* st[l] = mp_posmap_stats of layer l's map restricted to positions k..S-1 (mp_posmap_sub; k =
- * 0: the whole map; 1: without a BOS, mp_probe_acc_skip), diagonal-normalised among themselves;
- * se used when have_se. mean, se [L,S,S]; scratch [3,S,S]. */
-void mp_probe_layer_stats(MpPosStats *st, const double *mean, const double *se, int have_se, int L, int S, int k,
-                          double *scratch);
+/* dn [L,S,S] = each layer's whole map diagonal-normalised (what probe writes), and st[l] =
+ * mp_posmap_stats of layer l's map restricted to positions k..S-1 (mp_posmap_sub; k = 0: the whole
+ * map; 1: without a BOS, mp_probe_acc_skip), diagonal-normalised among themselves; se used when
+ * have_se. mean, se [L,S,S]; scratch [3,S,S] (unused, may be NULL, when k = 0). */
+void mp_probe_layer_stats(MpPosStats *st, double *dn, const double *mean, const double *se, int have_se, int L, int S,
+                          int k, double *scratch);
 
 /* A stable fingerprint of the model: hyperparameters and the tensor table (names, types, shapes,
  * byte sizes). */

@@ -469,8 +469,11 @@ int mp_cmd_probe(int argc, char **argv) {
     uint64_t wbytes, abytes;
     mp_fwd_plan_bytes(&m, &fc, &wbytes, &abytes);
     const uint64_t SS = (uint64_t)tk.seq * tk.seq;
-    const uint64_t maps = SS * L * 8 * (r.per_head ? 1 + (uint64_t)m.n_heads : 1);
-    const uint64_t outs = SS * L * 8 * (r.per_head ? 2 + (uint64_t)m.n_heads : 2); /* mean, diagnorm, heads at the end */
+    /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
+     * residue, the part after BOS) */
+    const uint64_t maps = SS * 8 * (L * (r.per_head ? 2 + (uint64_t)m.n_heads : 2) + 3);
+    /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
+    const uint64_t outs = SS * 8 * (L * (r.per_head ? 3 + (uint64_t)m.n_heads : 3) + 3);
     const uint64_t tokb = (uint64_t)tk.n * tk.seq * 4;
     const uint64_t mapped = probe_mapped_bytes(&m, deepest);
     /* bf16 packs one panel of 32 rows at a time */

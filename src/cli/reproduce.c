@@ -330,7 +330,8 @@ static int repro_probe_run(MpReproProbe *p, const char *out, const char *sub, co
     snprintf(sb, sizeof sb, "%d", seq);
     snprintf(tb, sizeof tb, "%d", o->threads);
     snprintf(key, sizeof key,
-             "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s compute=%s",
+             "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s compute=%s "
+             "rows=bos-first stats=after-bos regions", /* packed rows start with BOS; statistics skip it (session 3) */
              MP_VERSION, model, (unsigned long long)mp_repro_fingerprint(model), data,
              (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack, layers, o->compute);
     char *args[24];

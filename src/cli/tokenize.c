@@ -161,7 +161,7 @@ int mp_cmd_tokenize(int argc, char **argv) {
     if (decode) {
         MpTokBuf dec = {0};
         if (mp_tok_decode(&tok, &dec, ids.ids, ids.n, skip_special, &e) != MP_OK)
-            rc = mp_cli_error(cmd, "%s", e.msg);
+            rc = mp_cli_error(cmd, "%s: %s", input, e.msg); /* the ids file, then the tokenizer's message */
         else if (dec.n && fwrite(dec.data, 1, dec.n, stdout) != dec.n)
             rc = mp_cli_error(cmd, "writing standard output failed");
         mp_tok_buf_free(&dec);
@@ -173,7 +173,7 @@ int mp_cmd_tokenize(int argc, char **argv) {
             fprintf(stderr, "maskpos tokenize: encoded %zu bytes into %zu ids in %.4f s (%.0f tokens/s, one thread)\n", n,
                     ids.n, t1 - t0, (double)ids.n / (t1 - t0 > 0 ? t1 - t0 : 1e-9));
         if (!ok) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
+            rc = mp_cli_error(cmd, "%s: %s", input, e.msg); /* the text file, then the tokenizer's message */
         } else if (out) {
             int64_t shape[1] = {(int64_t)ids.n};
             if (mp_npy_write(out, MP_DT_I32, ids.ids, 1, shape, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);

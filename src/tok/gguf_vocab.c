@@ -3,11 +3,14 @@
  * Implements: mp_tok_init_gguf(): reads tokenizer.ggml.{model,pre,tokens,token_type,merges,
  * bos_token_id,eos_token_id,add_bos_token,add_eos_token} with the project's GGUF reader and hands
  * the arrays to mp_tok_init_vocab(), which copies them, so the file is closed before returning.
- * Only "gpt2" (byte-level BPE) vocabularies are supported; others are refused by name.
+ * "gpt2" (byte-level BPE) vocabularies go to mp_tok_init_vocab(); "llama" (SentencePiece BPE:
+ * tokens, scores, token_type, BOS/EOS/UNK ids, add_bos/add_eos/add_space_prefix) to
+ * mp_tok_init_spm() (spm.c); other models are refused by name.
  * Does not: read tensors (the file is parsed for its metadata only).
  * Tested by: tests/test_tok.c (real Llama-3.1 and Qwen3 vocabularies written to GGUF files give
  * the same ids as their tokenizer.json).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,6 +51,66 @@ static int gguf_opt_int(const MpGguf *g, const char *key, int64_t dflt, int64_t 
     return mp_gguf_kv_int(kv, out);
 }
 
+/* Reads the numeric array `key` (n entries, any numeric type) as float or int32; absent: NULL. */
+static int gguf_num_array(const MpGguf *g, const char *key, int64_t n, float **f, int32_t **i32, const char *path,
+                          MpErr *e) {
+    const MpGgufKv *kv = mp_gguf_find(g, key);
+    if (!kv) return MP_OK;
+    if (kv->type != MP_GGUF_ARRAY || kv->arr_n != (uint64_t)n)
+        return mp_err_set(e, "%s: GGUF tokenizer: '%s' has %llu entries for %lld tokens", path, key,
+                          (unsigned long long)(kv->type == MP_GGUF_ARRAY ? kv->arr_n : 0), (long long)n);
+    if (f) *f = calloc((size_t)(n ? n : 1), sizeof **f);
+    if (i32) *i32 = calloc((size_t)(n ? n : 1), sizeof **i32);
+    if ((f && !*f) || (i32 && !*i32)) return mp_err_set(e, "%s: out of memory for '%s'", path, key);
+    for (int64_t k = 0; k < n; k++) {
+        double v;
+        if (mp_gguf_arr_num(kv, (uint64_t)k, &v) != MP_OK)
+            return mp_err_set(e, "%s: GGUF tokenizer: '%s' is not numeric", path, key);
+        if (f) (*f)[k] = (float)v;
+        if (i32) (*i32)[k] = v >= -2147483648.0 && v <= 2147483647.0 ? (int32_t)v : 0;
+    }
+    return MP_OK;
+}
+
+static int gguf_opt_int(const MpGguf *g, const char *key, int64_t dflt, int64_t *out);
+
+/* tokenizer.ggml.model "llama": SentencePiece BPE with scores (spm.c). Special ids outside the
+ * vocabulary keep llama.cpp's defaults (BOS 1, EOS 2, UNK 0), as llama.cpp does. */
+static int gguf_init_llama(MpTok *t, const MpGguf *g, const char *path, MpErr *e) {
+    const char **tokens = NULL;
+    size_t *tlen = NULL;
+    float *scores = NULL;
+    int32_t *types = NULL;
+    int64_t nt = 0, ids[3], dflt[3] = {1, 2, 0}, flags[3];
+    static const char *const id_keys[3] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                                           "tokenizer.ggml.unknown_token_id"};
+    static const char *const flag_keys[3] = {"tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_eos_token",
+                                             "tokenizer.ggml.add_space_prefix"};
+    int64_t flag_dflt[3] = {1, 0, 1};
+    int rc = MP_ERR;
+    if (gguf_str_array(g, "tokenizer.ggml.tokens", &tokens, &tlen, &nt, path, e) != MP_OK ||
+        gguf_num_array(g, "tokenizer.ggml.scores", nt, &scores, NULL, path, e) != MP_OK ||
+        gguf_num_array(g, "tokenizer.ggml.token_type", nt, NULL, &types, path, e) != MP_OK)
+        goto done;
+    for (int k = 0; k < 3; k++) {
+        if (gguf_opt_int(g, id_keys[k], dflt[k], &ids[k]) != MP_OK || gguf_opt_int(g, flag_keys[k], flag_dflt[k], &flags[k]) != MP_OK) {
+            mp_err_set(e, "%s: GGUF tokenizer: '%s' or '%s' is not a number", path, id_keys[k], flag_keys[k]);
+            goto done;
+        }
+        if (ids[k] < 0 || ids[k] >= nt) ids[k] = dflt[k];
+    }
+    MpTokSpmVocab v = {tokens, tlen, scores, types, nt, (int32_t)ids[0], (int32_t)ids[1], (int32_t)ids[2],
+                       flags[0] != 0, flags[1] != 0, flags[2] != 0};
+    if (mp_tok_init_spm(t, &v, e) != MP_OK) {
+        mp_err_prefix(e, "%s", path);
+        goto done;
+    }
+    rc = MP_OK;
+done:
+    free(tokens), free(tlen), free(scores), free(types);
+    return rc;
+}
+
 int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e) {
     memset(t, 0, sizeof *t);
     MpGguf g;
@@ -63,8 +126,13 @@ int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e) {
         mp_err_set(e, "%s: GGUF file has no tokenizer (tokenizer.ggml.model)", path);
         goto done;
     }
+    if (!strcmp(model, "llama")) {
+        rc = gguf_init_llama(t, &g, path, e);
+        goto done;
+    }
     if (strcmp(model, "gpt2") != 0) {
-        mp_err_set(e, "%s: GGUF tokenizer model \"%s\" is not supported (only byte-level BPE, \"gpt2\")", path, model);
+        mp_err_set(e, "%s: tokenizer.ggml.model \"%s\" is not supported (\"gpt2\": byte-level BPE and \"llama\": "
+                      "SentencePiece BPE are)", path, model);
         goto done;
     }
     kv = mp_gguf_find(&g, "tokenizer.ggml.pre");
@@ -114,5 +182,6 @@ int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e) {
 done:
     free(tokens), free(tlen), free(merges), free(mlen), free(types);
     mp_gguf_free(&g);
+    if (rc == MP_OK) snprintf(t->path, sizeof t->path, "%s", path);
     return rc;
 }

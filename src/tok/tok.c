@@ -1243,6 +1243,7 @@ int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
 }
 
 void mp_tok_free(MpTok *t) {
+    mp_tok_spm_free(t->spm);
     MpTokImpl *m = t->impl;
     if (m) {
         for (int i = 0; i < m->n_steps; i++) {
@@ -1282,6 +1283,7 @@ void mp_tok_free(MpTok *t) {
 }
 
 const char *mp_tok_id_to_token(const MpTok *t, int32_t id) {
+    if (t->spm) return mp_tok_spm_piece(t->spm, id);
     if (t->bytes) return id >= 0 && id < 256 ? t->byte_strs + 2 * id : id == 256 && t->bos_id == 256 ? "<bos>" : NULL;
     if (!t->impl || id < 0 || id >= t->n_ids || !(t->impl->flags[id] & MP_TOK_F_PRESENT)) return NULL;
     return t->impl->strs.data + t->impl->s_off[id];
@@ -1555,7 +1557,7 @@ static void cache_put(MpTokImpl *m, const char *p, size_t n, uint64_t h, const i
     s->ioff = m->cache_id_used;
     s->nids = (uint16_t)nids;
     memcpy(m->cache_keys + s->koff, p, n);
-    memcpy(m->cache_ids + s->ioff, ids, nids * sizeof *ids);
+    if (nids) memcpy(m->cache_ids + s->ioff, ids, nids * sizeof *ids);
     m->cache_key_used += (uint32_t)n;
     m->cache_id_used += (uint32_t)nids;
     m->cache_count++;
@@ -1631,7 +1633,9 @@ static int bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e)
     size_t first = out->n;
     for (int32_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next)
         if (mp_tok_ids_push(out, s[i].c, e) != MP_OK) return MP_ERR;
-    if (cacheable && out->n - first <= UINT16_MAX) cache_put(m, p, n, h, out->ids + first, out->n - first);
+    /* a piece may give no ids at all (bytes outside the vocabulary, no unk): out->ids can still be
+     * NULL then, so no pointer is formed from it (issue 19: UB under UBSan) */
+    if (cacheable && out->n - first <= UINT16_MAX) cache_put(m, p, n, h, out->n > first ? out->ids + first : NULL, out->n - first);
     return MP_OK;
 }
 
@@ -1701,13 +1705,14 @@ static int encode_gap(MpTok *t, MpTokIds *out, const char *s, size_t n, MpErr *e
     return rc;
 }
 
-int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e) {
+static int encode_impl(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e) {
     if (t->bytes) {
         if (add_special && t->bos_id >= 0 && mp_tok_ids_push(out, t->bos_id, e) != MP_OK) return MP_ERR;
         for (size_t i = 0; i < len; i++)
             if (mp_tok_ids_push(out, (int32_t)(unsigned char)text[i], e) != MP_OK) return MP_ERR;
         return MP_OK;
     }
+    if (t->spm) return mp_tok_spm_encode(t->spm, out, text, len, add_special, e);
     MpTokImpl *m = t->impl;
     MP_ASSERT(m != NULL);
     if (!utf8_valid(text, len)) {
@@ -1733,12 +1738,25 @@ int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add
     return MP_OK;
 }
 
+int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e) {
+    int rc = encode_impl(t, out, text, len, add_special, e);
+    if (rc != MP_OK && t->path[0]) mp_err_prefix(e, "%s", t->path); /* e.g. the split regex's match limit */
+    return rc;
+}
+
 /* ====================================== decode ====================================== */
 
 int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, int skip_special, MpErr *e) {
     const MpTokImpl *m = t->impl;
-    MP_ASSERT(m != NULL || t->bytes);
+    MP_ASSERT(m != NULL || t->bytes || t->spm);
     MpTokBuf raw = {0};
+    if (t->spm) {
+        int rc = mp_tok_spm_decode(t->spm, &raw, ids, n, skip_special, e);
+        if (rc == MP_OK) rc = mp_tok_utf8_sanitize(out, raw.data ? raw.data : "", raw.n, NULL, e);
+        else if (t->path[0]) mp_err_prefix(e, "%s", t->path);
+        mp_tok_buf_free(&raw);
+        return rc;
+    }
     for (size_t i = 0; i < n; i++) {
         int32_t id = ids[i];
         if (t->bytes) {
@@ -1762,7 +1780,8 @@ int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, i
         }
         if (id < 0 || id >= t->n_ids || !(m->flags[id] & MP_TOK_F_PRESENT)) {
             mp_tok_buf_free(&raw);
-            return mp_err_set(e, "decode: id %d (position %zu) is not a token of this tokenizer", id, i);
+            return mp_err_set(e, "%s%sdecode: id %d (position %zu) is not a token of this tokenizer (%d ids)", t->path,
+                              t->path[0] ? ": " : "", id, i, t->n_ids);
         }
         if (skip_special && (m->flags[id] & MP_TOK_F_SPECIAL)) continue;
         if (mp_tok_buf_append(&raw, m->bytes.data + m->b_off[id], m->b_len[id], e) != MP_OK) {

@@ -45,6 +45,7 @@ typedef struct MpTokBuf {
 } MpTokBuf;
 
 typedef struct MpTokImpl MpTokImpl; /* maps, regexes, scratch: tok.c */
+typedef struct MpTokSpm MpTokSpm;   /* a GGUF "llama" (SentencePiece) vocabulary: spm.c */
 
 typedef struct MpTok {
     char path[4096];      /* tokenizer.json that was loaded ("" when loaded from memory) */
@@ -60,6 +61,7 @@ typedef struct MpTok {
                              n_ids 257 (mp_tok_bytes_add_bos) */
     char byte_strs[512];  /* bytes: id i's token string at byte_strs + 2i (one byte + NUL) */
     MpTokImpl *impl;      /* owned */
+    MpTokSpm *spm;        /* owned; set instead of impl for a GGUF "llama" vocabulary */
 } MpTok;
 
 /* Loads a tokenizer: `model` is a directory holding tokenizer.json (and maybe
@@ -102,6 +104,22 @@ typedef struct MpTokVocab {
 int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e);
 /* The same from a GGUF file's tokenizer.ggml.* metadata (src/tok/gguf_vocab.c). */
 int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e);
+
+/* A GGUF SentencePiece vocabulary (tokenizer.ggml.model "llama"), all borrowed: what the GGUF
+ * reader hands over. Encoded exactly as llama.cpp encodes it (src/tok/spm.c). */
+typedef struct MpTokSpmVocab {
+    const char *const *tokens;  /* [n_tokens] pieces (spaces written as U+2581), id = index */
+    const size_t *token_lens;   /* [n_tokens] bytes */
+    const float *scores;        /* [n_tokens] merge priority (higher first), or NULL (all 0) */
+    const int32_t *token_types; /* [n_tokens] 1 NORMAL, 2 UNKNOWN, 3 CONTROL, 4 USER_DEFINED,
+                                   5 UNUSED, 6 BYTE; NULL: all NORMAL */
+    int64_t n_tokens;
+    int32_t bos_id, eos_id, unk_id; /* llama.cpp's defaults: 1, 2, 0 */
+    int add_bos, add_eos;           /* defaults: 1, 0 */
+    int add_space_prefix;           /* tokenizer.ggml.add_space_prefix, default 1 */
+} MpTokSpmVocab;
+
+int mp_tok_init_spm(MpTok *t, const MpTokSpmVocab *v, MpErr *e);
 
 /* Appends the ids of `text` (len bytes, any bytes) to out. add_special: BOS/EOS as the
  * post-processor says (HF add_special_tokens=True); added-token strings in the text are matched

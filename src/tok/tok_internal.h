@@ -1,7 +1,8 @@
 /* tok_internal.h — shared between the files of the tokenizer module (src/tok/), not exported.
  *
  * Implements nothing itself: declares the Unicode helpers of unicode.c (HF-compatible NFC, the
- * regex rewrite to HF's Unicode tables, UTF-8 decoding) used by tok.c.
+ * regex rewrite to HF's Unicode tables, UTF-8 decoding) used by tok.c, and the entry points of
+ * spm.c (llama.cpp's SentencePiece tokenizer) that tok.c dispatches to.
  */
 #ifndef MP_TOK_INTERNAL_H
 #define MP_TOK_INTERNAL_H
@@ -38,5 +39,13 @@ int mp_tok_utf8_put(unsigned char *b, uint32_t cp);
 int mp_tok_is_white_space(uint32_t cp);
 /* Word character (Rust regex \\w, approximately) for added tokens' single_word. */
 int mp_tok_is_word_char(uint32_t cp);
+
+/* SentencePiece BPE of a GGUF "llama" vocabulary, llama.cpp's algorithm (spm.c). */
+typedef struct MpTokSpm MpTokSpm;
+void mp_tok_spm_free(MpTokSpm *s); /* accepts NULL */
+int mp_tok_spm_encode(MpTokSpm *s, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e);
+/* Appends the raw bytes of ids (may be invalid UTF-8; the caller repairs it). */
+int mp_tok_spm_decode(const MpTokSpm *s, MpTokBuf *raw, const int32_t *ids, size_t n, int skip_special, MpErr *e);
+const char *mp_tok_spm_piece(const MpTokSpm *s, int32_t id);
 
 #endif

@@ -23,6 +23,7 @@ int mp_cmd_tokenize(int argc, char **argv); /* src/cli/tokenize.c */
 int mp_cmd_corpus(int argc, char **argv);   /* src/cli/corpus.c */
 int mp_cmd_probe(int argc, char **argv);    /* src/cli/probe.c */
 int mp_cmd_logits(int argc, char **argv);   /* src/cli/logits.c */
+int mp_cmd_generate(int argc, char **argv); /* src/cli/generate.c */
 int mp_cmd_train(int argc, char **argv);    /* src/cli/train.c */
 int mp_cmd_gram(int argc, char **argv);     /* src/cli/gram.c */
 

@@ -25,6 +25,7 @@ static const MpCommand commands[] = {
     {"corpus", mp_cmd_corpus, "tokenize a corpus into an [N,S] token cache for probe"},
     {"probe", mp_cmd_probe, "mean pre-softmax score maps of a real checkpoint over a corpus"},
     {"logits", mp_cmd_logits, "run a checkpoint to next-token logits (sanity check after loading)"},
+    {"generate", mp_cmd_generate, "seeded samples from a checkpoint (key/value cache), ids for probe"},
     {"train", mp_cmd_train, "train a small Llama-style decoder (RoPE or no positional encoding)"},
     {"gram", mp_cmd_gram, "the nine Gram matrices of one layer -> the next (paper Figure 3)"},
 };

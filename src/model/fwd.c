@@ -103,6 +103,8 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->cos_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
+    f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * d.HS * T) : NULL;
+    f->vc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * T * d.NKV * d.HS) : NULL;
 }
 
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
@@ -224,6 +226,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
         return mp_err_set(e, "%s: rotary dims %d do not fit head_dim %d", m->path, m->rot_dim, m->head_dim);
     if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16)
         return mp_err_set(e, "compute mode %d unknown (f32 or bf16)", cfg->compute);
+    if (cfg->kv_cache && !cfg->causal) return mp_err_set(e, "a key/value cache needs the causal mask");
     const char *kname = getenv("MASKPOS_KERNEL");
     const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
     if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512)", kname);
@@ -293,10 +296,10 @@ double mp_fwd_flops(const MpFwd *f, int T) {
  * models) thread wake-ups on a loaded machine cost more than the loop. */
 #define FWD_PAR_MIN 200000.0
 
-static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int T) {
+static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
     if (!b) return;
-#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
-    for (int t = 0; t < T; t++)
+#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++)
         for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];
 }
 
@@ -306,38 +309,54 @@ static void fwd_residual(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-static void fwd_norm_rows(float *y, const float *x, const float *w, int T, int n, double eps) {
-#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
-    for (int t = 0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
+static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int T, int n, double eps) {
+#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
 }
 
 /* bf16 compute: a Linear input x [T, n] (row stride ld) rounded to bf16 in place (it is read by
  * matmuls only). f32 compute: nothing. */
-static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int T, int64_t n) {
+static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int t0, int T, int64_t n) {
     if (f->cfg.compute != MP_FWD_COMPUTE_BF16) return;
-#pragma omp parallel for schedule(static) if ((double)T * n > FWD_PAR_MIN)
-    for (int t = 0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n);
+#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n);
 }
 
 #define FWD_ROWS 16 /* query rows per parallel work item of the attention */
 
-static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFwdHook hook, void *ctx) {
+/* Rows [t0, T) of one run: t0 = 0 for mp_fwd_run (keys, values and scores of this run, row
+ * stride T), t0 >= 0 for mp_fwd_extend (keys and values of positions [0, t0) already in the
+ * cache; everything with row stride max_seq). Activation rows are positions. */
+typedef struct FwdRows {
+    int t0, T;
+    int cached; /* 1: mp_fwd_extend */
+} FwdRows;
+
+/* scores_only: stop once the hook has seen the scores (the last layer of a run without logits:
+ * nothing reads its output). */
+static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, MpFwdHook hook, void *ctx, int scores_only) {
     const int NH = f->NH, NKV = f->NKV, HS = f->HS, rep = NH / NKV, R = f->R, causal = f->cfg.causal;
+    const int t0 = r.t0, T = r.T, n = T - t0;
     const int64_t ldq = (int64_t)NH * HS, ldk = (int64_t)NKV * HS;
     const double eps = f->m->norm_eps;
+    /* where keys (transposed, row stride ldt), values and scores (row stride ldt) live */
+    const int ldt = r.cached ? f->cfg.max_seq : T;
+    float *kt = r.cached ? f->kc + (size_t)layer * NKV * HS * ldt : f->kt;
+    float *v = r.cached ? f->vc + (size_t)layer * ldt * ldk : f->v;
     /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
     const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
     /* projections */
-    fwd_linear_input(f, f->xn, f->C, T, f->C);
-    mp_fwd_matmul(f->q, ldq, f->xn, f->C, &ly->q, T);
-    mp_fwd_matmul(f->k, ldk, f->xn, f->C, &ly->k, T);
-    mp_fwd_matmul(f->v, ldk, f->xn, f->C, &ly->v, T);
-    fwd_add_bias(f->q, ldq, ly->q_bias, ldq, T);
-    fwd_add_bias(f->k, ldk, ly->k_bias, ldk, T);
-    fwd_add_bias(f->v, ldk, ly->v_bias, ldk, T);
+    float *xn = f->xn + (size_t)t0 * f->C, *q = f->q + (size_t)t0 * ldq, *k = f->k + (size_t)t0 * ldk;
+    fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
+    mp_fwd_matmul(q, ldq, xn, f->C, &ly->q, n);
+    mp_fwd_matmul(k, ldk, xn, f->C, &ly->k, n);
+    mp_fwd_matmul(v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
+    fwd_add_bias(f->q, ldq, ly->q_bias, ldq, t0, T);
+    fwd_add_bias(f->k, ldk, ly->k_bias, ldk, t0, T);
+    fwd_add_bias(v, ldk, ly->v_bias, ldk, t0, T);
     /* per-head q/k norm (qwen3), then RoPE; keys transposed per kv head */
-#pragma omp parallel for schedule(static) if ((double)T * ldq > FWD_PAR_MIN)
-    for (int t = 0; t < T; t++) {
+#pragma omp parallel for schedule(static) if ((double)n * ldq > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++) {
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
             if (ly->q_norm) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
@@ -347,75 +366,108 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, int T, MpFw
             float *kh = f->k + t * ldk + (int64_t)h * HS;
             if (ly->k_norm) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
             if (rope) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
-            for (int d = 0; d < HS; d++) f->kt[((size_t)h * HS + d) * T + t] = kh[d];
+            for (int d = 0; d < HS; d++) kt[((size_t)h * HS + d) * ldt + t] = kh[d];
         }
     }
     /* scores */
     const float scale = (float)(1.0 / sqrt((double)HS));
-    const int nb = (T + FWD_ROWS - 1) / FWD_ROWS;
-    const double attn_work = (double)NH * T * T * HS;
+    const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
+    const double attn_work = (double)NH * n * T * HS;
     (void)attn_work; /* only read by the OpenMP if() clauses */
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
-            const int i0 = b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            mp_fwd_attn_scores(f->scores + (size_t)h * T * T, f->q + (int64_t)h * HS, ldq,
-                               f->kt + (size_t)(h / rep) * HS * T, HS, T, causal, scale, i0, i1);
+            const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+            mp_fwd_attn_scores(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq,
+                               kt + (size_t)(h / rep) * HS * ldt, HS, ldt, causal, scale, i0, i1);
         }
     if (hook) hook(ctx, layer, f->scores, NH, T);
-    /* probabilities and values */
+    if (scores_only) return;
+    /* probabilities and values (a cached run leaves the masked tail of a row alone: never read) */
 #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
-            const int i0 = b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            float *sh = f->scores + (size_t)h * T * T;
-            for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * T, causal ? i + 1 : T, T);
-            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, f->v + (int64_t)(h / rep) * HS, ldk, HS, T, causal, i0, i1);
+            const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+            float *sh = f->scores + (size_t)h * ldt * ldt;
+            for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
+            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, v + (int64_t)(h / rep) * HS, ldk, HS, ldt, causal, i0, i1);
         }
     /* output projection + residual */
-    fwd_linear_input(f, f->ao, ldq, T, ldq);
-    mp_fwd_matmul(f->xn, f->C, f->ao, ldq, &ly->o, T);
-    fwd_residual(f->x, f->xn, (size_t)T * f->C);
+    float *ao = f->ao + (size_t)t0 * ldq;
+    fwd_linear_input(f, f->ao, ldq, t0, T, ldq);
+    mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
+    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
 
-static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int T) {
-    fwd_norm_rows(f->xn, f->x, ly->ffn_norm, T, f->C, f->m->norm_eps);
-    fwd_linear_input(f, f->xn, f->C, T, f->C);
-    mp_fwd_matmul(f->gate, f->FF, f->xn, f->C, &ly->gate, T);
-    mp_fwd_matmul(f->up, f->FF, f->xn, f->C, &ly->up, T);
-#pragma omp parallel for schedule(static) if ((double)T * f->FF * 10 > FWD_PAR_MIN)
-    for (int t = 0; t < T; t++)
+static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
+    const int n = T - t0;
+    float *xn = f->xn + (size_t)t0 * f->C, *gate = f->gate + (size_t)t0 * f->FF, *up = f->up + (size_t)t0 * f->FF;
+    fwd_norm_rows(f->xn, f->x, ly->ffn_norm, t0, T, f->C, f->m->norm_eps);
+    fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
+    mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
+    mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
+#pragma omp parallel for schedule(static) if ((double)n * f->FF * 10 > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++)
         mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
-    fwd_linear_input(f, f->gate, f->FF, T, f->FF);
-    mp_fwd_matmul(f->xn, f->C, f->gate, f->FF, &ly->down, T);
-    fwd_residual(f->x, f->xn, (size_t)T * f->C);
+    fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
+    mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
+    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
 
 /* ================================================================ run */
 
+/* Embeddings of positions [t0, T) into x; every id checked. */
+static int fwd_embed(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
+    for (int t = t0; t < T; t++) {
+        if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
+        if (mp_model_rows_f32(f->m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
+    }
+    return MP_OK;
+}
+
+/* The layers and the output head over rows [t0, T) (embeddings and RoPE tables in place). */
+static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
+    for (int l = 0; l < f->cfg.n_layers; l++) {
+        const MpFwdLayer *ly = &f->layers[l];
+        fwd_norm_rows(f->xn, f->x, ly->attn_norm, r.t0, r.T, f->C, f->m->norm_eps);
+        const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
+        fwd_attention(f, ly, l, r, hook, ctx, last);
+        if (!last) fwd_mlp(f, ly, r.t0, r.T);
+    }
+    if (f->cfg.logits) {
+        fwd_norm_rows(f->xn, f->x, f->out_norm, r.t0, r.T, f->C, f->m->norm_eps);
+        fwd_linear_input(f, f->xn, f->C, r.t0, r.T, f->C);
+        mp_fwd_matmul(f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
+    }
+}
+
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e) {
     MpModel *m = f->m;
     if (T < 1 || T > f->cfg.max_seq) return mp_err_set(e, "sequence of %d tokens (1..%d allowed)", T, f->cfg.max_seq);
-    for (int t = 0; t < T; t++) {
-        if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
-        if (mp_model_rows_f32(m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
-    }
+    if (fwd_embed(f, ids, 0, T, e) != MP_OK) return MP_ERR;
     fwd_release_mapped(m, MP_ROLE_TOK_EMBD, 0); /* rows copied; keeps the resident set flat over a corpus */
     if (f->cfg.rope && f->R > 0) {
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
         mp_fwd_rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
     }
-    for (int l = 0; l < f->cfg.n_layers; l++) {
-        const MpFwdLayer *ly = &f->layers[l];
-        fwd_norm_rows(f->xn, f->x, ly->attn_norm, T, f->C, m->norm_eps);
-        fwd_attention(f, ly, l, T, hook, ctx);
-        fwd_mlp(f, ly, T);
-    }
-    if (f->cfg.logits) {
-        fwd_norm_rows(f->xn, f->x, f->out_norm, T, f->C, m->norm_eps);
-        fwd_linear_input(f, f->xn, f->C, T, f->C);
-        mp_fwd_matmul(f->logits, f->V, f->xn, f->C, &f->lm_head, T);
-    }
+    fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx);
+    return MP_OK;
+}
+
+int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
+    MpModel *m = f->m;
+    if (!f->cfg.kv_cache) return mp_err_set(e, "mp_fwd_extend needs a forward pass made with kv_cache");
+    if (t0 < 0 || t0 >= T || T > f->cfg.max_seq)
+        return mp_err_set(e, "positions [%d, %d) out of range (1..%d tokens allowed)", t0, T, f->cfg.max_seq);
+    if (m->inv_freq_long && m->rope_orig_ctx > 0 && f->cfg.max_seq > m->rope_orig_ctx)
+        return mp_err_set(e, "%s: longrope beyond the original context (%d) changes the RoPE table of cached keys; "
+                             "not supported with a key/value cache", m->path, m->rope_orig_ctx);
+    if (fwd_embed(f, ids, t0, T, e) != MP_OK) return MP_ERR;
+    /* a new sequence: the table of every position (rows do not depend on the length; mp_fwd_run
+     * may have written the same rows in between) */
+    if (t0 == 0 && f->cfg.rope && f->R > 0)
+        mp_fwd_rope_table(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+    fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL);
     return MP_OK;
 }

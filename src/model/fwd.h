@@ -23,9 +23,12 @@
  *     (q·k, softmax, p·v) and the residual stream stay f32.
  * Mapped weight pages are released (madvise) once packed, and embedding pages after each run,
  * so the resident set is the packed layers plus activations.
- * Does not: cache keys/values across calls (every run recomputes the whole sequence), implement
- * sliding-window attention (refused when a sequence could exceed the window), or tokenise.
+ * mp_fwd_extend (cfg.kv_cache) adds one position at a time — sampling — with every layer's keys
+ * and values cached: the same bits as mp_fwd_run on the whole prefix, at the cost of one row.
+ * Does not: implement sliding-window attention (refused when a sequence could exceed the window),
+ * or tokenise.
  * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads),
+ * tests/test_stories_generate.c (mp_fwd_extend == mp_fwd_run bit for bit, every arch),
  * tests/test_model_speed.c (bf16 against tests/ref/probe_ref_bf16.py and llama.cpp; every kernel).
  *
  * Shape legend: T tokens, C hidden, NH query heads, NKV key/value heads, HS head dim, FF MLP
@@ -48,6 +51,7 @@ typedef struct MpFwdConfig {
     int rope;     /* 1 the model's RoPE; 0 counterfactual: q, k not rotated */
     int logits;   /* 1: final norm + lm_head after the last layer (needs n_layers == L) */
     int compute;  /* MpFwdCompute; 0 = f32 (the reference) */
+    int kv_cache; /* 1: keep every layer's keys and values for mp_fwd_extend (needs causal) */
 } MpFwdConfig;
 
 typedef enum MpFwdCompute {
@@ -94,6 +98,8 @@ typedef struct MpFwd {
     float *gate, *up;          /* [T, FF] */
     float *cos_t, *sin_t;      /* [T, R/2] */
     float *logits;             /* [T, V] (logits only) */
+    float *kc;                 /* [n_layers, NKV, HS, max_seq] rotated keys, transposed (kv_cache only) */
+    float *vc;                 /* [n_layers, max_seq, NKV*HS] values (kv_cache only) */
     float *ablock;
     size_t afloats;
 } MpFwd;
@@ -108,8 +114,17 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */
 
 /* One sequence ids [T] (1 <= T <= max_seq, 0 <= id < V) through the layers; hook (may be NULL)
- * sees every layer's scores. With cfg.logits, f->logits [T, V] holds next-token logits. */
+ * sees every layer's scores. With cfg.logits, f->logits [T, V] holds next-token logits; without,
+ * the last layer stops at its scores (its softmax, values and MLP would feed nothing). */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
+
+/* Key/value-cache decoding (cfg.kv_cache): runs positions [t0, T) of ids [T] (1 <= T <= max_seq)
+ * through the layers, given that an earlier mp_fwd_extend call on the same ids ran [0, t0)
+ * (t0 = 0 starts a sequence). Every row goes through the same kernels in the same order as in
+ * mp_fwd_run, so f->logits rows [t0, T) (row t = after position t) are bit for bit those of
+ * mp_fwd_run on ids[0..T). No hook. Refused for longrope models whose max_seq exceeds the
+ * original context (the table would change under the cached keys). */
+int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e);
 
 /* Multiply-add count of one run over T tokens (matmuls + attention), for throughput reports. */
 double mp_fwd_flops(const MpFwd *f, int T);

@@ -105,15 +105,21 @@ static inline void mm_micro(float *y, int64_t ldy, const float *x, int64_t ldx, 
     }
 }
 
-/* Leftover rows (mr < MR): same order, plain loops. */
+/* Leftover rows (mr < MR; every row of a one-token decoding step): the same order per element,
+ * one row at a time, vectorised across the panel's NR columns (columns past nc are the panel's
+ * zero padding, computed and dropped). */
 static void mm_edge(float *y, int64_t ldy, const float *x, int64_t ldx, const float *wp, int64_t k0, int64_t k1,
                     int first, int nc, int mr) {
-    for (int r = 0; r < mr; r++)
-        for (int c = 0; c < nc; c++) {
-            float acc = first ? 0.0f : y[r * ldy + c];
-            for (int64_t k = k0; k < k1; k++) acc = fmaf(x[r * ldx + k], wp[k * MP_FWD_NR + c], acc);
-            y[r * ldy + c] = acc;
+    for (int r = 0; r < mr; r++) {
+        float acc[MP_FWD_NR];
+        for (int c = 0; c < MP_FWD_NR; c++) acc[c] = first || c >= nc ? 0.0f : y[r * ldy + c];
+        for (int64_t k = k0; k < k1; k++) {
+            const float xv = x[r * ldx + k], *w = wp + k * MP_FWD_NR;
+#pragma omp simd
+            for (int c = 0; c < MP_FWD_NR; c++) acc[c] = fmaf(xv, w[c], acc[c]);
         }
+        for (int c = 0; c < nc; c++) y[r * ldy + c] = acc[c];
+    }
 }
 
 /* [n] bf16 panel slice -> f32, exactly (the bf16 bits are the upper half of the f32 pattern). */

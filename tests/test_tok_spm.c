@@ -501,5 +501,6 @@ int main(void) {
         cmocka_unit_test(test_cli_stories),   cmocka_unit_test(test_bad_vocab),
         cmocka_unit_test(test_zero_id_piece), cmocka_unit_test(test_messages_name_files),
     };
+    if (getenv("MP_TEST_FILTER")) cmocka_set_test_filter(getenv("MP_TEST_FILTER")); /* e.g. test_synth* */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,7 +170,13 @@ static void alphabet_init(uint32_t byte_to_cp[256], int16_t cp_to_byte[0x144]) {
 
 /* ================================= internal state ================================= */
 
-enum { MP_TOK_STEP_SPLIT_RE = 1, MP_TOK_STEP_SPLIT_STR, MP_TOK_STEP_PREFIX_SPACE };
+enum { MP_TOK_STEP_SPLIT_RE = 1, MP_TOK_STEP_SPLIT_STR, MP_TOK_STEP_PREFIX_SPACE, MP_TOK_STEP_METASPACE };
+/* Metaspace's prepend_scheme */
+enum { MP_TOK_PREPEND_ALWAYS = 1, MP_TOK_PREPEND_FIRST, MP_TOK_PREPEND_NEVER };
+/* normalizers, applied in order */
+enum { MP_TOK_NORM_NFC = 1, MP_TOK_NORM_PREPEND, MP_TOK_NORM_REPLACE };
+/* decoders of non-byte-level tokenizers, applied in order */
+enum { MP_TOK_DEC_REPLACE = 1, MP_TOK_DEC_BYTE_FALLBACK, MP_TOK_DEC_FUSE, MP_TOK_DEC_STRIP, MP_TOK_DEC_METASPACE };
 enum { MP_TOK_BEH_REMOVED = 1, MP_TOK_BEH_ISOLATED, MP_TOK_BEH_MERGED_PREV, MP_TOK_BEH_MERGED_NEXT, MP_TOK_BEH_CONTIGUOUS };
 
 typedef struct MpTokStep {
@@ -179,9 +185,29 @@ typedef struct MpTokStep {
     int invert;
     pcre2_code *re; /* MP_TOK_STEP_SPLIT_RE (owned) */
     int jit;        /* re was JIT-compiled */
-    char *lit;      /* MP_TOK_STEP_SPLIT_STR literal (owned) */
+    char *lit;      /* MP_TOK_STEP_SPLIT_STR literal, MP_TOK_STEP_METASPACE replacement (owned) */
     size_t lit_len;
+    int scheme;     /* MP_TOK_STEP_METASPACE: MP_TOK_PREPEND_* */
 } MpTokStep;
+
+typedef struct MpTokNorm {
+    int kind;        /* MP_TOK_NORM_* */
+    MpTokStep pat;   /* REPLACE: the pattern, as a split step (String or Regex: HF's Pattern) */
+    char *text;      /* PREPEND: the prefix; REPLACE: the content (owned) */
+    size_t text_len;
+} MpTokNorm;
+
+typedef struct MpTokDec {
+    int kind;              /* MP_TOK_DEC_* */
+    char *pat, *content;   /* REPLACE: String pattern → content; METASPACE: replacement in pat (owned) */
+    size_t pat_len, content_len;
+    uint32_t ch;           /* STRIP: the character */
+    long start, stop;      /* STRIP: how many at most at each end */
+    int scheme;            /* METASPACE: MP_TOK_PREPEND_* */
+} MpTokDec;
+
+#define MP_TOK_MAX_NORMS 16
+#define MP_TOK_MAX_DECS 16
 
 typedef struct MpTokAdded {
     int32_t id;
@@ -235,6 +261,16 @@ struct MpTokImpl {
     int32_t byte_id[256];  /* id of each single byte, -1 if the vocab lacks it */
     int32_t unk_id;        /* -1: none */
     int fuse_unk;
+    int byte_level;        /* tokens are in GPT-2's byte-level alphabet (a ByteLevel pre-tokenizer);
+                              else they are text and BPE starts from one symbol per character */
+    int byte_fallback;     /* model.byte_fallback: unknown characters as <0xNN> tokens */
+    int32_t fb_id[256];    /* id of "<0xNN>", -1 if absent */
+    MpTokNorm norms[MP_TOK_MAX_NORMS];
+    int n_norms;
+    MpTokDec decs[MP_TOK_MAX_DECS];
+    int n_decs;
+    int has_decoder;       /* 0: HF joins the tokens with spaces */
+    int at_start;          /* encode: the segment being encoded starts the text (Metaspace "first") */
     /* merges: (left id, right id) → (rank, new id) */
     uint64_t *mkey;        /* UINT64_MAX: empty */
     uint32_t *mrank;
@@ -253,7 +289,7 @@ struct MpTokImpl {
     int n_pre, n_post;
     /* scratch, reused by every encode */
     pcre2_match_data *md;
-    MpTokBuf clean, norm, bufa, bufb;
+    MpTokBuf clean, norm, nsa, nsb, bufa, bufb;
     MpTokPiece *pa, *pb;
     size_t pa_cap, pb_cap;
     MpTokSeg *segs;
@@ -269,6 +305,8 @@ struct MpTokImpl {
     int32_t *cache_ids;
     uint32_t cache_count, cache_key_used, cache_id_used;
 };
+
+static int normalize_append(MpTokImpl *m, MpTokBuf *out, const char *s, size_t n, MpErr *e);
 
 enum { MP_TOK_F_PRESENT = 1, MP_TOK_F_ADDED = 2, MP_TOK_F_SPECIAL = 4, MP_TOK_F_NOT_BYTE_LEVEL = 8 };
 
@@ -384,6 +422,10 @@ static int token_to_bytes(MpTokImpl *m, const char *s, size_t n, const int16_t c
     size_t start = m->bytes.n, i = 0;
     const unsigned char *u = (const unsigned char *)s;
     int ok = 1;
+    if (!m->byte_level) { /* tokens are text: their bytes are their UTF-8 */
+        if (mp_tok_buf_append(&m->bytes, s, n, e) != MP_OK) *status = MP_ERR;
+        return 1;
+    }
     while (i < n) {
         uint32_t cp;
         i += (size_t)mp_tok_utf8_next(u + i, n - i, &cp);
@@ -457,15 +499,13 @@ static int load_model(MpTok *t, json_t *model, const int16_t cp_to_byte[0x144], 
     if (!type && json_object_get(model, "merges")) type = "BPE"; /* old files omit the type */
     if (!type) return mp_err_set(e, "model.type: missing");
     if (strcmp(type, "BPE") != 0)
-        return mp_err_set(e, "model.type \"%s\" is not supported (only byte-level BPE: Llama-3, Qwen2/3, Phi-4, GPT-2 style)",
-                          type);
+        return mp_err_set(e, "model.type \"%s\" is not supported (only BPE: byte-level or SentencePiece-style)", type);
     int byte_fallback = 0, ignore_merges = 0;
     if (get_bool(model, "byte_fallback", 0, &byte_fallback, "model", e) != MP_OK ||
         get_bool(model, "ignore_merges", 0, &ignore_merges, "model", e) != MP_OK ||
         get_bool(model, "fuse_unk", 0, &m->fuse_unk, "model", e) != MP_OK)
         return MP_ERR;
-    if (byte_fallback)
-        return mp_err_set(e, "model.byte_fallback: SentencePiece-style BPE (Mistral, Phi-3) is not supported yet");
+    m->byte_fallback = byte_fallback;
     t->ignore_merges = ignore_merges;
     json_t *dropout = json_object_get(model, "dropout");
     if (dropout && !json_is_null(dropout) && !(json_is_number(dropout) && json_number_value(dropout) == 0))
@@ -494,7 +534,10 @@ static int load_model(MpTok *t, json_t *model, const int16_t cp_to_byte[0x144], 
         if ((m->flags[id] & MP_TOK_F_PRESENT) && !(m->flags[id] & MP_TOK_F_NOT_BYTE_LEVEL)) vocab_insert(m, id);
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
+        char hex[8];
         m->byte_id[b] = vocab_find(m, &c, 1);
+        snprintf(hex, sizeof hex, "<0x%02X>", b); /* byte fallback: Rust's format!("<{:#04X}>") */
+        m->fb_id[b] = vocab_find(m, hex, 6);
     }
     m->unk_id = -1;
     json_t *unk = json_object_get(model, "unk_token");
@@ -546,7 +589,15 @@ static int load_model(MpTok *t, json_t *model, const int16_t cp_to_byte[0x144], 
         int32_t ida = -1, idb = -1, idn = -1;
         tmp.n = 0;
         size_t la_b = 0;
-        if (alpha_decode(&tmp, a, la, cp_to_byte, e, &la_b) && alpha_decode(&tmp, b, lb, cp_to_byte, e, NULL)) {
+        if (!m->byte_level) { /* text tokens: the strings are the keys */
+            if (mp_tok_buf_append(&tmp, a, la, e) != MP_OK || mp_tok_buf_append(&tmp, b, lb, e) != MP_OK) {
+                mp_tok_buf_free(&tmp);
+                return MP_ERR;
+            }
+            ida = vocab_find(m, a, la);
+            idb = vocab_find(m, b, lb);
+            idn = vocab_find(m, tmp.data, tmp.n);
+        } else if (alpha_decode(&tmp, a, la, cp_to_byte, e, &la_b) && alpha_decode(&tmp, b, lb, cp_to_byte, e, NULL)) {
             ida = vocab_find(m, tmp.data, la_b);
             idb = vocab_find(m, tmp.data + la_b, tmp.n - la_b);
             idn = vocab_find(m, tmp.data, tmp.n);
@@ -701,8 +752,8 @@ static int load_added(MpTok *t, const MpTokAddedReg *regs, long nr, const int16_
             a->single_word = owner->single_word;
             a->normalized = r->normalized;
             a->off = m->added_text.n;
-            if (a->normalized && t->nfc) /* matched on normalized text: normalize the content too */
-                rc = mp_tok_nfc(&m->added_text, r->s, r->n, &m->nfc, e);
+            if (a->normalized && m->n_norms) /* matched on normalized text: normalize the content too */
+                rc = normalize_append(m, &m->added_text, r->s, r->n, e);
             else
                 rc = mp_tok_buf_append(&m->added_text, r->s, r->n, e);
             a->len = m->added_text.n - a->off;
@@ -738,9 +789,8 @@ static int parse_behavior(json_t *o, const char *where, MpErr *e) {
     return 0;
 }
 
-static int add_regex_step(MpTok *t, const char *pat, size_t n, int behavior, int invert, const char *where, MpErr *e) {
-    MpTokImpl *m = t->impl;
-    if (m->n_steps >= MP_TOK_MAX_STEPS) return mp_err_set(e, "%s: more than %d pre-tokenizer steps", where, MP_TOK_MAX_STEPS);
+/* Compiles a pattern of tokenizer.json for PCRE2, patched to HF's Unicode tables, into st. */
+static int compile_regex(MpTokStep *st, const char *pat, size_t n, const char *where, MpErr *e) {
     MpTokBuf patched = {0};
     if (mp_tok_regex_patch(&patched, pat, n, e) != MP_OK) {
         mp_tok_buf_free(&patched);
@@ -755,12 +805,64 @@ static int add_regex_step(MpTok *t, const char *pat, size_t n, int behavior, int
         pcre2_get_error_message(code, msg, sizeof msg);
         return mp_err_set(e, "%s: regex \"%.80s\" does not compile: %s", where, pat, (const char *)msg);
     }
-    MpTokStep *s = &m->steps[m->n_steps++];
-    s->kind = MP_TOK_STEP_SPLIT_RE;
-    s->re = re;
-    s->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    st->kind = MP_TOK_STEP_SPLIT_RE;
+    st->re = re;
+    st->jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    return MP_OK;
+}
+
+/* A literal pattern into st (owned copy). */
+static int literal_step(MpTokStep *st, const char *lit, size_t n, const char *where, MpErr *e) {
+    st->kind = MP_TOK_STEP_SPLIT_STR;
+    st->lit_len = n;
+    st->lit = mp_try_malloc(n + 1);
+    if (!st->lit) return mp_err_set(e, "%s: out of memory", where);
+    memcpy(st->lit, lit, n);
+    st->lit[n] = '\0';
+    return MP_OK;
+}
+
+/* {"String": s} or {"Regex": r} (HF's Pattern) into st. */
+static int parse_pattern(MpTokStep *st, json_t *pat, const char *where, MpErr *e) {
+    json_t *re = json_object_get(pat, "Regex"), *str = json_object_get(pat, "String");
+    if (json_is_string(re)) return compile_regex(st, json_string_value(re), json_string_length(re), where, e);
+    if (json_is_string(str)) return literal_step(st, json_string_value(str), json_string_length(str), where, e);
+    return mp_err_set(e, "%s.pattern: expected {\"Regex\": ...} or {\"String\": ...}", where);
+}
+
+static int add_regex_step(MpTok *t, const char *pat, size_t n, int behavior, int invert, const char *where, MpErr *e) {
+    MpTokImpl *m = t->impl;
+    if (m->n_steps >= MP_TOK_MAX_STEPS) return mp_err_set(e, "%s: more than %d pre-tokenizer steps", where, MP_TOK_MAX_STEPS);
+    MpTokStep *s = &m->steps[m->n_steps];
+    if (compile_regex(s, pat, n, where, e) != MP_OK) return MP_ERR;
+    m->n_steps++;
     s->behavior = behavior;
     s->invert = invert;
+    return MP_OK;
+}
+
+/* Metaspace's replacement and prepend scheme (prepend_scheme, or the older add_prefix_space). */
+static int parse_metaspace(json_t *o, char *repl, size_t *repl_len, int *scheme, const char *where, MpErr *e) {
+    json_t *r = json_object_get(o, "replacement"), *ps = json_object_get(o, "prepend_scheme");
+    const char *rs = json_is_string(r) ? json_string_value(r) : "\xe2\x96\x81";
+    size_t rl = json_is_string(r) ? json_string_length(r) : 3;
+    uint32_t cp;
+    if (rl == 0 || rl > 4 || (size_t)mp_tok_utf8_next((const unsigned char *)rs, rl, &cp) != rl)
+        return mp_err_set(e, "%s.replacement: expected one character", where);
+    memcpy(repl, rs, rl);
+    *repl_len = rl;
+    if (json_is_string(ps)) {
+        const char *v = json_string_value(ps);
+        *scheme = !strcmp(v, "always") ? MP_TOK_PREPEND_ALWAYS
+                  : !strcmp(v, "first") ? MP_TOK_PREPEND_FIRST
+                  : !strcmp(v, "never") ? MP_TOK_PREPEND_NEVER
+                                        : 0;
+        if (!*scheme) return mp_err_set(e, "%s.prepend_scheme \"%.20s\" is not always, first or never", where, v);
+        return MP_OK;
+    }
+    int aps = 1;
+    if (get_bool(o, "add_prefix_space", 1, &aps, where, e) != MP_OK) return MP_ERR;
+    *scheme = aps ? MP_TOK_PREPEND_ALWAYS : MP_TOK_PREPEND_NEVER;
     return MP_OK;
 }
 
@@ -785,23 +887,33 @@ static int load_pre(MpTok *t, json_t *o, int *byte_level, const char *where, MpE
     if (!strcmp(type, "Split")) {
         int behavior = parse_behavior(o, where, e), invert = 0;
         if (!behavior || get_bool(o, "invert", 0, &invert, where, e) != MP_OK) return MP_ERR;
-        json_t *pat = json_object_get(o, "pattern");
-        json_t *re = json_object_get(pat, "Regex"), *str = json_object_get(pat, "String");
-        if (json_is_string(re))
-            return add_regex_step(t, json_string_value(re), json_string_length(re), behavior, invert, where, e);
-        if (json_is_string(str)) {
-            if (m->n_steps >= MP_TOK_MAX_STEPS) return mp_err_set(e, "%s: too many steps", where);
-            MpTokStep *s = &m->steps[m->n_steps++];
-            s->kind = MP_TOK_STEP_SPLIT_STR;
-            s->behavior = behavior;
-            s->invert = invert;
-            s->lit_len = json_string_length(str);
-            s->lit = mp_try_malloc(s->lit_len + 1);
-            if (!s->lit) return mp_err_set(e, "%s: out of memory", where);
-            memcpy(s->lit, json_string_value(str), s->lit_len + 1);
-            return MP_OK;
+        if (m->n_steps >= MP_TOK_MAX_STEPS) return mp_err_set(e, "%s: more than %d pre-tokenizer steps", where, MP_TOK_MAX_STEPS);
+        MpTokStep *s = &m->steps[m->n_steps];
+        if (parse_pattern(s, json_object_get(o, "pattern"), where, e) != MP_OK) return MP_ERR;
+        m->n_steps++;
+        s->behavior = behavior;
+        s->invert = invert;
+        return MP_OK;
+    }
+    if (!strcmp(type, "Metaspace")) { /* spaces → replacement, maybe prepended, then split before each */
+        char repl[4];
+        size_t rl;
+        int scheme, split = 1;
+        if (parse_metaspace(o, repl, &rl, &scheme, where, e) != MP_OK || get_bool(o, "split", 1, &split, where, e) != MP_OK)
+            return MP_ERR;
+        if (m->n_steps + 2 > MP_TOK_MAX_STEPS) return mp_err_set(e, "%s: more than %d pre-tokenizer steps", where, MP_TOK_MAX_STEPS);
+        MpTokStep *s = &m->steps[m->n_steps];
+        if (literal_step(s, repl, rl, where, e) != MP_OK) return MP_ERR;
+        m->n_steps++;
+        s->kind = MP_TOK_STEP_METASPACE;
+        s->scheme = scheme;
+        if (split) {
+            s = &m->steps[m->n_steps];
+            if (literal_step(s, repl, rl, where, e) != MP_OK) return MP_ERR;
+            m->n_steps++;
+            s->behavior = MP_TOK_BEH_MERGED_NEXT;
         }
-        return mp_err_set(e, "%s.pattern: expected {\"Regex\": ...} or {\"String\": ...}", where);
+        return MP_OK;
     }
     if (!strcmp(type, "ByteLevel")) {
         int aps = 0, use_regex = 1;
@@ -816,17 +928,14 @@ static int load_pre(MpTok *t, json_t *o, int *byte_level, const char *where, MpE
         *byte_level = 1;
         return MP_OK;
     }
-    return mp_err_set(e, "%s.type \"%s\" is not supported (Sequence, Split, ByteLevel are)", where, type);
+    return mp_err_set(e, "%s.type \"%s\" is not supported (Sequence, Split, ByteLevel, Metaspace are)", where, type);
 }
 
 static int load_normalizer(MpTok *t, json_t *o, const char *where, MpErr *e) {
+    MpTokImpl *m = t->impl;
     if (!o || json_is_null(o)) return MP_OK;
     const char *type = get_type(o);
     if (!type) return mp_err_set(e, "%s.type: missing", where);
-    if (!strcmp(type, "NFC")) {
-        t->nfc = 1;
-        return MP_OK;
-    }
     if (!strcmp(type, "Sequence")) {
         json_t *arr = json_object_get(o, "normalizers");
         if (!json_is_array(arr)) return mp_err_set(e, "%s.normalizers: missing", where);
@@ -837,7 +946,108 @@ static int load_normalizer(MpTok *t, json_t *o, const char *where, MpErr *e) {
         }
         return MP_OK;
     }
-    return mp_err_set(e, "%s.type \"%s\" is not supported (only NFC or none)", where, type);
+    if (m->n_norms >= MP_TOK_MAX_NORMS) return mp_err_set(e, "%s: more than %d normalizers", where, MP_TOK_MAX_NORMS);
+    MpTokNorm *nm = &m->norms[m->n_norms];
+    json_t *txt = NULL;
+    if (!strcmp(type, "NFC")) {
+        nm->kind = MP_TOK_NORM_NFC;
+        t->nfc = 1;
+    } else if (!strcmp(type, "Prepend")) {
+        nm->kind = MP_TOK_NORM_PREPEND;
+        txt = json_object_get(o, "prepend");
+        if (!json_is_string(txt)) return mp_err_set(e, "%s.prepend: expected a string", where);
+    } else if (!strcmp(type, "Replace")) {
+        nm->kind = MP_TOK_NORM_REPLACE;
+        txt = json_object_get(o, "content");
+        if (!json_is_string(txt)) return mp_err_set(e, "%s.content: expected a string", where);
+        if (parse_pattern(&nm->pat, json_object_get(o, "pattern"), where, e) != MP_OK) return MP_ERR;
+    } else {
+        return mp_err_set(e, "%s.type \"%s\" is not supported (NFC, Prepend, Replace, Sequence are)", where, type);
+    }
+    m->n_norms++;
+    if (txt) {
+        nm->text_len = json_string_length(txt);
+        nm->text = mp_try_malloc(nm->text_len + 1);
+        if (!nm->text) return mp_err_set(e, "%s: out of memory", where);
+        memcpy(nm->text, json_string_value(txt), nm->text_len + 1);
+    }
+    return MP_OK;
+}
+
+/* Decoders of a text (non-byte-level) tokenizer, flattened in order. */
+static int load_decoder(MpTokImpl *m, json_t *o, const char *where, MpErr *e) {
+    const char *type = get_type(o);
+    if (!type) return mp_err_set(e, "%s.type: missing", where);
+    if (!strcmp(type, "Sequence")) {
+        json_t *arr = json_object_get(o, "decoders");
+        if (!json_is_array(arr)) return mp_err_set(e, "%s.decoders: missing", where);
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            char w[96];
+            snprintf(w, sizeof w, "%s.decoders[%zu]", where, i);
+            if (load_decoder(m, json_array_get(arr, i), w, e) != MP_OK) return MP_ERR;
+        }
+        return MP_OK;
+    }
+    if (m->n_decs >= MP_TOK_MAX_DECS) return mp_err_set(e, "%s: more than %d decoders", where, MP_TOK_MAX_DECS);
+    MpTokDec *d = &m->decs[m->n_decs];
+    if (!strcmp(type, "ByteFallback")) d->kind = MP_TOK_DEC_BYTE_FALLBACK;
+    else if (!strcmp(type, "Fuse")) d->kind = MP_TOK_DEC_FUSE;
+    else if (!strcmp(type, "Replace")) {
+        json_t *pat = json_object_get(json_object_get(o, "pattern"), "String"), *c = json_object_get(o, "content");
+        if (!json_is_string(pat) || !json_is_string(c))
+            return mp_err_set(e, "%s: expected pattern {\"String\": ...} and a string content (a Regex pattern is not supported)", where);
+        d->kind = MP_TOK_DEC_REPLACE;
+        d->pat_len = json_string_length(pat);
+        d->content_len = json_string_length(c);
+        d->pat = mp_try_malloc(d->pat_len + 1);
+        d->content = mp_try_malloc(d->content_len + 1);
+        if (!d->pat || !d->content) {
+            free(d->pat), free(d->content), d->pat = d->content = NULL;
+            return mp_err_set(e, "%s: out of memory", where);
+        }
+        memcpy(d->pat, json_string_value(pat), d->pat_len + 1);
+        memcpy(d->content, json_string_value(c), d->content_len + 1);
+    } else if (!strcmp(type, "Strip")) {
+        json_t *c = json_object_get(o, "content"), *st = json_object_get(o, "start"), *sp = json_object_get(o, "stop");
+        uint32_t cp = 0;
+        if (!json_is_string(c) || json_string_length(c) == 0 ||
+            (size_t)mp_tok_utf8_next((const unsigned char *)json_string_value(c), json_string_length(c), &cp) != json_string_length(c) ||
+            !json_is_integer(st) || !json_is_integer(sp) || json_integer_value(st) < 0 || json_integer_value(sp) < 0)
+            return mp_err_set(e, "%s: expected a one-character content and non-negative start, stop", where);
+        d->kind = MP_TOK_DEC_STRIP;
+        d->ch = cp;
+        d->start = (long)(json_integer_value(st) > 1000000 ? 1000000 : json_integer_value(st));
+        d->stop = (long)(json_integer_value(sp) > 1000000 ? 1000000 : json_integer_value(sp));
+    } else if (!strcmp(type, "Metaspace")) {
+        char repl[4];
+        size_t rl;
+        if (parse_metaspace(o, repl, &rl, &d->scheme, where, e) != MP_OK) return MP_ERR;
+        d->kind = MP_TOK_DEC_METASPACE;
+        d->pat = mp_try_malloc(rl + 1);
+        if (!d->pat) return mp_err_set(e, "%s: out of memory", where);
+        memcpy(d->pat, repl, rl);
+        d->pat[rl] = '\0';
+        d->pat_len = rl;
+    } else if (!strcmp(type, "ByteLevel")) {
+        return mp_err_set(e, "%s: a ByteLevel decoder needs a ByteLevel pre-tokenizer", where);
+    } else {
+        return mp_err_set(e, "%s.type \"%s\" is not supported (ByteLevel, Replace, ByteFallback, Fuse, Strip, Metaspace, "
+                             "Sequence are)", where, type);
+    }
+    m->n_decs++;
+    return MP_OK;
+}
+
+/* 1 when the pre-tokenizer (or a step of its Sequence) is ByteLevel. */
+static int pre_has_byte_level(json_t *o) {
+    const char *type = get_type(o);
+    if (!type) return 0;
+    if (!strcmp(type, "ByteLevel")) return 1;
+    if (strcmp(type, "Sequence") != 0) return 0;
+    json_t *arr = json_object_get(o, "pretokenizers");
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        if (pre_has_byte_level(json_array_get(arr, i))) return 1;
+    return 0;
 }
 
 /* ids of a TemplateProcessing special token name */
@@ -955,8 +1165,7 @@ static int init_root(MpTok *t, json_t *root, const char *config, size_t config_l
     }
     const char *mtype = get_type(model);
     if (mtype && strcmp(mtype, "BPE") != 0) {
-        mp_err_set(e, "model.type \"%s\" is not supported (only byte-level BPE: Llama-3, Qwen2/3, Phi-4, GPT-2 style)",
-                   mtype);
+        mp_err_set(e, "model.type \"%s\" is not supported (only BPE: byte-level or SentencePiece-style)", mtype);
         goto done;
     }
     /* id range: the largest id of the vocab and of the added tokens (as HF assigns them) */
@@ -1007,21 +1216,25 @@ static int init_root(MpTok *t, json_t *root, const char *config, size_t config_l
     uint32_t byte_to_cp[256];
     int16_t cp_to_byte[0x144];
     alphabet_init(byte_to_cp, cp_to_byte);
+    m->byte_level = pre_has_byte_level(json_object_get(root, "pre_tokenizer"));
+    m->md = pcre2_match_data_create(1, NULL); /* normalizers may match patterns while loading */
+    if (!m->md) {
+        mp_err_set(e, "tokenizer: out of memory");
+        goto done;
+    }
     if (load_normalizer(t, json_object_get(root, "normalizer"), "normalizer", e) != MP_OK) goto done;
     if (load_model(t, model, cp_to_byte, e) != MP_OK) goto done;
     if (load_added(t, regs, nregs, cp_to_byte, e) != MP_OK) goto done;
     int byte_level = 0;
     if (load_pre(t, json_object_get(root, "pre_tokenizer"), &byte_level, "pre_tokenizer", e) != MP_OK) goto done;
-    if (!byte_level) {
-        mp_err_set(e, "pre_tokenizer: no ByteLevel step: only byte-level BPE tokenizers are supported");
-        goto done;
-    }
     json_t *dec = json_object_get(root, "decoder");
     const char *dtype = get_type(dec);
-    if (dec && !json_is_null(dec) && (!dtype || (strcmp(dtype, "ByteLevel") && strcmp(dtype, "Sequence")))) {
-        mp_err_set(e, "decoder.type \"%s\" is not supported (ByteLevel is)", dtype ? dtype : "?");
+    m->has_decoder = dec && !json_is_null(dec);
+    if (byte_level && m->has_decoder && (!dtype || (strcmp(dtype, "ByteLevel") && strcmp(dtype, "Sequence")))) {
+        mp_err_set(e, "decoder.type \"%s\" is not supported with a ByteLevel pre-tokenizer (ByteLevel is)", dtype ? dtype : "?");
         goto done;
     }
+    if (!byte_level && m->has_decoder && load_decoder(m, dec, "decoder", e) != MP_OK) goto done;
     if (load_post(t, json_object_get(root, "post_processor"), e) != MP_OK) goto done;
     if (config && load_config(t, config, config_len, e) != MP_OK) goto done;
     for (int k = 0; k < m->n_pre + m->n_post; k++) {
@@ -1034,11 +1247,10 @@ static int init_root(MpTok *t, json_t *root, const char *config, size_t config_l
     t->bos_id = m->n_pre == 1 ? m->pre_ids[0] : -1;
     t->eos_id = m->n_post == 1 ? m->post_ids[0] : -1;
     /* scratch that lives as long as the tokenizer */
-    m->md = pcre2_match_data_create(1, NULL);
     m->cache = mp_try_calloc(MP_TOK_CACHE_SLOTS, sizeof *m->cache);
     m->cache_keys = mp_try_malloc(MP_TOK_CACHE_KEYS);
     m->cache_ids = mp_try_malloc(MP_TOK_CACHE_IDS * sizeof *m->cache_ids);
-    if (!m->md || !m->cache || !m->cache_keys || !m->cache_ids) {
+    if (!m->cache || !m->cache_keys || !m->cache_ids) {
         mp_err_set(e, "tokenizer: out of memory for scratch");
         goto done;
     }
@@ -1250,6 +1462,14 @@ void mp_tok_free(MpTok *t) {
             pcre2_code_free(m->steps[i].re);
             free(m->steps[i].lit);
         }
+        for (int i = 0; i < m->n_norms; i++) {
+            pcre2_code_free(m->norms[i].pat.re);
+            free(m->norms[i].pat.lit);
+            free(m->norms[i].text);
+        }
+        for (int i = 0; i < m->n_decs; i++) free(m->decs[i].pat), free(m->decs[i].content);
+        mp_tok_buf_free(&m->nsa);
+        mp_tok_buf_free(&m->nsb);
         pcre2_match_data_free(m->md);
         free(m->cache_ids);
         free(m->cache_keys);
@@ -1490,6 +1710,37 @@ static int split_step(MpTokImpl *m, const MpTokStep *st, const char *buf, const 
     return MP_OK;
 }
 
+/* ==================================== normalizers ==================================== */
+
+/* Appends the normalized s[0..n) (valid UTF-8) to out: the normalizer steps in order, as HF's
+ * Sequence applies them. */
+static int normalize_append(MpTokImpl *m, MpTokBuf *out, const char *s, size_t n, MpErr *e) {
+    const char *cur = s;
+    size_t cn = n;
+    for (int k = 0; k < m->n_norms; k++) {
+        const MpTokNorm *nm = &m->norms[k];
+        MpTokBuf *dst = k % 2 ? &m->nsb : &m->nsa;
+        dst->n = 0;
+        if (nm->kind == MP_TOK_NORM_NFC) {
+            if (mp_tok_nfc(dst, cur, cn, &m->nfc, e) != MP_OK) return MP_ERR;
+        } else if (nm->kind == MP_TOK_NORM_PREPEND) { /* HF prepends to non-empty text only */
+            if (cn && (mp_tok_buf_append(dst, nm->text, nm->text_len, e) != MP_OK || mp_tok_buf_append(dst, cur, cn, e) != MP_OK))
+                return MP_ERR;
+        } else { /* Replace: every match of the pattern (HF's Pattern, as in Split) by the content */
+            long ns = find_segments(m, &nm->pat, cur, cn, e);
+            if (ns < 0) return MP_ERR;
+            for (long i = 0; i < ns; i++) {
+                const MpTokSeg *g = &m->segs[i];
+                if (mp_tok_buf_append(dst, g->is_match ? nm->text : cur + g->off, g->is_match ? nm->text_len : g->len, e) != MP_OK)
+                    return MP_ERR;
+            }
+        }
+        cur = dst->data ? dst->data : "";
+        cn = dst->n;
+    }
+    return mp_tok_buf_append(out, cur, cn, e);
+}
+
 /* ======================================= BPE ======================================= */
 
 static int heap_less(const MpTokMerge *a, const MpTokMerge *b) {
@@ -1563,6 +1814,47 @@ static void cache_put(MpTokImpl *m, const char *p, size_t n, uint64_t h, const i
     m->cache_count++;
 }
 
+/* Adds a symbol (id, bytes) at the end of the chain s[0..*ns). */
+static void sym_add(MpTokSym *s, int32_t *ns, int32_t id, uint32_t len) {
+    s[*ns] = (MpTokSym){id, *ns - 1, -1, len};
+    if (*ns > 0) s[*ns - 1].next = *ns;
+    (*ns)++;
+}
+
+/* Initial symbols of a text (non-byte-level) piece, as HF's BPE::merge_word builds them: one per
+ * character; a character that is no token becomes its <0xNN> tokens (byte_fallback, when all
+ * exist), else the unknown token (runs fused with fuse_unk), else nothing. As in HF, a pending
+ * unknown token is written only when the next known character (or the end) comes, after any
+ * byte-fallback tokens in between. Returns the number of symbols (at most n). */
+static int32_t char_symbols(const MpTokImpl *m, MpTokSym *s, const char *p, size_t n) {
+    int32_t ns = 0, unk_len = -1;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t l = (size_t)mp_tok_utf8_next((const unsigned char *)p + i, n - i, &cp);
+        int32_t id = vocab_find(m, p + i, l);
+        if (id >= 0) {
+            if (unk_len >= 0) sym_add(s, &ns, m->unk_id, (uint32_t)unk_len);
+            unk_len = -1;
+            sym_add(s, &ns, id, (uint32_t)l);
+        } else {
+            int all = m->byte_fallback;
+            for (size_t j = 0; j < l && all; j++) all = m->fb_id[(unsigned char)p[i + j]] >= 0;
+            if (all) {
+                for (size_t j = 0; j < l; j++) sym_add(s, &ns, m->fb_id[(unsigned char)p[i + j]], 1);
+            } else if (m->unk_id >= 0) {
+                if (unk_len >= 0 && m->fuse_unk) unk_len += (int32_t)l;
+                else {
+                    if (unk_len >= 0) sym_add(s, &ns, m->unk_id, (uint32_t)unk_len);
+                    unk_len = (int32_t)l;
+                }
+            }
+        }
+        i += l;
+    }
+    if (unk_len >= 0) sym_add(s, &ns, m->unk_id, (uint32_t)unk_len);
+    return ns;
+}
+
 /* BPE of one pre-token (raw bytes), appending its ids. */
 static int bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e) {
     MpTokImpl *m = t->impl;
@@ -1570,7 +1862,7 @@ static int bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e)
         int32_t id = vocab_find(m, p, n);
         if (id >= 0) return mp_tok_ids_push(out, id, e);
     }
-    if (n == 1 && m->byte_id[(unsigned char)p[0]] >= 0) return mp_tok_ids_push(out, m->byte_id[(unsigned char)p[0]], e);
+    if (m->byte_level && n == 1 && m->byte_id[(unsigned char)p[0]] >= 0) return mp_tok_ids_push(out, m->byte_id[(unsigned char)p[0]], e);
     int cacheable = n <= MP_TOK_CACHE_MAX_PIECE;
     uint64_t h = 0;
     if (cacheable) {
@@ -1583,7 +1875,8 @@ static int bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e)
     if (grow((void **)&m->sym, &m->sym_cap, n, sizeof *m->sym, e) != MP_OK) return MP_ERR;
     MpTokSym *s = m->sym;
     int32_t ns = 0;
-    for (size_t i = 0; i < n; i++) {
+    if (!m->byte_level) ns = char_symbols(m, s, p, n);
+    for (size_t i = 0; i < n && m->byte_level; i++) {
         int32_t id = m->byte_id[(unsigned char)p[i]];
         if (id < 0) {
             if (m->unk_id < 0) continue;
@@ -1663,6 +1956,30 @@ static int encode_normalized(MpTok *t, MpTokIds *out, const char *s, size_t n, M
             }
             buf = space_buf->data;
             space_buf = space_buf == &m->bufa ? &m->bufb : &m->bufa;
+        } else if (st->kind == MP_TOK_STEP_METASPACE) { /* spaces → replacement, maybe prepended */
+            space_buf->n = 0;
+            nb = 0;
+            for (size_t i = 0; i < na; i++) {
+                const char *q = buf + m->pa[i].off;
+                size_t ql = m->pa[i].len, off = space_buf->n;
+                int starts = (ql >= st->lit_len && !memcmp(q, st->lit, st->lit_len)) || q[0] == ' ';
+                int prepend = !starts && (st->scheme == MP_TOK_PREPEND_ALWAYS ||
+                                          (st->scheme == MP_TOK_PREPEND_FIRST && m->at_start && i == 0 && m->pa[0].off == 0));
+                if (prepend && mp_tok_buf_append(space_buf, st->lit, st->lit_len, e) != MP_OK) return MP_ERR;
+                size_t run = 0;
+                for (size_t j = 0; j < ql; j++) {
+                    if (q[j] != ' ') continue;
+                    if (mp_tok_buf_append(space_buf, q + run, j - run, e) != MP_OK ||
+                        mp_tok_buf_append(space_buf, st->lit, st->lit_len, e) != MP_OK)
+                        return MP_ERR;
+                    run = j + 1;
+                }
+                if (mp_tok_buf_append(space_buf, q + run, ql - run, e) != MP_OK ||
+                    push_piece(&m->pb, &m->pb_cap, &nb, off, space_buf->n - off, e) != MP_OK)
+                    return MP_ERR;
+            }
+            buf = space_buf->data;
+            space_buf = space_buf == &m->bufa ? &m->bufb : &m->bufa;
         } else if (split_step(m, st, buf, m->pa, na, &m->pb, &m->pb_cap, &nb, e) != MP_OK)
             return MP_ERR;
         MpTokPiece *tp = m->pa;
@@ -1682,10 +1999,10 @@ static int encode_normalized(MpTok *t, MpTokIds *out, const char *s, size_t n, M
 static int encode_gap(MpTok *t, MpTokIds *out, const char *s, size_t n, MpErr *e) {
     MpTokImpl *m = t->impl;
     if (n == 0) return MP_OK;
-    if (t->nfc) {
+    if (m->n_norms) {
         m->norm.n = 0;
-        if (mp_tok_nfc(&m->norm, s, n, &m->nfc, e) != MP_OK) return MP_ERR;
-        s = m->norm.data;
+        if (normalize_append(m, &m->norm, s, n, e) != MP_OK) return MP_ERR;
+        s = m->norm.data ? m->norm.data : "";
         n = m->norm.n;
     }
     if (m->n_added_norm == 0) return encode_normalized(t, out, s, n, e);
@@ -1697,6 +2014,7 @@ static int encode_gap(MpTok *t, MpTokIds *out, const char *s, size_t n, MpErr *e
     size_t ms, me;
     while (rc == MP_OK && added_find(m, text.data, n, pos, 1, pos, &k, &ms, &me)) {
         rc = encode_normalized(t, out, text.data + pos, ms - pos, e);
+        m->at_start = 0;
         if (rc == MP_OK) rc = mp_tok_ids_push(out, m->added[k].id, e);
         pos = me;
     }
@@ -1727,10 +2045,12 @@ static int encode_impl(MpTok *t, MpTokIds *out, const char *text, size_t len, in
     size_t pos = 0, ms, me;
     int k;
     while (m->n_added > m->n_added_norm && added_find(m, text, len, pos, 0, pos, &k, &ms, &me)) {
+        m->at_start = pos == 0;
         if (encode_gap(t, out, text + pos, ms - pos, e) != MP_OK || mp_tok_ids_push(out, m->added[k].id, e) != MP_OK)
             return MP_ERR;
         pos = me;
     }
+    m->at_start = pos == 0;
     if (encode_gap(t, out, text + pos, len - pos, e) != MP_OK) return MP_ERR;
     if (add_special)
         for (int i = 0; i < m->n_post; i++)
@@ -1746,6 +2066,167 @@ int mp_tok_encode(MpTok *t, MpTokIds *out, const char *text, size_t len, int add
 
 /* ====================================== decode ====================================== */
 
+/* A list of token strings, kept in one arena (decode of text tokenizers). */
+typedef struct MpTokStrs {
+    MpTokBuf text;
+    size_t *off, *len; /* [n] */
+    size_t n, cap;
+} MpTokStrs;
+
+static void strs_free(MpTokStrs *l) {
+    mp_tok_buf_free(&l->text);
+    free(l->off);
+    free(l->len);
+    memset(l, 0, sizeof *l);
+}
+
+/* Starts a new string (empty) at the end of l. */
+static int strs_new(MpTokStrs *l, MpErr *e) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        size_t *o = realloc(l->off, cap * sizeof *o);
+        if (o) l->off = o;
+        size_t *q = o ? realloc(l->len, cap * sizeof *q) : NULL;
+        if (!o || !q) return mp_err_set(e, "decode: out of memory");
+        l->len = q;
+        l->cap = cap;
+    }
+    l->off[l->n] = l->text.n;
+    l->len[l->n++] = 0;
+    return MP_OK;
+}
+
+/* Appends bytes to the last string of l. */
+static int strs_cat(MpTokStrs *l, const void *p, size_t n, MpErr *e) {
+    if (mp_tok_buf_append(&l->text, p, n, e) != MP_OK) return MP_ERR;
+    l->len[l->n - 1] += n;
+    return MP_OK;
+}
+
+/* The byte of a ByteFallback token: exactly "<0xHH>" with u8::from_str_radix(HH, 16) (which also
+ * takes "+H"). Returns -1 when the token is no byte. */
+static int fallback_byte(const char *p, size_t n) {
+    if (n != 6 || memcmp(p, "<0x", 3) || p[5] != '>') return -1;
+    int v = 0;
+    for (int i = p[3] == '+' ? 4 : 3; i < 5; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* One decoder step over every string of in, into out (HF's decode_chain). */
+static int decode_step(const MpTokDec *d, const MpTokStrs *in, MpTokStrs *out, MpErr *e) {
+    const unsigned char *base = (const unsigned char *)in->text.data;
+    MpTokBuf bytes = {0}; /* ByteFallback: the pending run of bytes */
+    int rc = MP_OK;
+    if (d->kind == MP_TOK_DEC_FUSE) rc = strs_new(out, e);
+    for (size_t i = 0; i <= in->n && rc == MP_OK; i++) {
+        const char *p = i < in->n ? (const char *)base + in->off[i] : "";
+        size_t l = i < in->n ? in->len[i] : 0;
+        if (d->kind == MP_TOK_DEC_BYTE_FALLBACK) {
+            int b = i < in->n ? fallback_byte(p, l) : -1;
+            if (b >= 0) {
+                unsigned char c = (unsigned char)b;
+                rc = mp_tok_buf_append(&bytes, &c, 1, e);
+                continue;
+            }
+            if (bytes.n) { /* the run as one string if valid UTF-8, else one U+FFFD per byte */
+                rc = strs_new(out, e);
+                if (rc == MP_OK && utf8_valid(bytes.data, bytes.n)) rc = strs_cat(out, bytes.data, bytes.n, e);
+                for (size_t k = 0; k < bytes.n && rc == MP_OK && !utf8_valid(bytes.data, bytes.n); k++)
+                    rc = (k ? strs_new(out, e) : MP_OK) == MP_OK ? strs_cat(out, "\xef\xbf\xbd", 3, e) : MP_ERR;
+                bytes.n = 0;
+            }
+            if (i < in->n && rc == MP_OK && (rc = strs_new(out, e)) == MP_OK) rc = strs_cat(out, p, l, e);
+            continue;
+        }
+        if (i == in->n) break;
+        if (d->kind == MP_TOK_DEC_FUSE) {
+            rc = strs_cat(out, p, l, e);
+            continue;
+        }
+        if ((rc = strs_new(out, e)) != MP_OK) break;
+        if (d->kind == MP_TOK_DEC_REPLACE) {
+            size_t run = 0;
+            for (size_t j = 0; d->pat_len && j + d->pat_len <= l && rc == MP_OK;) {
+                if (memcmp(p + j, d->pat, d->pat_len)) {
+                    j++;
+                    continue;
+                }
+                rc = strs_cat(out, p + run, j - run, e);
+                if (rc == MP_OK) rc = strs_cat(out, d->content, d->content_len, e);
+                j += d->pat_len;
+                run = j;
+            }
+            if (rc == MP_OK) rc = strs_cat(out, p + run, l - run, e);
+        } else if (d->kind == MP_TOK_DEC_STRIP) { /* up to start / stop copies of the character at each end */
+            size_t a = 0, z = l;
+            uint32_t cp;
+            for (long k = 0; k < d->start && a < z; k++) {
+                int cl = mp_tok_utf8_next((const unsigned char *)p + a, z - a, &cp);
+                if (cp != d->ch) break;
+                a += (size_t)cl;
+            }
+            for (long k = 0; k < d->stop && z > a; k++) {
+                size_t q = z - 1;
+                while (q > a && ((unsigned char)p[q] & 0xC0) == 0x80) q--;
+                mp_tok_utf8_next((const unsigned char *)p + q, z - q, &cp);
+                if (cp != d->ch) break;
+                z = q;
+            }
+            rc = strs_cat(out, p + a, z - a, e);
+        } else { /* Metaspace: the replacement becomes a space; in the first string it goes (unless never) */
+            size_t run = 0;
+            for (size_t j = 0; j + d->pat_len <= l && rc == MP_OK;) {
+                if (memcmp(p + j, d->pat, d->pat_len)) {
+                    j++;
+                    continue;
+                }
+                rc = strs_cat(out, p + run, j - run, e);
+                if (rc == MP_OK && !(i == 0 && d->scheme != MP_TOK_PREPEND_NEVER)) rc = strs_cat(out, " ", 1, e);
+                j += d->pat_len;
+                run = j;
+            }
+            if (rc == MP_OK) rc = strs_cat(out, p + run, l - run, e);
+        }
+    }
+    mp_tok_buf_free(&bytes);
+    return rc;
+}
+
+/* Decode of a text (non-byte-level) tokenizer: the tokens as written, through the decoder steps,
+ * concatenated (no decoder: joined with spaces, as HF does). */
+static int decode_text(const MpTok *t, MpTokBuf *raw, const int32_t *ids, size_t n, int skip_special, MpErr *e) {
+    const MpTokImpl *m = t->impl;
+    MpTokStrs l[2] = {{{0}, 0, 0, 0, 0}, {{0}, 0, 0, 0, 0}};
+    int rc = MP_OK, cur = 0;
+    for (size_t i = 0; i < n && rc == MP_OK; i++) {
+        int32_t id = ids[i];
+        if (id < 0 || id >= t->n_ids || !(m->flags[id] & MP_TOK_F_PRESENT)) {
+            rc = mp_err_set(e, "%s%sdecode: id %d (position %zu) is not a token of this tokenizer (%d ids)", t->path,
+                            t->path[0] ? ": " : "", id, i, t->n_ids);
+            break;
+        }
+        if (skip_special && (m->flags[id] & MP_TOK_F_SPECIAL)) continue;
+        const char *str = m->strs.data + m->s_off[id];
+        if ((rc = strs_new(&l[0], e)) == MP_OK) rc = strs_cat(&l[0], str, strlen(str), e);
+    }
+    for (int k = 0; k < m->n_decs && rc == MP_OK; k++, cur ^= 1) {
+        strs_free(&l[cur ^ 1]);
+        rc = decode_step(&m->decs[k], &l[cur], &l[cur ^ 1], e);
+    }
+    for (size_t i = 0; i < l[cur].n && rc == MP_OK; i++) {
+        if (!m->has_decoder && i > 0) rc = mp_tok_buf_append(raw, " ", 1, e);
+        if (rc == MP_OK) rc = mp_tok_buf_append(raw, l[cur].text.data + l[cur].off[i], l[cur].len[i], e);
+    }
+    strs_free(&l[0]);
+    strs_free(&l[1]);
+    return rc;
+}
+
 int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, int skip_special, MpErr *e) {
     const MpTokImpl *m = t->impl;
     MP_ASSERT(m != NULL || t->bytes || t->spm);
@@ -1754,6 +2235,12 @@ int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, i
         int rc = mp_tok_spm_decode(t->spm, &raw, ids, n, skip_special, e);
         if (rc == MP_OK) rc = mp_tok_utf8_sanitize(out, raw.data ? raw.data : "", raw.n, NULL, e);
         else if (t->path[0]) mp_err_prefix(e, "%s", t->path);
+        mp_tok_buf_free(&raw);
+        return rc;
+    }
+    if (m && !m->byte_level) {
+        int rc = decode_text(t, &raw, ids, n, skip_special, e);
+        if (rc == MP_OK) rc = mp_tok_utf8_sanitize(out, raw.data ? raw.data : "", raw.n, NULL, e);
         mp_tok_buf_free(&raw);
         return rc;
     }

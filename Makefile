@@ -7,12 +7,18 @@
 #   make release    -O3 -march=native, in build-release/ (not portable: for local benchmarks)
 #   make OPENMP=0   build without OpenMP (results are identical: tests run both ways in CI)
 #   make fuzz       libFuzzer runs of the checkpoint parsers (clang; FUZZ_SECONDS=180 each)
+#   make MPI=1      with OpenMPI (Debian libopenmpi-dev), in build-mpi/: `mpirun -np N build-mpi/maskpos
+#                   probe|simulate|reproduce ...` (docs/mpi.md); run by hand it behaves as the plain build
 #   make clean
 #
 # CC is overridable (make CC=clang). Every library comes from Debian packages via pkg-config;
 # scripts/setup.sh installs them.
 
 CC ?= cc
+MPI ?= 0
+ifeq ($(MPI),1)
+  BUILD ?= build-mpi
+endif
 BUILD ?= build
 OPENMP ?= 1
 # Optimisation and instrumentation; the sanitizer targets override this.
@@ -42,8 +48,17 @@ endif
 # with or without OpenMP (no reduction is marked, so results never depend on vector width).
 VEC := $(shell $(CC) -fopenmp-simd -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fopenmp-simd)
 
-CFLAGS := $(STD) $(WARN) $(OPT) $(VEC) $(OMP_FLAGS) -Iinclude -Isrc $(PKG_CFLAGS) $(EXTRA_CFLAGS)
-LDLIBS := $(PKG_LIBS) -lm $(EXTRA_LIBS)
+# MPI=1: src/core/mpi.c talks to OpenMPI (the only file that does); otherwise it holds stubs.
+ifeq ($(MPI),1)
+  MPI_CFLAGS := -DMP_MPI $(shell pkg-config --cflags ompi-c)
+  MPI_LIBS := $(shell pkg-config --libs ompi-c)
+  ifeq ($(MPI_LIBS),)
+    $(error MPI=1: pkg-config finds no ompi-c; HINT: apt-get install libopenmpi-dev openmpi-bin (scripts/setup.sh))
+  endif
+endif
+
+CFLAGS := $(STD) $(WARN) $(OPT) $(VEC) $(OMP_FLAGS) -Iinclude -Isrc $(PKG_CFLAGS) $(MPI_CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS := $(PKG_LIBS) $(MPI_LIBS) -lm $(EXTRA_LIBS)
 LDFLAGS := $(filter -fopenmp,$(OMP_FLAGS)) $(EXTRA_LDFLAGS)
 
 LIB_SRC := $(sort $(shell find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/fuzz/*'))
@@ -96,4 +111,4 @@ fuzz: $(BUILD)/maskpos
 	$(MAKE) -f tests/fuzz/Makefile fuzz MASKPOS=$(BUILD)/maskpos
 
 clean:
-	rm -rf build build-asan build-debug build-release build-noomp build-fuzz
+	rm -rf build build-asan build-debug build-release build-noomp build-fuzz build-mpi

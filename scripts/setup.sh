@@ -22,6 +22,7 @@ pkgs=(
   fortunes                              # tokenizer test corpus: fortune texts (BSD), tests/test_tok.c
   bible-kjv bible-kjv-text              # training corpus of the embedded models: KJV text (public domain), docs/train.md
   python3-numpy python3-torch           # tests/ref reference implementations and bench peers
+  libopenmpi-dev openmpi-bin            # make MPI=1: mpirun -np N maskpos probe|simulate|reproduce (docs/mpi.md)
 )
 test_pkgs=(
   chromium                              # headless browser check of report.html

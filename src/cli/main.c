@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "cli/cli.h"    /* mp_cmd_* */
+#include "cli/mpi_job.h" /* mp_cli_mpi_run: under mpirun */
+#include "core/mpi.h"    /* mp_mpi_init */
 #include "core/json.h"  /* MP_VERSION */
 
 typedef struct MpCommand {
@@ -40,7 +42,7 @@ static void usage(FILE *f) {
     fprintf(f, "  %-10s %s\n", "version", "print the version");
 }
 
-int main(int argc, char **argv) {
+static int main_dispatch(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return MP_EXIT_ERROR;
@@ -58,4 +60,11 @@ int main(int argc, char **argv) {
         if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "maskpos: error: unknown command '%s' (see 'maskpos help')\n", cmd);
     return MP_EXIT_ERROR;
+}
+
+int main(int argc, char **argv) {
+    if (mp_mpi_init(&argc, &argv) != 0) return MP_EXIT_ERROR;
+    const int rc = mp_mpi_size() > 1 ? mp_cli_mpi_run(argc, argv, main_dispatch) : main_dispatch(argc, argv);
+    mp_mpi_finalize();
+    return rc;
 }

@@ -7,7 +7,11 @@
  * scores_diagnorm.npy, scores_se.npy (standard errors), optional scores_heads.npy and meta.json; prints per-layer NRI and residue
  * range. --checkpoint-every K / --resume make long runs restartable with bit-identical results.
  * Test hook: MASKPOS_TEST_KILL_AFTER=K makes the process SIGKILL itself after K sequences (after
- * any checkpoint due then) — tests/test_model_probe.c uses it to test resuming.
+ * any checkpoint due then) — tests/test_model_probe.c uses it to test resuming; under mpirun,
+ * MASKPOS_TEST_KILL_RANK=R makes rank R do it, once it has computed a sequence >= K - 1 (before
+ * sending it).
+ * Under mpirun (N ranks) the sequences are shared out by model/probe_ranks.c; rank 0 alone prints,
+ * checkpoints and writes (docs/mpi.md).
  */
 #include <getopt.h>
 #include <math.h>
@@ -31,6 +35,8 @@
 #include "load/model.h"     /* mp_model_open */
 #include "model/fwd.h"      /* MpFwd */
 #include "model/probe.h"    /* MpProbeTokens, MpProbeAcc, checkpoints */
+#include "core/mpi.h"       /* mp_mpi_rank, mp_mpi_size: under mpirun */
+#include "model/probe_ranks.h" /* mp_probe_run_ranks: the loop over sequences */
 #include "tok/corpus.h"     /* --data: mp_tok_corpus_build */
 #include "tok/tok.h"        /* --data: the model's tokenizer */
 #include "viz/plot.h"       /* --plot */
@@ -287,6 +293,7 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "rope", json_boolean(r->rope));
         json_object_set_new(j, "per_head", json_boolean(r->per_head));
         json_object_set_new(j, "threads", json_integer(r->threads));
+        json_object_set_new(j, "mpi_ranks", json_integer(mp_mpi_size()));
         json_object_set_new(j, "compute", json_string(r->compute == MP_FWD_COMPUTE_BF16
                                                           ? "bf16: bf16 Linear weights and inputs, f32 accumulation, f32 attention; map sums in double"
                                                           : "f32 weights and activations, f32 accumulation; map sums in double"));
@@ -335,6 +342,42 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     free(dn);
     free(mean);
     return rc;
+}
+
+/* What the loop does after each sequence (model/probe_ranks.h): rank 0 checkpoints and draws
+ * progress; the test hook kills the chosen rank. */
+typedef struct ProbeStep {
+    const ProbeRun *r;
+    const char *ckpt;
+    uint64_t key;
+    int64_t n, first, kill_after;
+    int kill_rank, seq;
+    MpProgress *pg;
+} ProbeStep;
+
+static int probe_step(void *ctx, const MpProbeAcc *a, int64_t s, MpErr *e) {
+    const ProbeStep *p = ctx;
+    const int rank = mp_mpi_rank();
+    if (rank == 0) {
+        if (p->r->ckpt_every > 0 && a->n_done % p->r->ckpt_every == 0 && a->n_done < p->n &&
+            mp_probe_ckpt_save(p->ckpt, a, p->key, e) != MP_OK)
+            return mp_err_prefix(e, "checkpoint");
+        snprintf(p->pg->label, sizeof p->pg->label, "probe: seq %lld/%lld", (long long)a->n_done, (long long)p->n);
+        mp_progress_update(p->pg, (a->n_done - p->first) * p->seq);
+    }
+    if (p->kill_after >= 0 && rank == p->kill_rank && (rank ? s + 1 >= p->kill_after : s + 1 == p->kill_after)) {
+        fflush(stdout);
+        raise(SIGKILL);
+    }
+    return MP_OK;
+}
+
+/* Rank 0 of an MPI job: mpirun ends it with SIGTERM when another rank died. */
+static char probe_term_msg[4600];
+static void probe_on_term(int sig) {
+    (void)sig;
+    if (write(2, probe_term_msg, strlen(probe_term_msg)) < 0) _exit(MP_EXIT_FAILED);
+    _exit(MP_EXIT_FAILED);
 }
 
 int mp_cmd_probe(int argc, char **argv) {
@@ -401,6 +444,9 @@ int mp_cmd_probe(int argc, char **argv) {
     if (!r.data && (r.tokenizer || r.field || r.whole || r.shuffle || r.no_special || r.pack))
         return mp_cli_error(cmd, "--tokenizer, --field, --whole, --shuffle, --no-special and --pack go with --data");
     if (!r.out) return mp_cli_error(cmd, "--out DIR is required");
+    const int rank = mp_mpi_rank(), nranks = mp_mpi_size();
+    int agreed = nranks < 2; /* ranks agree once, before the loop, that each could set up */
+    if (rank > 0) r.quiet = 1;
     const double t_start = mp_time_now();
 #ifdef _OPENMP
     if (r.threads == 0) r.threads = omp_get_max_threads();
@@ -412,7 +458,11 @@ int mp_cmd_probe(int argc, char **argv) {
     MpErr e;
     MpModel m;
     memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, r.model_path, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    if (mp_model_open(&m, r.model_path, &e) != MP_OK) {
+        const int erc = mp_cli_error(cmd, "%s", e.msg);
+        if (!agreed) mp_mpi_agree(0);
+        return erc;
+    }
     int rc = MP_EXIT_OK;
     MpProbeTokens tk;
     MpProbeAcc acc;
@@ -471,7 +521,7 @@ int mp_cmd_probe(int argc, char **argv) {
     const uint64_t SS = (uint64_t)tk.seq * tk.seq;
     /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
      * residue, the part after BOS) */
-    const uint64_t maps = SS * 8 * (L * (r.per_head ? 2 + (uint64_t)m.n_heads : 2) + 3);
+    const uint64_t maps = SS * 8 * (L * (r.per_head ? 2 + (uint64_t)m.n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
     /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
     const uint64_t outs = SS * 8 * (L * (r.per_head ? 3 + (uint64_t)m.n_heads : 3) + 3);
     const uint64_t tokb = (uint64_t)tk.n * tk.seq * 4;
@@ -488,8 +538,10 @@ int mp_cmd_probe(int argc, char **argv) {
                             : nope_layers == m.n_layers       ? "none (NoPE checkpoint)"
                             : nope_layers > 0                 ? "on (NoPE in some layers)"
                                                               : "on";
-    printf(", %s, rope %s, %d thread%s, compute %s\n", r.causal ? "causal" : "bidirectional", rope_word, r.threads,
+    printf(", %s, rope %s, %d thread%s, compute %s", r.causal ? "causal" : "bidirectional", rope_word, r.threads,
            r.threads == 1 ? "" : "s", mp_fwd_compute_name(r.compute));
+    if (nranks > 1) printf(" (per rank), %d MPI ranks", nranks);
+    printf("\n");
     printf("expected peak memory: weights %.1f MiB (%s) + load scratch %.1f MiB + activations and one sequence's "
            "scores %.1f MiB + maps %.1f MiB + outputs %.1f MiB = %.1f MiB; plus up to %.1f MiB of model file pages "
            "read through the mapping (reclaimable; released once packed)\n",
@@ -503,7 +555,7 @@ int mp_cmd_probe(int argc, char **argv) {
             goto done;
         }
     }
-    if (mp_mkdir_p(r.out, &e) != MP_OK) {
+    if (rank == 0 && mp_mkdir_p(r.out, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
@@ -534,7 +586,7 @@ int mp_cmd_probe(int argc, char **argv) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
-    if (r.resume) {
+    if (r.resume && rank == 0) {
         int missing;
         if (mp_probe_ckpt_load(ckpt, &acc, key, &missing, &e) != MP_OK) {
             if (!missing) {
@@ -551,34 +603,38 @@ int mp_cmd_probe(int argc, char **argv) {
         }
     }
 
-    int64_t kill_after = -1;
+    if (!agreed) { /* every rank set up; rank 0's checkpoint decides where all start */
+        agreed = 1;
+        if (!mp_mpi_agree(1)) {
+            rc = rank == 0 ? mp_cli_error(cmd, "another MPI rank could not set up (its message is above)") : MP_EXIT_ERROR;
+            goto done;
+        }
+        mp_mpi_bcast(&acc.n_done, sizeof acc.n_done, 0);
+        if (rank == 0) {
+            snprintf(probe_term_msg, sizeof probe_term_msg,
+                     "maskpos probe: error: stopped by mpirun (another rank ended; see its message); %s\n",
+                     r.ckpt_every > 0 ? "the sums of the last checkpoint are in the --out folder: run again with --resume"
+                                      : "no checkpoint was kept (--checkpoint-every K makes a run resumable)");
+            signal(SIGTERM, probe_on_term);
+        }
+    }
+    ProbeStep ps = {.r = &r, .ckpt = ckpt, .key = key, .n = tk.n, .first = acc.n_done, .kill_after = -1, .seq = tk.seq};
     {
-        const char *ka = getenv("MASKPOS_TEST_KILL_AFTER");
-        if (ka && *ka) kill_after = atoll(ka);
+        const char *ka = getenv("MASKPOS_TEST_KILL_AFTER"), *kr = getenv("MASKPOS_TEST_KILL_RANK");
+        if (ka && *ka) ps.kill_after = atoll(ka);
+        if (kr && *kr) ps.kill_rank = atoi(kr);
     }
     MpProgress pg;
     mp_progress_init(&pg, "probe", "tok", (tk.n - acc.n_done) * tk.seq);
     if (r.quiet) pg.enabled = pg.forced = 0;
+    ps.pg = &pg;
     const double t0 = mp_time_now();
     const int64_t first = acc.n_done;
-    for (int64_t s = acc.n_done; s < tk.n; s++) {
-        if (mp_fwd_run(&f, tk.ids + (size_t)s * tk.seq, tk.seq, mp_probe_acc_hook, &acc, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "sequence %lld: %s", (long long)s, e.msg);
-            goto done;
-        }
-        acc.n_done = s + 1;
-        if (r.ckpt_every > 0 && acc.n_done % r.ckpt_every == 0 && acc.n_done < tk.n &&
-            mp_probe_ckpt_save(ckpt, &acc, key, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "checkpoint: %s", e.msg);
-            goto done;
-        }
-        if (kill_after >= 0 && acc.n_done == kill_after) {
-            fflush(stdout);
-            raise(SIGKILL);
-        }
-        snprintf(pg.label, sizeof pg.label, "probe: seq %lld/%lld", (long long)acc.n_done, (long long)tk.n);
-        mp_progress_update(&pg, (acc.n_done - first) * tk.seq);
+    if (mp_probe_run_ranks(&acc, &f, tk.ids, tk.n, tk.seq, probe_step, &ps, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
     }
+    if (rank > 0) goto done; /* rank 0 reports and writes */
     mp_progress_finish(&pg);
     const double compute_s = mp_time_now() - t0;
     {
@@ -593,9 +649,11 @@ int mp_cmd_probe(int argc, char **argv) {
         goto done;
     }
     remove(ckpt); /* the result is complete */
+    if (nranks > 1) signal(SIGTERM, SIG_DFL);
     printf("wrote %s/{scores,scores_diagnorm%s}.npy, meta.json%s (peak RSS %.1f MiB)\n", r.out,
            r.per_head ? ",scores_heads" : "", r.plot ? ", scores_diagnorm.png" : "", mp_peak_rss_bytes() / 1048576.0);
 done:
+    if (!agreed) mp_mpi_agree(0); /* a rank that failed before the loop lets the others stop */
     mp_fwd_free(&f);
     mp_probe_acc_free(&acc);
     mp_probe_tokens_free(&tk);

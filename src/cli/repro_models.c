@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"   /* mp_cmd_probe, mp_cmd_gram */
+#include "cli/mpi_job.h" /* mp_cli_mpi_share: probe stages under mpirun */
 #include "core/json.h" /* mp_json_read, mp_json_write_atomic */
 #include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h" /* mp_path_join, mp_file_exists, mp_fnv1a64, mp_time_now */
@@ -170,6 +171,7 @@ static int stage_run(const StageKind *k, void *obj, const char *dir, const char 
     snprintf(stage, sizeof stage, "%s/stage.json", dir);
     remove(stage);
     const double t0 = mp_time_now();
+    if (k->cmd == mp_cmd_probe) mp_cli_mpi_share(args); /* under mpirun: every rank runs the probe */
     if (k->cmd(argv_count(args), args) != MP_EXIT_OK) return MP_ERR;
     const double w = mp_time_now() - t0;
     if (!k->load(obj, dir)) {

@@ -83,6 +83,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     json_object_set_new(m, "seed", json_integer((json_int_t)c->seed));
     json_object_set_new(m, "rng", json_string("philox4x32-10, stream = sequence index; box-muller normals"));
     json_object_set_new(m, "threads", json_integer(c->threads));
+    json_object_set_new(m, "mpi_ranks", json_integer(r->mpi_ranks > 0 ? r->mpi_ranks : 1));
     json_t *files_j = json_object();
     json_object_set_new(files_j, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score, row = query, column = key; NaN where masked"));
     json_object_set_new(files_j, "scores_se.npy", json_string("float64 [L,S,S] standard error of the mean score"));

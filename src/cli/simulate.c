@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"      /* mp_cli_* */
 #include "cli/sim_out.h"  /* mp_sim_write_outputs, mp_sim_print_stats */
+#include "core/mpi.h"     /* under mpirun: the ranks share the blocks, rank 0 prints and writes */
 #include "core/npy.h"     /* mp_npy_write (--dump-inputs) */
 #include "core/util.h"    /* mp_parse_double_list */
 #include "sim/simulate.h" /* MpSimConfig, mp_sim_run */
@@ -109,12 +110,14 @@ int mp_cmd_simulate(int argc, char **argv) {
     if (!scale_set) scale_word = cfg.norm == MP_NORM_L2 ? "1" : "sqrt";
     cfg.scale = !strcmp(scale_word, "1") ? 1.0 : !strcmp(scale_word, "sqrt") ? sqrt((double)cfg.dim) : (double)cfg.dim;
     cfg.progress = !quiet;
+    cfg.mpi = 1; /* under mpirun: every rank runs its share of the blocks */
+    const int rank = mp_mpi_rank();
     if (plot && !out) return mp_cli_error(cmd, "--plot needs --out DIR");
     MpErr e;
     cfg.alpha = alphas[0];
     if (mp_sim_config_check(&cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
 
-    if (dump) {
+    if (dump && rank == 0) {
         size_t n;
         if (mp_size_mul((size_t)cfg.batch, (size_t)cfg.seq * cfg.dim, &n) != MP_OK || n > 50000000)
             return mp_cli_error(cmd, "--dump-inputs: B*S*D = %lld*%d*%d is over the 5e7 limit",
@@ -133,11 +136,16 @@ int mp_cmd_simulate(int argc, char **argv) {
            (long long)cfg.batch, cfg.seq, cfg.dim, cfg.layers, cfg.norm == MP_NORM_L2 ? "l2" : "layernorm",
            scale_word, cfg.scale, cfg.causal ? "causal" : "bidirectional", cfg.rope ? "on" : "off",
            (unsigned long long)cfg.seed);
+    if (mp_mpi_size() > 1) printf("MPI: %d ranks share the blocks of %d sequences\n", mp_mpi_size(), 64);
     int rc = MP_EXIT_OK;
     for (int ai = 0; ai < nalpha && rc == MP_EXIT_OK; ai++) {
         cfg.alpha = alphas[ai];
         MpSimResult res;
         if (mp_sim_run(&res, &cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+        if (rank > 0) { /* rank 0 holds the maps */
+            mp_sim_result_free(&res);
+            continue;
+        }
         printf("\nalpha = %g: %.2f s\n", cfg.alpha, res.wall_s);
         mp_sim_print_stats(stdout, res.stats, res.layers);
         if (out) {

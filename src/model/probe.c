@@ -209,6 +209,42 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     memset(a, 0, sizeof *a);
 }
 
+int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
+    const size_t all = (size_t)a->L * a->S * a->S, nblk = (size_t)a->L * a->nb * a->nb;
+    int k = 0;
+    out[k++] = (MpProbeArray){a->sum, all, "sum"};
+    out[k++] = (MpProbeArray){a->sumsq, all, "sumsq"};
+    out[k++] = (MpProbeArray){a->bsum, nblk, "bsum"};
+    out[k++] = (MpProbeArray){a->bsumsq, nblk, "bsumsq"};
+    if (a->sum_heads) out[k++] = (MpProbeArray){a->sum_heads, all * (size_t)a->H, "sum_heads"};
+    MP_ASSERT(k <= MP_PROBE_MAX_ARRAYS);
+    return k;
+}
+
+void mp_probe_acc_reset(MpProbeAcc *a) {
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(a, t);
+    for (int k = 0; k < n; k++) memset(t[k].p, 0, t[k].n * sizeof(double));
+    a->n_done = 0;
+}
+
+int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+    if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
+        dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb ||
+        memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
+        return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length or flags differ)");
+    MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(dst, td);
+    MP_ASSERT(mp_probe_acc_arrays(src, ts) == n);
+    for (int k = 0; k < n; k++) {
+        double *d = td[k].p;
+        const double *s = ts[k].p;
+        for (size_t i = 0; i < td[k].n; i++) d[i] += s[i];
+    }
+    dst->n_done += src->n_done;
+    return MP_OK;
+}
+
 void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
     MP_ASSERT(a->n_done == 0 && skip >= 0 && a->S - skip >= 2);
     a->skip = skip;

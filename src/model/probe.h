@@ -68,6 +68,28 @@ typedef struct MpProbeAcc {
     int threads;
 } MpProbeAcc;
 
+/* The accumulator's sums, as a table of arrays. Merging (below), resetting and the transfer
+ * between MPI ranks (model/probe_ranks.c) go through this table and nothing else, so a new sum
+ * needs three edits: allocate it in mp_probe_acc_init, free it in mp_probe_acc_free, and list it
+ * in mp_probe_acc_arrays (and save/load it in the checkpoint, which lists its arrays itself).
+ * Every array must be a sum over sequences (adding two partial accumulators gives the
+ * accumulator of both sets of sequences); scratch buffers are not listed. */
+typedef struct MpProbeArray {
+    double *p;        /* the array (NULL entries are not listed) */
+    size_t n;         /* its length in doubles */
+    const char *name; /* for messages */
+} MpProbeArray;
+#define MP_PROBE_MAX_ARRAYS 16
+/* Fills out[] (room for MP_PROBE_MAX_ARRAYS) and returns how many arrays a has. */
+int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out);
+/* Every sum to zero and n_done = 0 (dimensions, skip and scratch kept). */
+void mp_probe_acc_reset(MpProbeAcc *a);
+/* dst += src, array by array, entry by entry, and dst->n_done += src->n_done: exactly the bits
+ * of accumulating src's sequences into dst after dst's own when src holds one sequence (0 + x
+ * is x), so merging one-sequence accumulators in sequence order reproduces a one-process run.
+ * MP_ERR when the two differ in layers, heads, length, flags or skipped positions. */
+int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e);
+
 /* layers_mask[l] (0-based model layer l < n_model_layers) selects the layers kept. */
 int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
                       int per_head, int causal, int threads, MpErr *e);

@@ -9,6 +9,7 @@
 #include "sim/simulate.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "core/mpi.h"      /* mp_mpi_*: blocks shared among MPI ranks (cfg.mpi) */
 #include "core/progress.h" /* MpProgress */
 #include "core/rng.h"      /* MpRng, mp_rng_normal_fill */
 #include "core/util.h"     /* mp_time_now */
@@ -282,6 +284,38 @@ static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn,
 
 /* ================================================================ driver */
 
+/* A rank's block k (its three block sums, n doubles) to rank 0. */
+static void sim_block_send(const double *blk, size_t n, int64_t k) {
+    const int64_t hd[1] = {k};
+    mp_mpi_send_i64(hd, 1, 0);
+    mp_mpi_send_f64(blk, n, 0);
+}
+
+/* Rank 0: receives blocks from..to-1 (each from rank k mod nr) into buf and adds them to the
+ * sums in block order. Returns to. */
+static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, double *buf, size_t LSS, int64_t from,
+                                  int64_t to, int nr, int64_t batch, MpProgress *prog) {
+    for (int64_t k = from; k < to; k++) {
+        int64_t hd[1];
+        const int src = (int)(k % nr);
+        mp_mpi_recv_i64(hd, 1, src);
+        if (hd[0] != k) {
+            fprintf(stderr, "maskpos simulate: error: rank %d sent block %lld where %lld was due\n", src,
+                    (long long)hd[0], (long long)k);
+            mp_mpi_abort(2);
+        }
+        mp_mpi_recv_f64(buf, 3 * LSS, src);
+        for (size_t a = 0; a < LSS; a++) {
+            sum[a] += buf[a];
+            sq[a] += buf[LSS + a];
+            prob[a] += buf[2 * LSS + a];
+        }
+        const int64_t b1 = (k + 1) * SIM_BLOCK < batch ? (k + 1) * SIM_BLOCK : batch;
+        mp_progress_update(prog, b1);
+    }
+    return to;
+}
+
 void mp_sim_result_free(MpSimResult *r) {
     free(r->scores);
     free(r->se);
@@ -311,12 +345,21 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
             sn[(size_t)p * H + k] = sin(p * inv_freq);
         }
     const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
+    /* MPI: this rank runs blocks rank, rank + nr, ...; rank 0 adds every block in order */
+    const int nr = c->mpi ? mp_mpi_size() : 1, rank = nr > 1 ? mp_mpi_rank() : 0;
+    const int64_t nmine = nblocks > rank ? (nblocks - rank + nr - 1) / nr : 0;
+    double *rbuf = nr > 1 && rank == 0 ? malloc(3 * LSS * sizeof *rbuf) : NULL;
+    if (nr > 1 && rank == 0 && !rbuf) {
+        free(sum), free(sq), free(prob), free(cs), free(sn);
+        return mp_err_set(e, "out of memory for a received block");
+    }
+    int64_t merged = 0; /* rank 0: blocks added so far */
 #ifdef _OPENMP
     const int nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
 #endif
     MpProgress prog;
     mp_progress_init(&prog, "simulate", "seq", c->batch);
-    if (!c->progress) prog.enabled = 0;
+    if (!c->progress || rank > 0) prog.enabled = 0;
     int oom = 0;
 #ifdef _OPENMP
 #pragma omp parallel num_threads(nthreads)
@@ -339,7 +382,8 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
         w.psq = blk ? w.psum + LSS : NULL;
         w.pprob = blk ? w.psq + LSS : NULL;
 #pragma omp for ordered schedule(dynamic, 1)
-        for (int64_t k = 0; k < nblocks; k++) {
+        for (int64_t m = 0; m < nmine; m++) {
+            const int64_t k = rank + m * nr;
             int64_t b0 = k * SIM_BLOCK, b1 = b0 + SIM_BLOCK < c->batch ? b0 + SIM_BLOCK : c->batch;
             int bad;
 #pragma omp atomic read
@@ -350,6 +394,17 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
             }
 #pragma omp ordered
             {
+                if (bad && nr > 1) {
+                    fprintf(stderr, "maskpos simulate (rank %d): error: out of memory for per-thread buffers\n", rank);
+                    mp_mpi_abort(2);
+                }
+                if (nr > 1 && rank > 0) {
+                    sim_block_send(w.psum, 3 * LSS, k);
+                    bad = 1; /* nothing to add here */
+                } else if (nr > 1) { /* rank 0: the other ranks' blocks before this one */
+                    merged = sim_blocks_recv(sum, sq, prob, rbuf, LSS, merged, k, nr, c->batch, &prog);
+                    merged++;
+                }
                 if (!bad) {
                     for (size_t a = 0; a < LSS; a++) {
                         sum[a] += w.psum[a];
@@ -362,8 +417,21 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
         }
         free(blk);
     }
+    if (nr > 1 && rank == 0) /* the blocks after rank 0's last */
+        sim_blocks_recv(sum, sq, prob, rbuf, LSS, merged, nblocks, nr, c->batch, &prog);
+    free(rbuf);
     free(cs);
     free(sn);
+    if (nr > 1 && rank > 0) { /* rank 0 holds the result */
+        mp_progress_finish(&prog);
+        free(sum), free(sq), free(prob);
+        r->layers = L;
+        r->seq = S;
+        r->batch = c->batch;
+        r->mpi_ranks = nr;
+        r->wall_s = mp_time_now() - t0;
+        return MP_OK;
+    }
     mp_progress_finish(&prog);
     if (oom) {
         free(sum), free(sq), free(prob);
@@ -372,6 +440,7 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     r->layers = L;
     r->seq = S;
     r->batch = c->batch;
+    r->mpi_ranks = nr;
     r->scores = sum;
     r->probs = prob;
     r->se = sq;

@@ -9,7 +9,9 @@
  *
  * Implements: streaming over sequences (memory O(threads·(S·D + L·S²)), independent of B),
  * sums in double; bit-identical results for any thread count: sequence b draws from the Philox
- * stream (seed, b), and partial sums over fixed blocks of sequences are added in block order.
+ * stream (seed, b), and partial sums over fixed blocks of sequences are added in block order;
+ * with cfg.mpi under mpirun, block k runs on rank k mod N and rank 0 adds the blocks in the same
+ * order, so N ranks give the bits of one process too (docs/mpi.md).
  * Does not: draw figures (viz/), write files (cli/simulate.c).
  * Tested by: tests/test_simulate.c (theory at large D, torch reference, RoPE noise, threads).
  */
@@ -38,6 +40,8 @@ typedef struct MpSimConfig {
     int threads;       /* 0 = all available */
     double ln_eps;     /* LayerNorm epsilon, 1e-12 */
     int progress;      /* draw a progress bar on a terminal */
+    int mpi;           /* 1: split the blocks among the ranks of an MPI job (every rank calls
+                          mp_sim_run; rank 0 gets the result, the same bits as one process) */
 } MpSimConfig;
 
 void mp_sim_config_default(MpSimConfig *c);
@@ -52,6 +56,8 @@ typedef struct MpSimResult {
     double *diagnorm;  /* (L,S,S) diagonal-mean normalised scores */
     MpPosStats *stats; /* (L) NRI, residue range, residue in noise units */
     double wall_s;
+    int mpi_ranks;     /* ranks that shared the work (1 without MPI); on ranks > 0 of a job the
+                          maps are NULL: rank 0 holds the result */
 } MpSimResult;
 
 int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e);

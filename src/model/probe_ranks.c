@@ -1,0 +1,97 @@
+/* probe_ranks.c — see probe_ranks.h. */
+#include "model/probe_ranks.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "core/mpi.h" /* mp_mpi_* */
+
+/* One process: the loop as it always was. */
+static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
+                     MpErr *e) {
+    for (int64_t s = a->n_done; s < n; s++) {
+        if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, e) != MP_OK)
+            return mp_err_prefix(e, "sequence %lld", (long long)s);
+        a->n_done = s + 1;
+        if (step && step(ctx, a, s, e) != MP_OK) return MP_ERR;
+    }
+    return MP_OK;
+}
+
+/* Ranks 1..N-1: each of my sequences into a (reset first), then its arrays to rank 0. */
+static void ranks_worker(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t first, int64_t n, int seq,
+                         MpProbeStepFn step, void *ctx) {
+    const int rank = mp_mpi_rank(), size = mp_mpi_size();
+    MpErr e;
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    for (int64_t s = first + rank; s < n; s += size) {
+        mp_probe_acc_reset(a);
+        if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, &e) != MP_OK) {
+            fprintf(stderr, "maskpos probe (rank %d): error: sequence %lld: %s\n", rank, (long long)s, e.msg);
+            mp_mpi_abort(MP_EXIT_ERROR);
+        }
+        a->n_done = 1;
+        if (step && step(ctx, a, s, &e) != MP_OK) {
+            fprintf(stderr, "maskpos probe (rank %d): error: %s\n", rank, e.msg);
+            mp_mpi_abort(MP_EXIT_ERROR);
+        }
+        const int64_t hd[2] = {s, a->n_done};
+        mp_mpi_send_i64(hd, 2, 0);
+        const int na = mp_probe_acc_arrays(a, t);
+        for (int k = 0; k < na; k++) mp_mpi_send_f64(t[k].p, t[k].n, 0);
+    }
+}
+
+/* Rank 0 of N > 1: sequences in order, its own through the hook, the others merged. */
+static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
+                      MpErr *e) {
+    const int size = mp_mpi_size();
+    const int64_t first = a->n_done;
+    MpProbeAcc part;
+    unsigned char mask[256] = {0};
+    for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
+    if (mp_probe_acc_init(&part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
+    if (a->skip) mp_probe_acc_skip(&part, a->skip);
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int na = mp_probe_acc_arrays(&part, t);
+    int rc = MP_OK;
+    for (int64_t s = first; s < n && rc == MP_OK; s++) {
+        const int owner = (int)((s - first) % size);
+        if (owner == 0) {
+            if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, e) != MP_OK) {
+                rc = mp_err_prefix(e, "sequence %lld", (long long)s);
+                break;
+            }
+            a->n_done = s + 1;
+        } else {
+            int64_t hd[2];
+            mp_mpi_recv_i64(hd, 2, owner);
+            for (int k = 0; k < na; k++) mp_mpi_recv_f64(t[k].p, t[k].n, owner);
+            part.n_done = hd[1];
+            if (hd[0] != s || hd[1] != 1) {
+                rc = mp_err_set(e, "rank %d sent sequence %lld (%lld counted) where %lld was due", owner, (long long)hd[0],
+                                (long long)hd[1], (long long)s);
+                break;
+            }
+            if (mp_probe_acc_merge(a, &part, e) != MP_OK) {
+                rc = MP_ERR;
+                break;
+            }
+        }
+        if (step && step(ctx, a, s, e) != MP_OK) rc = MP_ERR;
+    }
+    mp_probe_acc_free(&part);
+    if (rc != MP_OK) { /* the other ranks wait on us: end the job with the message */
+        fprintf(stderr, "maskpos probe: error: %s\n", e->msg);
+        mp_mpi_abort(MP_EXIT_ERROR);
+    }
+    return rc;
+}
+
+int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
+                       MpErr *e) {
+    if (mp_mpi_size() < 2) return ranks_one(a, f, ids, n, seq, step, ctx, e);
+    if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, e);
+    ranks_worker(a, f, ids, a->n_done, n, seq, step, ctx);
+    return MP_OK;
+}

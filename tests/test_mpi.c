@@ -1,0 +1,212 @@
+/* test_mpi.c — `maskpos probe|simulate|reproduce` under mpirun (src/core/mpi.c, src/cli/mpi_job.c,
+ * src/model/probe_ranks.c, the MPI path of src/sim/simulate.c), against one process:
+ *   - probe with 3 ranks (more ranks than cores: --oversubscribe) writes maps, standard errors,
+ *     per-head maps and every statistic of meta.json byte for byte as one process with 2
+ *     threads, causal with BOS-first rows (block test from position 1) and without the mask;
+ *     meta.json records mpi_ranks 3 and 1;
+ *   - simulate with 3 ranks (11 blocks of 64: the last rank gets fewer) equals one process;
+ *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
+ *     says the checkpoint is resumable, no meta.json is left; --resume with 2 ranks then writes
+ *     the bytes of the uninterrupted one-process run;
+ *   - other commands are refused under mpirun with more than one rank (exit 2).
+ * The merge itself (mp_probe_acc_merge) is checked against direct accumulation in
+ * tests/test_model_probe_merge.c. Skipped (with the reason) in a build without MPI (make MPI=1
+ * builds build-mpi/, which runs this test) or when mpirun is missing.
+ * mpirun flags that work as root in a container: --allow-run-as-root --oversubscribe --bind-to
+ * none (docs/mpi.md); no OMPI_MCA_* setting was needed on the machines we ran.
+ */
+#include "test_model_util.h"
+
+#include <signal.h>
+
+#include "core/json.h" /* mp_json_read */
+#include "core/util.h" /* mp_file_exists */
+
+#define MPIRUN "mpirun --allow-run-as-root --oversubscribe --bind-to none"
+
+static int mpi_ready(void) {
+#ifndef MP_MPI
+    return 0;
+#else
+    return system("command -v mpirun > /dev/null 2>&1") == 0;
+#endif
+}
+
+#define SKIP_WITHOUT_MPI()                                                                                             \
+    do {                                                                                                               \
+        if (!mpi_ready()) {                                                                                            \
+            printf("SKIPPED: %s\n", mp_mpi_reason());                                                                  \
+            skip();                                                                                                    \
+        }                                                                                                              \
+    } while (0)
+
+static const char *mp_mpi_reason(void) {
+#ifndef MP_MPI
+    return "this build has no MPI (make MPI=1 builds build-mpi/ with its own copy of this test)";
+#else
+    return "mpirun not found (apt-get install openmpi-bin)";
+#endif
+}
+
+/* meta.json's key as compact JSON text (numbers printed to 17 digits), for equality. */
+static char *meta_key(const char *dir, const char *key) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    MpErr e;
+    json_t *m = mp_json_read(path, &e);
+    if (!m) fail_msg("%s", e.msg);
+    json_t *v = json_object_get(m, key);
+    if (!v) fail_msg("%s: no %s", path, key);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+    json_decref(m);
+    return s;
+}
+
+static void same_files(const char *a, const char *b, const char **files, int n) {
+    char pa[512], pb[512];
+    for (int i = 0; i < n; i++) {
+        snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+        snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+        if (!mp_file_exists(pa)) fail_msg("%s is missing", pa);
+        if (!files_equal(pa, pb)) fail_msg("%s and %s differ", pa, pb);
+    }
+}
+
+static void same_meta(const char *a, const char *b, const char **keys, int n) {
+    for (int i = 0; i < n; i++) {
+        char *x = meta_key(a, keys[i]), *y = meta_key(b, keys[i]);
+        if (strcmp(x, y)) fail_msg("meta.json %s differs: %s vs %s", keys[i], x, y);
+        free(x);
+        free(y);
+    }
+}
+
+/* N x S raw uint32 ids, pseudo-random in [0, V), with BOS (V - 2, mkmodel's) first when bos. */
+static void raw_ids(const char *path, int N, int S, int V, int bos) {
+    uint32_t *ids = malloc(sizeof *ids * (size_t)N * S), s = 12345;
+    for (int i = 0; i < N * S; i++) {
+        s = s * 1664525u + 1013904223u;
+        ids[i] = (bos && i % S == 0) ? (uint32_t)(V - 2) : (s >> 8) % (uint32_t)V;
+    }
+    mp_test_write_file(path, ids, sizeof *ids * (size_t)N * S);
+    free(ids);
+}
+
+static void probe_case(const char *d, const char *model, const char *ids, const char *flags, const char *tag) {
+    char out[16384], one[512], three[512];
+    snprintf(one, sizeof one, "%s/one_%s", d, tag);
+    snprintf(three, sizeof three, "%s/three_%s", d, tag);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --seq 24 --out %s --threads 2 --per-head --quiet %s", model,
+                         ids, one, flags);
+    if (rc != 0) fail_msg("one process failed (%d): %s", rc, out);
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s probe %s --tokens %s --seq 24 --out %s --threads 1 --per-head %s",
+                       MP_TEST_BIN, model, ids, three, flags);
+    if (rc != 0) fail_msg("mpirun -np 3 failed (%d): %s", rc, out);
+    if (!strstr(out, "3 MPI ranks")) fail_msg("rank 0 did not report 3 ranks: %s", out);
+    /* only rank 0 prints: one header line, not three */
+    const char *p = strstr(out, "probe: ");
+    if (!p || strstr(p + 1, "probe: ")) fail_msg("expected one header line from rank 0: %s", out);
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "scores_heads.npy"};
+    same_files(one, three, files, 4);
+    const char *keys[] = {"stats", "residue_block_z", "residue_block_z_regions", "n", "stats_first_position"};
+    same_meta(one, three, keys, 5);
+    char *r1 = meta_key(one, "mpi_ranks"), *r3 = meta_key(three, "mpi_ranks");
+    assert_string_equal(r1, "1");
+    assert_string_equal(r3, "3");
+    free(r1);
+    free(r3);
+}
+
+static void test_probe_three_ranks_equal_one_process(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], bos[256];
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 5");
+    snprintf(ids, sizeof ids, "%s/ids.bin", d);
+    snprintf(bos, sizeof bos, "%s/bos.bin", d);
+    raw_ids(ids, 11, 24, 300, 0);
+    raw_ids(bos, 11, 24, 300, 1);
+    probe_case(d, model, bos, "--layers 1,3", "bos");
+    probe_case(d, model, ids, "--bidirectional", "bidir");
+}
+
+static void test_simulate_three_ranks_equal_one_process(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char out[16384], one[512], three[512];
+    snprintf(one, sizeof one, "%s/one", d);
+    snprintf(three, sizeof three, "%s/three", d);
+    /* 700 sequences: 11 blocks of 64, the last one short; ranks get 4, 4 and 3 blocks */
+    int rc = mp_test_run(out, sizeof out, "simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 2 --quiet --out %s", one);
+    if (rc != 0) fail_msg("one process failed (%d): %s", rc, out);
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 1 --out %s",
+                       MP_TEST_BIN, three);
+    if (rc != 0) fail_msg("mpirun -np 3 failed (%d): %s", rc, out);
+    const char *files[] = {"scores.npy", "scores_se.npy", "probs.npy", "scores_diagnorm.npy"};
+    same_files(one, three, files, 4);
+    const char *keys[] = {"stats", "batch"};
+    same_meta(one, three, keys, 2);
+    char *r3 = meta_key(three, "mpi_ranks");
+    assert_string_equal(r3, "3");
+    free(r3);
+}
+
+static void test_killed_rank_then_resume(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[16384], path[1024], full[256], res[256];
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 6");
+    snprintf(ids, sizeof ids, "%s/ids.bin", d);
+    raw_ids(ids, 13, 24, 300, 0);
+    snprintf(full, sizeof full, "%s/full", d);
+    snprintf(res, sizeof res, "%s/res", d);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --seq 24 --out %s --per-head --quiet", model, ids, full);
+    if (rc != 0) fail_msg("uninterrupted run failed (%d): %s", rc, out);
+    /* rank 1 of 3 runs sequences 1, 4, 7, 10 and kills itself once it has computed 7, unsent */
+    rc = mp_test_shell(out, sizeof out,
+                       "MASKPOS_TEST_KILL_RANK=1 MASKPOS_TEST_KILL_AFTER=7 " MPIRUN
+                       " -np 3 %s probe %s --tokens %s --seq 24 --out %s --per-head --threads 1 --checkpoint-every 2",
+                       MP_TEST_BIN, model, ids, res);
+    if (rc == 0) fail_msg("the job with a killed rank exited 0: %s", out);
+    if (!strstr(out, "exited on signal 9")) fail_msg("mpirun did not report the killed rank: %s", out);
+    if (!strstr(out, "run again with --resume")) fail_msg("rank 0 did not say the run is resumable: %s", out);
+    snprintf(path, sizeof path, "%s/checkpoint.bin", res);
+    if (!mp_file_exists(path)) fail_msg("no checkpoint left after the killed rank: %s", out);
+    snprintf(path, sizeof path, "%s/meta.json", res);
+    assert_false(mp_file_exists(path)); /* nothing looks complete */
+    /* resumed with another number of ranks */
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 2 %s probe %s --tokens %s --seq 24 --out %s --per-head --threads 1 --resume",
+                       MP_TEST_BIN, model, ids, res);
+    if (rc != 0) fail_msg("resume with 2 ranks failed (%d): %s", rc, out);
+    if (!strstr(out, "sequences already done")) fail_msg("resume did not start from the checkpoint: %s", out);
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "scores_heads.npy"};
+    same_files(full, res, files, 4);
+    snprintf(path, sizeof path, "%s/checkpoint.bin", res);
+    assert_false(mp_file_exists(path)); /* removed once the result is complete */
+}
+
+static void test_other_commands_refused(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    char out[8192];
+    int rc = mp_test_shell(out, sizeof out, MPIRUN " -np 2 %s theory --alpha 0 --n 3", MP_TEST_BIN);
+    if (rc != 2 || !strstr(out, "runs in one process")) fail_msg("theory under mpirun -np 2: expected exit 2, got %d: %s", rc, out);
+    /* one rank is a plain run */
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 1 %s theory --alpha 0 --n 3", MP_TEST_BIN);
+    if (rc != 0 || !strstr(out, "0.151")) fail_msg("theory under mpirun -np 1 failed (%d): %s", rc, out);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_probe_three_ranks_equal_one_process),
+        cmocka_unit_test(test_simulate_three_ranks_equal_one_process),
+        cmocka_unit_test(test_killed_rank_then_resume),
+        cmocka_unit_test(test_other_commands_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

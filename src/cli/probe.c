@@ -630,7 +630,8 @@ int mp_cmd_probe(int argc, char **argv) {
     ps.pg = &pg;
     const double t0 = mp_time_now();
     const int64_t first = acc.n_done;
-    if (mp_probe_run_ranks(&acc, &f, tk.ids, tk.n, tk.seq, probe_step, &ps, &e) != MP_OK) {
+    MpProbeRanksStats rs;
+    if (mp_probe_run_ranks(&acc, &f, tk.ids, tk.n, tk.seq, probe_step, &ps, &rs, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
@@ -643,6 +644,9 @@ int mp_cmd_probe(int argc, char **argv) {
         printf("ran %lld sequence%s (%.0f tokens) in %.2f s: %.1f tokens/s, %.2f GFLOP/s\n", (long long)(tk.n - first),
                tk.n - first == 1 ? "" : "s", toks, compute_s, compute_s > 0 ? toks / compute_s : 0.0,
                compute_s > 0 ? gf / compute_s : 0.0);
+        if (nranks > 1)
+            printf("MPI: %d ranks; rank 0 received %lld sequences (%.1f MiB) in %.3f s and merged them in %.3f s\n",
+                   nranks, (long long)rs.received, rs.bytes / 1048576.0, rs.wait_s, rs.merge_s);
     }
     if (probe_write_outputs(&r, &m, &tk, &acc, layers, model_hash, mp_time_now() - t_start, compute_s, argc, argv, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);

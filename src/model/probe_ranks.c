@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/mpi.h" /* mp_mpi_* */
+#include "core/mpi.h"  /* mp_mpi_* */
+#include "core/util.h" /* mp_time_now */
 
 /* One process: the loop as it always was. */
 static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
@@ -44,7 +45,7 @@ static void ranks_worker(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t fi
 
 /* Rank 0 of N > 1: sequences in order, its own through the hook, the others merged. */
 static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
-                      MpErr *e) {
+                      MpProbeRanksStats *st, MpErr *e) {
     const int size = mp_mpi_size();
     const int64_t first = a->n_done;
     MpProbeAcc part;
@@ -65,8 +66,15 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
             a->n_done = s + 1;
         } else {
             int64_t hd[2];
+            const double t0 = mp_time_now();
             mp_mpi_recv_i64(hd, 2, owner);
-            for (int k = 0; k < na; k++) mp_mpi_recv_f64(t[k].p, t[k].n, owner);
+            for (int k = 0; k < na; k++) {
+                mp_mpi_recv_f64(t[k].p, t[k].n, owner);
+                st->bytes += (double)t[k].n * sizeof(double);
+            }
+            const double t1 = mp_time_now();
+            st->wait_s += t1 - t0;
+            st->received++;
             part.n_done = hd[1];
             if (hd[0] != s || hd[1] != 1) {
                 rc = mp_err_set(e, "rank %d sent sequence %lld (%lld counted) where %lld was due", owner, (long long)hd[0],
@@ -77,6 +85,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
                 rc = MP_ERR;
                 break;
             }
+            st->merge_s += mp_time_now() - t1;
         }
         if (step && step(ctx, a, s, e) != MP_OK) rc = MP_ERR;
     }
@@ -89,9 +98,12 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
 }
 
 int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
-                       MpErr *e) {
+                       MpProbeRanksStats *st, MpErr *e) {
+    MpProbeRanksStats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
     if (mp_mpi_size() < 2) return ranks_one(a, f, ids, n, seq, step, ctx, e);
-    if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, e);
+    if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, st, e);
     ranks_worker(a, f, ids, a->n_done, n, seq, step, ctx);
     return MP_OK;
 }

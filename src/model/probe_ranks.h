@@ -29,11 +29,20 @@
  * with e set stops the run (on rank 0 of N > 1: ends the job with the message). */
 typedef int (*MpProbeStepFn)(void *ctx, const MpProbeAcc *a, int64_t s, MpErr *e);
 
+/* What rank 0 spent on the other ranks' sequences (for the cost model of docs/mpi.md). */
+typedef struct MpProbeRanksStats {
+    int64_t received;   /* sequences received */
+    double bytes;       /* their arrays' bytes */
+    double wait_s;      /* in receives: waiting for the rank and the transfer itself */
+    double merge_s;     /* in mp_probe_acc_merge */
+} MpProbeRanksStats;
+
 /* Runs sequences a->n_done .. n-1 of ids [n, seq] through f into a, over the job's ranks (every
- * rank calls it with the same arguments; a one-process job is the plain loop). On return rank
+ * rank calls it with the same arguments; a one-process job is the plain loop). st (may be NULL)
+ * gets rank 0's receive and merge figures. On return rank
  * 0's a holds every sequence; other ranks' a holds their last sequence only. A failing sequence
  * off rank 0 ends the job with its message (the ranks cannot go on without it). */
 int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
-                       MpErr *e);
+                       MpProbeRanksStats *st, MpErr *e);
 
 #endif

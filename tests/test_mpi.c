@@ -8,6 +8,8 @@
  *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
  *     says the checkpoint is resumable, no meta.json is left; --resume with 2 ranks then writes
  *     the bytes of the uninterrupted one-process run;
+ *   - reproduce --only fig5 on 2 ranks: its probe stages (handed by rank 0 to rank 1) write the
+ *     maps of a one-process `probe` with the stage's flags, byte for byte;
  *   - other commands are refused under mpirun with more than one rank (exit 2).
  * The merge itself (mp_probe_acc_merge) is checked against direct accumulation in
  * tests/test_model_probe_merge.c. Skipped (with the reason) in a build without MPI (make MPI=1
@@ -190,6 +192,29 @@ static void test_killed_rank_then_resume(void **state) {
     assert_false(mp_file_exists(path)); /* removed once the result is complete */
 }
 
+static void test_reproduce_model_stages(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char out[16384], a[512], b[512];
+    int rc = mp_test_shell(out, sizeof out, MPIRUN " -np 2 %s reproduce --only fig5 --n 24 --threads 1 --out %s/rep",
+                           MP_TEST_BIN, d);
+    if (rc != 0 && rc != 1) fail_msg("reproduce under mpirun -np 2 failed (%d): %s", rc, out); /* 1: rows that differ */
+    /* the stage's own flags (src/cli/reproduce.c: repro_probe_run), in one process */
+    rc = mp_test_run(out, sizeof out, "probe %s/models/rope --data %s/models/kjv.txt --n 24 --seq 128 --layers 1-4 --quiet "
+                     "--compute f32 --pack --threads 1 --out %s/one", MP_SOURCE_DIR, MP_SOURCE_DIR, d);
+    if (rc != 0) fail_msg("one-process probe failed (%d): %s", rc, out);
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy"};
+    snprintf(a, sizeof a, "%s/one", d);
+    snprintf(b, sizeof b, "%s/rep/fig5/rope", d);
+    same_files(a, b, files, 3);
+    char *r2 = meta_key(b, "mpi_ranks");
+    assert_string_equal(r2, "2");
+    free(r2);
+    snprintf(a, sizeof a, "%s/rep/report.md", d);
+    assert_true(mp_file_exists(a)); /* rank 0 wrote the report */
+}
+
 static void test_other_commands_refused(void **state) {
     (void)state;
     SKIP_WITHOUT_MPI();
@@ -206,6 +231,7 @@ int main(void) {
         cmocka_unit_test(test_probe_three_ranks_equal_one_process),
         cmocka_unit_test(test_simulate_three_ranks_equal_one_process),
         cmocka_unit_test(test_killed_rank_then_resume),
+        cmocka_unit_test(test_reproduce_model_stages),
         cmocka_unit_test(test_other_commands_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -93,7 +93,9 @@ static const char *probe_help =
     "\n"
     "Printed: the expected peak memory before starting; per layer the NRI (non-relative index,\n"
     "docs/metrics.md) and the range and rms of the diagonal-normalised residue; tokens/s.\n"
-    "Bad input (malformed token file, ids >= vocab, N = 0, bad flags): one-line error, exit 2.\n";
+    "Bad input (malformed token file, ids >= vocab, N = 0, bad flags): one-line error, exit 2.\n"
+    "Under mpirun -np N (make MPI=1) the ranks share the sequences and rank 0 writes the bytes of a\n"
+    "one-process run; --threads is per rank (docs/mpi.md).\n";
 
 /* MemAvailable from /proc/meminfo in bytes, 0 when unknown. */
 static uint64_t probe_mem_available(void) {

@@ -60,7 +60,9 @@ static const char *reproduce_help =
     "                .txt (`maskpos probe --data`), tokenized with the model's own tokenizer\n"
     "  --seq S       tokens per sequence (default 1024 or the model's context, if shorter)\n"
     "  --pack        concatenate the documents and cut the stream into rows, instead of one row\n"
-    "                per document of at least S tokens\n";
+    "                per document of at least S tokens\n"
+    "Under mpirun -np N (make MPI=1) every model probe is shared among the ranks, with the bytes of\n"
+    "a one-process run; the other stages run on rank 0 (docs/mpi.md).\n";
 
 /* The paper's Figure-3 and Figure-5 settings on the embedded models (their context is 128). */
 #define REPRO_GRAM_SEQ 50

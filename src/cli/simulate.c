@@ -47,7 +47,9 @@ static const char *simulate_help =
     "  --quiet            no progress bar\n"
     "\n"
     "Printed per layer: NRI (non-relative index, docs/metrics.md), the range of the diagonal-\n"
-    "normalised residue, and its rms in units of the per-entry standard error (~1 = noise).\n";
+    "normalised residue, and its rms in units of the per-entry standard error (~1 = noise).\n"
+    "Under mpirun -np N (make MPI=1) the ranks share the blocks of 64 sequences and rank 0 writes the\n"
+    "bytes of a one-process run; --threads is per rank (docs/mpi.md).\n";
 
 int mp_cmd_simulate(int argc, char **argv) {
     const char *cmd = "simulate";

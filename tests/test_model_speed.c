@@ -82,6 +82,7 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         const int64_t ldx = K + 3, ldy = O + 5;
         float *x = malloc(sizeof(float) * (size_t)(T * ldx)), *w = malloc(sizeof(float) * (size_t)(O * K));
         float *y = malloc(sizeof(float) * (size_t)(T * ldy)), *yr = malloc(sizeof(float) * (size_t)(T * ldy));
+        float *yp = malloc(sizeof(float) * (size_t)(T * ldy)); /* the avx512bf16 order (bf16 weights) */
         const size_t np = mp_fwd_mat_floats(O, K);
         float *pf = aligned_alloc(64, (np * 4 + 63) / 64 * 64);
         uint16_t *pb = aligned_alloc(64, (np * 2 + 63) / 64 * 64);
@@ -108,8 +109,12 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
             }
             memset(yr, 0, sizeof(float) * (size_t)(T * ldy));
             mp_fwd_matmul_ref(yr, ldy, x, ldx, w, O, K, T);
+            memset(yp, 0, sizeof(float) * (size_t)(T * ldy));
+            mp_fwd_matmul_ref_pairs(yp, ldy, x, ldx, w, O, K, T);
             for (int k = MP_FWD_KERNEL_REF; k < MP_FWD_KERNEL_COUNT; k++) {
                 if (!mp_fwd_kernel_available((MpFwdKernel)k)) continue;
+                /* vdpbf16ps sums pairs of k (odd product first): its own reference order */
+                const float *want = bf && k == MP_FWD_KERNEL_AVX512BF16 ? yp : yr;
                 assert_int_equal(mp_fwd_kernel_set((MpFwdKernel)k), k);
                 for (int th = 1; th <= 2; th++) {
                     mp_test_set_threads(th);
@@ -117,10 +122,10 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
                     mp_fwd_matmul(y, ldy, x, ldx, &m, T);
                     for (int64_t t = 0; t < T; t++)
                         for (int64_t o = 0; o < O; o++)
-                            if (f32_bits(y[t * ldy + o]) != f32_bits(yr[t * ldy + o]))
+                            if (f32_bits(y[t * ldy + o]) != f32_bits(want[t * ldy + o]))
                                 fail_msg("%s kernel %s, %d threads, T=%lld O=%lld K=%lld: y[%lld,%lld] = %.9g, reference %.9g",
                                          bf ? "bf16" : "f32", mp_fwd_kernel_name((MpFwdKernel)k), th, (long long)T, (long long)O,
-                                         (long long)K, (long long)t, (long long)o, y[t * ldy + o], yr[t * ldy + o]);
+                                         (long long)K, (long long)t, (long long)o, y[t * ldy + o], want[t * ldy + o]);
                 }
                 ran[k] = 1;
             }
@@ -129,6 +134,7 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         free(w);
         free(y);
         free(yr);
+        free(yp);
         free(pf);
         free(pb);
     }
@@ -142,6 +148,66 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
     assert_int_equal(mp_fwd_kernel_set((MpFwdKernel)MP_FWD_KERNEL_COUNT), -1);
     assert_int_equal(mp_fwd_kernel_parse("avx512"), MP_FWD_KERNEL_AVX512);
     assert_int_equal(mp_fwd_kernel_parse("amx"), -1);
+}
+
+/* The vdpbf16ps kernel (bf16 weights): bit for bit the pair order of mp_fwd_matmul_ref_pairs, and
+ * both within the f32 summation bound of the exact sum (float64 of the same exact products):
+ * |y - exact| <= (K + 1) * 2^-24 * sum |x w|. Skipped on a CPU without AVX512-BF16. */
+static void test_matmul_avx512bf16_kernel(void **state) {
+    (void)state;
+    if (!mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16)) {
+        print_message("this CPU (or build) lacks avx512_bf16: the vdpbf16ps kernel cannot run here\n");
+        skip();
+    }
+    const int64_t T = 37, O = 100, K = 4099, ldx = K + 1, ldy = O + 3;
+    float *x = malloc(sizeof(float) * (size_t)(T * ldx)), *w = malloc(sizeof(float) * (size_t)(O * K));
+    float *y = calloc((size_t)(T * ldy), sizeof(float)), *yp = calloc((size_t)(T * ldy), sizeof(float));
+    float *yr = calloc((size_t)(T * ldy), sizeof(float));
+    uint16_t *pb = aligned_alloc(64, (mp_fwd_mat_floats(O, K) * 2 + 63) / 64 * 64);
+    mp_test_fill(x, (size_t)(T * ldx), 7, 997.0f);
+    mp_test_fill(w, (size_t)(O * K), 8, 997.0f);
+    mp_fwd_bf16_round(x, (size_t)(T * ldx));
+    mp_fwd_bf16_round(w, (size_t)(O * K));
+    MpFwdMat m = {.pb = pb, .out = O, .in = K};
+    for (int64_t r0 = 0; r0 < O; r0 += 32) mp_fwd_mat_pack_bf16_rows(&m, w + r0 * K, r0, O - r0 < 32 ? O - r0 : 32);
+    mp_fwd_matmul_ref_pairs(yp, ldy, x, ldx, w, O, K, T);
+    mp_fwd_matmul_ref(yr, ldy, x, ldx, w, O, K, T);
+    assert_int_equal(mp_fwd_kernel_set(MP_FWD_KERNEL_AVX512BF16), MP_FWD_KERNEL_AVX512BF16);
+    double worst = 0, worst_ref = 0;
+    size_t same_asc = 0;
+    for (int th = 1; th <= 2; th++) {
+        mp_test_set_threads(th);
+        mp_fwd_matmul(y, ldy, x, ldx, &m, T);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t o = 0; o < O; o++) {
+                double exact = 0, mag = 0;
+                for (int64_t k = 0; k < K; k++) {
+                    const double p = (double)x[t * ldx + k] * (double)w[o * K + k];
+                    exact += p; /* float64 of exact products: error far below the f32 bound */
+                    mag += fabs(p);
+                }
+                const float v = y[t * ldy + o];
+                if (f32_bits(v) != f32_bits(yp[t * ldy + o]))
+                    fail_msg("avx512bf16, %d threads: y[%lld,%lld] = %.9g, pair-order reference %.9g", th, (long long)t, (long long)o, v,
+                             yp[t * ldy + o]);
+                const double bound = (double)(K + 1) * ldexp(1.0, -24) * mag;
+                if (!(fabs(v - exact) <= bound)) fail_msg("y[%lld,%lld] = %.9g, exact %.9g: off by more than %.3g", (long long)t, (long long)o, v, exact, bound);
+                if (fabs(v - exact) / bound > worst) worst = fabs(v - exact) / bound;
+                if (fabs(yr[t * ldy + o] - exact) / bound > worst_ref) worst_ref = fabs(yr[t * ldy + o] - exact) / bound;
+                same_asc += th == 1 && f32_bits(v) == f32_bits(yr[t * ldy + o]);
+            }
+    }
+    print_message("avx512bf16 == pair-order reference bit for bit (1 and 2 threads); |y - exact| at most %.3g of the bound "
+                  "(ascending fmaf reference %.3g); equal to the ascending order in %zu of %lld entries\n",
+                  worst, worst_ref, same_asc, (long long)(T * O));
+    mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
+    mp_test_set_threads(2);
+    free(x);
+    free(w);
+    free(y);
+    free(yp);
+    free(yr);
+    free(pb);
 }
 
 /* ================================================================ against torch (bf16 Linear) */
@@ -229,6 +295,8 @@ static void test_bf16_against_torch_every_kernel(void **state) {
                               k->name, e_ref, m_ref, e_f32, m_f32);
                 if (!(e_f32 <= 2e-2)) fail_msg("%s: bf16 differs from the f32 path by %.3g of max |score| (bound 2e-2)", k->name, e_f32);
                 if (e_f32 > worst_f32) worst_f32 = e_f32;
+            } else if (kern == MP_FWD_KERNEL_AVX512BF16) { /* its own summation order: bounds only */
+                print_message("%-24s kernel avx512bf16: |bf16 - torch-bf16| max %.2g mean %.2g\n", k->name, e_ref, m_ref);
             } else if (!files_equal(first, a)) {
                 fail_msg("%s: bf16 scores of kernel %s differ from kernel ref (they must be bit-identical)", k->name,
                          mp_fwd_kernel_name((MpFwdKernel)kern));
@@ -293,8 +361,10 @@ static void test_bf16_logprobs_match_llama_cpp(void **state) {
             fail_msg("%s: the bf16 path (%.3g) is not closer to llama.cpp on a bf16 GGUF than the f32 path (%.3g)", archs[a][0],
                      err_k[MP_FWD_KERNEL_REF], err_k[MP_FWD_KERNEL_COUNT]);
         unsetenv("MASKPOS_KERNEL");
-        print_message("%-14s max |log-prob maskpos - llama.cpp| on a bf16 GGUF: bf16 path %.3g (kernel ref), f32 path %.3g\n",
-                      archs[a][0], err_k[MP_FWD_KERNEL_REF], err_k[MP_FWD_KERNEL_COUNT]);
+        print_message("%-14s max |log-prob maskpos - llama.cpp| on a bf16 GGUF: bf16 path %.3g (kernel ref), f32 path %.3g", archs[a][0],
+                      err_k[MP_FWD_KERNEL_REF], err_k[MP_FWD_KERNEL_COUNT]);
+        if (mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16)) print_message(", kernel avx512bf16 %.3g", err_k[MP_FWD_KERNEL_AVX512BF16]);
+        print_message("\n");
         free(lg);
     }
 }
@@ -364,6 +434,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bf16_rounding),
         cmocka_unit_test(test_matmul_every_kernel_matches_reference),
+        cmocka_unit_test(test_matmul_avx512bf16_kernel),
         cmocka_unit_test(test_bf16_against_torch_every_kernel),
         cmocka_unit_test(test_bf16_logprobs_match_llama_cpp),
         cmocka_unit_test(test_bf16_threads_bit_identical),

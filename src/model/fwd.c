@@ -229,7 +229,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (cfg->kv_cache && !cfg->causal) return mp_err_set(e, "a key/value cache needs the causal mask");
     const char *kname = getenv("MASKPOS_KERNEL");
     const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
-    if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512)", kname);
+    if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512, avx512bf16)", kname);
     const int kset = mp_fwd_kernel_set((MpFwdKernel)kreq);
     if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname);
     if (m->sliding_window > 0 && cfg->max_seq > m->sliding_window)

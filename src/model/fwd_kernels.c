@@ -17,6 +17,9 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
+#include <immintrin.h>
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
 #define FWD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
@@ -32,6 +35,20 @@ void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const
         for (int64_t o = 0; o < O; o++) {
             float acc = 0.0f;
             for (int64_t k = 0; k < K; k++) acc = fmaf(x[t * ldx + k], w[o * K + k], acc);
+            y[t * ldy + o] = acc;
+        }
+}
+
+void mp_fwd_matmul_ref_pairs(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O, int64_t K,
+                             int64_t T) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < O; o++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k += 2) {
+                /* the odd element first (a zero partner past K), then the even one */
+                acc = k + 1 < K ? fmaf(x[t * ldx + k + 1], w[o * K + k + 1], acc) : acc + 0.0f;
+                acc = fmaf(x[t * ldx + k], w[o * K + k], acc);
+            }
             y[t * ldy + o] = acc;
         }
 }
@@ -202,6 +219,131 @@ __attribute__((target("arch=x86-64-v3"), flatten)) static void mm_panels_avx2(fl
                                                                               int64_t p0, int64_t p1) {
     mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
 }
+
+/* ---------------------------------------------------------------- AVX512-BF16 (vdpbf16ps)
+ * bf16 weights only (an f32 weight runs the avx512 loop nest, same bits as every other kernel).
+ * vdpbf16ps takes 32 bf16 pairs and adds the two products of each pair to one of 16 f32 lanes,
+ * so the operands are regrouped by pairs of k: per (token block, panel group, k chunk) the x
+ * block [MC, KC] is converted to bf16 once (xb, row stride KC), and per panel the [KC, 32] slice
+ * is interleaved into [KC/2][32][2] (wb: lanes = columns, pairs = k, k+1), reused by every 8-row
+ * block. An odd last k gets a zero partner. Every y element is still one sum over k from 0 in a
+ * fixed order (pair after pair; within a pair, the hardware's), so results do not depend on
+ * threads or blocking — but they differ from the fmaf order of the other kernels by f32 rounding
+ * (bounds in docs/speed.md; the instruction also flushes subnormal inputs and outputs). */
+
+/* x [rows, n] (row stride ldx) -> bf16 xb [rows, KC] (round to nearest even, as
+ * mp_fwd_bf16_from_f32: exact for the bf16-valued inputs of a bf16 matmul); an odd n gets a zero
+ * column n. */
+__attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_bf16_x(uint16_t *xb, const float *x, int64_t ldx,
+                                                                           int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * ldx;
+        uint16_t *d = xb + r * FWD_KC;
+#pragma omp simd
+        for (int64_t k = 0; k < n; k++) {
+            uint32_t u;
+            memcpy(&u, &xr[k], sizeof u);
+            const uint32_t rne = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, nan = (u >> 16) | 0x40u;
+            d[k] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rne);
+        }
+        if (n & 1) d[n] = 0;
+    }
+}
+
+/* The [n, 32] bf16 slice s (rows k) -> wb [(n+1)/2][32][2]: wb[j][c] = (s[2j][c], s[2j+1][c]). */
+__attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_bf16_w(uint16_t *wb, const uint16_t *s, int64_t n) {
+    static const uint16_t lo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                    8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    static const uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+    const __m512i ilo = _mm512_loadu_si512(lo), ihi = _mm512_loadu_si512(hi);
+    for (int64_t j = 0; 2 * j < n; j++) {
+        const __m512i a = _mm512_loadu_si512(s + 2 * j * MP_FWD_NR);
+        const __m512i b = 2 * j + 1 < n ? _mm512_loadu_si512(s + (2 * j + 1) * MP_FWD_NR) : _mm512_setzero_si512();
+        _mm512_store_si512(wb + j * 2 * MP_FWD_NR, _mm512_permutex2var_epi16(a, ilo, b));
+        _mm512_store_si512(wb + j * 2 * MP_FWD_NR + MP_FWD_NR, _mm512_permutex2var_epi16(a, ihi, b));
+    }
+}
+
+/* y [mr, nc] (+)= xb [mr, 2 kp] · wb [kp][32][2]; mr <= MR is a constant after inlining, so the
+ * 2·mr accumulators stay in registers. */
+__attribute__((target("arch=x86-64-v4,avx512bf16"), always_inline)) static inline void
+mm_bf16_micro(float *y, int64_t ldy, const uint16_t *xb, const uint16_t *wb, int64_t kp, int first, int nc, const int mr) {
+    __m512 a0[MP_FWD_MR], a1[MP_FWD_MR];
+    const __mmask16 m0 = nc >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1u);
+    const __mmask16 m1 = nc >= 32 ? (__mmask16)0xffff : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1u) : (__mmask16)0;
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        a0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y + r * ldy);
+        a1[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + r * ldy + 16);
+    }
+    for (int64_t j = 0; j < kp; j++) {
+        const __m512bh w0 = (__m512bh)_mm512_load_si512(wb + j * 2 * MP_FWD_NR);
+        const __m512bh w1 = (__m512bh)_mm512_load_si512(wb + j * 2 * MP_FWD_NR + MP_FWD_NR);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+            int32_t pair;
+            memcpy(&pair, xb + r * FWD_KC + 2 * j, sizeof pair);
+            const __m512bh xv = (__m512bh)_mm512_set1_epi32(pair);
+            a0[r] = _mm512_dpbf16_ps(a0[r], xv, w0);
+            a1[r] = _mm512_dpbf16_ps(a1[r], xv, w1);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+        _mm512_mask_storeu_ps(y + r * ldy, m0, a0[r]);
+        _mm512_mask_storeu_ps(y + r * ldy + 16, m1, a1[r]);
+    }
+}
+
+__attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_bf16_block(float *y, int64_t ldy, const uint16_t *xb,
+                                                                               const uint16_t *wb, int64_t kp, int first,
+                                                                               int nc, int64_t rows) {
+    int64_t t = 0;
+    for (; t + MP_FWD_MR <= rows; t += MP_FWD_MR) mm_bf16_micro(y + t * ldy, ldy, xb + t * FWD_KC, wb, kp, first, nc, MP_FWD_MR);
+    y += t * ldy;
+    xb += t * FWD_KC;
+    switch (rows - t) { /* one constant-size instance per leftover row count */
+    case 7: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 7); break;
+    case 6: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 6); break;
+    case 5: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 5); break;
+    case 4: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 4); break;
+    case 3: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 3); break;
+    case 2: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 2); break;
+    case 1: mm_bf16_micro(y, ldy, xb, wb, kp, first, nc, 1); break;
+    default: break;
+    }
+}
+
+/* Per thread: the bf16 x block (128 KiB) and one interleaved weight slice (16 KiB). */
+static _Thread_local uint16_t mm_bf16_xbuf[FWD_MC * FWD_KC] __attribute__((aligned(64)));
+static _Thread_local uint16_t mm_bf16_wbuf[FWD_KC * MP_FWD_NR] __attribute__((aligned(64)));
+
+__attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_panels_avx512bf16(float *y, int64_t ldy, const float *x,
+                                                                                      int64_t ldx, const MpFwdMat *w,
+                                                                                      int64_t T, int64_t p0, int64_t p1) {
+    if (!w->pb) {
+        mm_panels_avx512(y, ldy, x, ldx, w, T, p0, p1);
+        return;
+    }
+    const int64_t K = w->in, O = w->out;
+    uint16_t *xb = mm_bf16_xbuf, *wb = mm_bf16_wbuf;
+    for (int64_t t0 = 0; t0 < T; t0 += FWD_MC) {
+        const int64_t t1 = t0 + FWD_MC < T ? t0 + FWD_MC : T;
+        for (int64_t g0 = p0; g0 < p1; g0 += FWD_NB) {
+            const int64_t g1 = g0 + FWD_NB < p1 ? g0 + FWD_NB : p1;
+            for (int64_t k0 = 0; k0 < K; k0 += FWD_KC) {
+                const int64_t k1 = k0 + FWD_KC < K ? k0 + FWD_KC : K;
+                mm_bf16_x(xb, x + t0 * ldx + k0, ldx, t1 - t0, k1 - k0);
+                for (int64_t p = g0; p < g1; p++) {
+                    const int nc = (int)(O - p * MP_FWD_NR < MP_FWD_NR ? O - p * MP_FWD_NR : MP_FWD_NR);
+                    mm_bf16_w(wb, w->pb + ((size_t)p * (size_t)K + (size_t)k0) * MP_FWD_NR, k1 - k0);
+                    mm_bf16_block(y + t0 * ldy + p * MP_FWD_NR, ldy, xb, wb, (k1 - k0 + 1) / 2, k0 == 0, nc, t1 - t0);
+                }
+            }
+        }
+    }
+}
 #endif
 
 __attribute__((flatten)) static void mm_panels_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w,
@@ -230,7 +372,7 @@ static void mm_panels_ref(float *y, int64_t ldy, const float *x, int64_t ldx, co
 
 static MpFwdKernel fwd_kernel = MP_FWD_KERNEL_AUTO; /* resolved on first use or by mp_fwd_kernel_set */
 
-static const char *const fwd_kernel_names[MP_FWD_KERNEL_COUNT] = {"auto", "ref", "scalar", "avx2", "avx512"};
+static const char *const fwd_kernel_names[MP_FWD_KERNEL_COUNT] = {"auto", "ref", "scalar", "avx2", "avx512", "avx512bf16"};
 
 const char *mp_fwd_kernel_name(MpFwdKernel k) { return k >= 0 && k < MP_FWD_KERNEL_COUNT ? fwd_kernel_names[k] : "?"; }
 
@@ -248,6 +390,7 @@ int mp_fwd_kernel_available(MpFwdKernel k) {
 #if FWD_X86
     case MP_FWD_KERNEL_AVX2: return __builtin_cpu_supports("x86-64-v3") > 0;
     case MP_FWD_KERNEL_AVX512: return __builtin_cpu_supports("x86-64-v4") > 0;
+    case MP_FWD_KERNEL_AVX512BF16: return __builtin_cpu_supports("x86-64-v4") > 0 && __builtin_cpu_supports("avx512bf16") > 0;
 #endif
     default: return 0;
     }
@@ -256,7 +399,8 @@ int mp_fwd_kernel_available(MpFwdKernel k) {
 int mp_fwd_kernel_set(MpFwdKernel k) {
     if (!mp_fwd_kernel_available(k)) return -1;
     if (k == MP_FWD_KERNEL_AUTO)
-        k = mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512) ? MP_FWD_KERNEL_AVX512
+        k = mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16) ? MP_FWD_KERNEL_AVX512BF16
+            : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512) ? MP_FWD_KERNEL_AVX512
             : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX2) ? MP_FWD_KERNEL_AVX2
                                                           : MP_FWD_KERNEL_SCALAR;
     fwd_kernel = k;
@@ -271,6 +415,7 @@ MpFwdKernel mp_fwd_kernel_get(void) {
 static FwdPanelsFn fwd_panels_fn(MpFwdKernel k) {
     switch (k) {
 #if FWD_X86
+    case MP_FWD_KERNEL_AVX512BF16: return mm_panels_avx512bf16;
     case MP_FWD_KERNEL_AVX512: return mm_panels_avx512;
     case MP_FWD_KERNEL_AVX2: return mm_panels_avx2;
 #endif

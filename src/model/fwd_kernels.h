@@ -64,6 +64,13 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
 void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
                        int64_t K, int64_t T);
 
+/* Reference of the avx512bf16 kernel's order: per output, pairs (k, k+1) in ascending k, within a
+ * pair the odd product added first, then the even one (the order Intel's SDM defines for
+ * vdpbf16ps, verified on AMD Zen 4 too; products of bf16 values are exact in f32, so each step is
+ * one fmaf); an odd K gets a zero partner (acc + 0). x and w bf16-valued. w [O,K]. */
+void mp_fwd_matmul_ref_pairs(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
+                             int64_t K, int64_t T);
+
 /* Matmul kernels; new values go at the end. */
 typedef enum MpFwdKernel {
     MP_FWD_KERNEL_AUTO = 0, /* the best the CPU has: avx512, else avx2, else scalar */
@@ -71,6 +78,9 @@ typedef enum MpFwdKernel {
     MP_FWD_KERNEL_SCALAR,   /* blocked loops, baseline x86-64 (or any other CPU): plain C + libm fmaf */
     MP_FWD_KERNEL_AVX2,     /* blocked loops compiled for x86-64-v3 (AVX2 + FMA) */
     MP_FWD_KERNEL_AVX512,   /* blocked loops compiled for x86-64-v4 (AVX-512 F/BW/DQ/VL) */
+    MP_FWD_KERNEL_AVX512BF16, /* bf16 weights: vdpbf16ps (AVX512-BF16), pairs of k per instruction,
+                                 f32 sums in a different order (within the bounds of docs/speed.md,
+                                 not bit-identical); f32 weights: the avx512 loops */
     MP_FWD_KERNEL_COUNT
 } MpFwdKernel;
 

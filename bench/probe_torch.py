@@ -6,12 +6,17 @@ and numpy: u64 header length, JSON header, data at 8 + N + data_offsets; no safe
 over N sequences of S token ids in torch bf16 on the CPU (Debian python3-torch; its bf16 matmul
 goes through oneDNN), computing what the probe computes: embedding, per layer RMSNorm, q/k/v
 projections, RoPE (the checkpoint's rope_theta and llama3 scaling), GQA scores q·kᵀ/√HS with the
-causal mask, the per-layer head-mean score map added to a float64 sum, softmax, p·v, o_proj, MLP.
+causal mask, the per-layer head-mean score map added to a float64 sum, softmax, p·v, o_proj, MLP —
+written as a user would (HF's eager attention: the full [NH, S, S] score tensor in the compute
+dtype, softmax in f32 and back, no per-element Python work). --dtype f32 runs the same in f32; its
+matmuls go to the BLAS torch is linked against (libblas.so.3: bench/probe points it at OpenBLAS
+for this process alone when libopenblas0-pthread is installed).
 Prints tokens/s and GFLOP/s (the same flop count as maskpos: 2 per multiply-add of the matmuls and
 of the attention), and with --peak the measured torch matmul rates of this machine
 ([1024, 4096] x [4096, 14336], bf16 and f32).
 
-usage: probe_torch.py MODEL_DIR IDS.npy [--layers 4] [--threads 2] [--dtype bf16|f32] [--peak [--peak-only]]
+usage: probe_torch.py MODEL_DIR IDS.npy [--layers 4] [--threads 2] [--dtype bf16|f32] [--attn eager|legacy]
+                      [--peak [--peak-only]]
 """
 import argparse
 import json
@@ -96,6 +101,8 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f32"])
+    ap.add_argument("--attn", default="eager", choices=["eager", "legacy"],
+                    help="eager: HF's eager attention (default); legacy: the peer of issue #8 (f32 score copies)")
     ap.add_argument("--peak", action="store_true")
     ap.add_argument("--peak-only", action="store_true", help="measure the matmul rates and stop")
     a = ap.parse_args()
@@ -117,7 +124,9 @@ def main():
         names += [p + s for s in ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attn.q_proj.weight",
                                   "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
                                   "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight")]
-    W = {k: v.to(dt) for k, v in st_tensors(a.model, set(names)).items()}
+    W = st_tensors(a.model, set(names))
+    emb = W.pop("model.embed_tokens.weight")  # kept as stored; the rows of a sequence are converted
+    W = {k: v.to(dt) for k, v in W.items()}
     ids = np.load(a.ids).astype(np.int64)
     N, S = ids.shape
     inv = inv_freq(cfg, HS)
@@ -130,7 +139,7 @@ def main():
     t0 = time.perf_counter()
     with torch.inference_mode():
         for s in range(N):
-            x = W["model.embed_tokens.weight"][torch.from_numpy(ids[s])]
+            x = emb[torch.from_numpy(ids[s])].to(dt)
             for l in range(L):
                 p = f"model.layers.{l}."
                 h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
@@ -139,9 +148,16 @@ def main():
                 v = (h @ W[p + "self_attn.v_proj.weight"].T).view(S, NKV, HS).transpose(0, 1)
                 q, k = rot(q, cos, sin), rot(k, cos, sin)
                 k, v = k.repeat_interleave(rep, 0), v.repeat_interleave(rep, 0)
-                sc = (q @ k.transpose(1, 2)) * HS ** -0.5 + mask
-                acc[l] += sc.float().mean(0).double()
-                o = (torch.softmax(sc.float(), -1).to(dt) @ v).transpose(0, 1).reshape(S, NH * HS)
+                # eager attention as HF writes it: the full [NH, S, S] scores in the compute dtype,
+                # scale + mask, softmax in f32 and back; the probe's map: the head mean, in double
+                sc = torch.matmul(q, k.transpose(1, 2)) * HS ** -0.5 + mask
+                if a.attn == "eager":
+                    acc[l] += torch.mean(sc, 0, dtype=torch.float32)
+                    pr = torch.softmax(sc, -1, dtype=torch.float32).to(dt)
+                else:  # the peer of issue #8: f32 copies of the scores for the map and the softmax
+                    acc[l] += sc.float().mean(0).double()
+                    pr = torch.softmax(sc.float(), -1).to(dt)
+                o = torch.matmul(pr, v).transpose(0, 1).reshape(S, NH * HS)
                 x = x + o @ W[p + "self_attn.o_proj.weight"].T
                 h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
                 g = h2 @ W[p + "mlp.gate_proj.weight"].T
@@ -151,6 +167,7 @@ def main():
     per_tok = 2.0 * (C * NH * HS + 2 * C * NKV * HS + NH * HS * C + 3 * C * FF)
     flops = N * L * (S * per_tok + 2.0 * 2.0 * S * (S + 1) / 2 * HS * NH)
     print(f"torch_dtype {a.dtype}")
+    print(f"torch_threads {torch.get_num_threads()}")
     print(f"torch_tokens_per_s {N * S / secs:.1f}")
     print(f"torch_gflops {flops / secs / 1e9:.1f}")
     print(f"torch_seconds {secs:.2f}")

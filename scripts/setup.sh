@@ -3,13 +3,17 @@
 #   scripts/setup.sh          Debian packages to build maskpos, run it and build its tests
 #   scripts/setup.sh --test   also the test-only tools: Debian's chromium (report.html check) and
 #                             the npm test oracles (HF tokenizers, llama.cpp, playwright-core)
+#   scripts/setup.sh --bench  also OpenBLAS for bench/probe's f32 PyTorch peer (the system BLAS
+#                             stays the reference BLAS: only the peer process is pointed at it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_tests=0
+with_bench=0
 case "${1:-}" in
   --test) with_tests=1 ;;
+  --bench) with_bench=1 ;;
   "") ;;
-  *) echo "usage: scripts/setup.sh [--test]" >&2; exit 2 ;;
+  *) echo "usage: scripts/setup.sh [--test|--bench]" >&2; exit 2 ;;
 esac
 pkgs=(
   build-essential pkg-config            # compiler, make
@@ -29,6 +33,7 @@ test_pkgs=(
   clang libclang-rt-14-dev              # libFuzzer runs of the parsers (tests/fuzz)
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
+if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -41,6 +46,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+if [ "$with_bench" = 1 ]; then
+  # installing OpenBLAS makes it the system libblas.so.3 (alternatives, priority 100): keep the
+  # reference BLAS there, so tests and tests/ref compute as before; bench/probe uses LD_LIBRARY_PATH
+  su=""
+  [ "$(id -u)" -eq 0 ] || su="sudo"
+  for l in blas/libblas.so.3 lapack/liblapack.so.3; do
+    n=$(basename "$l")
+    f=/usr/lib/x86_64-linux-gnu/$l
+    [ -f "$f" ] && $su update-alternatives --quiet --set "$n-x86_64-linux-gnu" "$f" || true
+  done
 fi
 if [ "$with_tests" = 1 ]; then
   # node and npm come with the machine image (Debian's npm package would replace its nodejs).

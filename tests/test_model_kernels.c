@@ -3,8 +3,10 @@
  *     the 8-row block and across the 256-row cache block, outputs not a multiple of the 32-column
  *     panel and across the 16-panel group, inner sizes across the 256-chunk boundary), with 1 and
  *     2 OpenMP threads;
- *   - attention scores (causal and not) == reference bit for bit; masked entries −inf;
- *   - softmax rows sum to 1, masked entries exact zeros; attention mix == a plain loop;
+ *   - attention scores (causal and not) from packed keys == reference bit for bit, at head dims and
+ *     lengths on and off the register blocks; masked entries −inf;
+ *   - softmax rows sum to 1, masked entries exact zeros; attention mix == the plain fmaf loop bit
+ *     for bit and within 1e-5 of a double sum;
  *   - RoPE: rotate-half pairing (i, i+R/2) against hand-computed values; dims ≥ R untouched;
  *   - RMSNorm against a double computation.
  */
@@ -59,48 +61,68 @@ static void test_matmul_matches_reference(void **state) {
     }
 }
 
+/* The plain attention mix in the reference order: o_i[d] = fmaf over j ascending from 0. */
+static void mix_plain(float *o, int ldo, const float *p, const float *v, int ldv, int HS, int T, int causal) {
+    for (int i = 0; i < T; i++)
+        for (int d = 0; d < HS; d++) {
+            float acc = 0.0f;
+            for (int j = 0; j < (causal ? i + 1 : T); j++) acc = fmaf(p[i * T + j], v[j * ldv + d], acc);
+            o[i * ldo + d] = acc;
+        }
+}
+
 static void test_attention_matches_reference(void **state) {
     (void)state;
-    const int T = 77, HS = 24, ld = 3 * HS;
-    float *q = malloc(sizeof(float) * T * ld), *k = malloc(sizeof(float) * T * ld), *kt = malloc(sizeof(float) * HS * T);
-    float *s0 = malloc(sizeof(float) * T * T), *s1 = malloc(sizeof(float) * T * T);
-    mp_test_fill(q, (size_t)T * ld, 5, 1000.0f);
-    mp_test_fill(k, (size_t)T * ld, 6, 1000.0f);
-    for (int t = 0; t < T; t++)
-        for (int d = 0; d < HS; d++) kt[d * T + t] = k[t * ld + d];
-    const float scale = 0.2041241452f;
-    for (int causal = 0; causal < 2; causal++) {
-        mp_fwd_attn_scores_ref(s0, q, ld, k, ld, HS, T, causal, scale);
-        mp_fwd_attn_scores(s1, q, ld, kt, HS, T, causal, scale, 0, 40);
-        mp_fwd_attn_scores(s1, q, ld, kt, HS, T, causal, scale, 40, T);
-        assert_memory_equal(s0, s1, sizeof(float) * T * T);
-        for (int i = 0; i < T; i++)
-            for (int j = 0; j < T; j++)
-                if (causal && j > i) assert_true(isinf(s1[i * T + j]) && s1[i * T + j] < 0);
-                else assert_true(isfinite(s1[i * T + j]));
-        /* softmax + mix against plain loops */
-        float *o = calloc((size_t)T * HS, sizeof *o);
-        for (int i = 0; i < T; i++) mp_fwd_softmax_row(s1 + i * T, causal ? i + 1 : T, T);
-        mp_fwd_attn_mix(o, HS, s1, k, ld, HS, T, causal, 0, T);
-        for (int i = 0; i < T; i++) {
-            double sum = 0;
-            for (int j = 0; j < T; j++) sum += s1[i * T + j];
-            assert_true(fabs(sum - 1) < 1e-5);
-            if (causal)
-                for (int j = i + 1; j < T; j++) assert_true(s1[i * T + j] == 0.0f);
-            for (int d = 0; d < HS; d++) {
-                double ref = 0;
-                for (int j = 0; j < T; j++) ref += (double)s1[i * T + j] * k[j * ld + d];
-                assert_true(fabs(ref - o[i * HS + d]) < 1e-5);
+    /* head dims below, at and off the 64-dim block; lengths across the 64-key block and off the
+     * 4-row block; rows split at an odd place (as the parallel row blocks do) */
+    const int shapes[][2] = {{77, 24}, {133, 128}, {70, 72}};
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+        const int T = shapes[c][0], HS = shapes[c][1], ld = 3 * HS;
+        float *q = malloc(sizeof(float) * T * ld), *k = malloc(sizeof(float) * T * ld);
+        float *kp = malloc(sizeof(float) * mp_fwd_attn_keys_floats(HS, T));
+        float *s0 = malloc(sizeof(float) * T * T), *s1 = malloc(sizeof(float) * T * T);
+        mp_test_fill(q, (size_t)T * ld, 5 + (uint32_t)c, 1000.0f);
+        mp_test_fill(k, (size_t)T * ld, 6 + (uint32_t)c, 1000.0f);
+        for (int t = 0; t < T; t++) mp_fwd_attn_pack_key(kp, k + t * ld, HS, t);
+        const float scale = 0.2041241452f;
+        for (int causal = 0; causal < 2; causal++) {
+            mp_fwd_attn_scores_ref(s0, q, ld, k, ld, HS, T, causal, scale);
+            mp_fwd_attn_scores(s1, q, ld, kp, HS, T, causal, scale, 0, 37);
+            mp_fwd_attn_scores(s1, q, ld, kp, HS, T, causal, scale, 37, T);
+            assert_memory_equal(s0, s1, sizeof(float) * T * T);
+            for (int i = 0; i < T; i++)
+                for (int j = 0; j < T; j++)
+                    if (causal && j > i) assert_true(isinf(s1[i * T + j]) && s1[i * T + j] < 0);
+                    else assert_true(isfinite(s1[i * T + j]));
+            /* softmax + mix: rows sum to 1, masked entries 0; mix == the plain fmaf loop bit for bit
+             * and within 1e-5 of a double sum */
+            float *o = calloc((size_t)T * HS, sizeof *o), *o0 = calloc((size_t)T * HS, sizeof *o0);
+            for (int i = 0; i < T; i++) mp_fwd_softmax_row(s1 + i * T, causal ? i + 1 : T, T);
+            mp_fwd_attn_mix(o, HS, s1, k, ld, HS, T, causal, 0, 37);
+            mp_fwd_attn_mix(o, HS, s1, k, ld, HS, T, causal, 37, T);
+            mix_plain(o0, HS, s1, k, ld, HS, T, causal);
+            assert_memory_equal(o, o0, sizeof(float) * T * HS);
+            for (int i = 0; i < T; i++) {
+                double sum = 0;
+                for (int j = 0; j < T; j++) sum += s1[i * T + j];
+                assert_true(fabs(sum - 1) < 1e-5);
+                if (causal)
+                    for (int j = i + 1; j < T; j++) assert_true(s1[i * T + j] == 0.0f);
+                for (int d = 0; d < HS; d++) {
+                    double ref = 0;
+                    for (int j = 0; j < T; j++) ref += (double)s1[i * T + j] * k[j * ld + d];
+                    assert_true(fabs(ref - o[i * HS + d]) < 1e-5);
+                }
             }
+            free(o);
+            free(o0);
         }
-        free(o);
+        free(q);
+        free(k);
+        free(kp);
+        free(s0);
+        free(s1);
     }
-    free(q);
-    free(k);
-    free(kt);
-    free(s0);
-    free(s1);
 }
 
 static void test_rope_and_rmsnorm(void **state) {

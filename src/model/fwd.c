@@ -95,7 +95,8 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->q = fwd_carve(c, T * d.NH * d.HS);
     f->k = fwd_carve(c, T * d.NKV * d.HS);
     f->v = fwd_carve(c, T * d.NKV * d.HS);
-    f->kt = fwd_carve(c, T * d.NKV * d.HS);
+    f->kp = fwd_carve(c, (size_t)d.NKV * mp_fwd_attn_keys_floats(d.HS, (int)T));
+    f->vh = fwd_carve(c, T * d.NKV * d.HS);
     f->scores = fwd_carve(c, (size_t)d.NH * T * T);
     f->ao = fwd_carve(c, T * d.NH * d.HS);
     f->gate = fwd_carve(c, T * d.FF);
@@ -103,7 +104,7 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->cos_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
-    f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * d.HS * T) : NULL;
+    f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * mp_fwd_attn_keys_floats(d.HS, (int)T)) : NULL;
     f->vc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * T * d.NKV * d.HS) : NULL;
 }
 
@@ -332,29 +333,41 @@ typedef struct FwdRows {
     int cached; /* 1: mp_fwd_extend */
 } FwdRows;
 
-/* scores_only: stop once the hook has seen the scores (the last layer of a run without logits:
- * nothing reads its output). */
-static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, MpFwdHook hook, void *ctx, int scores_only) {
-    const int NH = f->NH, NKV = f->NKV, HS = f->HS, rep = NH / NKV, R = f->R, causal = f->cfg.causal;
-    const int t0 = r.t0, T = r.T, n = T - t0;
+/* Where a run's keys (packed, mp_fwd_attn_pack_key) and values (contiguous per kv head) live: the
+ * run's own buffers (row stride T) or, for mp_fwd_extend, the layer's cache (row stride max_seq). */
+typedef struct FwdKV {
+    float *kp;  /* [NKV][kpf] */
+    float *vh;  /* [NKV, ldt, HS] */
+    size_t kpf; /* floats of one kv head's packed keys */
+    int ldt;    /* rows of keys, values and scores: T, or max_seq when cached */
+} FwdKV;
+
+static FwdKV fwd_kv(const MpFwd *f, int layer, FwdRows r) {
+    FwdKV kv;
+    kv.ldt = r.cached ? f->cfg.max_seq : r.T;
+    kv.kpf = mp_fwd_attn_keys_floats(f->HS, kv.ldt);
+    kv.kp = r.cached ? f->kc + (size_t)layer * f->NKV * kv.kpf : f->kp;
+    kv.vh = r.cached ? f->vc + (size_t)layer * f->NKV * kv.ldt * f->HS : f->vh;
+    return kv;
+}
+
+/* Rows [t0, T): q [T, NH*HS], k, v [T, NKV*HS] of the normed input f->xn — projections, biases,
+ * per-head q/k norm (qwen3), RoPE — then the keys packed and the values made contiguous per kv
+ * head into kv (for the attention kernels; for mp_fwd_extend, the cache). */
+static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, const FwdKV *kv) {
+    const int NH = f->NH, NKV = f->NKV, HS = f->HS, R = f->R, t0 = r.t0, T = r.T, n = T - t0;
     const int64_t ldq = (int64_t)NH * HS, ldk = (int64_t)NKV * HS;
     const double eps = f->m->norm_eps;
-    /* where keys (transposed, row stride ldt), values and scores (row stride ldt) live */
-    const int ldt = r.cached ? f->cfg.max_seq : T;
-    float *kt = r.cached ? f->kc + (size_t)layer * NKV * HS * ldt : f->kt;
-    float *v = r.cached ? f->vc + (size_t)layer * ldt * ldk : f->v;
     /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
     const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
-    /* projections */
-    float *xn = f->xn + (size_t)t0 * f->C, *q = f->q + (size_t)t0 * ldq, *k = f->k + (size_t)t0 * ldk;
+    float *xn = f->xn + (size_t)t0 * f->C;
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
-    mp_fwd_matmul(q, ldq, xn, f->C, &ly->q, n);
-    mp_fwd_matmul(k, ldk, xn, f->C, &ly->k, n);
-    mp_fwd_matmul(v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
+    mp_fwd_matmul(f->q + (size_t)t0 * ldq, ldq, xn, f->C, &ly->q, n);
+    mp_fwd_matmul(f->k + (size_t)t0 * ldk, ldk, xn, f->C, &ly->k, n);
+    mp_fwd_matmul(f->v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
     fwd_add_bias(f->q, ldq, ly->q_bias, ldq, t0, T);
     fwd_add_bias(f->k, ldk, ly->k_bias, ldk, t0, T);
-    fwd_add_bias(v, ldk, ly->v_bias, ldk, t0, T);
-    /* per-head q/k norm (qwen3), then RoPE; keys transposed per kv head */
+    fwd_add_bias(f->v, ldk, ly->v_bias, ldk, t0, T);
 #pragma omp parallel for schedule(static) if ((double)n * ldq > FWD_PAR_MIN)
     for (int t = t0; t < T; t++) {
         for (int h = 0; h < NH; h++) {
@@ -366,10 +379,24 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
             float *kh = f->k + t * ldk + (int64_t)h * HS;
             if (ly->k_norm) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
             if (rope) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
-            for (int d = 0; d < HS; d++) kt[((size_t)h * HS + d) * ldt + t] = kh[d];
+            mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
+            memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
         }
     }
-    /* scores */
+}
+
+/* Rows [t0, T) of f->ao [T, NH*HS] = softmax(scores) · v per head. Two parallel passes over
+ * (head, 16-row block):
+ *   1. scores (scale and causal mask fused into the kernel) into f->scores [NH, ldt, ldt]; the
+ *      hook then sees the whole layer's pre-softmax map (it averages over heads, so it needs them
+ *      all); scores_only stops here (the last layer of a run without logits: nothing reads on);
+ *   2. per row block: softmax in place, then p·v while those rows are in cache.
+ * After pass 2, f->scores holds the layer's post-softmax probabilities of this one sequence:
+ * the place to read them is marked POST-SOFTMAX below. */
+static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwdHook hook, void *ctx, int scores_only) {
+    const int NH = f->NH, HS = f->HS, rep = NH / f->NKV, causal = f->cfg.causal;
+    const int t0 = r.t0, T = r.T, n = T - t0, ldt = kv->ldt;
+    const int64_t ldq = (int64_t)NH * HS;
     const float scale = (float)(1.0 / sqrt((double)HS));
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
     const double attn_work = (double)NH * n * T * HS;
@@ -378,8 +405,8 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            mp_fwd_attn_scores(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq,
-                               kt + (size_t)(h / rep) * HS * ldt, HS, ldt, causal, scale, i0, i1);
+            mp_fwd_attn_scores(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq, kv->kp + (size_t)(h / rep) * kv->kpf,
+                               HS, ldt, causal, scale, i0, i1);
         }
     if (hook) hook(ctx, layer, f->scores, NH, T);
     if (scores_only) return;
@@ -390,11 +417,25 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
             float *sh = f->scores + (size_t)h * ldt * ldt;
             for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
-            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, v + (int64_t)(h / rep) * HS, ldk, HS, ldt, causal, i0, i1);
+            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, kv->vh + (size_t)(h / rep) * ldt * HS, HS, HS, ldt, causal, i0, i1);
         }
+    /* POST-SOFTMAX: here (mp_fwd_run: t0 = 0, ldt = T) f->scores [NH, T, T] holds layer `layer`'s
+     * attention probabilities of this sequence (rows sum to 1; exact 0 where masked); the next
+     * layer overwrites them. */
+}
+
+/* scores_only: stop once the hook has seen the scores (the last layer of a run without logits:
+ * nothing reads its output). */
+static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, MpFwdHook hook, void *ctx, int scores_only) {
+    const int t0 = r.t0, n = r.T - t0;
+    const int64_t ldq = (int64_t)f->NH * f->HS;
+    const FwdKV kv = fwd_kv(f, layer, r);
+    fwd_attn_project(f, ly, layer, r, &kv);
+    fwd_attn_core(f, layer, r, &kv, hook, ctx, scores_only);
+    if (scores_only) return;
     /* output projection + residual */
-    float *ao = f->ao + (size_t)t0 * ldq;
-    fwd_linear_input(f, f->ao, ldq, t0, T, ldq);
+    float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
+    fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }

@@ -92,14 +92,15 @@ typedef struct MpFwd {
     float *xn;                 /* [T, C] normed input / projection output */
     float *q;                  /* [T, NH*HS] */
     float *k, *v;              /* [T, NKV*HS] */
-    float *kt;                 /* [NKV, HS, T] keys transposed (row stride T) */
+    float *kp;                 /* [NKV][mp_fwd_attn_keys_floats(HS, T)] keys packed per kv head */
+    float *vh;                 /* [NKV, T, HS] values, contiguous per kv head */
     float *scores;             /* [NH, T, T] one sequence's scores, then probabilities */
     float *ao;                 /* [T, NH*HS] attention output before o_proj */
     float *gate, *up;          /* [T, FF] */
     float *cos_t, *sin_t;      /* [T, R/2] */
     float *logits;             /* [T, V] (logits only) */
-    float *kc;                 /* [n_layers, NKV, HS, max_seq] rotated keys, transposed (kv_cache only) */
-    float *vc;                 /* [n_layers, max_seq, NKV*HS] values (kv_cache only) */
+    float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
+    float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;
     size_t afloats;
 } MpFwd;

@@ -539,35 +539,86 @@ void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *
 }
 
 #define FWD_JB 64 /* keys per register block of the score kernel */
+#define FWD_RB 8  /* query rows per register block of the score and mix kernels */
+#define FWD_VB 32 /* keys (scores) or head dims (mix) per register block: RB x VB accumulators */
+
+size_t mp_fwd_attn_keys_floats(int HS, int T) { return (size_t)((T + FWD_JB - 1) / FWD_JB) * (size_t)HS * FWD_JB; }
+
+void mp_fwd_attn_pack_key(float *kp, const float *k, int HS, int t) {
+    float *dst = kp + (size_t)(t / FWD_JB) * (size_t)HS * FWD_JB + t % FWD_JB;
+    for (int d = 0; d < HS; d++) dst[(size_t)d * FWD_JB] = k[d];
+}
+
+/* Scores of the RB rows q [RB] (row stride ldq) for keys [j0, j0+JB), which every one of them sees,
+ * in two halves of VB keys: RB x VB accumulators (16 zmm in the v4 clone); the key block kp
+ * [HS][JB] (contiguous: 32 KiB at HS 128) is read once per half for RB rows, in order. Per
+ * element the sum of the reference: fmaf over d ascending from 0, then · scale. */
+static inline void attn_scores_rb(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T, float scale,
+                                  int j0) {
+    const float *kb = kp + (size_t)(j0 / FWD_JB) * (size_t)HS * FWD_JB;
+    for (int h0 = 0; h0 < FWD_JB; h0 += FWD_VB) {
+        float acc[FWD_RB][FWD_VB];
+        for (int r = 0; r < FWD_RB; r++) {
+#pragma omp simd
+            for (int u = 0; u < FWD_VB; u++) acc[r][u] = 0.0f;
+        }
+        for (int d = 0; d < HS; d++) {
+            const float *kd = kb + (size_t)d * FWD_JB + h0;
+#pragma GCC unroll 8
+            for (int r = 0; r < FWD_RB; r++) {
+                const float a = q[r * ldq + d];
+#pragma omp simd
+                for (int u = 0; u < FWD_VB; u++) acc[r][u] = fmaf(a, kd[u], acc[r][u]);
+            }
+        }
+        for (int r = 0; r < FWD_RB; r++) {
+#pragma omp simd
+            for (int u = 0; u < FWD_VB; u++) s[(size_t)r * T + j0 + h0 + u] = acc[r][u] * scale;
+        }
+    }
+}
+
+/* One row's keys [j0, n): blocks of JB, then one at a time; the masked rest [n, T) is -inf (from n
+ * even when j0 > n). */
+static inline void attn_scores_row(float *row, const float *qi, const float *kp, int HS, int T, int n, float scale,
+                                   int j0) {
+    for (; j0 + FWD_JB <= n; j0 += FWD_JB) {
+        float acc[FWD_JB];
+#pragma omp simd
+        for (int u = 0; u < FWD_JB; u++) acc[u] = 0.0f;
+        const float *kb = kp + (size_t)(j0 / FWD_JB) * (size_t)HS * FWD_JB;
+        for (int d = 0; d < HS; d++) {
+            const float a = qi[d];
+            const float *kd = kb + (size_t)d * FWD_JB;
+#pragma omp simd
+            for (int u = 0; u < FWD_JB; u++) acc[u] = fmaf(a, kd[u], acc[u]);
+        }
+#pragma omp simd
+        for (int u = 0; u < FWD_JB; u++) row[j0 + u] = acc[u] * scale;
+    }
+    for (int j = j0; j < n; j++) {
+        float acc = 0.0f;
+        const float *kj = kp + (size_t)(j / FWD_JB) * (size_t)HS * FWD_JB + j % FWD_JB;
+        for (int d = 0; d < HS; d++) acc = fmaf(qi[d], kj[(size_t)d * FWD_JB], acc);
+        row[j] = acc * scale;
+    }
+    for (int j = n; j < T; j++) row[j] = -INFINITY;
+}
 
 FWD_CLONES
-void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kt, int HS, int T, int causal,
+void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T, int causal,
                         float scale, int i0, int i1) {
-    for (int i = i0; i < i1; i++) {
-        const float *qi = q + i * ldq;
-        float *row = s + (size_t)i * T;
-        const int n = causal ? i + 1 : T;
+    int i = i0;
+    for (; i + FWD_RB <= i1; i += FWD_RB) {
+        /* whole key blocks (in memory: j0 + JB <= T) that any row of the block sees; entries past a
+         * row's own n are computed too and then overwritten with -inf by attn_scores_row */
+        const int nmax = causal ? i + FWD_RB : T;
         int j0 = 0;
-        for (; j0 + FWD_JB <= n; j0 += FWD_JB) {
-            float acc[FWD_JB];
-#pragma omp simd
-            for (int u = 0; u < FWD_JB; u++) acc[u] = 0.0f;
-            for (int d = 0; d < HS; d++) {
-                const float a = qi[d];
-                const float *kd = kt + (size_t)d * T + j0;
-#pragma omp simd
-                for (int u = 0; u < FWD_JB; u++) acc[u] = fmaf(a, kd[u], acc[u]);
-            }
-#pragma omp simd
-            for (int u = 0; u < FWD_JB; u++) row[j0 + u] = acc[u] * scale;
-        }
-        for (int j = j0; j < n; j++) {
-            float acc = 0.0f;
-            for (int d = 0; d < HS; d++) acc = fmaf(qi[d], kt[(size_t)d * T + j], acc);
-            row[j] = acc * scale;
-        }
-        for (int j = n; j < T; j++) row[j] = -INFINITY;
+        for (; j0 < nmax && j0 + FWD_JB <= T; j0 += FWD_JB) attn_scores_rb(s + (size_t)i * T, q + i * ldq, ldq, kp, HS, T, scale, j0);
+        for (int r = 0; r < FWD_RB; r++)
+            attn_scores_row(s + (size_t)(i + r) * T, q + (i + r) * ldq, kp, HS, T, causal ? i + r + 1 : T, scale, j0);
     }
+    for (; i < i1; i++) attn_scores_row(s + (size_t)i * T, q + i * ldq, kp, HS, T, causal ? i + 1 : T, scale, 0);
 }
 
 void mp_fwd_softmax_row(float *row, int n, int len) {
@@ -582,10 +633,51 @@ void mp_fwd_softmax_row(float *row, int n, int len) {
     for (int j = n; j < len; j++) row[j] = 0.0f;
 }
 
+/* o [RB] rows, dims [d0, d0+db) = Σ_j p[r, j] v_j in ascending j from 0: keys [0, nmin) for the
+ * RB rows together (each v slice loaded once for RB rows), then each row's own keys [nmin, n_r),
+ * continuing its sums, so every element is the reference's fmaf chain. db <= VB; a constant VB
+ * keeps the accumulators in registers. */
+static inline __attribute__((always_inline)) void attn_mix_rb(float *o, int64_t ldo, const float *p, const float *v,
+                                                              int64_t ldv, int T, int nmin, const int *n, int d0,
+                                                              const int db) {
+    float acc[FWD_RB][FWD_VB];
+    for (int r = 0; r < FWD_RB; r++) {
+#pragma omp simd
+        for (int u = 0; u < db; u++) acc[r][u] = 0.0f;
+    }
+    for (int j = 0; j < nmin; j++) {
+        const float *vj = v + j * ldv + d0;
+#pragma GCC unroll 8
+        for (int r = 0; r < FWD_RB; r++) {
+            const float pj = p[(size_t)r * T + j];
+#pragma omp simd
+            for (int u = 0; u < db; u++) acc[r][u] = fmaf(pj, vj[u], acc[r][u]);
+        }
+    }
+    for (int r = 0; r < FWD_RB; r++) {
+        for (int j = nmin; j < n[r]; j++) {
+            const float pj = p[(size_t)r * T + j];
+            const float *vj = v + j * ldv + d0;
+#pragma omp simd
+            for (int u = 0; u < db; u++) acc[r][u] = fmaf(pj, vj[u], acc[r][u]);
+        }
+#pragma omp simd
+        for (int u = 0; u < db; u++) o[r * ldo + d0 + u] = acc[r][u];
+    }
+}
+
 FWD_CLONES
 void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T, int causal,
                      int i0, int i1) {
-    for (int i = i0; i < i1; i++) {
+    int i = i0;
+    for (; i + FWD_RB <= i1; i += FWD_RB) {
+        int n[FWD_RB];
+        for (int r = 0; r < FWD_RB; r++) n[r] = causal ? i + r + 1 : T;
+        int d0 = 0;
+        for (; d0 + FWD_VB <= HS; d0 += FWD_VB) attn_mix_rb(o + i * ldo, ldo, p + (size_t)i * T, v, ldv, T, n[0], n, d0, FWD_VB);
+        if (d0 < HS) attn_mix_rb(o + i * ldo, ldo, p + (size_t)i * T, v, ldv, T, n[0], n, d0, HS - d0);
+    }
+    for (; i < i1; i++) {
         float *oi = o + i * ldo;
         const float *pi = p + (size_t)i * T;
         const int n = causal ? i + 1 : T;

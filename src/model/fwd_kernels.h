@@ -111,17 +111,26 @@ void mp_fwd_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int R,
 /* In place on one head vector x [HS] at one position (cos_p, sin_p [R/2]); dims >= R unchanged. */
 void mp_fwd_rope(float *x, const float *cos_p, const float *sin_p, int R);
 
-/* Scores of one head: s [T,T] row i, j < n_i (n_i = causal ? i+1 : T) = (q_i·k_j) · scale;
- * s[i,j >= n_i] = -inf. q [T] rows of stride ldq; kt [HS, T] the keys transposed (row stride T).
- * Rows [i0, i1) only. */
-void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kt, int HS, int T,
+/* Keys packed for mp_fwd_attn_scores: blocks of 64 positions, kp [ceil(T/64)][HS][64]
+ * (kp[(t/64)*HS*64 + d*64 + t%64] = k_t[d]), so a block of keys is one contiguous 32 KiB run
+ * (HS 128) instead of HS rows T apart. Floats needed: */
+size_t mp_fwd_attn_keys_floats(int HS, int T);
+/* Writes key k [HS] of position t into kp. */
+void mp_fwd_attn_pack_key(float *kp, const float *k, int HS, int t);
+/* Scores of one head: s [T,T] row i, j < n_i (n_i = causal ? i+1 : T) = (q_i·k_j) · scale, the sum
+ * over d ascending with fmaf (as the reference, bit for bit); s[i,j >= n_i] = -inf. q [T] rows of
+ * stride ldq; kp the packed keys (mp_fwd_attn_pack_key). Rows [i0, i1) only; blocks of 8 rows x
+ * 64 keys in registers. */
+void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T,
                         int causal, float scale, int i0, int i1);
 /* Reference with k [T] rows of stride ldk. */
 void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk,
                             int HS, int T, int causal, float scale);
 /* Softmax in place over row[0, n); row[n, len) set to 0. */
 void mp_fwd_softmax_row(float *row, int n, int len);
-/* o_i [HS] (row stride ldo) = Σ_{j<n_i} p[i,j] v_j for rows [i0, i1); p [T,T]; v rows stride ldv. */
+/* o_i [HS] (row stride ldo) = Σ_{j<n_i} p[i,j] v_j for rows [i0, i1), fmaf in ascending j from 0
+ * (the same bits as a plain loop); p [T,T]; v rows stride ldv (contiguous rows, ldv = HS, read
+ * fastest). Blocks of 4 rows x 64 dims in registers. */
 void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T,
                      int causal, int i0, int i1);
 

@@ -16,7 +16,7 @@ of the attention), and with --peak the measured torch matmul rates of this machi
 ([1024, 4096] x [4096, 14336], bf16 and f32).
 
 usage: probe_torch.py MODEL_DIR IDS.npy [--layers 4] [--threads 2] [--dtype bf16|f32] [--attn eager|legacy]
-                      [--peak [--peak-only]]
+                      [--peak [--peak-only] [--peak-dtype both|bf16|f32]]
 """
 import argparse
 import json
@@ -105,11 +105,14 @@ def main():
                     help="eager: HF's eager attention (default); legacy: the peer of issue #8 (f32 score copies)")
     ap.add_argument("--peak", action="store_true")
     ap.add_argument("--peak-only", action="store_true", help="measure the matmul rates and stop")
+    ap.add_argument("--peak-dtype", default="both", choices=["both", "bf16", "f32"])
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if a.peak:
-        print(f"torch_matmul_gflops_bf16 {matmul_peak(torch.bfloat16, a.threads):.1f}")
-        print(f"torch_matmul_gflops_f32 {matmul_peak(torch.float32, a.threads):.1f}")
+        if a.peak_dtype in ("both", "bf16"):
+            print(f"torch_matmul_gflops_bf16 {matmul_peak(torch.bfloat16, a.threads):.1f}")
+        if a.peak_dtype in ("both", "f32"):
+            print(f"torch_matmul_gflops_f32 {matmul_peak(torch.float32, a.threads):.1f}")
         sys.stdout.flush()
         if a.peak_only:
             return 0
@@ -136,7 +139,7 @@ def main():
     mask = torch.full((S, S), float("-inf")).triu(1).to(dt)
     acc = torch.zeros(L, S, S, dtype=torch.float64)
     rep = NH // NKV
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with torch.inference_mode():
         for s in range(N):
             x = emb[torch.from_numpy(ids[s])].to(dt)
@@ -163,7 +166,7 @@ def main():
                 g = h2 @ W[p + "mlp.gate_proj.weight"].T
                 u = h2 @ W[p + "mlp.up_proj.weight"].T
                 x = x + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
-    secs = time.perf_counter() - t0
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     per_tok = 2.0 * (C * NH * HS + 2 * C * NKV * HS + NH * HS * C + 3 * C * FF)
     flops = N * L * (S * per_tok + 2.0 * 2.0 * S * (S + 1) / 2 * HS * NH)
     print(f"torch_dtype {a.dtype}")
@@ -171,6 +174,8 @@ def main():
     print(f"torch_tokens_per_s {N * S / secs:.1f}")
     print(f"torch_gflops {flops / secs / 1e9:.1f}")
     print(f"torch_seconds {secs:.2f}")
+    print(f"torch_cpu_seconds {cpu:.2f}")  # all threads: flops per CPU second is robust to other jobs
+    print(f"torch_gflops_per_cpu_s {flops / cpu / 1e9:.1f}")
     print(f"torch_map_checksum {float(acc.nan_to_num(0, 0, 0).sum()):.6g}")
     return 0
 

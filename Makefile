@@ -90,6 +90,14 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libmaskpos.a $(HDRS) Makefile
 	$(CC) $(CFLAGS) -DMP_TEST_BIN='"$(abspath $(BUILD))/maskpos"' -DMP_SOURCE_DIR='"$(CURDIR)"' \
 	    $< -o $@ $(LDFLAGS) $(BUILD)/libmaskpos.a $(LDLIBS) $(shell pkg-config --libs cmocka)
 
+# The viewer's page script and style (src/viz/view.js, view.css) become C string literals that
+# src/viz/view.c includes (src/viz/view.awk: one literal per line, nothing beyond awk).
+CFLAGS += -I$(BUILD)/gen
+$(BUILD)/gen/viz/view_assets.h: src/viz/view.css src/viz/view.js src/viz/view.awk
+	@mkdir -p $(dir $@)
+	awk -f src/viz/view.awk src/viz/view.css src/viz/view.js > $@.tmp && mv $@.tmp $@
+$(BUILD)/obj/src/viz/view.o: $(BUILD)/gen/viz/view_assets.h
+
 test: $(BUILD)/maskpos $(TEST_BIN)
 	@scripts/run_tests.sh $(BUILD)
 

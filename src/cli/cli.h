@@ -26,6 +26,7 @@ int mp_cmd_logits(int argc, char **argv);   /* src/cli/logits.c */
 int mp_cmd_generate(int argc, char **argv); /* src/cli/generate.c */
 int mp_cmd_train(int argc, char **argv);    /* src/cli/train.c */
 int mp_cmd_gram(int argc, char **argv);     /* src/cli/gram.c */
+int mp_cmd_view(int argc, char **argv);     /* src/cli/view.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

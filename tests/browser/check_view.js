@@ -1,0 +1,223 @@
+// check_view.js — test-only: opens a page written by `maskpos view` in Debian's headless Chromium
+// (through playwright-core), switches layer, head and view, hovers cells and compares the value
+// the page shows with the .npy entry read here (an independent reader; diagonal means computed
+// here from scores.npy), within the storage precision of docs/view.md: float16 maps hold the
+// residue R = S − diagonal mean, so |shown − npy| ≤ 2^-11·|R| (+ display rounding, 1e-6 relative);
+// 8-bit maps are within the half step the page states, which must be ≤ 1/200 of the map's range.
+// Also: drag-zoom changes the axis, the difference panel appears, profiles are drawn, no console
+// or page errors.
+// usage: node check_view.js PAGE.html DIR [DIR2] [--shot FILE.png] [--wrong] [--bytes-text FILE]
+//   --bytes-text: the run is `probe --data FILE --pack` of a byte model with BOS: the hover must
+//     name the tokens of sequence 1, position p ≥ 1 being byte p − 1 of FILE;
+//   --wrong: compare against the neighbouring cell (j+1) instead: the check must then FAIL.
+// Prints one line per check and a closing PASS/FAIL line; exit 0 when every check holds.
+"use strict";
+const fs = require("fs");
+const path = require("path");
+const { chromium } = require("playwright-core");
+
+// ---------------------------------------------------------------- .npy reader (float32/64, C order)
+function readNpy(file) {
+  const b = fs.readFileSync(file);
+  if (b.toString("latin1", 0, 6) !== "\x93NUMPY") throw new Error(file + ": not a .npy file");
+  const major = b[6], hl = major === 1 ? b.readUInt16LE(8) : b.readUInt32LE(8), h0 = major === 1 ? 10 : 12;
+  const hdr = b.toString("latin1", h0, h0 + hl);
+  const descr = /'descr':\s*'([^']+)'/.exec(hdr)[1], shape = /'shape':\s*\(([^)]*)\)/.exec(hdr)[1];
+  if (/True/.test(/'fortran_order':\s*(\w+)/.exec(hdr)[1])) throw new Error(file + ": Fortran order");
+  const dims = shape.split(",").map((s) => s.trim()).filter((s) => s).map(Number);
+  const data = b.subarray(h0 + hl), n = dims.reduce((a, c) => a * c, 1);
+  const out = new Float64Array(n);
+  if (descr === "<f8") for (let k = 0; k < n; k++) out[k] = data.readDoubleLE(8 * k);
+  else if (descr === "<f4") for (let k = 0; k < n; k++) out[k] = data.readFloatLE(4 * k);
+  else throw new Error(file + ": dtype " + descr);
+  return { shape: dims, v: out };
+}
+
+// Map m (S,S) at offset off of a stack; mean of the finite entries of rows ia..ib, cols ja..jb.
+function blockMean(a, off, S, ia, ib, ja, jb) {
+  let s = 0, w = 0;
+  for (let i = ia; i <= ib; i++) for (let j = ja; j <= jb; j++) {
+    const x = a.v[off + i * S + j];
+    if (Number.isFinite(x)) { s += x; w++; }
+  }
+  return w ? s / w : NaN;
+}
+// Diagonal means of map (S,S) at off: dm[i − j + S − 1] over finite entries.
+function diagMeans(a, off, S) {
+  const s = new Float64Array(2 * S - 1), w = new Float64Array(2 * S - 1);
+  for (let i = 0; i < S; i++) for (let j = 0; j < S; j++) {
+    const x = a.v[off + i * S + j];
+    if (Number.isFinite(x)) { s[i - j + S - 1] += x; w[i - j + S - 1]++; }
+  }
+  return s.map((x, d) => (w[d] ? x / w[d] : NaN));
+}
+function rangeOf(a, off, S) {
+  let lo = Infinity, hi = -Infinity;
+  for (let k = 0; k < S * S; k++) { const x = a.v[off + k]; if (Number.isFinite(x)) { lo = Math.min(lo, x); hi = Math.max(hi, x); } }
+  return hi - lo;
+}
+function parseRange(t) {
+  const m = /^(\d+)(?:–(\d+))?$/.exec(t.trim());
+  if (!m) throw new Error("cannot read position '" + t + "'");
+  return [Number(m[1]), Number(m[2] === undefined ? m[1] : m[2])];
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const shotAt = args.indexOf("--shot");
+  const shot = shotAt >= 0 ? args.splice(shotAt, 2)[1] : null;
+  const wrongAt = args.indexOf("--wrong");
+  const wrong = wrongAt >= 0 ? (args.splice(wrongAt, 1), 1) : 0;
+  const textAt = args.indexOf("--bytes-text");
+  const text = textAt >= 0 ? fs.readFileSync(args.splice(textAt, 2)[1]) : null;
+  const [page_file, dir, dir2] = args;
+  if (!page_file || !dir) {
+    console.log("usage: node check_view.js PAGE.html DIR [DIR2] [--shot FILE.png] [--wrong]");
+    return 2;
+  }
+  const opt = (f) => (fs.existsSync(path.join(dir, f)) ? readNpy(path.join(dir, f)) : null);
+  const scores = opt("scores.npy"), se = opt("scores_se.npy"), probs = opt("probs.npy"), heads = opt("scores_heads.npy");
+  const L = scores.shape[0], S = scores.shape[1], H = heads ? heads.shape[1] : 0;
+  const browser = await chromium.launch({
+    executablePath: "/usr/bin/chromium",
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  const fails = [];
+  let nchecks = 0;
+  const check = (ok, what) => { nchecks++; console.log((ok ? "ok   " : "FAIL ") + what); if (!ok) fails.push(what); };
+  try {
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+    const errors = [], requests = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
+    const t0 = Date.now();
+    await page.goto("file://" + path.resolve(page_file), { waitUntil: "load", timeout: 60000 });
+    await page.waitForSelector("#mpv0 canvas.mpv-map", { timeout: 60000 });
+    const openMs = Date.now() - t0;
+    const nruns = dir2 ? 2 : 1;
+    check((await page.$$("#mpv0 canvas.mpv-map")).length === nruns, `${nruns} map panel(s) drawn`);
+
+    // hover the stored cell holding position (i, j) of run 0; returns what the page shows
+    const hover = async (i, j) => {
+      const box = await page.$eval("#mpv0 canvas.mpv-map", (c) => { const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
+      const n = await page.evaluate(() => window.mpvViewers.mpv0.panels[0].cur.n);
+      const g = await page.evaluate(() => window.mpvViewers.mpv0.panels[0].range);
+      const u = Math.floor((i * n) / S), v = Math.floor((j * n) / S);
+      const x = box[0] + ((v - g.c0 + 0.5) * box[2]) / (g.c1 - g.c0), y = box[1] + ((u - g.r0 + 0.5) * box[2]) / (g.r1 - g.r0);
+      await page.mouse.move(x, y);
+      return page.evaluate(() => {
+        const q = (s) => document.querySelector("#mpv0 .mpv-info " + s);
+        const v = q('.mpv-val[data-run="0"]');
+        return { i: q(".mpv-i") && q(".mpv-i").textContent, j: q(".mpv-j") && q(".mpv-j").textContent,
+                 val: v ? Number(v.textContent) : NaN, tol: v ? Number(v.dataset.tol) : NaN, text: q(".mpv-val") ? document.querySelector("#mpv0 .mpv-info").textContent : "" };
+      });
+    };
+    const select = async (cls, value) => { await page.selectOption("#mpv0 select." + cls, String(value)); };
+
+    // expected value at the hovered cell (block mean when the page stored an area-averaged map)
+    const expect = async (what, arr, off, i, j, residOf, f16) => {
+      const got = await hover(i, j);
+      const [ia, ib] = parseRange(got.i), [ja0, jb0] = parseRange(got.j);
+      const ja = ja0 + wrong, jb = jb0 + wrong;
+      const want = blockMean(arr, off, S, ia, ib, ja, jb);
+      let tol;
+      if (f16) tol = Math.abs(residOf(ia, ja)) * Math.pow(2, -11) * 1.001 + Math.abs(want) * 1e-6 + 1e-12;
+      else {
+        tol = got.tol * 1.001 + Math.abs(want) * 1e-6;
+        check(got.tol <= rangeOf(arr, off, S) / 200, `${what}: 8-bit half step ${got.tol} ≤ range/200`);
+      }
+      const okPos = ia <= i && i <= ib && ja0 <= j && j <= jb0;
+      check(okPos && Math.abs(got.val - want) <= tol,
+            `${what}: i=${got.i} j=${got.j} shows ${got.val}, .npy ${want} (|Δ| ${Math.abs(got.val - want).toExponential(2)} ≤ ${tol.toExponential(2)})`);
+      return got;
+    };
+
+    // the colour bar's ends are the first and last anchors of viz/cmap.c (hard-coded here)
+    const barEnds = () => page.$eval("#mpv0 canvas.mpv-cbar", (c) => {
+      const x = c.getContext("2d"), top = x.getImageData(7, 0, 1, 1).data, bot = x.getImageData(7, c.height - 1, 1, 1).data;
+      return [Array.from(top.slice(0, 3)), Array.from(bot.slice(0, 3))];
+    });
+    const near = (a, b) => a.every((x, k) => Math.abs(x - b[k]) <= 1);
+    let ends = await barEnds();
+    check(near(ends[0], [0xfa, 0xeb, 0xdd]) && near(ends[1], [0x03, 0x05, 0x1a]), `raw view: rocket colour bar ends ${JSON.stringify(ends)}`);
+
+    const l = L - 1, i = Math.floor(0.8 * S), j = Math.floor(0.3 * S), off = l * S * S;
+    const dm = diagMeans(scores, off, S);
+    const resid = (a, b) => scores.v[off + a * S + b] - dm[a - b + S - 1];
+    await select("mpv-layer", l);
+    await expect(`layer ${l + 1} raw`, scores, off, i, j, resid, true);
+    if (text) {
+      const got = await hover(i, j);
+      const q = "query token " + JSON.stringify(text.toString("latin1", i - 1, i)), k = "key token " + JSON.stringify(text.toString("latin1", j - 1, j));
+      check(got.text.includes(q) && got.text.includes(k),
+            `text of sequence 1 at i=${i}, j=${j}: ${JSON.stringify(got.text.slice(got.text.indexOf("sequence 1")))}`);
+    }
+    await select("mpv-view", "diag");
+    ends = await barEnds();
+    check(near(ends[0], [0xa9, 0x37, 0x3b]) && near(ends[1], [0x23, 0x69, 0xbd]), `residue view: vlag colour bar ends ${JSON.stringify(ends)}`);
+    const res = { v: scores.v.map((x, k) => (k >= off && k < off + S * S ? x - dm[Math.floor((k - off) / S) - ((k - off) % S) + S - 1] : x)) };
+    await expect(`layer ${l + 1} diagonal-normalised`, res, off, i, j, resid, true);
+    const diagnorm = opt("scores_diagnorm.npy");
+    if (diagnorm) await expect(`layer ${l + 1} diagonal-normalised vs scores_diagnorm.npy`, diagnorm, off, i, j, resid, true);
+    if (se) {
+      await select("mpv-view", "se");
+      await expect(`layer ${l + 1} standard error`, se, off, i, j, (a, b) => se.v[off + a * S + b], true);
+    }
+    if (probs) {
+      await select("mpv-view", "probs");
+      await expect(`layer ${l + 1} probabilities`, probs, off, i, j, (a, b) => probs.v[off + a * S + b], true);
+    }
+    if (H > 0) {
+      await select("mpv-view", "raw");
+      await select("mpv-layer", 0);
+      await select("mpv-head", H - 1);
+      const hoff = (0 * H + (H - 1)) * S * S, hdm = diagMeans(heads, hoff, S);
+      const f16 = await page.evaluate(() => window.mpvViewers.mpv0.runs[0].arrays.heads.enc === "f16");
+      const got = await expect(`layer 1 head ${H - 1} raw`, heads, hoff, i, j, (a, b) => heads.v[hoff + a * S + b] - hdm[a - b + S - 1], f16);
+      check(/mean of a/.test(got.text) === !/^\d+$/.test(got.i), "block note shown exactly when the map is area-averaged");
+      await select("mpv-head", -1);
+      await select("mpv-layer", l);
+    }
+    // drag-zoom: from 10 % to 40 % of the map; the key axis must then start near 10 %
+    await select("mpv-view", "raw");
+    const box = await page.$eval("#mpv0 canvas.mpv-map", (c) => { const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
+    await page.mouse.move(box[0] + 0.1 * box[2], box[1] + 0.6 * box[2]);
+    await page.mouse.down();
+    await page.mouse.move(box[0] + 0.3 * box[2], box[1] + 0.8 * box[2], { steps: 5 });
+    await page.mouse.move(box[0] + 0.4 * box[2], box[1] + 0.9 * box[2], { steps: 5 });
+    await page.mouse.up();
+    const x0 = Number(await page.$eval("#mpv0 .mpv-xlab span", (s) => s.textContent));
+    check(Math.abs(x0 - 0.1 * S) <= 0.02 * S + 2, `drag-zoom: key axis starts at ${x0} (want ≈ ${0.1 * S})`);
+    await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), resid, true);
+    const inked = await page.$eval("#mpv0 canvas.mpv-profile-row", (c) => {
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let k = 0;
+      for (let a = 3; a < d.length; a += 4) k += d[a] > 0;
+      return k;
+    });
+    check(inked > 200, `row profile drawn (${inked} pixels)`);
+    if (dir2) {
+      await page.check("#mpv0 input.mpv-diff");
+      check((await page.$$("#mpv0 canvas.mpv-map")).length === 3, "difference panel beside the two runs");
+      const both = await page.$$eval('#mpv0 .mpv-info .mpv-val', (v) => v.map((e) => e.textContent));
+      check(both.length >= 2, `hover shows ${both.length} values (each run and the difference)`);
+    }
+    if (shot) {
+      await page.mouse.move(box[0] + 0.55 * box[2], box[1] + 0.7 * box[2]);
+      await page.screenshot({ path: shot, fullPage: true });
+    }
+    const ready = await page.$eval("#mpv0", (d) => d.dataset.mpvReady);
+    check(errors.length === 0, `no console or page errors${errors.length ? ": " + errors[0] : ""}`);
+    check(requests.length === 0, `no network requests${requests.length ? ": " + requests[0] : ""}`);
+    console.log(`open: ${openMs} ms to the first map (viewer start ${ready} ms); page ${(fs.statSync(page_file).size / 1048576).toFixed(1)} MiB`);
+  } finally {
+    await browser.close();
+  }
+  const ok = fails.length === 0 && nchecks > 5;
+  console.log(`${ok ? "PASS" : "FAIL"}: ${nchecks - fails.length} of ${nchecks} checks hold`);
+  return ok ? 0 : 1;
+}
+
+main().then((c) => process.exit(c), (e) => { console.log("FAIL: " + e.message.split("\n")[0]); process.exit(1); });

@@ -7,7 +7,8 @@
  * colour bars' ends with the anchors of viz/cmap.c; and the check fails when it compares with the
  * neighbouring cell. Runs: simulate causal vs bidirectional (with probabilities), probe --per-head
  * --data on the embedded RoPE model (heads, text), and a synthetic run whose per-head maps must be
- * stored in 8 bits and area-averaged to fit a small budget.
+ * stored in 8 bits and area-averaged to fit a small budget; and the viewer folded under a figure
+ * of report.html (every viewer of the page must start).
  * In C: the float16 exponent rule; bad input (one line, exit 2, no page left behind); the size
  * budget; theory's layer2_scores.npy.
  */
@@ -135,6 +136,19 @@ static void test_budget_in_browser(void **state) {
     browser_check(page, run, NULL, NULL);
 }
 
+/* report.html: the viewer folded under Figure 4 opens and shows the runs' values. */
+static void test_report_viewer_in_browser(void **state) {
+    (void)state;
+    need_browser();
+    const char *d = mp_test_tmpdir();
+    char out[8192], page[512], c1[512], c2[512];
+    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --only fig4 --batch 200 --out %s", d), 0);
+    snprintf(page, sizeof page, "%s/report.html", d);
+    snprintf(c1, sizeof c1, "%s/fig4/causal_alpha_0", d);
+    snprintf(c2, sizeof c2, "%s/fig4/causal_alpha_0.5", d);
+    browser_check(page, c1, c2, "--id mpv-fig1");
+}
+
 static void test_theory_and_bad_input(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -184,6 +198,7 @@ int main(void) {
         cmocka_unit_test(test_simulate_pair_in_browser),
         cmocka_unit_test(test_probe_heads_and_text_in_browser),
         cmocka_unit_test(test_budget_in_browser),
+        cmocka_unit_test(test_report_viewer_in_browser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

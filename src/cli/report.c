@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h" /* MpAtomicFile, mp_path_join */
+#include "core/util.h" /* MpAtomicFile, mp_path_join, mp_file_exists */
+#include "viz/view.h"  /* interactive viewers under the figures */
 
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
                    const char *note) {
@@ -25,6 +26,14 @@ void mp_report_fig(MpReport *r, const char *caption, const char *path) {
     snprintf(r->figs[r->nfigs].caption, sizeof r->figs[0].caption, "%s", caption);
     snprintf(r->figs[r->nfigs].path, sizeof r->figs[0].path, "%s", path);
     r->nfigs++;
+}
+
+void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir) {
+    for (int i = 0; i < r->nfigs; i++) {
+        MpReportFig *g = &r->figs[i];
+        if (strcmp(g->path, fig_path) || g->nviews >= MP_REPORT_MAX_VIEWS) continue;
+        snprintf(g->views[g->nviews++], sizeof g->views[0], "%s", dir);
+    }
 }
 
 /* ================================================================ Markdown */
@@ -109,6 +118,31 @@ static int html_base64_file(FILE *f, const char *path, MpErr *e) {
     return bad ? mp_err_set(e, "%s: read error", path) : MP_OK;
 }
 
+/* The figure's run folders in an interactive viewer, folded under the figure; a viewer that
+ * cannot be made (a folder without maps) is a note, never a failed report. */
+static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
+    char paths[MP_REPORT_MAX_VIEWS][4096], id[32];
+    const char *dirs[MP_REPORT_MAX_VIEWS];
+    MpErr e;
+    int n = 0;
+    for (int v = 0; v < g->nviews; v++) /* a stage that failed left no folder: view the others */
+        if (mp_path_join(paths[n], sizeof paths[n], dir, g->views[v], &e) == MP_OK && mp_file_exists(paths[n]))
+            dirs[n] = paths[n], n++;
+    if (!n) return;
+    MpViewOptions o;
+    mp_view_options_default(&o);
+    o.max_mb = 16; /* per figure: the report stays one file of reasonable size */
+    snprintf(id, sizeof id, "mpv-fig%d", k + 1);
+    fputs("<details class=\"mpv-details\"><summary>Explore these maps: layers, raw / residue / standard error / z, hover, "
+          "zoom, difference</summary>\n", f);
+    if (mp_view_write_block(f, id, dirs, (const char *const *)NULL, n, &o, NULL, &e) != MP_OK) {
+        fputs("<p>viewer unavailable: ", f);
+        html_text(f, e.msg);
+        fputs("</p>", f);
+    }
+    fputs("</details>\n", f);
+}
+
 int mp_report_write_html(const MpReport *r, const char *dir, const char *path, MpErr *e) {
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
@@ -118,8 +152,12 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     fputs("</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:14px}"
           "th{background:#f4f4f4}tr.bad td{background:#fff4e0}img{max-width:100%;border:1px solid #eee}"
-          "figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em}</style></head><body>\n<h1>",
+          "figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em}</style>\n",
           f);
+    int views = 0;
+    for (int i = 0; i < r->nfigs; i++) views += r->figs[i].nviews > 0;
+    if (views) mp_view_write_style(f);
+    fputs("</head><body>\n<h1>", f);
     html_text(f, r->title);
     fputs("</h1>\n<p>", f);
     html_text(f, r->intro);
@@ -152,6 +190,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
         fputs("\" src=\"data:image/png;base64,", f);
         if (html_base64_file(f, fp, e) != MP_OK) goto fail;
         fputs("\"></figure>\n", f);
+        if (r->figs[i].nviews) html_viewer(f, dir, &r->figs[i], i);
     }
     if (r->stats_rows) {
         fputs("<h2>", f);
@@ -179,6 +218,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
         html_text(f, r->footer);
         fputs("</p>\n", f);
     }
+    if (views) mp_view_write_script(f);
     fputs("</body></html>\n", f);
     return mp_atomic_commit(&af, e);
 fail:

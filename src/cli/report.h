@@ -21,9 +21,15 @@ typedef struct MpReportRow {
     int ok;
 } MpReportRow;
 
+#define MP_REPORT_MAX_VIEWS 4
+
 typedef struct MpReportFig {
     char caption[256];
     char path[256]; /* relative to the report's folder */
+    /* run folders (relative to the report's folder) explored by an interactive viewer under the
+     * figure in report.html (viz/view.h); none: no viewer */
+    char views[MP_REPORT_MAX_VIEWS][128];
+    int nviews;
 } MpReportFig;
 
 typedef struct MpReport {
@@ -45,6 +51,9 @@ typedef struct MpReport {
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
                    const char *note);
 void mp_report_fig(MpReport *r, const char *caption, const char *path);
+/* Adds a run folder to the interactive viewer of the figure whose path is fig_path (ignored when
+ * no such figure or the viewer is full). */
+void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir);
 
 int mp_report_write_md(const MpReport *r, const char *path, MpErr *e);
 /* dir: the folder figure paths are relative to (read to embed them). */

@@ -883,6 +883,19 @@ int mp_cmd_reproduce(int argc, char **argv) {
         if (order[k] >= 0 && fig_paths[order[k]]) mp_report_fig(rp, fig_caption[order[k]], fig_paths[order[k]]);
         if (order[k] < 0 && model_paths[-order[k] - 1]) mp_report_fig(rp, model_caption[-order[k] - 1], model_paths[-order[k] - 1]);
     }
+    /* report.html: an interactive viewer (viz/view.h) of the run folders under each figure */
+    static const char *views[][4] = {
+        {"fig2/figure2.png", "fig2/alpha_0", "fig2/alpha_0.2", NULL},
+        {"fig2/appendix_alpha.png", "fig2/alpha_0.4", "fig2/alpha_0.6", "fig2/alpha_0.8"},
+        {"fig2ln/appendix_layernorm.png", "fig2ln/layernorm_sqrt", "fig2ln/layernorm_d", NULL},
+        {"fig4/figure4.png", "fig4/causal_alpha_0", "fig4/causal_alpha_0.5", "fig4/bidirectional_alpha_0"},
+        {"fig3/gram/gram.png", "fig3/gram", NULL, NULL},
+        {"fig3/figure3_maps.png", "fig3/probe", "fig3/probe_bidirectional", "fig3/parameter_free_S128"},
+        {"fig5/figure5.png", "fig5/rope", "fig5/rope_bidirectional", NULL},
+        {"fig5/figure5_model.png", "fig5/model", "fig5/model_bidirectional", NULL},
+    };
+    for (size_t k = 0; k < sizeof views / sizeof views[0]; k++)
+        for (int d = 1; d < 4 && views[k][d]; d++) mp_report_fig_view(rp, views[k][0], views[k][d]);
     snprintf(rp->stats_title, sizeof rp->stats_title, "Per-run statistics (docs/metrics.md)");
     static const char *heads[8] = {"run", "layer", "NRI", "residue min", "residue max", "rms/noise", "block z", "wall s"};
     rp->stats_cols = 8;

@@ -18,6 +18,7 @@
 #include "kernels/posmap.h"  /* mp_posmap_diagnorm */
 #include "load/quant.h"      /* mp_f32_to_f16 */
 #include "tok/corpus.h"      /* mp_tok_corpus_build: the text of --data runs */
+#include "train/gram.h"      /* mp_train_gram_title: names of gram.npy's matrices */
 #include "viz/cmap.h"        /* mp_plot_cmap_find: the figures' colour maps */
 #include "viz/plot.h"        /* mp_plot_raster_average */
 #include "viz/view_assets.h" /* view_css, view_js (generated from view.css, view.js) */
@@ -70,6 +71,7 @@ typedef struct ViewRun {
     ViewArr scores, se, probs, heads; /* (L,S,S), (L,S,S), (L,S,S), (L,H,S,S) */
     json_t *meta;             /* meta.json or NULL (owned) */
     int causal;               /* every scores map is NaN above its diagonal */
+    int gram;                 /* the maps are gram.npy's nine matrices (a)-(i), not layers */
     json_t *tokens;           /* array of S strings (first sequence) or NULL (owned) */
     char text_note[256];      /* why no text is shown, or "" */
 } ViewRun;
@@ -115,13 +117,15 @@ static int view_arr_check(const ViewArr *a, const char *dir, const char *name, i
 }
 
 static int view_read_scores(ViewRun *r, MpErr *e) {
-    static const char *names[3] = {"scores.npy", "layer_scores.npy", "layer2_scores.npy"};
+    static const char *names[4] = {"scores.npy", "layer_scores.npy", "layer2_scores.npy", "gram.npy"};
     const char *name = NULL;
-    for (int k = 0; k < 3 && !name; k++) {
+    for (int k = 0; k < 4 && !name; k++) {
         if (view_arr_read(&r->scores, r->dir, names[k], e) != MP_OK) return MP_ERR;
         if (r->scores.npy.data) name = names[k];
     }
-    if (!name) return mp_err_set(e, "%s: no scores.npy (nor theory's layer_scores.npy or layer2_scores.npy)", r->dir);
+    if (!name)
+        return mp_err_set(e, "%s: no scores.npy (nor theory's layer_scores.npy or layer2_scores.npy, nor gram.npy)", r->dir);
+    r->gram = !strcmp(name, "gram.npy");
     const MpNpy *a = &r->scores.npy;
     int nd = a->ndim;
     if ((nd != 2 && nd != 3) || a->shape[nd - 1] != a->shape[nd - 2] || a->shape[nd - 1] < 1 ||
@@ -437,6 +441,11 @@ static json_t *view_run_json(const ViewRun *r, ViewBlob *bl, const ViewKind *kin
     const json_t *layers = r->meta ? json_object_get(r->meta, "layers") : NULL;
     if (json_is_array(layers) && json_array_size(layers) == (size_t)r->L)
         json_object_set(j, "layers", (json_t *)layers);
+    if (r->gram && r->L == 9) {
+        json_t *names = json_array();
+        for (int k = 0; k < 9; k++) json_array_append_new(names, json_string(mp_train_gram_title(k)));
+        json_object_set_new(j, "layer_names", names);
+    }
     if (r->meta) {
         static const char *keep[] = {"kind", "model", "data", "n", "batch", "seq", "causal", "rope", "alpha", "norm",
                                      "stats_first_position"};

@@ -5,7 +5,8 @@
  * column = key j, NaN = not observed (the causal mask).
  *
  * Implements:
- *   - reading a run folder: scores.npy (or theory's layer_scores.npy / layer2_scores.npy),
+ *   - reading a run folder: scores.npy (or theory's layer_scores.npy / layer2_scores.npy, or
+ *     gram's gram.npy, its nine matrices in place of layers),
  *     and when present scores_se.npy, probs.npy and scores_heads.npy, with meta.json; shapes are
  *     checked against scores.npy, a bad file is an error naming it;
  *   - the storage of every map (docs/view.md): scores and per-head maps as their residue

@@ -205,7 +205,8 @@
       return s;
     };
     const r0 = this.runs[0];
-    const layerName = (l) => "layer " + (r0.layers && l < r0.layers.length ? r0.layers[l] : l + 1);
+    const layerName = (l) => (r0.layer_names && l < r0.layer_names.length ? r0.layer_names[l]
+      : "layer " + (r0.layers && l < r0.layers.length ? r0.layers[l] : l + 1));
     const layers = [];
     for (let l = 0; l < this.maxL; l++) layers.push([l, layerName(l)]);
     this.layerSel = sel("Layer", "mpv-layer", layers, (v) => { st.layer = +v; });

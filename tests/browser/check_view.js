@@ -6,7 +6,9 @@
 // 8-bit maps are within the half step the page states, which must be ≤ 1/200 of the map's range.
 // Also: drag-zoom changes the axis, the difference panel appears, profiles are drawn, no console
 // or page errors.
-// usage: node check_view.js PAGE.html DIR [DIR2] [--shot FILE.png] [--wrong] [--bytes-text FILE]
+// usage: node check_view.js PAGE.html DIR [DIR2] [--shot FILE.png] [--wrong] [--bytes-text FILE] [--id ID]
+//   --id: the viewer element to check (default mpv0, the page of `maskpos view`); in a report,
+//     every folded viewer is opened and must draw, then viewer ID (DIR: its first run) is checked;
 //   --bytes-text: the run is `probe --data FILE --pack` of a byte model with BOS: the hover must
 //     name the tokens of sequence 1, position p ≥ 1 being byte p − 1 of FILE;
 //   --wrong: compare against the neighbouring cell (j+1) instead: the check must then FAIL.
@@ -68,6 +70,8 @@ async function main() {
   const shot = shotAt >= 0 ? args.splice(shotAt, 2)[1] : null;
   const wrongAt = args.indexOf("--wrong");
   const wrong = wrongAt >= 0 ? (args.splice(wrongAt, 1), 1) : 0;
+  const idAt = args.indexOf("--id");
+  const id = idAt >= 0 ? args.splice(idAt, 2)[1] : "mpv0", V = "#" + id;
   const textAt = args.indexOf("--bytes-text");
   const text = textAt >= 0 ? fs.readFileSync(args.splice(textAt, 2)[1]) : null;
   const [page_file, dir, dir2] = args;
@@ -94,27 +98,34 @@ async function main() {
     page.on("request", (r) => { if (!r.url().startsWith("file:") && !r.url().startsWith("data:")) requests.push(r.url()); });
     const t0 = Date.now();
     await page.goto("file://" + path.resolve(page_file), { waitUntil: "load", timeout: 60000 });
-    await page.waitForSelector("#mpv0 canvas.mpv-map", { timeout: 60000 });
+    // viewers folded under a report's figures start when opened: open them all
+    const folded = await page.$$eval("details.mpv-details", (ds) => { ds.forEach((d) => { d.open = true; }); return ds.length; });
+    if (folded) {
+      await page.waitForFunction((n) => Object.keys(window.mpvViewers || {}).length === n, folded, { timeout: 60000 });
+      const started = await page.$$eval("details.mpv-details", (ds) => ds.filter((d) => d.querySelector("canvas.mpv-map")).length);
+      check(started === folded, `${started} of ${folded} viewers in the page drawn`);
+    }
+    await page.waitForSelector(`${V} canvas.mpv-map`, { timeout: 60000 });
     const openMs = Date.now() - t0;
-    const nruns = dir2 ? 2 : 1;
-    check((await page.$$("#mpv0 canvas.mpv-map")).length === nruns, `${nruns} map panel(s) drawn`);
+    const nruns = await page.evaluate((id) => window.mpvViewers[id].runs.length, id);
+    check((await page.$$(`${V} canvas.mpv-map`)).length === nruns && nruns >= (dir2 ? 2 : 1), `${nruns} map panel(s) drawn`);
 
     // hover the stored cell holding position (i, j) of run 0; returns what the page shows
     const hover = async (i, j) => {
-      const box = await page.$eval("#mpv0 canvas.mpv-map", (c) => { const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
-      const n = await page.evaluate(() => window.mpvViewers.mpv0.panels[0].cur.n);
-      const g = await page.evaluate(() => window.mpvViewers.mpv0.panels[0].range);
+      const box = await page.$eval(`${V} canvas.mpv-map`, (c) => { c.scrollIntoView({ block: "center" }); const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
+      const n = await page.evaluate((id) => window.mpvViewers[id].panels[0].cur.n, id);
+      const g = await page.evaluate((id) => window.mpvViewers[id].panels[0].range, id);
       const u = Math.floor((i * n) / S), v = Math.floor((j * n) / S);
       const x = box[0] + ((v - g.c0 + 0.5) * box[2]) / (g.c1 - g.c0), y = box[1] + ((u - g.r0 + 0.5) * box[2]) / (g.r1 - g.r0);
       await page.mouse.move(x, y);
-      return page.evaluate(() => {
-        const q = (s) => document.querySelector("#mpv0 .mpv-info " + s);
+      return page.evaluate((sel) => {
+        const q = (s) => document.querySelector(sel + " .mpv-info " + s);
         const v = q('.mpv-val[data-run="0"]');
         return { i: q(".mpv-i") && q(".mpv-i").textContent, j: q(".mpv-j") && q(".mpv-j").textContent,
-                 val: v ? Number(v.textContent) : NaN, tol: v ? Number(v.dataset.tol) : NaN, text: q(".mpv-val") ? document.querySelector("#mpv0 .mpv-info").textContent : "" };
-      });
+                 val: v ? Number(v.textContent) : NaN, tol: v ? Number(v.dataset.tol) : NaN, text: v ? document.querySelector(sel + " .mpv-info").textContent : "" };
+      }, V);
     };
-    const select = async (cls, value) => { await page.selectOption("#mpv0 select." + cls, String(value)); };
+    const select = async (cls, value) => { await page.selectOption(`${V} select.` + cls, String(value)); };
 
     // expected value at the hovered cell (block mean when the page stored an area-averaged map)
     const expect = async (what, arr, off, i, j, residOf, f16) => {
@@ -129,7 +140,7 @@ async function main() {
         check(got.tol <= rangeOf(arr, off, S) / 200, `${what}: 8-bit half step ${got.tol} ≤ range/200`);
       }
       // the pointer lands on the cell holding (i, j), or next to it when cells are under a pixel wide
-      const slack = 2 * (ib - ia + 1) * Math.max(1, Math.ceil(S / (await page.evaluate(() => window.mpvViewers.mpv0.panels[0].size))));
+      const slack = 2 * (ib - ia + 1) * Math.max(1, Math.ceil(S / (await page.evaluate((id) => window.mpvViewers[id].panels[0].size, id))));
       const okPos = Math.abs(ia - i) <= slack && Math.abs(ja0 - j) <= slack;
       check(okPos && Math.abs(got.val - want) <= tol,
             `${what}: i=${got.i} j=${got.j} shows ${got.val}, .npy ${want} (|Δ| ${Math.abs(got.val - want).toExponential(2)} ≤ ${tol.toExponential(2)})`);
@@ -137,7 +148,7 @@ async function main() {
     };
 
     // the colour bar's ends are the first and last anchors of viz/cmap.c (hard-coded here)
-    const barEnds = () => page.$eval("#mpv0 canvas.mpv-cbar", (c) => {
+    const barEnds = () => page.$eval(`${V} canvas.mpv-cbar`, (c) => {
       const x = c.getContext("2d"), top = x.getImageData(7, 0, 1, 1).data, bot = x.getImageData(7, c.height - 1, 1, 1).data;
       return [Array.from(top.slice(0, 3)), Array.from(bot.slice(0, 3))];
     });
@@ -176,7 +187,7 @@ async function main() {
       await select("mpv-layer", 0);
       await select("mpv-head", H - 1);
       const hoff = (0 * H + (H - 1)) * S * S, hdm = diagMeans(heads, hoff, S);
-      const f16 = await page.evaluate(() => window.mpvViewers.mpv0.runs[0].arrays.heads.enc === "f16");
+      const f16 = await page.evaluate((id) => window.mpvViewers[id].runs[0].arrays.heads.enc === "f16", id);
       const got = await expect(`layer 1 head ${H - 1} raw`, heads, hoff, i, j, (a, b) => heads.v[hoff + a * S + b] - hdm[a - b + S - 1], f16);
       check(/mean of a/.test(got.text) === !/^\d+$/.test(got.i), "block note shown exactly when the map is area-averaged");
       await select("mpv-head", -1);
@@ -184,16 +195,16 @@ async function main() {
     }
     // drag-zoom: from 10 % to 40 % of the map; the key axis must then start near 10 %
     await select("mpv-view", "raw");
-    const box = await page.$eval("#mpv0 canvas.mpv-map", (c) => { const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
+    const box = await page.$eval(`${V} canvas.mpv-map`, (c) => { c.scrollIntoView({ block: "center" }); const r = c.getBoundingClientRect(); return [r.left + c.clientLeft, r.top + c.clientTop, c.width]; });
     await page.mouse.move(box[0] + 0.1 * box[2], box[1] + 0.6 * box[2]);
     await page.mouse.down();
     await page.mouse.move(box[0] + 0.3 * box[2], box[1] + 0.8 * box[2], { steps: 5 });
     await page.mouse.move(box[0] + 0.4 * box[2], box[1] + 0.9 * box[2], { steps: 5 });
     await page.mouse.up();
-    const x0 = Number(await page.$eval("#mpv0 .mpv-xlab span", (s) => s.textContent));
+    const x0 = Number(await page.$eval(`${V} .mpv-xlab span`, (s) => s.textContent));
     check(Math.abs(x0 - 0.1 * S) <= 0.02 * S + 2, `drag-zoom: key axis starts at ${x0} (want ≈ ${0.1 * S})`);
     await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), resid, true);
-    const inked = await page.$eval("#mpv0 canvas.mpv-profile-row", (c) => {
+    const inked = await page.$eval(`${V} canvas.mpv-profile-row`, (c) => {
       const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
       let k = 0;
       for (let a = 3; a < d.length; a += 4) k += d[a] > 0;
@@ -201,16 +212,16 @@ async function main() {
     });
     check(inked > 200, `row profile drawn (${inked} pixels)`);
     if (dir2) {
-      await page.check("#mpv0 input.mpv-diff");
-      check((await page.$$("#mpv0 canvas.mpv-map")).length === 3, "difference panel beside the two runs");
-      const both = await page.$$eval('#mpv0 .mpv-info .mpv-val', (v) => v.map((e) => e.textContent));
+      await page.check(`${V} input.mpv-diff`);
+      check((await page.$$(`${V} canvas.mpv-map`)).length === nruns + 1, "difference panel beside the runs");
+      const both = await page.$$eval(`${V} .mpv-info .mpv-val`, (v) => v.map((e) => e.textContent));
       check(both.length >= 2, `hover shows ${both.length} values (each run and the difference)`);
     }
     if (shot) {
       await page.mouse.move(box[0] + 0.55 * box[2], box[1] + 0.7 * box[2]);
       await page.screenshot({ path: shot, fullPage: true });
     }
-    const ready = await page.$eval("#mpv0", (d) => d.dataset.mpvReady);
+    const ready = await page.$eval(V, (d) => d.dataset.mpvReady);
     check(errors.length === 0, `no console or page errors${errors.length ? ": " + errors[0] : ""}`);
     check(requests.length === 0, `no network requests${requests.length ? ": " + requests[0] : ""}`);
     console.log(`open: ${openMs} ms to the first map (viewer start ${ready} ms); page ${(fs.statSync(page_file).size / 1048576).toFixed(1)} MiB`);

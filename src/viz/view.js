@@ -261,6 +261,9 @@
       c.height = PROFILE_H;
       return { canvas: c, cap: cap, which: w };
     });
+    const legend = el("div", "mpv-legend", root, "profiles: ");
+    this.runs.forEach((r, k) => { el("span", "", legend, "— " + r.label + "  ").style.color = LINE_COLOURS[k % LINE_COLOURS.length]; });
+    if (this.runs.length > 1) el("span", "", legend, "— difference");
     const notes = el("ul", "mpv-notes", root);
     for (const r of this.runs) {
       el("li", "", notes, r.note + (r.text_note ? "; " + r.text_note : "") + (r.tokens ? "; text of sequence 1 shown on hover" : ""));

@@ -7,7 +7,7 @@
  * colour bars' ends with the anchors of viz/cmap.c; and the check fails when it compares with the
  * neighbouring cell. Runs: simulate causal vs bidirectional (with probabilities), probe --per-head
  * --data on the embedded RoPE model (heads, text), and a synthetic run whose per-head maps must be
- * stored in 8 bits and area-averaged to fit a small budget; and the viewer folded under a figure
+ * stored in 8 bits and area-averaged to fit a small budget, and again with --max-side (3 x 3 blocks); and the viewer folded under a figure
  * of report.html (every viewer of the page must start).
  * In C: the float16 exponent rule; bad input (one line, exit 2, no page left behind); the size
  * budget; theory's layer2_scores.npy.
@@ -133,6 +133,10 @@ static void test_budget_in_browser(void **state) {
     assert_non_null(strstr(out, "heads 8-bit (6 heads) area-averaged 2x2 to 128 x 128"));
     /* 0.4 MiB of data plus the page's script and header */
     assert_true(file_size(page) < 0.4 * 1048576 + 120000);
+    browser_check(page, run, NULL, NULL);
+    /* maps wider than --max-side: every kind averaged over 3 x 3 blocks (256 = 85·3 + 1) */
+    assert_int_equal(mp_test_run(out, sizeof out, "view %s --max-side 100 -o %s", run, page), 0);
+    assert_non_null(strstr(out, "scores float16 area-averaged 3x3 to 86 x 86"));
     browser_check(page, run, NULL, NULL);
 }
 

@@ -20,7 +20,6 @@
 #include "tok/corpus.h"      /* mp_tok_corpus_build: the text of --data runs */
 #include "train/gram.h"      /* mp_train_gram_title: names of gram.npy's matrices */
 #include "viz/cmap.h"        /* mp_plot_cmap_find: the figures' colour maps */
-#include "viz/plot.h"        /* mp_plot_raster_average */
 #include "viz/view_assets.h" /* view_css, view_js (generated from view.css, view.js) */
 
 void mp_view_options_default(MpViewOptions *o) {
@@ -277,13 +276,20 @@ static size_t view_map_bytes(int n, int tri, int enc, int resid) {
     return cnt * (enc == VIEW_F16 ? 2 : 1) + (resid ? (2 * (size_t)n - 1) * 8 : 0) + 8;
 }
 
-/* The map at side n (area-averaged when n < S) into out (n,n). */
-static int view_resample(double *out, const double *map, int S, int n, MpErr *e) {
-    if (n == S) {
-        memcpy(out, map, (size_t)S * S * sizeof *out);
-        return MP_OK;
-    }
-    return mp_plot_raster_average(out, n, n, map, S, S, e);
+/* The map at side n = ceil(S / f) into out (n,n): the mean of the finite entries of each f x f
+ * block [u·f, min(S, (u+1)·f)) x [v·f, ...), NaN when less than a quarter of the block is observed
+ * (the rule of mp_plot_raster_average, so the causal edge stays a staircase). f = 1: a copy. */
+static void view_block_mean(double *out, int n, const double *map, int S, int f) {
+    for (int u = 0; u < n; u++)
+        for (int v = 0; v < n; v++) {
+            int i1 = (u + 1) * f < S ? (u + 1) * f : S, j1 = (v + 1) * f < S ? (v + 1) * f : S;
+            double s = 0;
+            int w = 0;
+            for (int i = u * f; i < i1; i++)
+                for (int j = v * f; j < j1; j++)
+                    if (isfinite(map[(size_t)i * S + j])) s += map[(size_t)i * S + j], w++;
+            out[(size_t)u * n + v] = w > 0 && 4 * w >= (i1 - u * f) * (j1 - v * f) ? s / w : NAN;
+        }
 }
 
 /* Appends one map (n,n) to the blob: residue R = v − (diagonal mean) and the diagonal means in
@@ -368,8 +374,8 @@ static json_t *view_encode_kind(ViewBlob *bl, const ViewKind *k, int S, MpErr *e
     json_object_set_new(j, "maps", maps);
     for (int m = 0; m < k->nmaps; m++) {
         json_t *rec = NULL;
-        if (view_resample(v, k->maps + (size_t)m * S * S, S, k->n, e) != MP_OK ||
-            !(rec = view_encode_map(bl, v, v + nn, k->n, k->tri, k->enc, k->resid, e))) {
+        view_block_mean(v, k->n, k->maps + (size_t)m * S * S, S, k->f);
+        if (!(rec = view_encode_map(bl, v, v + nn, k->n, k->tri, k->enc, k->resid, e))) {
             free(v);
             json_decref(j);
             return NULL;

@@ -14,9 +14,10 @@
  *     errors and probabilities in float16 scaled by a power of two per map (|error| ≤ 2^-11·|value|),
  *     or, for per-head maps that do not fit the size budget, quantised to 8 bits per map
  *     (value = lo + code·sc, |error| ≤ sc/2, code 255 = not observed) and area-averaged by
- *     2, 4, ... until they fit; maps wider than max_side are area-averaged (viz/plot.h's
- *     mp_plot_raster_average) to at most max_side, with a note; causal maps store their lower
- *     triangle only;
+ *     2, 4, ... until they fit; maps wider than max_side are averaged over f x f blocks (f the
+ *     smallest integer giving at most max_side; observed entries only, blank under a quarter
+ *     observed, as viz/plot.h's mp_plot_raster_average), with a note; causal maps store their
+ *     lower triangle only;
  *   - for runs made with `probe --data`: the text of the first sequence, rebuilt with the run's
  *     tokenizer and trusted only when the ids hash to meta.json's data_hash;
  *   - the page: style, per-viewer data (JSON header + one base64 blob per run) and the script

@@ -425,10 +425,9 @@
     }
     pl.hi.textContent = short(lim[1]);
     pl.lo.textContent = short(lim[0]);
-    const pos = (u) => Math.floor((u * c.S) / n);
-    pl.x0.textContent = String(pos(g.c0));
-    pl.x1.textContent = String(pos(g.c1) - 1);
-    pl.ylab.textContent = "query i (" + pos(g.r0) + " at the top, " + (pos(g.r1) - 1) + " at the bottom)";
+    pl.x0.textContent = String(posRange(g.c0, c.f, c.S)[0]);
+    pl.x1.textContent = String(posRange(g.c1 - 1, c.f, c.S)[1]);
+    pl.ylab.textContent = "query i (" + posRange(g.r0, c.f, c.S)[0] + " at the top, " + posRange(g.r1 - 1, c.f, c.S)[1] + " at the bottom)";
     pl.range = g;
   };
 
@@ -482,12 +481,12 @@
     });
   };
 
-  // Position range [a, b] of stored cell u of a map of side n over S positions.
-  function posRange(u, n, S) {
-    return [Math.floor((u * S) / n), Math.ceil(((u + 1) * S) / n) - 1];
+  // Position range [a, b] of stored cell u of a map averaged over f x f blocks of S positions.
+  function posRange(u, f, S) {
+    return [u * f, Math.min(S, (u + 1) * f) - 1];
   }
-  function posText(u, n, S) {
-    const r = posRange(u, n, S);
+  function posText(u, f, S) {
+    const r = posRange(u, f, S);
     return r[0] === r[1] ? String(r[0]) : r[0] + "–" + r[1];
   }
 
@@ -500,9 +499,9 @@
       if (!c || c.missing || c.n !== h.n) continue;
       const a = h.u * c.n + h.v, val = c.v[a];
       const title = pl.run >= 0 ? this.runs[pl.run].label : "difference";
-      let line = "<b>" + esc(title) + "</b>: query i = <span class=\"mpv-i\">" + posText(h.u, c.n, c.S) +
-        "</span>, key j = <span class=\"mpv-j\">" + posText(h.v, c.n, c.S) + "</span>" +
-        (c.f > 1 || c.n !== c.S ? " (mean of a " + Math.round(c.S / c.n) + "×" + Math.round(c.S / c.n) + " block)" : "") + ": " +
+      let line = "<b>" + esc(title) + "</b>: query i = <span class=\"mpv-i\">" + posText(h.u, c.f, c.S) +
+        "</span>, key j = <span class=\"mpv-j\">" + posText(h.v, c.f, c.S) + "</span>" +
+        (c.f > 1 ? " (mean of a " + c.f + "×" + c.f + " block)" : "") + ": " +
         "<span class=\"mpv-val\" data-run=\"" + pl.run + "\"";
       if (pl.run >= 0 && Number.isFinite(val)) {
         const src = c.src, resid = c.base.dm ? c.base.v[a] - c.base.dm[h.u - h.v + c.n - 1] : val;
@@ -580,8 +579,9 @@
       }
       const n0 = this.panels.find((pl) => pl.cur && !pl.cur.missing);
       const S = n0 ? n0.cur.S : len;
-      pr.cap.textContent = pr.which === "row" ? "row profile: query i = " + posText(h.u, h.n, S) + ", over keys j"
-        : "column profile: key j = " + posText(h.v, h.n, S) + ", over queries i";
+      const f = n0 ? n0.cur.f : 1;
+      pr.cap.textContent = pr.which === "row" ? "row profile: query i = " + posText(h.u, f, S) + ", over keys j"
+        : "column profile: key j = " + posText(h.v, f, S) + ", over queries i";
     }
   };
 

@@ -35,21 +35,27 @@ function readNpy(file) {
   return { shape: dims, v: out };
 }
 
-// Map m (S,S) at offset off of a stack; mean of the finite entries of rows ia..ib, cols ja..jb.
-function blockMean(a, off, S, ia, ib, ja, jb) {
-  let s = 0, w = 0;
-  for (let i = ia; i <= ib; i++) for (let j = ja; j <= jb; j++) {
-    const x = a.v[off + i * S + j];
-    if (Number.isFinite(x)) { s += x; w++; }
+// The map the page stores for map (S,S) at offset off of a stack: means of the observed entries
+// of f x f blocks (f = 1: the map itself), blank (NaN) when less than a quarter is observed.
+function avgMap(a, off, S, f) {
+  const n = Math.ceil(S / f), v = new Float64Array(n * n);
+  for (let u = 0; u < n; u++) for (let w = 0; w < n; w++) {
+    const i1 = Math.min(S, (u + 1) * f), j1 = Math.min(S, (w + 1) * f);
+    let s = 0, c = 0;
+    for (let i = u * f; i < i1; i++) for (let j = w * f; j < j1; j++) {
+      const x = a.v[off + i * S + j];
+      if (Number.isFinite(x)) { s += x; c++; }
+    }
+    v[u * n + w] = c > 0 && 4 * c >= (i1 - u * f) * (j1 - w * f) ? s / c : NaN;
   }
-  return w ? s / w : NaN;
+  return { n: n, v: v };
 }
-// Diagonal means of map (S,S) at off: dm[i − j + S − 1] over finite entries.
-function diagMeans(a, off, S) {
-  const s = new Float64Array(2 * S - 1), w = new Float64Array(2 * S - 1);
-  for (let i = 0; i < S; i++) for (let j = 0; j < S; j++) {
-    const x = a.v[off + i * S + j];
-    if (Number.isFinite(x)) { s[i - j + S - 1] += x; w[i - j + S - 1]++; }
+// Diagonal means of a map (n,n): dm[i − j + n − 1] over finite entries.
+function diagMeans(m) {
+  const n = m.n, s = new Float64Array(2 * n - 1), w = new Float64Array(2 * n - 1);
+  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) {
+    const x = m.v[i * n + j];
+    if (Number.isFinite(x)) { s[i - j + n - 1] += x; w[i - j + n - 1]++; }
   }
   return s.map((x, d) => (w[d] ? x / w[d] : NaN));
 }
@@ -127,21 +133,25 @@ async function main() {
     };
     const select = async (cls, value) => { await page.selectOption(`${V} select.` + cls, String(value)); };
 
-    // expected value at the hovered cell (block mean when the page stored an area-averaged map)
-    const expect = async (what, arr, off, i, j, residOf, f16) => {
+    // expected value at the hovered cell, from the map the page claims to store (docs/view.md):
+    // "raw" = block mean, "resid" = block mean − its diagonal's mean, "plain" = block mean; the
+    // float16 bound is 2^-11 of the stored residue ("raw", "resid") or of the value ("plain")
+    const expect = async (what, arr, off, i, j, kind, f16) => {
       const got = await hover(i, j);
-      const [ia, ib] = parseRange(got.i), [ja0, jb0] = parseRange(got.j);
-      const ja = ja0 + wrong, jb = jb0 + wrong;
-      const want = blockMean(arr, off, S, ia, ib, ja, jb);
+      const [ia, ib] = parseRange(got.i), [ja, jb] = parseRange(got.j);
+      const fm = /mean of a (\d+)×/.exec(got.text), f = fm ? Number(fm[1]) : 1;
+      const m = avgMap(arr, off, S, f), dm = diagMeans(m), u = ia / f, v = ja / f + wrong;
+      const raw = m.v[u * m.n + v], res = raw - dm[u - v + m.n - 1];
+      const want = kind === "resid" ? res : raw, stored = kind === "plain" ? raw : res;
       let tol;
-      if (f16) tol = Math.abs(residOf(ia, ja)) * Math.pow(2, -11) * 1.001 + Math.abs(want) * 1e-6 + 1e-12;
+      if (f16) tol = Math.abs(stored) * Math.pow(2, -11) * 1.001 + Math.abs(want) * 1e-6 + 1e-12;
       else {
         tol = got.tol * 1.001 + Math.abs(want) * 1e-6;
         check(got.tol <= rangeOf(arr, off, S) / 200, `${what}: 8-bit half step ${got.tol} ≤ range/200`);
       }
       // the pointer lands on the cell holding (i, j), or next to it when cells are under a pixel wide
-      const slack = 2 * (ib - ia + 1) * Math.max(1, Math.ceil(S / (await page.evaluate((id) => window.mpvViewers[id].panels[0].size, id))));
-      const okPos = Math.abs(ia - i) <= slack && Math.abs(ja0 - j) <= slack;
+      const slack = 2 * f * Math.max(1, Math.ceil(S / (await page.evaluate((id) => window.mpvViewers[id].panels[0].size, id))));
+      const okPos = Number.isInteger(u) && ib - ia + 1 <= f && Math.abs(ia - i) <= slack && Math.abs(ja - j) <= slack;
       check(okPos && Math.abs(got.val - want) <= tol,
             `${what}: i=${got.i} j=${got.j} shows ${got.val}, .npy ${want} (|Δ| ${Math.abs(got.val - want).toExponential(2)} ≤ ${tol.toExponential(2)})`);
       return got;
@@ -157,10 +167,8 @@ async function main() {
     check(near(ends[0], [0xfa, 0xeb, 0xdd]) && near(ends[1], [0x03, 0x05, 0x1a]), `raw view: rocket colour bar ends ${JSON.stringify(ends)}`);
 
     const l = L - 1, i = Math.floor(0.8 * S), j = Math.floor(0.3 * S), off = l * S * S;
-    const dm = diagMeans(scores, off, S);
-    const resid = (a, b) => scores.v[off + a * S + b] - dm[a - b + S - 1];
     await select("mpv-layer", l);
-    await expect(`layer ${l + 1} raw`, scores, off, i, j, resid, true);
+    const first = await expect(`layer ${l + 1} raw`, scores, off, i, j, "raw", true);
     if (text) {
       const got = await hover(i, j);
       const q = "query token " + JSON.stringify(text.toString("latin1", i - 1, i)), k = "key token " + JSON.stringify(text.toString("latin1", j - 1, j));
@@ -170,25 +178,24 @@ async function main() {
     await select("mpv-view", "diag");
     ends = await barEnds();
     check(near(ends[0], [0xa9, 0x37, 0x3b]) && near(ends[1], [0x23, 0x69, 0xbd]), `residue view: vlag colour bar ends ${JSON.stringify(ends)}`);
-    const res = { v: scores.v.map((x, k) => (k >= off && k < off + S * S ? x - dm[Math.floor((k - off) / S) - ((k - off) % S) + S - 1] : x)) };
-    await expect(`layer ${l + 1} diagonal-normalised`, res, off, i, j, resid, true);
+    await expect(`layer ${l + 1} diagonal-normalised`, scores, off, i, j, "resid", true);
     const diagnorm = opt("scores_diagnorm.npy");
-    if (diagnorm) await expect(`layer ${l + 1} diagonal-normalised vs scores_diagnorm.npy`, diagnorm, off, i, j, resid, true);
+    if (diagnorm && !/mean of a/.test(first.text)) await expect(`layer ${l + 1} diagonal-normalised vs scores_diagnorm.npy`, diagnorm, off, i, j, "plain", true);
     if (se) {
       await select("mpv-view", "se");
-      await expect(`layer ${l + 1} standard error`, se, off, i, j, (a, b) => se.v[off + a * S + b], true);
+      await expect(`layer ${l + 1} standard error`, se, off, i, j, "plain", true);
     }
     if (probs) {
       await select("mpv-view", "probs");
-      await expect(`layer ${l + 1} probabilities`, probs, off, i, j, (a, b) => probs.v[off + a * S + b], true);
+      await expect(`layer ${l + 1} probabilities`, probs, off, i, j, "plain", true);
     }
     if (H > 0) {
       await select("mpv-view", "raw");
       await select("mpv-layer", 0);
       await select("mpv-head", H - 1);
-      const hoff = (0 * H + (H - 1)) * S * S, hdm = diagMeans(heads, hoff, S);
+      const hoff = (0 * H + (H - 1)) * S * S;
       const f16 = await page.evaluate((id) => window.mpvViewers[id].runs[0].arrays.heads.enc === "f16", id);
-      const got = await expect(`layer 1 head ${H - 1} raw`, heads, hoff, i, j, (a, b) => heads.v[hoff + a * S + b] - hdm[a - b + S - 1], f16);
+      const got = await expect(`layer 1 head ${H - 1} raw`, heads, hoff, i, j, "raw", f16);
       check(/mean of a/.test(got.text) === !/^\d+$/.test(got.i), "block note shown exactly when the map is area-averaged");
       await select("mpv-head", -1);
       await select("mpv-layer", l);
@@ -203,7 +210,7 @@ async function main() {
     await page.mouse.up();
     const x0 = Number(await page.$eval(`${V} .mpv-xlab span`, (s) => s.textContent));
     check(Math.abs(x0 - 0.1 * S) <= 0.02 * S + 2, `drag-zoom: key axis starts at ${x0} (want ≈ ${0.1 * S})`);
-    await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), resid, true);
+    await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), "raw", true);
     const inked = await page.$eval(`${V} canvas.mpv-profile-row`, (c) => {
       const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
       let k = 0;

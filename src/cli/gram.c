@@ -101,22 +101,9 @@ static int gram_tokens(int32_t **out, const char *model, MpModel *m, const char 
         mp_npy_free(&a);
         return rc;
     }
-    FILE *f = fopen(data, "rb");
-    if (!f) return mp_err_set(e, "cannot open --data %s", data);
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    if (len < 0) {
-        fclose(f);
-        return mp_err_set(e, "cannot size --data %s", data);
-    }
-    char *text = mp_try_malloc((size_t)len + 1);
-    if (!text || fread(text, 1, (size_t)len, f) != (size_t)len) {
-        fclose(f);
-        free(text);
-        return mp_err_set(e, "cannot read --data %s", data);
-    }
-    fclose(f);
+    char *text = NULL;
+    size_t len = 0;
+    if (mp_file_read_all(data, SIZE_MAX - 1, "--data", &text, &len, e) != MP_OK) return MP_ERR;
     int rc = MP_OK;
     if (gram_is_bytes(model, m)) {
         MpTok bt; /* the byte vocabulary, with the BOS of `train --bos` when config.json has it */
@@ -128,7 +115,7 @@ static int gram_tokens(int32_t **out, const char *model, MpModel *m, const char 
         } else {
             int32_t *ids = mp_try_malloc((size_t)len * sizeof(int32_t) + 4);
             if (!ids) rc = mp_err_set(e, "out of memory");
-            for (long i = 0; ids && i < len; i++) ids[i] = (uint8_t)text[i];
+            for (size_t i = 0; ids && i < len; i++) ids[i] = (uint8_t)text[i];
             if (ids) gram_windows(*out, ids, (size_t)len, N, S, bos);
             free(ids);
         }

@@ -19,6 +19,7 @@
 #include "cli/cli.h"    /* mp_cli_* */
 #include "core/npy.h"   /* mp_npy_read, mp_npy_to_f64 */
 #include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "viz/cmap.h"   /* mp_plot_cmap_find */
 #include "viz/plot.h"   /* MpPlotPanel, MpPlotOptions, mp_plot_render_ex */
 
@@ -169,8 +170,9 @@ static const char *plot_basename_stem(char *buf, size_t cap, const char *path) {
 /* --curve: a CSV with a header naming its columns; draws "loss" and "val_loss" against "step".
  * Empty cells (e.g. val_loss on steps without evaluation) are gaps. */
 static int plot_curve(const char *cmd, const char *csv, const char *out, const char *title) {
-    FILE *f = fopen(csv, "r");
-    if (!f) return mp_cli_error(cmd, "%s: cannot open: %s", csv, strerror(errno));
+    MpErr oe;
+    FILE *f = mp_input_open(csv, NULL, &oe);
+    if (!f) return mp_cli_error(cmd, "%s", oe.msg);
     char line[4096];
     int col_step = -1, col_loss = -1, col_val = -1, rc = MP_EXIT_ERROR;
     size_t n = 0, cap = 0;
@@ -444,9 +446,9 @@ int mp_cmd_plot(int argc, char **argv) {
                     size_t fin = 0;
                     for (size_t a = 0; a < SS; a++) fin += isfinite(p->map[a]) != 0;
                     if (!fin) {
-                        if (x->rank == 2) rc = mp_cli_error(cmd, "%s: the map has no finite entries (all NaN)", path);
-                        else if (head_each) rc = mp_cli_error(cmd, "%s: layer %d, head %d has no finite entries (all NaN)", path, l, h);
-                        else rc = mp_cli_error(cmd, "%s: layer %d has no finite entries (all NaN)", path, l);
+                        if (x->rank == 2) rc = mp_cli_error(cmd, "%s: the map has no finite entries (only NaN or ±Inf)", path);
+                        else if (head_each) rc = mp_cli_error(cmd, "%s: layer %d, head %d has no finite entries (only NaN or ±Inf)", path, l, h);
+                        else rc = mp_cli_error(cmd, "%s: layer %d has no finite entries (only NaN or ±Inf)", path, l);
                         break;
                     }
                     np++;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/util.h" /* MpAtomicFile, mp_path_join, mp_file_exists */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "viz/view.h"  /* interactive viewers under the figures */
 
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
@@ -101,8 +102,8 @@ static void html_text(FILE *f, const char *s) {
 /* Writes the file's bytes base64-encoded (RFC 4648 alphabet, '=' padding). */
 static int html_base64_file(FILE *f, const char *path, MpErr *e) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    FILE *in = fopen(path, "rb");
-    if (!in) return mp_err_set(e, "%s: cannot read figure: %s", path, strerror(errno));
+    FILE *in = mp_input_open(path, NULL, e);
+    if (!in) return MP_ERR;
     unsigned char b[3];
     size_t n;
     while ((n = fread(b, 1, 3, in)) > 0) {

@@ -16,6 +16,7 @@
 #include "cli/cli.h"   /* mp_cli_* */
 #include "core/npy.h"  /* mp_npy_write / mp_npy_read */
 #include "core/util.h" /* mp_parse_i64, mp_time_now */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "tok/tok.h"   /* MpTok, encode/decode */
 
 static const char *tokenize_help =
@@ -36,8 +37,8 @@ static const char *tokenize_help =
     "  --time           report on stderr the encode time alone (no loading, no output) and tokens/s\n";
 
 static int read_all(const char *path, char **data, size_t *len, MpErr *e) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return mp_err_set(e, "%s: cannot open (%s)", path, strerror(errno));
+    FILE *f = strcmp(path, "-") ? mp_input_open(path, NULL, e) : stdin;
+    if (!f) return MP_ERR;
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {

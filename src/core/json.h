@@ -17,7 +17,11 @@
 int mp_json_write_atomic(const char *path, json_t *obj, MpErr *e);
 /* Adds "maskpos_version", "command" (argv joined), "wall_time_s", "peak_rss_bytes". */
 void mp_json_add_provenance(json_t *obj, int argc, char **argv, double wall_s);
-/* Reads a JSON file into a new object (NULL + message on failure). */
+/* Sets e to "<path>: invalid JSON at line L column C: <why>", or "<path>: empty or truncated JSON
+ * (<why>)" when the parser reached the end of the text (jansson reports line -1 there). */
+int mp_json_err(MpErr *e, const char *path, const json_error_t *je);
+/* Reads a JSON file into a new object (NULL + message on failure; an empty file, a FIFO or a
+ * directory is refused with a message naming the file). */
 json_t *mp_json_read(const char *path, MpErr *e);
 
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/util.h" /* MpAtomicFile */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 
 static const struct {
     MpDtype dt;
@@ -207,8 +208,8 @@ done:
 
 int mp_npy_read(const char *path, MpNpy *out, MpErr *e) {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = mp_input_open(path, NULL, e); /* refuses a FIFO or a directory */
+    if (!f) return MP_ERR;
     unsigned char *buf = NULL;
     size_t len = 0, cap = 0;
     for (;;) {

@@ -1,6 +1,8 @@
 /* util.c — see util.h. POSIX only (clock_gettime, getrusage, rename). */
 #include "core/util.h"
 
+#include "core/files.h" /* mp_input_open, mp_fsync_parent */
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -72,7 +74,9 @@ int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e) {
 
 int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
     if (!af->f) return mp_err_set(e, "%s: internal: file not open", af->path);
-    int bad = ferror(af->f);
+    /* the bytes reach the disk before the name does, and the name after the rename: a power
+     * loss leaves the old file or the new one, never a short new one */
+    int bad = ferror(af->f) || fflush(af->f) != 0 || fsync(fileno(af->f)) != 0;
     if (fclose(af->f) != 0) bad = 1;
     af->f = NULL;
     if (bad) {
@@ -88,7 +92,7 @@ int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
         return mp_err_set(e, "%s: cannot rename into place: %s", af->path, strerror(err));
     }
     af->tmp[0] = '\0';
-    return MP_OK;
+    return mp_fsync_parent(af->path, e);
 }
 
 void mp_atomic_abort(MpAtomicFile *af) {
@@ -109,18 +113,14 @@ int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e) 
 }
 
 int mp_file_read_all(const char *path, size_t max_bytes, const char *what, char **data, size_t *len, MpErr *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    int64_t size = 0;
+    FILE *f = mp_input_open(path, &size, e);
+    if (!f) return MP_ERR;
+    if ((unsigned long long)size > max_bytes) {
         fclose(f);
-        return mp_err_set(e, "%s: not a regular file", path);
+        return mp_err_set(e, "%s: %lld bytes is too large for %s", path, (long long)size, what);
     }
-    if ((unsigned long long)st.st_size > max_bytes) {
-        fclose(f);
-        return mp_err_set(e, "%s: %lld bytes is too large for %s", path, (long long)st.st_size, what);
-    }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *buf = mp_try_malloc(n + 1);
     if (!buf) {
         fclose(f);

@@ -1,8 +1,9 @@
 /* util.h — small environment helpers shared by every stage.
  *
  * Implements: wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
- * "<path>.tmp.<pid>", fsync-free rename on commit, unlink on abort, so a crash never leaves a
- * partial file under the final name), strict number parsing for CLI flags, and FNV-1a hashing.
+ * "<path>.tmp.<pid>"; commit fsyncs it, renames it and fsyncs the folder; abort unlinks it: neither
+ * a crash nor a power loss leaves a partial file under the final name), strict number parsing for
+ * CLI flags, and FNV-1a hashing.
  * Does not: print progress (progress.h) or decide exit codes (cli/).
  * Tested by: tests/test_core.c
  */
@@ -29,7 +30,7 @@ typedef struct MpAtomicFile {
     char tmp[4200];
 } MpAtomicFile;
 int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e);
-int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fclose+rename; removes tmp on failure */
+int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fsync+fclose+rename+fsync folder; removes tmp on failure */
 void mp_atomic_abort(MpAtomicFile *af);           /* safe on a zeroed or committed struct */
 int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e);
 /* Reads a whole regular file into a new NUL-terminated buffer (*data, *len bytes without the NUL).

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h" /* mp_json_err */
+
 #define CFG_MAX_DIM (1 << 24)   /* hidden/ffn/head sizes: keeps every product far from overflow */
 #define CFG_MAX_VOCAB (1 << 27)
 #define CFG_MAX_LAYERS 4096
@@ -274,7 +276,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
 int mp_hfconfig_parse(MpModel *m, const char *text, size_t n, const char *path, MpErr *e) {
     json_error_t je;
     json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
-    if (!root) return mp_err_set(e, "%s: invalid JSON at line %d column %d: %s", path, je.line, je.column, je.text);
+    if (!root) return mp_json_err(e, path, &je);
     int rc = cfg_parse(m, root, path, e);
     json_decref(root);
     return rc;

@@ -1,6 +1,8 @@
 /* mapfile.c — see mapfile.h. */
 #include "load/mapfile.h"
 
+#include "core/files.h" /* mp_input_open_fd */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -10,18 +12,11 @@
 
 int mp_load_map_open(MpLoadMap *mm, const char *path, MpErr *e) {
     memset(mm, 0, sizeof *mm);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+    int64_t size = 0;
+    int fd = mp_input_open_fd(path, &size, e); /* refuses a FIFO or directory without blocking */
+    if (fd < 0) return MP_ERR;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int err = errno;
-        close(fd);
-        return mp_err_set(e, "%s: cannot stat: %s", path, strerror(err));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return mp_err_set(e, "%s: not a regular file", path);
-    }
+    sb.st_size = (off_t)size;
     if (sb.st_size == 0) {
         close(fd);
         return MP_OK;

@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "core/json.h" /* mp_json_read: model.safetensors.index.json */
 #include "load/hfconfig.h" /* mp_hfconfig_parse */
 #include "load/mapfile.h"  /* MpLoadMap */
 #include "core/util.h"     /* mp_path_join */
@@ -305,9 +306,8 @@ static int hf_open_shards(MpModel *m, const char *dir, MpErr *e) {
     if (mp_path_join(idx, sizeof idx, dir, "model.safetensors.index.json", e)) return MP_ERR;
     struct stat sb;
     if (stat(idx, &sb) == 0) {
-        json_error_t jerr;
-        json_t *root = json_load_file(idx, JSON_REJECT_DUPLICATES, &jerr);
-        if (!root) return mp_err_set(e, "%s: invalid JSON at line %d: %s", idx, jerr.line, jerr.text);
+        json_t *root = mp_json_read(idx, e); /* a FIFO, an empty file, bad JSON: refused, named */
+        if (!root) return MP_ERR;
         json_t *wm = json_object_get(root, "weight_map");
         if (!json_is_object(wm) || json_object_size(wm) == 0) {
             json_decref(root);

@@ -97,32 +97,7 @@ int mp_train_tok_open(MpTok *tok, MpTrainTokFiles *f, const char *path, MpErr *e
 static int data_read_file(const char *path, char **buf, size_t *n, MpErr *e) {
     *buf = NULL;
     *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "cannot open corpus %s: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return mp_err_set(e, "cannot seek in corpus %s", path);
-    }
-    long len = ftell(f);
-    rewind(f);
-    if (len < 0) {
-        fclose(f);
-        return mp_err_set(e, "cannot size corpus %s", path);
-    }
-    *buf = mp_try_malloc((size_t)len + 1);
-    if (!*buf) {
-        fclose(f);
-        return mp_err_set(e, "out of memory for corpus %s (%zu bytes)", path, (size_t)len);
-    }
-    size_t got = len ? fread(*buf, 1, (size_t)len, f) : 0;
-    fclose(f);
-    if (got != (size_t)len) {
-        free(*buf);
-        *buf = NULL;
-        return mp_err_set(e, "short read of corpus %s (%zu of %zu bytes)", path, got, (size_t)len);
-    }
-    *n = (size_t)len;
-    return MP_OK;
+    return mp_file_read_all(path, SIZE_MAX - 1, "a corpus", buf, n, e); /* refuses a FIFO */
 }
 
 /* A .jsonl file or a directory of .txt files: the corpus reader's documents joined by blank lines. */
@@ -134,6 +109,10 @@ static int data_is_documents(const char *path) {
 
 int mp_train_data_open(MpTrainData *d, const char *path, MpTok *tok, double val_frac, int seq, MpErr *e) {
     memset(d, 0, sizeof *d);
+    /* (a fraction above 1 or NaN made the train split's size wrap around) */
+    if (!(val_frac >= mp_train_ranges[MP_TRAIN_SET_VAL_FRAC].lo && val_frac <= mp_train_ranges[MP_TRAIN_SET_VAL_FRAC].hi))
+        return mp_err_set(e, "corpus %s: validation fraction %g is outside [%g, %g]", path, val_frac,
+                          mp_train_ranges[MP_TRAIN_SET_VAL_FRAC].lo, mp_train_ranges[MP_TRAIN_SET_VAL_FRAC].hi);
     char *text;
     size_t len;
     if (data_is_documents(path)) {

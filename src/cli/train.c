@@ -23,6 +23,7 @@
 #include "cli/cli.h"     /* mp_cli_* */
 #include "core/npy.h"    /* mp_npy_write (--dump-batches) */
 #include "core/util.h"   /* mp_time_now, mp_mkdir_p, MpAtomicFile */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "tok/tok.h"     /* MpTok: --tokenizer */
 #include "train/train.h" /* model, optimiser, data, checkpoints */
 
@@ -212,7 +213,7 @@ typedef struct LogRow {
 static char *read_old_log(const char *out, int64_t upto) {
     char path[4200], line[512];
     snprintf(path, sizeof path, "%s/log.csv", out);
-    FILE *f = fopen(path, "r");
+    FILE *f = mp_input_open(path, NULL, NULL);
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
     char *buf = mp_malloc_or_die(cap, "old log");
@@ -249,6 +250,14 @@ static int write_log(const char *out, const char *old, const LogRow *rows, int64
         fprintf(af.f, "%.1f\n", rows[i].tok_s);
     }
     return mp_atomic_commit(&af, e);
+}
+
+/* A flag's value within its range of mp_train_ranges (shared with the resume check). */
+static double train_flag(const char *cmd, MpTrainSetting s, const char *arg) {
+    return mp_cli_double(cmd, mp_train_ranges[s].name, arg, mp_train_ranges[s].lo, mp_train_ranges[s].hi);
+}
+static int64_t train_flag_i64(const char *cmd, MpTrainSetting s, const char *arg) {
+    return mp_cli_i64(cmd, mp_train_ranges[s].name, arg, (int64_t)mp_train_ranges[s].lo, (int64_t)mp_train_ranges[s].hi);
 }
 
 int mp_cmd_train(int argc, char **argv) {
@@ -302,13 +311,13 @@ int mp_cmd_train(int argc, char **argv) {
         case 'y': run.cfg.tie = 1; model_flags++; break;
         case 'O': run.cfg.bos = 1; model_flags++; break;
         case 'B': run.cfg.batch = (int)mp_cli_i64(cmd, "--batch", optarg, 1, 65536); model_flags++; break;
-        case 'N': steps_flag = mp_cli_i64(cmd, "--steps", optarg, 0, INT64_C(1) << 40); break;
-        case 'l': run.opt.lr = mp_cli_double(cmd, "--lr", optarg, 1e-12, 1e38); model_flags++; break;
-        case 'm': run.opt.min_lr_frac = mp_cli_double(cmd, "--min-lr-frac", optarg, 0, 1); model_flags++; break;
-        case 'w': run.opt.warmup = mp_cli_i64(cmd, "--warmup", optarg, 0, INT64_C(1) << 40); model_flags++; break;
-        case 'W': run.opt.wd = mp_cli_double(cmd, "--wd", optarg, 0, 1e6); model_flags++; break;
-        case 'c': run.opt.clip = mp_cli_double(cmd, "--clip", optarg, 0, 1e30); model_flags++; break;
-        case '2': run.opt.beta2 = mp_cli_double(cmd, "--beta2", optarg, 0, 0.999999); model_flags++; break;
+        case 'N': steps_flag = train_flag_i64(cmd, MP_TRAIN_SET_STEPS, optarg); break;
+        case 'l': run.opt.lr = train_flag(cmd, MP_TRAIN_SET_LR, optarg); model_flags++; break;
+        case 'm': run.opt.min_lr_frac = train_flag(cmd, MP_TRAIN_SET_MIN_LR_FRAC, optarg); model_flags++; break;
+        case 'w': run.opt.warmup = train_flag_i64(cmd, MP_TRAIN_SET_WARMUP, optarg); model_flags++; break;
+        case 'W': run.opt.wd = train_flag(cmd, MP_TRAIN_SET_WD, optarg); model_flags++; break;
+        case 'c': run.opt.clip = train_flag(cmd, MP_TRAIN_SET_CLIP, optarg); model_flags++; break;
+        case '2': run.opt.beta2 = train_flag(cmd, MP_TRAIN_SET_BETA2, optarg); model_flags++; break;
         case 's': run.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); model_flags++; break;
         case 'd': data_path = optarg; break;
         case 'o': run.out = optarg; break;

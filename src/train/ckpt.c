@@ -28,6 +28,7 @@
 #include "core/err.h"    /* MpErr */
 #include "core/json.h"   /* mp_json_write_atomic */
 #include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64 */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
 #include "load/quant.h"  /* mp_f32_to_bf16 */
 #include "train/train.h" /* MpTrainConfig, MpTrainLayout, MpTrainOptHeader */
@@ -154,16 +155,55 @@ static int opt_write(const char *path, const MpTrainOptHeader *h, const float *m
     return mp_atomic_commit(&af, e);
 }
 
+/* Every field of a header against the rules a new run's flags obey (mp_train_config_check,
+ * mp_train_ranges): a checksum proves the file is what was written, not that it is sane. */
+int mp_train_opt_header_check(const MpTrainOptHeader *h, MpErr *e) {
+    MpTrainConfig c;
+    MpTrainOptConfig o;
+    memset(&c, 0, sizeof c);
+    memset(&o, 0, sizeof o);
+    c.layers = h->layers;
+    c.dim = h->dim;
+    c.heads = h->heads;
+    c.kv_heads = h->kv_heads;
+    c.ffn = h->ffn;
+    c.vocab = h->vocab;
+    c.seq = h->seq;
+    c.batch = h->batch;
+    c.pos = (MpTrainPos)h->pos;
+    c.tie = h->tie;
+    c.bos = h->bos;
+    c.rope_theta = h->rope_theta;
+    c.norm_eps = h->norm_eps;
+    c.init_std = h->init_std;
+    o.lr = h->lr;
+    o.min_lr_frac = h->min_lr_frac;
+    o.beta1 = h->beta1;
+    o.beta2 = h->beta2;
+    o.eps = h->eps;
+    o.wd = h->wd;
+    o.clip = h->clip;
+    o.warmup = h->warmup;
+    o.steps = h->steps;
+    if (mp_train_config_check(&c, e) != MP_OK || mp_train_opt_check(&o, h->val_frac, e) != MP_OK) return MP_ERR;
+    if (h->step < 0 || h->step > h->steps)
+        return mp_err_set(e, "step %lld is outside [0, steps %lld]", (long long)h->step, (long long)h->steps);
+    if (h->dtype != 0 && h->dtype != 1) return mp_err_set(e, "weight dtype %d is not 0 (F32) or 1 (BF16)", h->dtype);
+    MpTrainLayout lay;
+    if (mp_train_layout_init(&lay, &c, e) != MP_OK) return MP_ERR;
+    const size_t total = lay.total;
+    mp_train_layout_free(&lay);
+    if (h->n_params != total)
+        return mp_err_set(e, "%llu parameters, the sizes it records make %zu", (unsigned long long)h->n_params, total);
+    return MP_OK;
+}
+
 int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **v, MpErr *e) {
     *m = *v = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        fclose(f);
-        return mp_err_set(e, "cannot stat %s", path);
-    }
-    size_t flen = (size_t)st.st_size;
+    int64_t fsize = 0;
+    FILE *f = mp_input_open(path, &fsize, e); /* refuses a FIFO or a directory */
+    if (!f) return MP_ERR;
+    size_t flen = (size_t)fsize;
     memset(h, 0, sizeof *h);
     /* the version-1 prefix first; version 2 appends tok_hash */
     if (flen < MP_TRAIN_OPT_V1_BYTES || fread(h, MP_TRAIN_OPT_V1_BYTES, 1, f) != 1) {
@@ -210,7 +250,12 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
             h->header_bytes = sizeof *h;
             h->tok_hash = 0;
         }
-        return MP_OK;
+        if (mp_train_opt_header_check(h, e) == MP_OK) return MP_OK;
+        mp_err_prefix(e, "%s: invalid optimiser state", path);
+        free(*m);
+        free(*v);
+        *m = *v = NULL;
+        return MP_ERR;
     }
     free(*m);
     free(*v);

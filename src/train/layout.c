@@ -43,9 +43,12 @@ int mp_train_config_check(MpTrainConfig *c, MpErr *e) {
     if (c->vocab < 2 || c->vocab > 1 << 20) return mp_err_set(e, "vocab %d is outside [2, 2^20]", c->vocab);
     if (c->seq < 1 || c->seq > 8192) return mp_err_set(e, "seq %d is outside [1, 8192]", c->seq);
     if (c->batch < 1 || c->batch > 65536) return mp_err_set(e, "batch %d is outside [1, 65536]", c->batch);
-    if (!(c->rope_theta > 1)) return mp_err_set(e, "rope theta %g must be > 1", c->rope_theta);
-    if (!(c->norm_eps >= 0)) return mp_err_set(e, "norm eps %g must be >= 0", c->norm_eps);
-    if (!(c->init_std > 0)) return mp_err_set(e, "init std %g must be > 0", c->init_std);
+    if (!(c->rope_theta > 1 && c->rope_theta <= 1e12)) return mp_err_set(e, "rope theta %g is outside (1, 1e12]", c->rope_theta);
+    if (!(c->norm_eps >= 0 && c->norm_eps <= 1)) return mp_err_set(e, "norm eps %g is outside [0, 1]", c->norm_eps);
+    if (!(c->init_std > 0 && c->init_std <= 1e3)) return mp_err_set(e, "init std %g is outside (0, 1e3]", c->init_std);
+    if (c->pos != MP_TRAIN_POS_ROPE && c->pos != MP_TRAIN_POS_NONE) return mp_err_set(e, "position mode %d is not rope (0) or none (1)", (int)c->pos);
+    if ((c->tie != 0 && c->tie != 1) || (c->bos != 0 && c->bos != 1))
+        return mp_err_set(e, "tie %d / bos %d must each be 0 or 1", c->tie, c->bos);
     /* activations: the attention maps dominate; keep every product within 2^40 elements */
     double acts = (double)c->layers * c->batch * c->seq * ((double)c->heads * c->seq + 8.0 * c->dim + 3.0 * c->ffn) +
                   (double)c->batch * c->seq * c->vocab * 2;

@@ -24,6 +24,38 @@ void mp_train_opt_default(MpTrainOptConfig *o) {
     o->clip = 1.0;
 }
 
+const MpTrainRange mp_train_ranges[MP_TRAIN_NSETTINGS] = {
+    [MP_TRAIN_SET_LR] = {"--lr", 1e-12, 1e38},
+    [MP_TRAIN_SET_MIN_LR_FRAC] = {"--min-lr-frac", 0, 1},
+    [MP_TRAIN_SET_WARMUP] = {"--warmup", 0, 1099511627776.0},
+    [MP_TRAIN_SET_STEPS] = {"--steps", 1, 1099511627776.0},
+    [MP_TRAIN_SET_WD] = {"--wd", 0, 1e6},
+    [MP_TRAIN_SET_CLIP] = {"--clip", 0, 1e30},
+    [MP_TRAIN_SET_BETA1] = {"beta1", 0, 0.999999},
+    [MP_TRAIN_SET_BETA2] = {"--beta2", 0, 0.999999},
+    [MP_TRAIN_SET_EPS] = {"eps", 1e-30, 1},
+    [MP_TRAIN_SET_VAL_FRAC] = {"validation fraction", 1e-6, 0.5},
+};
+
+static int range_check(MpTrainSetting s, double v, MpErr *e) {
+    const MpTrainRange *r = &mp_train_ranges[s];
+    if (!(v >= r->lo && v <= r->hi)) return mp_err_set(e, "%s %g is outside [%g, %g]", r->name, v, r->lo, r->hi);
+    return MP_OK;
+}
+
+int mp_train_opt_check(const MpTrainOptConfig *o, double val_frac, MpErr *e) {
+    const double v[MP_TRAIN_NSETTINGS] = {
+        [MP_TRAIN_SET_LR] = o->lr,       [MP_TRAIN_SET_MIN_LR_FRAC] = o->min_lr_frac,
+        [MP_TRAIN_SET_WARMUP] = (double)o->warmup, [MP_TRAIN_SET_STEPS] = (double)o->steps,
+        [MP_TRAIN_SET_WD] = o->wd,       [MP_TRAIN_SET_CLIP] = o->clip,
+        [MP_TRAIN_SET_BETA1] = o->beta1, [MP_TRAIN_SET_BETA2] = o->beta2,
+        [MP_TRAIN_SET_EPS] = o->eps,     [MP_TRAIN_SET_VAL_FRAC] = val_frac,
+    };
+    for (int s = 0; s < MP_TRAIN_NSETTINGS; s++)
+        if (range_check((MpTrainSetting)s, v[s], e) != MP_OK) return MP_ERR;
+    return MP_OK;
+}
+
 double mp_train_lr(const MpTrainOptConfig *o, int64_t step) {
     if (step < o->warmup) return o->lr * (double)(step + 1) / (double)o->warmup;
     double span = (double)(o->steps - o->warmup);

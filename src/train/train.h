@@ -120,6 +120,31 @@ typedef struct MpTrainOptConfig {
 } MpTrainOptConfig;
 
 void mp_train_opt_default(MpTrainOptConfig *o);
+
+/* Accepted ranges of a run's settings, closed [lo, hi]: `train`'s flags and the check of a
+ * checkpoint's optimizer.bin read the same table, so a file cannot carry what the CLI refuses.
+ * Settings without a flag (beta1, eps, the validation fraction) are fixed by the defaults and
+ * bounded here all the same. */
+typedef enum MpTrainSetting {
+    MP_TRAIN_SET_LR = 0,
+    MP_TRAIN_SET_MIN_LR_FRAC,
+    MP_TRAIN_SET_WARMUP,
+    MP_TRAIN_SET_STEPS,
+    MP_TRAIN_SET_WD,
+    MP_TRAIN_SET_CLIP,
+    MP_TRAIN_SET_BETA1,
+    MP_TRAIN_SET_BETA2,
+    MP_TRAIN_SET_EPS,
+    MP_TRAIN_SET_VAL_FRAC,
+    MP_TRAIN_NSETTINGS
+} MpTrainSetting;
+typedef struct MpTrainRange {
+    const char *name; /* the flag ("--lr"), or the setting's name when it has none */
+    double lo, hi;
+} MpTrainRange;
+extern const MpTrainRange mp_train_ranges[MP_TRAIN_NSETTINGS];
+/* Every optimiser setting and val_frac inside mp_train_ranges (NaN is outside). */
+int mp_train_opt_check(const MpTrainOptConfig *o, double val_frac, MpErr *e);
 /* Learning rate of step s (0-based): lr (s+1)/warmup during warm-up, then cosine to lr*min_frac. */
 double mp_train_lr(const MpTrainOptConfig *o, int64_t step);
 /* Global L2 norm of grads (double, fixed order). When clip > 0 and the norm exceeds it, grads are
@@ -221,6 +246,8 @@ int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const
 /* Reads optimizer.bin (header checked against the file length and checksum; a version-1 file
  * gets tok_hash 0 and is returned as version 2); m, v are allocated [n_params] (caller frees). */
 int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **v, MpErr *e);
+/* Checks every field of a header with the CLI's rules (called by mp_train_opt_read). */
+int mp_train_opt_header_check(const MpTrainOptHeader *h, MpErr *e);
 /* Loads the weights of a checkpoint directory through the project's loader (load/model.h) into
  * params[lay->total]; checks config and shapes against c. */
 int mp_train_ckpt_load_params(float *params, const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay,

@@ -13,37 +13,14 @@
 
 #include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h" /* mp_fnv1a64, MpAtomicFile */
+#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
 
 /* ================================================================ token input */
 
 static int tok_read_file(const char *path, unsigned char **buf, size_t *len, MpErr *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
-    if (fseek(f, 0, SEEK_END) != 0) {
-        fclose(f);
-        return mp_err_set(e, "%s: cannot seek", path);
-    }
-    long sz = ftell(f);
-    if (sz < 0) {
-        fclose(f);
-        return mp_err_set(e, "%s: cannot tell its size", path);
-    }
-    rewind(f);
-    *buf = mp_try_malloc((size_t)sz + 1);
-    if (!*buf) {
-        fclose(f);
-        return mp_err_set(e, "%s: out of memory for %ld bytes", path, sz);
-    }
-    size_t got = fread(*buf, 1, (size_t)sz, f);
-    fclose(f);
-    if (got != (size_t)sz) {
-        free(*buf);
-        *buf = NULL;
-        return mp_err_set(e, "%s: read %zu of %ld bytes", path, got, sz);
-    }
-    *len = (size_t)sz;
-    return MP_OK;
+    /* a directory or FIFO is refused by name (was "out of memory for 2^63-1 bytes" / a hang) */
+    return mp_file_read_all(path, SIZE_MAX - 1, "a token file", (char **)buf, len, e);
 }
 
 int mp_probe_tokens_read(MpProbeTokens *tk, const char *path, int seq, int64_t n, int vocab, MpErr *e) {
@@ -72,6 +49,10 @@ int mp_probe_tokens_read(MpProbeTokens *tk, const char *path, int seq, int64_t n
         }
         rows = a.shape[0];
         cols = a.shape[1];
+        if (cols == 0) { /* (was "sequence length 0 out of range", naming no file) */
+            mp_npy_free(&a);
+            return mp_err_set(e, "%s: shape [%lld, 0]: sequences of no tokens", path, (long long)rows);
+        }
         if (seq == 0) seq = cols > INT32_MAX ? INT32_MAX : (int)cols;
         if (cols < seq) {
             mp_npy_free(&a);
@@ -470,12 +451,24 @@ int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpEr
     return mp_atomic_commit(&af, e);
 }
 
+/* 1 when sums read back cannot come from finite scores: a checksum proves the bytes are the ones
+ * written, not that they are sane. */
+static int ckpt_sums_bad(const MpProbeAcc *a, size_t nsum, size_t nblk, size_t nh) {
+    for (size_t i = 0; i < nsum; i++)
+        if (!isfinite(a->sum[i]) || !(a->sumsq[i] >= 0) || !isfinite(a->sumsq[i])) return 1;
+    for (size_t i = 0; i < nblk; i++)
+        if (!isfinite(a->bsum[i]) || !(a->bsumsq[i] >= 0) || !isfinite(a->bsumsq[i])) return 1;
+    for (size_t i = 0; i < nh; i++)
+        if (!isfinite(a->sum_heads[i])) return 1;
+    return 0;
+}
+
 int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missing, MpErr *e) {
     *missing = 0;
-    FILE *f = fopen(path, "rb");
+    FILE *f = mp_input_open(path, NULL, e);
     if (!f) {
-        if (errno == ENOENT) *missing = 1;
-        return mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+        *missing = !mp_file_exists(path);
+        return MP_ERR;
     }
     CkptHeader hd;
     const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
@@ -504,6 +497,8 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
             ck = mp_fnv1a64(a->bsumsq, nblk * sizeof(double), ck);
             if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
             if (ck != stored) rc = mp_err_set(e, "%s: checkpoint checksum mismatch", path);
+            else if (ckpt_sums_bad(a, nsum, nblk, nh))
+                rc = mp_err_set(e, "%s: corrupt checkpoint (a non-finite sum or a negative sum of squares)", path);
         }
     }
     fclose(f);

@@ -31,6 +31,7 @@ pkgs=(
 test_pkgs=(
   chromium                              # headless browser check of report.html
   clang libclang-rt-14-dev              # libFuzzer runs of the parsers (tests/fuzz)
+  strace                                # tests/test_core.c: atomic writes fsync file and folder
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
 if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread); fi

@@ -3,7 +3,11 @@
  * Run: make test (or build/tests/test_core). */
 #include "testutil.h"
 
+#include <sys/stat.h>
+
 #include "core/err.h"
+#include "core/files.h"
+#include "core/json.h"
 #include "core/npy.h"
 #include "core/rng.h"
 #include "core/util.h"
@@ -208,6 +212,109 @@ static void test_atomic_file(void **state) {
     assert_non_null(strstr(e.msg, "/proc/nope/x"));
 }
 
+/* Class: a FIFO, or a directory, where a loader expects a file. Opening a FIFO for reading used to
+ * block for ever (no writer); every loader goes through mp_input_open / mp_file_read_all. */
+static void test_input_refuses_non_regular(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char fifo[256], empty[256];
+    snprintf(fifo, sizeof fifo, "%s/pipe.npy", d);
+    snprintf(empty, sizeof empty, "%s/empty.json", d);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    MpErr e;
+    const double t0 = mp_time_now();
+    assert_null(mp_input_open(fifo, NULL, &e));
+    assert_non_null(strstr(e.msg, "pipe.npy: not a regular file"));
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mp_file_read_all(fifo, 100, "x", &data, &len, &e), MP_ERR);
+    MpNpy a;
+    assert_int_equal(mp_npy_read(fifo, &a, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "pipe.npy"));
+    assert_null(mp_json_read(fifo, &e));
+    assert_true(mp_time_now() - t0 < 5); /* none of them waited for a writer */
+    assert_null(mp_input_open(d, NULL, &e));
+    assert_non_null(strstr(e.msg, "is a directory"));
+    /* an empty JSON file is named as such (was "invalid JSON at line -1") */
+    mp_test_write_file(empty, "", 0);
+    assert_null(mp_json_read(empty, &e));
+    assert_non_null(strstr(e.msg, "empty.json: empty"));
+    int64_t size = -1;
+    FILE *f = mp_input_open(empty, &size, &e);
+    assert_non_null(f);
+    assert_int_equal(size, 0);
+    fclose(f);
+}
+
+/* Class: a second run into an output folder. One run per folder: new, resumed or replaced. */
+static void test_outdir_claim(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256], p[512];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/out/sub", d);
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK); /* created */
+    snprintf(p, sizeof p, "%s/%s", dir, MP_OUTDIR_MARKER);
+    assert_true(mp_file_exists(p));
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK); /* empty: still free */
+    snprintf(p, sizeof p, "%s/scores_heads.npy", dir);
+    mp_test_write_file(p, "x", 1);
+    snprintf(p, sizeof p, "%s/deep/er", dir);
+    assert_int_equal(mp_mkdir_p(p, &e), MP_OK);
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "already holds the outputs of a 'maskpos probe' run"));
+    assert_non_null(strstr(e.msg, dir));
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_RESUME, &e), MP_OK);
+    assert_int_equal(mp_outdir_claim(dir, "gram", MP_OUTDIR_RESUME, &e), MP_ERR);
+    assert_int_equal(mp_outdir_claim(dir, "gram", MP_OUTDIR_FORCE, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/scores_heads.npy", dir);
+    assert_false(mp_file_exists(p)); /* the earlier run's files are gone, subfolders too */
+    snprintf(p, sizeof p, "%s/deep", dir);
+    assert_false(mp_file_exists(p));
+    /* a folder with someone else's files is never used, nor cleared */
+    snprintf(dir, sizeof dir, "%s/foreign", d);
+    assert_int_equal(mp_mkdir_p(dir, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/notes.txt", dir);
+    mp_test_write_file(p, "mine", 4);
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_FORCE, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "holds no maskpos run"));
+    assert_int_equal(mp_outdir_clear(dir, &e), MP_ERR);
+    assert_true(mp_file_exists(p));
+    /* single output files */
+    assert_int_equal(mp_outfile_claim(p, 0, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "--force"));
+    assert_int_equal(mp_outfile_claim(p, 1, &e), MP_OK);
+    assert_true(mp_file_exists(p)); /* claimed, not removed: the atomic write replaces it */
+    assert_int_equal(mp_outfile_claim(dir, 1, &e), MP_ERR);
+    snprintf(p, sizeof p, "%s/new.npy", dir);
+    assert_int_equal(mp_outfile_claim(p, 0, &e), MP_OK);
+    assert_false(mp_file_exists(p));
+}
+
+/* Atomic writes: the data is fsynced before the rename and the folder after it (a power loss
+ * leaves the old file or the new one). Seen from outside, with strace, on a real command. */
+static void test_atomic_write_fsyncs(void **state) {
+    (void)state;
+    char out[65536];
+    if (mp_test_shell(NULL, 0, "command -v strace") != 0) skip();
+    const char *d = mp_test_tmpdir();
+    int rc = mp_test_shell(out, sizeof out, "strace -f -e trace=fsync,rename -o %s/trace %s theory --out %s/t > /dev/null && cat %s/trace",
+                           d, MP_TEST_BIN, d, d);
+    assert_int_equal(rc, 0);
+    /* every rename of a .tmp file into place: the line before is an fsync (the file), the line
+     * after is an fsync (its folder) */
+    char *lines[4096];
+    int n = 0, renames = 0;
+    for (char *save = NULL, *l = strtok_r(out, "\n", &save); l && n < 4096; l = strtok_r(NULL, "\n", &save)) lines[n++] = l;
+    for (int i = 0; i < n; i++) {
+        if (!strstr(lines[i], "rename(") || !strstr(lines[i], ".tmp.")) continue;
+        renames++;
+        if (i == 0 || i + 1 >= n || !strstr(lines[i - 1], "fsync(") || !strstr(lines[i + 1], "fsync("))
+            fail_msg("rename without fsync before and after: %s", lines[i]);
+    }
+    assert_true(renames >= 2); /* layer2_scores.npy, meta.json (and the run marker) */
+}
+
 static void test_parsers_and_sizes(void **state) {
     (void)state;
     double v;
@@ -245,6 +352,8 @@ int main(void) {
         cmocka_unit_test(test_normal_distribution),
         cmocka_unit_test(test_npy_roundtrip),        cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_atomic_file),          cmocka_unit_test(test_parsers_and_sizes),
+        cmocka_unit_test(test_input_refuses_non_regular), cmocka_unit_test(test_outdir_claim),
+        cmocka_unit_test(test_atomic_write_fsyncs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/util.h" /* mp_mkdir_p, mp_path_join, mp_file_write_atomic, mp_file_read_all */
+#include "core/util.h" /* mp_mkdir_p, mp_path_join, mp_file_write_atomic, mp_file_read_all, MpAtomicFile */
 
 /* ================================================================ inputs */
 
@@ -142,5 +142,17 @@ int mp_outdir_claim(const char *dir, const char *cmd, MpOutdirMode mode, MpErr *
     if (mp_path_join(path, sizeof path, dir, MP_OUTDIR_MARKER, e) != MP_OK) return MP_ERR;
     snprintf(text, sizeof text, "%s\n", cmd);
     if (mp_file_write_atomic(path, text, strlen(text), e) != MP_OK) return mp_err_prefix(e, "%s: folder is not writable", dir);
+    return MP_OK;
+}
+
+int mp_outfile_claim(const char *path, int force, MpErr *e) {
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return mp_err_set(e, "%s: is a directory, not an output file", path);
+        if (!force) return mp_err_set(e, "%s: exists; HINT: give another name, or --force to replace it", path);
+    }
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
+    mp_atomic_abort(&af);
     return MP_OK;
 }

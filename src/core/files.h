@@ -12,7 +12,7 @@
  *     written into it); a folder that already holds a maskpos run is refused unless the new run
  *     continues it (resume) or replaces it (force: the previous run's files are removed first);
  *     a non-empty folder that holds no maskpos run is always refused (nothing of the user's is
- *     ever deleted).
+ *     ever deleted). mp_outfile_claim: the same for a single output file.
  * Does not: decide exit codes (cli/), or write the outputs (npy.h, json.h, util.h).
  * Tested by: tests/test_core.c (FIFO, directory, claims), tests/test_badinput.c (every command).
  */
@@ -43,6 +43,10 @@ typedef enum MpOutdirMode {
 /* Creates dir (mkdir -p) and claims it for one run of command cmd (e.g. "probe"); checks that
  * the folder is writable. Refusals name the folder and say what to do. */
 int mp_outdir_claim(const char *dir, const char *cmd, MpOutdirMode mode, MpErr *e);
+/* The same rule for a command whose output is one file (corpus, logits, plot, mkmodel --format
+ * gguf): an existing path is refused unless force (a directory always is); the folder it goes
+ * into must be writable (checked now, by creating and removing a temp sibling). */
+int mp_outfile_claim(const char *path, int force, MpErr *e);
 /* Removes everything in a claimed folder (recursively) except the marker; MP_ERR if dir holds
  * no marker (never removes a folder maskpos did not claim). */
 int mp_outdir_clear(const char *dir, MpErr *e);

@@ -20,7 +20,8 @@
 #include <stdint.h>
 
 typedef struct MpPosStats {
-    double nri;          /* non-relative index in [0,1]; 0 for a purely relative map */
+    double nri;          /* non-relative index in [0,1]; 0 for a purely relative map; NaN when
+                            the map has no finite entry (observed == 0) */
     double res_min;      /* min of Ŝ over finite off-diagonal entries */
     double res_max;      /* max of Ŝ over finite off-diagonal entries */
     double res_rms;      /* root mean square of Ŝ over the same entries */

@@ -143,7 +143,8 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     m->vocab = (int)v;
     if (cfg_num(root, "rms_norm_eps", 0, 1e-6, &m->norm_eps, path, e)) return MP_ERR;
     if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"rms_norm_eps\" is negative", path);
-    if (cfg_int(root, "max_position_embeddings", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+    /* absent: unknown (0); present, it must be a context (0 was taken for "unknown" silently) */
+    if (cfg_int(root, "max_position_embeddings", 0, 0, 1, INT32_MAX, &v, path, e)) return MP_ERR;
     m->max_pos = (int)v;
     if (cfg_bool(root, "tie_word_embeddings", 0, &m->tie_embeddings, path, e)) return MP_ERR;
     if (cfg_token(root, "bos_token_id", &m->bos_id, path, e) || cfg_token(root, "eos_token_id", &m->eos_id, path, e)) return MP_ERR;

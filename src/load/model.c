@@ -489,7 +489,7 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (gguf_int(g, arch, "rope.dimension_count", 0, m->head_dim, 2, m->head_dim, &v, e)) return MP_ERR;
     if (v % 2) return mp_err_set(e, "%s: key '%s.rope.dimension_count' must be even", g->path, arch);
     m->rot_dim = (int)v;
-    if (gguf_int(g, arch, "context_length", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
+    if (gguf_int(g, arch, "context_length", 0, 0, 1, INT32_MAX, &v, e)) return MP_ERR; /* present: >= 1 */
     m->max_pos = (int)v;
     if (gguf_int(g, arch, "attention.sliding_window", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
     m->sliding_window = (int)v;
@@ -747,4 +747,77 @@ uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers) {
             if (mp_model_shape(m, (MpRole)r, l, s)) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
         }
     return b;
+}
+
+/* ================================================================ weight sanity */
+
+/* Index of the first non-finite element of a stored tensor, or SIZE_MAX when all are finite. */
+static size_t tensor_first_nonfinite(const MpModelTensor *t) {
+    const uint8_t *p = t->data;
+    if (t->type == MP_WT_F32) {
+        for (size_t i = 0; i + 4 <= t->nbytes; i += 4) {
+            uint32_t u;
+            memcpy(&u, p + i, 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return i / 4;
+        }
+        return SIZE_MAX;
+    }
+    if (t->type == MP_WT_F16 || t->type == MP_WT_BF16) {
+        const uint16_t mask = t->type == MP_WT_F16 ? 0x7c00u : 0x7f80u;
+        for (size_t i = 0; i + 2 <= t->nbytes; i += 2) {
+            uint16_t u;
+            memcpy(&u, p + i, 2);
+            if ((u & mask) == mask) return i / 2;
+        }
+        return SIZE_MAX;
+    }
+    const size_t be = mp_quant_block_elems(t->type), bb = mp_quant_block_bytes(t->type);
+    if (!be || !bb) return SIZE_MAX;
+    float buf[256];
+    const size_t per = be <= 256 ? 256 / be : 1; /* blocks per chunk */
+    if (be > 256) return SIZE_MAX;
+    const size_t nblocks = t->nbytes / bb;
+    for (size_t b = 0; b < nblocks; b += per) {
+        const size_t k = nblocks - b < per ? nblocks - b : per;
+        mp_quant_dequant(buf, p + b * bb, t->type, k * be);
+        for (size_t i = 0; i < k * be; i++)
+            if (!isfinite(buf[i])) return b * be + i;
+    }
+    return SIZE_MAX;
+}
+
+int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
+    if (n_layers > m->n_layers) n_layers = m->n_layers;
+    unsigned char *seen = mp_try_calloc(m->n_tensors ? m->n_tensors : 1, 1);
+    if (!seen) return mp_err_set(e, "%s: out of memory", m->path);
+    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++)
+        if (m->global[r].tensor >= 0 && (size_t)m->global[r].tensor < m->n_tensors) seen[m->global[r].tensor] = 1;
+    for (int l = 0; l < n_layers && m->layer; l++)
+        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+            const MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
+            if (ref->tensor >= 0 && (size_t)ref->tensor < m->n_tensors) seen[ref->tensor] = 1;
+        }
+    int rc = MP_OK;
+    for (size_t i = 0; i < m->n_tensors && rc == MP_OK; i++) {
+        if (!seen[i] || !mp_quant_known(m->tensors[i].type)) continue;
+        const size_t at = tensor_first_nonfinite(&m->tensors[i]);
+        if (at != SIZE_MAX)
+            rc = mp_err_set(e, "%s: tensor '%s' holds a non-finite value (NaN or ±Inf) at element %zu",
+                            m->n_files ? m->file_names[m->tensors[i].file] : m->path, m->tensors[i].name, at);
+    }
+    free(seen);
+    return rc;
+}
+
+int mp_model_context_check(const MpModel *m, int64_t seq, int allow_long, int *beyond, MpErr *e) {
+    *beyond = m->max_pos <= 0 || seq > m->max_pos;
+    if (!*beyond || allow_long) return MP_OK;
+    if (m->max_pos <= 0)
+        return mp_err_set(e, "%s: the model does not state its trained context (no max_position_embeddings / "
+                             "context_length), so --seq %lld may run past it; HINT: --allow-long runs it anyway "
+                             "(recorded in meta.json)",
+                          m->path, (long long)seq);
+    return mp_err_set(e, "%s: %lld positions are beyond the model's trained context (max_position_embeddings %d); "
+                         "HINT: --allow-long runs it anyway (recorded in meta.json)",
+                      m->path, (long long)seq, m->max_pos);
 }

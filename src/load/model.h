@@ -168,6 +168,18 @@ int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n,
  * 4-byte aligned, not sliced and not permuted; NULL otherwise (use mp_model_tensor_f32). */
 const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t shape[2]);
 
+/* Refuses a model with a NaN or ±Inf among the weights that a run of layers 0..n_layers-1 reads
+ * (embedding, final norm, output, and those layers): "<file>: tensor '<name>' holds a non-finite
+ * value (NaN or ±Inf) at element I". F32/F16/BF16 are scanned as bit patterns (memory speed);
+ * quantised types are dequantised block by block (their scales are where a NaN can hide). */
+int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e);
+
+/* Running seq positions past the model's trained context (max_position_embeddings, or a model
+ * that does not state it) is a legitimate experiment, but an explicit one: without allow_long it
+ * is refused ("<model>: --seq N is beyond ..., HINT: --allow-long"); with it *beyond = 1 and the
+ * caller warns and records it. *beyond = 0 when seq is within the context. */
+int mp_model_context_check(const MpModel *m, int64_t seq, int allow_long, int *beyond, MpErr *e);
+
 /* Parameter count of everything stored (tied output counted once). */
 uint64_t mp_model_param_count(const MpModel *m);
 /* f32 bytes of the weights of layers [0, n_layers) (all roles): what a probe of the first

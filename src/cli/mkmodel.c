@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli/cli.h"       /* mp_cli_* */
+#include "core/files.h"    /* mp_outdir_claim, mp_outfile_claim */
 #include "load/mkmodel.h"  /* MpMkSpec, mp_mk_write */
 
 static const char *mkmodel_help =
@@ -41,7 +42,11 @@ static const char *mkmodel_help =
     "  --partial-rotary X  phi3 partial_rotary_factor in (0, 1] (default 1)\n"
     "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
     "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
-    "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n";
+    "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n"
+    "  --force           replace an existing model at OUT (else it is refused)\n"
+    "\n"
+    "Models over 64 GB of weights, or over the free space where OUT goes, are refused before\n"
+    "anything is written.\n";
 
 int mp_cmd_mkmodel(int argc, char **argv) {
     const char *cmd = "mkmodel";
@@ -56,10 +61,11 @@ int mp_cmd_mkmodel(int argc, char **argv) {
                                          {"rope-scaling", required_argument, 0, 'r'}, {"rope-theta", required_argument, 0, 'T'},
                                          {"partial-rotary", required_argument, 0, 'p'}, {"tie", no_argument, 0, 'y'},
                                          {"norm-eps", required_argument, 0, 'e'},   {"max-pos", required_argument, 0, 'm'},
+                                         {"force", no_argument, 0, 'z'},
                                          {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
-    int c;
+    int c, force = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'a': {
@@ -99,12 +105,20 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         case 'y': s.tie = 1; break;
         case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
         case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
+        case 'z': force = 1; break;
         case 'h': fputs(mkmodel_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }
     if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
     MpErr e;
-    if (mp_mk_write(&s, argv[optind], &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    const char *out = argv[optind];
+    /* an existing model is not overwritten without --force (an HF folder holds one model: with
+     * --force the earlier one's files, extra shards included, are removed first) */
+    if (mp_mk_size_check(&s, out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    if ((s.format == MP_FORMAT_HF ? mp_outdir_claim(out, "mkmodel", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e)
+                                  : mp_outfile_claim(out, force, &e)) != MP_OK)
+        return mp_cli_error(cmd, "%s", e.msg);
+    if (mp_mk_write(&s, out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     return MP_EXIT_OK;
 }

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "core/json.h" /* mp_json_write_atomic */
 #include "core/rng.h"  /* MpRng: Philox counter streams */
@@ -636,10 +637,50 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     return MP_OK;
 }
 
+/* Free bytes on the file system that will hold out (its nearest existing folder); -1 unknown. */
+static double mk_free_bytes(const char *out) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", out);
+    for (;;) {
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        const char *d = slash ? (dir[0] ? dir : "/") : ".";
+        struct statvfs vs;
+        if (statvfs(d, &vs) == 0) return (double)vs.f_bavail * (double)vs.f_frsize;
+        if (!slash) return -1;
+    }
+}
+
+/* Refuses a model larger than MP_MK_MAX_BYTES or than the free space where it goes, before a
+ * byte is written (a multi-TB request used to fill the disk). */
+static int mk_size_check(const MkList *l, const char *out, MpErr *e) {
+    double bytes = 0;
+    for (size_t i = 0; i < l->n; i++) bytes += (double)l->t[i].nbytes;
+    if (bytes > MP_MK_MAX_BYTES)
+        return mp_err_set(e, "%s: the model would take about %.3g GB, more than the %.0f GB mkmodel writes (it makes test "
+                             "models); HINT: fewer --layers or a smaller --dim/--ffn/--vocab",
+                          out, bytes / 1e9, MP_MK_MAX_BYTES / 1e9);
+    const double avail = mk_free_bytes(out);
+    if (avail >= 0 && bytes + 16e6 > avail)
+        return mp_err_set(e, "%s: the model would take about %.3g GB but only %.3g GB are free there", out, bytes / 1e9,
+                          avail / 1e9);
+    return MP_OK;
+}
+
+int mp_mk_size_check(const MpMkSpec *s, const char *out, MpErr *e) {
+    if (mp_mk_check(s, e)) return MP_ERR;
+    MkList l;
+    int rc = mk_build(s, &l, e);
+    if (rc == MP_OK) rc = mk_size_check(&l, out, e);
+    free(l.t);
+    return rc;
+}
+
 int mp_mk_write(const MpMkSpec *s, const char *out, MpErr *e) {
     if (mp_mk_check(s, e)) return MP_ERR;
     MkList l;
     int rc = mk_build(s, &l, e);
+    if (rc == MP_OK) rc = mk_size_check(&l, out, e);
     if (rc == MP_OK && s->format == MP_FORMAT_HF && (size_t)s->shards > l.n)
         rc = mp_err_set(e, "--shards %d: the model has only %zu tensors", s->shards, l.n);
     if (rc == MP_OK) rc = s->format == MP_FORMAT_HF ? mk_write_hf(s, &l, out, e) : mk_write_gguf(s, &l, out, e);

@@ -42,7 +42,12 @@ typedef struct MpMkSpec {
 void mp_mk_spec_default(MpMkSpec *s);
 /* Checks the combination (divisibility, dtype vs format, vocab >= 258 for GGUF, ...). */
 int mp_mk_check(const MpMkSpec *s, MpErr *e);
-/* Writes the model to out (a directory for HF, a file for GGUF). */
+/* Largest model mp_mk_write writes (bytes of tensor data): these are test models. */
+#define MP_MK_MAX_BYTES 64e9
+/* mp_mk_check, then the size limits of mp_mk_write, without writing anything. */
+int mp_mk_size_check(const MpMkSpec *s, const char *out, MpErr *e);
+/* Writes the model to out (a directory for HF, a file for GGUF). Refuses, before writing, a
+ * model over MP_MK_MAX_BYTES or over the free space of out's file system. */
 int mp_mk_write(const MpMkSpec *s, const char *out, MpErr *e);
 /* The generator: out[cols] = row `row` of (role, layer), HF orientation, f32 before storage
  * rounding (1-D tensors are row 0). Exposed so tests can recompute expected weights. */

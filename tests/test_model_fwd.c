@@ -80,13 +80,15 @@ static void test_against_torch(void **state) {
             if (src != 0) fail_msg("%s: editing config.json failed: %s", k->name, out);
         }
         ids_write(ids, k->N, k->S, 300, -1, 11 + (uint32_t)c);
+        char pout[300]; /* its own folder: --out holds one run's outputs, not the inputs */
+        snprintf(pout, sizeof pout, "%s/probe", d);
         int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers all --per-head --quiet %s", model, ids,
-                             d, k->probe);
+                             pout, k->probe);
         if (rc != 0) fail_msg("%s: probe failed (%d): %s", k->name, rc, out);
         rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/probe_ref.py %s %s %s --layers %s %s %s", MP_SOURCE_DIR, model,
                 ids, d, strstr(k->mk, "--layers 3") ? "1,2,3" : "1,2", k->ref, k->logits ? "--logits" : "");
         if (rc != 0) fail_msg("%s: probe_ref.py failed (%d): %s", k->name, rc, out);
-        snprintf(a, sizeof a, "%s/scores_heads.npy", d);
+        snprintf(a, sizeof a, "%s/scores_heads.npy", pout);
         snprintf(b, sizeof b, "%s/ref_scores_heads.npy", d);
         compare_scores(k->name, a, b, 1e-5);
         if (!k->logits) continue;

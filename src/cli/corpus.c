@@ -17,6 +17,7 @@
 #include "core/util.h"  /* mp_time_now */
 #include "tok/corpus.h" /* mp_tok_corpus_build */
 #include "tok/tok.h"    /* MpTok */
+#include "core/files.h" /* mp_outfile_claim: an existing output is not replaced without --force */
 
 static const char *corpus_help =
     "usage: maskpos corpus --model M --n N --seq S --out CACHE.npy [options] INPUT\n"
@@ -39,13 +40,14 @@ static const char *corpus_help =
     "  --no-special    do not add BOS/EOS\n"
     "  --pack          concatenate the documents' ids and cut the stream into N rows of S (rows\n"
     "                  may span documents); with a tokenizer that adds BOS each row is BOS +\n"
-    "                  the next S-1 ids\n";
+    "                  the next S-1 ids\n"
+    "  --force         replace an existing F.npy / F.json (else they are refused)\n";
 
 int mp_cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
     const char *model = NULL, *out = NULL;
     MpTokCorpusOpts o = {.field = "text", .n = 0, .seq = 0, .add_special = 1};
-    int seed_given = 0;
+    int seed_given = 0, force = 0;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"n", required_argument, 0, 'n'},
                                          {"seq", required_argument, 0, 'S'},
@@ -56,6 +58,7 @@ int mp_cmd_corpus(int argc, char **argv) {
                                          {"seed", required_argument, 0, 'k'},
                                          {"no-special", no_argument, 0, 'x'},
                                          {"pack", no_argument, 0, 'p'},
+                                         {"force", no_argument, 0, 'z'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -76,6 +79,7 @@ int mp_cmd_corpus(int argc, char **argv) {
             break;
         case 'x': o.add_special = 0; break;
         case 'p': o.pack = 1; break;
+        case 'z': force = 1; break;
         case 'h': fputs(corpus_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -97,6 +101,10 @@ int mp_cmd_corpus(int argc, char **argv) {
 
     double t0 = mp_time_now();
     MpErr e;
+    /* F.npy and F.json are one run's: neither is replaced without --force, and a stale F.json
+     * is removed before F.npy is rewritten (it marks the pair complete) */
+    if (mp_outfile_claim(out, force, &e) != MP_OK || mp_outfile_claim(meta_path, force, &e) != MP_OK)
+        return mp_cli_error(cmd, "%s", e.msg);
     MpTok tok;
     if (mp_tok_init(&tok, model, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     MpTokCorpus cor;
@@ -106,6 +114,7 @@ int mp_cmd_corpus(int argc, char **argv) {
     }
     int rc = MP_EXIT_OK;
     int64_t shape[2] = {cor.n, cor.seq};
+    remove(meta_path);
     if (mp_npy_write(out, MP_DT_I32, cor.ids, 2, shape, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
     } else {

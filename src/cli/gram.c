@@ -26,6 +26,7 @@
 #include "tok/tok.h"    /* MpTok: the model's own tokenizer when it ships tokenizer.json */
 #include "train/gram.h" /* mp_train_gram_run */
 #include "viz/plot.h"   /* mp_plot_render (--plot) */
+#include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
 
 static const char *gram_help =
     "usage: maskpos gram MODEL --layer L --data FILE --out DIR [options]\n"
@@ -50,7 +51,9 @@ static const char *gram_help =
     "                     \"no_rope_layers\": 0 in config.json never apply RoPE\n"
     "  --out DIR          gram.npy [9,S,S] float64, tokens.npy [N,S] int32, meta.json\n"
     "  --plot             also draw the 3x3 figure DIR/gram.png\n"
-    "  --threads N        worker threads (default: all cores)\n";
+    "  --threads N        worker threads (default: all cores)\n"
+    "  --allow-long       allow --seq past the model's trained context (warned, recorded in meta.json)\n"
+    "  --force            replace the outputs of an earlier run in --out (else such a folder is refused)\n";
 
 static int gram_is_bytes(const char *model, const MpModel *m) {
     char path[4200];
@@ -165,13 +168,14 @@ static int gram_plot(const char *dir, const MpTrainGram *g, const char *model, i
 int mp_cmd_gram(int argc, char **argv) {
     const char *cmd = "gram";
     const char *data = NULL, *tokens_path = NULL, *out = NULL, *model_path = NULL;
-    int layer = 1, S = 50, N = 256, no_rope = 0, plot = 0, threads = 0;
+    int layer = 1, S = 50, N = 256, no_rope = 0, plot = 0, threads = 0, force = 0, allow_long = 0, beyond = 0;
     static const struct option opts[] = {
         {"layer", required_argument, 0, 'l'}, {"data", required_argument, 0, 'd'},
         {"tokens", required_argument, 0, 't'}, {"seq", required_argument, 0, 'S'},
         {"n", required_argument, 0, 'n'},     {"no-rope", no_argument, 0, 'r'},
         {"out", required_argument, 0, 'o'},   {"plot", no_argument, 0, 'p'},
         {"threads", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
+        {"force", no_argument, 0, 'f'},       {"allow-long", no_argument, 0, 'A'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -186,6 +190,8 @@ int mp_cmd_gram(int argc, char **argv) {
         case 'r': no_rope = 1; break;
         case 'o': out = optarg; break;
         case 'p': plot = 1; break;
+        case 'f': force = 1; break;
+        case 'A': allow_long = 1; break;
         case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
         case 'h': fputs(gram_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
@@ -214,11 +220,17 @@ int mp_cmd_gram(int argc, char **argv) {
     if (layer + 1 > m.n_layers) {
         rc = mp_cli_error(cmd, "--layer %d: %s has %d layers (the pair needs layer %d too)", layer, model_path, m.n_layers,
                           layer + 1);
+    } else if (mp_model_check_finite(&m, layer + 1, &e) != MP_OK ||
+               mp_model_context_check(&m, S, allow_long, &beyond, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
     } else if (gram_tokens(&tokens, model_path, &m, data, tokens_path, N, S, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
-    } else if (mp_mkdir_p(out, &e) != MP_OK) {
+    } else if (mp_outdir_claim(out, "gram", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
     } else {
+        if (beyond)
+            fprintf(stderr, "maskpos gram: warning: S=%d runs past the trained context of %s (max_position_embeddings %d); "
+                            "recorded in meta.json\n", S, model_path, m.max_pos);
         /* the checkpoint's own per-layer switch (config "no_rope_layers"), or none with --no-rope */
         for (int j = 0; j < m.n_layers; j++) rope[j] = !no_rope && (!m.rope_layer || m.rope_layer[j]);
         if (mp_train_gram_run(&g, &m, tokens, N, S, layer - 1, rope, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);
@@ -238,6 +250,8 @@ int mp_cmd_gram(int argc, char **argv) {
             json_object_set_new(meta, "model", json_string(model_path));
             json_object_set_new(meta, "arch", json_string(mp_model_arch_name(m.arch)));
             json_object_set_new(meta, "layer", json_integer(layer));
+            json_object_set_new(meta, "max_position_embeddings", json_integer(m.max_pos));
+            json_object_set_new(meta, "beyond_trained_context", json_boolean(beyond)); /* --allow-long */
             json_object_set_new(meta, "next_layer", json_integer(layer + 1));
             json_object_set_new(meta, "seq", json_integer(S));
             json_object_set_new(meta, "sequences", json_integer(N));

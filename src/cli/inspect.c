@@ -24,7 +24,9 @@ static const char *inspect_help =
     "\n"
     "  --tensors    list every stored tensor: name, dtype, shape ([out, in] as in torch), bytes\n"
     "  --json       one JSON object on stdout instead of text\n"
-    "  --layers L   layers a probe would run (default 4, at most the model's)\n"
+    "  --layers L   layers a probe would run (default 4, at most the model's); their weights, the\n"
+    "               embedding, the final norm and the output are checked to be finite (NaN or\n"
+    "               ±Inf: exit 2 naming the file and tensor)\n"
     "  --seq S      sequence length for the memory estimate (default 1024)\n"
     "\n"
     "Probe memory estimate (f32): weights of layers 1..L after dequantisation\n"
@@ -248,6 +250,12 @@ int mp_cmd_inspect(int argc, char **argv) {
     MpErr e;
     if (mp_model_open(&m, argv[optind], &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     if (layers > m.n_layers) layers = m.n_layers;
+    /* the weights a probe of these layers would read must be finite (the layers beyond are not
+     * read: inspect stays cheap on large models) */
+    if (mp_model_check_finite(&m, layers, &e) != MP_OK) {
+        mp_model_free(&m);
+        return mp_cli_error(cmd, "%s", e.msg);
+    }
     if (as_json) print_json(&m, tensors, layers, seq);
     else print_text(&m, tensors, layers, seq);
     mp_model_free(&m);

@@ -22,6 +22,7 @@
 #include "core/util.h"  /* mp_parse_i64 */
 #include "load/model.h" /* mp_model_open */
 #include "model/fwd.h"  /* MpFwd */
+#include "core/files.h" /* mp_outfile_claim: an existing output is not replaced without --force */
 
 static const char *logits_help =
     "usage: maskpos logits MODEL --tokens ID,ID,... [options]\n"
@@ -34,7 +35,9 @@ static const char *logits_help =
     "  --top K         how many next tokens to print (default 5)\n"
     "  --greedy N      append the most likely token N times and print the continuation\n"
     "  --out FILE.npy  write the log-probabilities of every position of the input, float64 [T, V]\n"
-    "                  (row t = distribution of the token after position t)\n"
+    "                  (row t = distribution of the token after position t); an existing file is\n"
+    "                  replaced only with --force\n"
+    "  --allow-long    allow more positions (ids + --greedy) than the model's trained context\n"
     "  --threads T     worker threads (default: all cores; results are identical for any T)\n"
     "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
     "                  accumulation; docs/speed.md)\n"
@@ -59,10 +62,11 @@ static int logits_argmax(const double *lp, int V) {
 int mp_cmd_logits(int argc, char **argv) {
     const char *cmd = "logits";
     const char *tokens = NULL, *out = NULL;
-    int top = 5, greedy = 0, threads = 0, compute = MP_FWD_COMPUTE_F32;
+    int top = 5, greedy = 0, threads = 0, compute = MP_FWD_COMPUTE_F32, force = 0, allow_long = 0;
     static const struct option opts[] = {{"tokens", required_argument, 0, 't'}, {"top", required_argument, 0, 'k'},
                                          {"greedy", required_argument, 0, 'g'}, {"out", required_argument, 0, 'o'},
                                          {"threads", required_argument, 0, 'j'}, {"compute", required_argument, 0, 'P'},
+                                         {"force", no_argument, 0, 'f'}, {"allow-long", no_argument, 0, 'A'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -74,6 +78,8 @@ int mp_cmd_logits(int argc, char **argv) {
         case 'k': top = (int)mp_cli_i64(cmd, "--top", optarg, 1, 1000); break;
         case 'g': greedy = (int)mp_cli_i64(cmd, "--greedy", optarg, 0, 100000); break;
         case 'o': out = optarg; break;
+        case 'f': force = 1; break;
+        case 'A': allow_long = 1; break;
         case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
         case 'P':
             if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
@@ -86,6 +92,13 @@ int mp_cmd_logits(int argc, char **argv) {
     const char *model_path = argv[optind++];
     if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (!tokens || !*tokens) return mp_cli_error(cmd, "--tokens ID,ID,... is required");
+    if (out) { /* .npy bytes go to a .npy name; an existing file is kept unless --force */
+        const size_t ol = strlen(out);
+        MpErr oe;
+        if (ol < 5 || strcmp(out + ol - 4, ".npy"))
+            return mp_cli_error(cmd, "--out %s: the output is a .npy array; give a name ending in .npy", out);
+        if (mp_outfile_claim(out, force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
+    }
 #ifdef _OPENMP
     if (threads > 0) omp_set_num_threads(threads);
 #else
@@ -111,12 +124,22 @@ int mp_cmd_logits(int argc, char **argv) {
     MpErr e;
     MpModel m;
     memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, model_path, &e) != MP_OK) {
+    if (mp_model_open(&m, model_path, &e) != MP_OK || mp_model_check_finite(&m, m.n_layers, &e) != MP_OK) {
         free(ids64);
+        mp_model_free(&m);
         return mp_cli_error(cmd, "%s", e.msg);
     }
     int rc = MP_EXIT_OK;
     const int T = n + greedy;
+    int beyond = 0;
+    if (mp_model_context_check(&m, T, allow_long, &beyond, &e) != MP_OK) {
+        free(ids64);
+        mp_model_free(&m);
+        return mp_cli_error(cmd, "%s", e.msg);
+    }
+    if (beyond)
+        fprintf(stderr, "maskpos logits: warning: %d positions run past the trained context of %s (max_position_embeddings %d)\n",
+                T, model_path, m.max_pos);
     int32_t *ids = mp_malloc_or_die((size_t)T * sizeof *ids, "token ids");
     double *lp = mp_malloc_or_die((size_t)m.vocab * sizeof *lp, "log-probs");
     double *all = NULL;

@@ -37,7 +37,8 @@ static const char *plot_help =
     "blank) as heatmaps with colour bars, one panel per map. Inputs are float32/float64 .npy of\n"
     "shape [S,S], [L,S,S] (one panel per layer) or [L,H,S,S] (one panel per layer and head).\n"
     "\n"
-    "  -o, --out PATH       the figure; format from the extension: .png, .pdf or .svg\n"
+    "  -o, --out PATH       the figure; format from the extension: .png, .pdf or .svg (an existing\n"
+    "                       file is replaced only with --force)\n"
     "  --preset NAME        the paper's figures (other flags override the preset):\n"
     "                         fig1  small annotated theory map (e.g. theory --n 3 layer2_scores.npy)\n"
     "                         fig2  layers 1-4, rocket, colour range [0,1] shared\n"
@@ -253,6 +254,7 @@ int mp_cmd_plot(int argc, char **argv) {
         index_base = -1;
     double vmin = NAN, vmax = NAN, clip[2] = {NAN, NAN};
     const char *curve = NULL;
+    int force = 0;
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"preset", required_argument, 0, 'p'},
                                          {"layers", required_argument, 0, 'l'},
@@ -271,6 +273,7 @@ int mp_cmd_plot(int argc, char **argv) {
                                          {"panel-px", required_argument, 0, 'P'},
                                          {"index-base", required_argument, 0, 'i'},
                                          {"curve", required_argument, 0, 'L'},
+                                         {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -306,11 +309,16 @@ int mp_cmd_plot(int argc, char **argv) {
         case 'P': panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
         case 'i': index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
         case 'L': curve = optarg; break;
+        case 'f': force = 1; break;
         case 'h': fputs(plot_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }
     int ninputs = argc - optind;
+    if (out) { /* an existing figure is replaced only with --force */
+        MpErr oe;
+        if (mp_outfile_claim(out, force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
+    }
     if (curve) {
         if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[optind]);
         if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");

@@ -40,6 +40,7 @@
 #include "tok/corpus.h"     /* --data: mp_tok_corpus_build */
 #include "tok/tok.h"        /* --data: the model's tokenizer */
 #include "viz/plot.h"       /* --plot */
+#include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
 
 static const char *probe_help =
     "usage: maskpos probe MODEL --tokens FILE --out DIR [options]\n"
@@ -83,6 +84,11 @@ static const char *probe_help =
     "                       maps within 2e-2 of max |score| of f32 on random-weight test models)\n"
     "  --checkpoint-every K save partial sums to DIR/checkpoint.bin every K sequences (atomically)\n"
     "  --resume             continue from DIR/checkpoint.bin (same model, tokens and flags)\n"
+    "  --allow-long         run S past the model's trained context (max_position_embeddings, or a\n"
+    "                       model that does not state it): refused without it; warned and recorded\n"
+    "                       in meta.json (beyond_trained_context) with it\n"
+    "  --force              replace the outputs of an earlier run in --out (else such a folder is\n"
+    "                       refused: a folder holds one run's outputs)\n"
     "  --out DIR            outputs: scores.npy float64 [L,S,S] (mean over sequences and heads; NaN\n"
     "                       where masked), scores_diagnorm.npy, scores_heads.npy, meta.json\n"
     "  --plot               also draw DIR/scores_diagnorm.png (first 4 selected layers, diagonal-\n"
@@ -146,6 +152,7 @@ typedef struct ProbeRun {
     int whole, shuffle, no_special, pack;
     uint64_t seed;
     uint64_t corpus_hash;
+    int allow_long, beyond; /* --allow-long; 1 when S is past the trained context (meta.json) */
 } ProbeRun;
 
 /* --data: tokenizes documents into tk (N x S ids), the way `maskpos corpus` does. */
@@ -214,7 +221,8 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
     printf("%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
            "rms/noise", "block z", "rising rows", "mean slope");
     for (int l = 0; l < L; l++)
-        printf("%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", layers[l] + 1, st[l].nri, st[l].res_min,
+        if (!st[l].observed) printf("%6d %10s  no finite entries: no statistic\n", layers[l] + 1, "nan");
+        else printf("%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", layers[l] + 1, st[l].nri, st[l].res_min,
                st[l].res_max, st[l].res_rms, st[l].z_rms, mp_probe_acc_block_z(a, l), 100 * st[l].rise_share,
                st[l].mean_slope);
     char path[4096];
@@ -264,6 +272,8 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "model", json_string(m->path));
         json_object_set_new(j, "model_format", json_string(m->format == MP_FORMAT_GGUF ? "gguf" : "hf"));
         json_object_set_new(j, "arch", json_string(mp_model_arch_name(m->arch)));
+        json_object_set_new(j, "max_position_embeddings", json_integer(m->max_pos));
+        json_object_set_new(j, "beyond_trained_context", json_boolean(r->beyond)); /* --allow-long */
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)model_hash);
         json_object_set_new(j, "model_hash", json_string(hex));
         json_object_set_new(j, "model_hash_of", json_string("fnv1a64 of hyperparameters and tensor table (names, types, shapes, sizes)"));
@@ -402,10 +412,11 @@ int mp_cmd_probe(int argc, char **argv) {
         {"shuffle", no_argument, 0, 'U'},      {"seed", required_argument, 0, 'E'},
         {"no-special", no_argument, 0, 'N'},   {"pack", no_argument, 0, 'K'},
         {"compute", required_argument, 0, 'P'},
+        {"force", no_argument, 0, 'f'},        {"allow-long", no_argument, 0, 'A'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
-    int c;
+    int c, force = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 't': r.tokens_path = optarg; break;
@@ -433,6 +444,8 @@ int mp_cmd_probe(int argc, char **argv) {
         case 'E': r.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
         case 'N': r.no_special = 1; break;
         case 'K': r.pack = 1; break;
+        case 'f': force = 1; break;
+        case 'A': r.allow_long = 1; break;
         case 'h': fputs(probe_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -505,12 +518,23 @@ int mp_cmd_probe(int argc, char **argv) {
             layers[L++] = l - 1;
             deepest = l;
         }
+    if (mp_model_check_finite(&m, deepest, &e) != MP_OK) { /* NaN weights: refused, not all-NaN maps */
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
+    }
 
     if (r.data ? probe_tokens_from_text(&tk, &r, m.vocab, &e) != MP_OK
                : mp_probe_tokens_read(&tk, r.tokens_path, r.seq, r.n, m.vocab, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }
+    if (mp_model_context_check(&m, tk.seq, r.allow_long, &r.beyond, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
+    }
+    if (r.beyond)
+        fprintf(stderr, "maskpos probe: warning: S=%d runs past the trained context of %s (max_position_embeddings %d%s); "
+                        "recorded in meta.json\n", tk.seq, r.model_path, m.max_pos, m.max_pos ? "" : ": not stated");
     if (tk.skipped)
         printf("note: %lld trailing token%s of %s did not fill a sequence of %d and %s skipped\n",
                (long long)tk.skipped, tk.skipped == 1 ? "" : "s", r.tokens_path ? r.tokens_path : r.data, tk.seq,
@@ -557,7 +581,11 @@ int mp_cmd_probe(int argc, char **argv) {
             goto done;
         }
     }
-    if (rank == 0 && mp_mkdir_p(r.out, &e) != MP_OK) {
+    /* one run per folder (--resume continues it, --force replaces it); also the check that
+     * --out is writable, before the compute */
+    if (rank == 0 &&
+        mp_outdir_claim(r.out, "probe", r.resume ? MP_OUTDIR_RESUME : force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) !=
+            MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
     }

@@ -16,6 +16,7 @@
 #include "core/npy.h"  /* mp_npy_read */
 #include "core/util.h" /* mp_path_join, mp_file_exists, mp_fnv1a64, mp_time_now */
 #include "model/probe.h" /* mp_probe_layer_stats */
+#include "core/files.h" /* mp_outdir_claim, mp_outdir_clear, mp_input_open */
 
 /* ================================================================ locating, fingerprints */
 
@@ -97,7 +98,8 @@ static int argv_count(char **args) {
     return n;
 }
 
-/* 1 when dir/stage.json records key. */
+/* 1 when dir/stage.json records key and a wall time that is a finite number >= 0 (every field is
+ * checked: a stage.json edited or written by something else makes the stage run again). */
 static int stage_same(const char *dir, const char *key) {
     char path[4200];
     MpErr e;
@@ -105,7 +107,8 @@ static int stage_same(const char *dir, const char *key) {
     if (!mp_file_exists(path)) return 0;
     json_t *j = mp_json_read(path, &e);
     const char *k = json_string_value(json_object_get(j, "stage_settings"));
-    int same = k && !strcmp(k, key);
+    json_t *w = json_object_get(j, "wall_time_s");
+    int same = k && !strcmp(k, key) && json_is_number(w) && isfinite(json_number_value(w)) && json_number_value(w) >= 0;
     json_decref(j);
     return same;
 }
@@ -170,6 +173,11 @@ static int stage_run(const StageKind *k, void *obj, const char *dir, const char 
     char stage[4200];
     snprintf(stage, sizeof stage, "%s/stage.json", dir);
     remove(stage);
+    char marker[4300]; /* an earlier run of this stage is replaced as a whole (no file of it stays) */
+    MpErr ce;
+    snprintf(marker, sizeof marker, "%s/%s", dir, MP_OUTDIR_MARKER);
+    if (mp_file_exists(marker) && mp_outdir_clear(dir, &ce) != MP_OK)
+        fprintf(stderr, "maskpos reproduce: warning: %s\n", ce.msg);
     const double t0 = mp_time_now();
     if (k->cmd == mp_cmd_probe) mp_cli_mpi_share(args); /* under mpirun: every rank runs the probe */
     if (k->cmd(argv_count(args), args) != MP_EXIT_OK) return MP_ERR;

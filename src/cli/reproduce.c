@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"      /* mp_cli_* */
 #include "cli/sim_out.h"  /* mp_sim_write_outputs */
@@ -32,6 +33,7 @@
 #include "viz/plot.h"      /* mp_plot_render, presets */
 #include "sim/simulate.h" /* mp_sim_run */
 #include "sim/theory.h"   /* mp_theory_init */
+#include "core/files.h" /* mp_outdir_claim, mp_outdir_clear, mp_input_open */
 
 static const char *reproduce_help =
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
@@ -609,6 +611,29 @@ static void repro_models_free(ReproModels *rm) {
     mp_repro_probe_free(&rm->user_bidir);
 }
 
+/* --model and --data are opened before any stage runs: a bad model fails in a second with exit 2,
+ * not after minutes of the other stages. */
+static int repro_check_inputs(const char *cmd, const char *model, const char *data, int seq_user) {
+    MpModel m;
+    MpErr e;
+    if (mp_model_open(&m, model, &e) != MP_OK) return mp_cli_error(cmd, "--model: %s", e.msg);
+    /* the S the fig5 stage will use (as below): past the trained context is for probe --allow-long */
+    const int seq = seq_user ? seq_user : m.max_pos > 0 && m.max_pos < 1024 ? m.max_pos : 1024;
+    int beyond = 0;
+    int rc = mp_model_check_finite(&m, m.n_layers < 4 ? m.n_layers : 4, &e) == MP_OK &&
+                     mp_model_context_check(&m, seq, 0, &beyond, &e) == MP_OK
+                 ? MP_EXIT_OK
+                 : mp_cli_error(cmd, "--model: %s", e.msg);
+    mp_model_free(&m);
+    if (rc != MP_EXIT_OK) return rc;
+    struct stat st;
+    if (stat(data, &st) == 0 && S_ISDIR(st.st_mode)) return MP_EXIT_OK; /* a folder of .txt files */
+    FILE *f = mp_input_open(data, NULL, &e);
+    if (!f) return mp_cli_error(cmd, "--data: %s", e.msg);
+    fclose(f);
+    return MP_EXIT_OK;
+}
+
 int mp_cmd_reproduce(int argc, char **argv) {
     const char *cmd = "reproduce";
     const char *out = "results", *only = NULL;
@@ -659,6 +684,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     if (!model && (model_seq || pack)) return mp_cli_error(cmd, "--seq and --pack go with --model and --data");
     if (model && !mp_file_exists(model)) return mp_cli_error(cmd, "--model %s: no such file or directory", model);
     if (data && !mp_file_exists(data)) return mp_cli_error(cmd, "--data %s: no such file or directory", data);
+    if (model && repro_check_inputs(cmd, model, data, model_seq) != MP_EXIT_OK) return MP_EXIT_ERROR; /* before minutes of stages */
     char models_dir[4096];
     const char *models = NULL;
     if (models_flag) {
@@ -685,11 +711,16 @@ int mp_cmd_reproduce(int argc, char **argv) {
             else if (!strcmp(t, "fig5")) want[4] = 1;
             else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5)", t);
         }
+        if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4])
+            return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5)", only);
     }
     base.batch = batch ? batch : quick ? 2000 : 100000;
     base.progress = 1;
     MpErr e;
-    if (mp_mkdir_p(out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    /* a re-run continues the same folder (stages whose settings match are reused); --force
+     * starts it over; another command's outputs or a foreign folder are refused */
+    if (mp_outdir_claim(out, "reproduce", force ? MP_OUTDIR_FORCE : MP_OUTDIR_RESUME, &e) != MP_OK)
+        return mp_cli_error(cmd, "%s", e.msg);
     const double t0 = mp_time_now();
     int failed = 0;
     repro_failed_names[0] = '\0';

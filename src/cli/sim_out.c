@@ -13,7 +13,8 @@ void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
     fprintf(f, "%6s %10s %13s %13s %12s %14s %11s %12s\n", "layer", "NRI", "residue min", "residue max",
             "residue rms", "rms/noise (z)", "rising rows", "mean slope");
     for (int l = 0; l < layers; l++)
-        fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %14.2f %10.1f%% %12.3e\n", l + 1, st[l].nri, st[l].res_min,
+        if (!st[l].observed) fprintf(f, "%6d %10s  no finite entries: no statistic\n", l + 1, "nan");
+        else fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %14.2f %10.1f%% %12.3e\n", l + 1, st[l].nri, st[l].res_min,
                 st[l].res_max, st[l].res_rms, st[l].z_rms, 100 * st[l].rise_share, st[l].mean_slope);
 }
 

@@ -19,6 +19,7 @@
 #include "core/util.h"    /* mp_parse_double_list */
 #include "sim/simulate.h" /* MpSimConfig, mp_sim_run */
 #include "viz/plot.h"      /* mp_plot_release */
+#include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
 
 static const char *simulate_help =
     "usage: maskpos simulate [options]\n"
@@ -45,6 +46,7 @@ static const char *simulate_help =
     "  --plot             also draw figures beside the .npy files (see maskpos plot)\n"
     "  --dump-inputs F    debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7)\n"
     "  --quiet            no progress bar\n"
+    "  --force            replace the outputs of an earlier run in --out (else such a folder is refused)\n"
     "\n"
     "Printed per layer: NRI (non-relative index, docs/metrics.md), the range of the diagonal-\n"
     "normalised residue, and its rms in units of the per-entry standard error (~1 = noise).\n"
@@ -67,10 +69,11 @@ int mp_cmd_simulate(int argc, char **argv) {
         {"seed", required_argument, 0, 'e'},   {"threads", required_argument, 0, 'j'},
         {"out", required_argument, 0, 'o'},    {"plot", no_argument, 0, 'p'},
         {"dump-inputs", required_argument, 0, 'd'}, {"quiet", no_argument, 0, 'q'},
+        {"force", no_argument, 0, 'f'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
-    int c, quiet = 0;
+    int c, quiet = 0, force = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'B': cfg.batch = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
@@ -104,6 +107,7 @@ int mp_cmd_simulate(int argc, char **argv) {
         case 'p': plot = 1; break;
         case 'd': dump = optarg; break;
         case 'q': quiet = 1; break;
+        case 'f': force = 1; break;
         case 'h': fputs(simulate_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -118,6 +122,8 @@ int mp_cmd_simulate(int argc, char **argv) {
     MpErr e;
     cfg.alpha = alphas[0];
     if (mp_sim_config_check(&cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    if (out && mp_outdir_claim(out, "simulate", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK)
+        return mp_cli_error(cmd, "%s", e.msg);
 
     if (dump && rank == 0) {
         size_t n;

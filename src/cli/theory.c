@@ -15,6 +15,7 @@
 #include "core/npy.h"   /* mp_npy_write */
 #include "core/util.h"  /* mp_mkdir_p, mp_time_now */
 #include "sim/theory.h" /* MpTheory */
+#include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
 
 static const char *theory_help =
     "usage: maskpos theory [--alpha A] [--n N] [--layers L] [--digits K] [--out DIR]\n"
@@ -30,18 +31,20 @@ static const char *theory_help =
     "               (layer 2 of it equals the closed form); default: layer 2 only\n"
     "  --digits K   decimals printed (default 3)\n"
     "  --out DIR    write layer2_scores.npy [N,N] (NaN above the diagonal), layer_scores.npy\n"
-    "               [L,N,N] when --layers is given, and meta.json\n";
+    "               [L,N,N] when --layers is given, and meta.json\n"
+    "  --force      replace the outputs of an earlier run in --out (else such a folder is refused)\n";
 
 int mp_cmd_theory(int argc, char **argv) {
     const char *cmd = "theory";
     double alpha = 0;
-    int n = 3, layers = 0, digits = 3;
+    int n = 3, layers = 0, digits = 3, force = 0;
     const char *out = NULL;
     static const struct option opts[] = {{"alpha", required_argument, 0, 'a'},
                                          {"n", required_argument, 0, 'n'},
                                          {"layers", required_argument, 0, 'l'},
                                          {"digits", required_argument, 0, 'k'},
                                          {"out", required_argument, 0, 'o'},
+                                         {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -57,6 +60,7 @@ int mp_cmd_theory(int argc, char **argv) {
         case 'l': layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 64); break;
         case 'k': digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 17); break;
         case 'o': out = optarg; break;
+        case 'f': force = 1; break;
         case 'h': fputs(theory_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -64,6 +68,8 @@ int mp_cmd_theory(int argc, char **argv) {
     if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
     double t0 = mp_time_now();
     MpErr e;
+    if (out && mp_outdir_claim(out, "theory", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK)
+        return mp_cli_error(cmd, "%s", e.msg);
     MpTheory th;
     if (mp_theory_init(&th, alpha, n, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     double *deep = NULL;
@@ -99,7 +105,7 @@ int mp_cmd_theory(int argc, char **argv) {
     if (out) {
         char path[4096];
         int64_t shp2[2] = {n, n}, shp3[3] = {layers, n, n};
-        if (mp_mkdir_p(out, &e) != MP_OK || mp_path_join(path, sizeof path, out, "layer2_scores.npy", &e) ||
+        if (mp_path_join(path, sizeof path, out, "layer2_scores.npy", &e) ||
             mp_npy_write(path, MP_DT_F64, th.s2, 2, shp2, &e) != MP_OK ||
             (deep && (mp_path_join(path, sizeof path, out, "layer_scores.npy", &e) ||
                       mp_npy_write(path, MP_DT_F64, deep, 3, shp3, &e) != MP_OK))) {

@@ -71,7 +71,9 @@ static const char *train_help =
     "                     vocabulary is the tokenizer's; both files are copied into every\n"
     "                     checkpoint (GGUF tokenizers are refused). On --resume the checkpoint's\n"
     "                     own copy is used; a given PATH must be the same tokenizer\n"
-    "  --out DIR          output directory (created)\n"
+    "  --out DIR          output directory (created); a folder holds one run: an earlier run's\n"
+    "                     folder is refused unless --resume continues it or --force replaces it\n"
+    "  --force            remove the earlier run's checkpoints and log from --out first\n"
     "  --checkpoint-every K   checkpoint every K steps and at the end (default 100)\n"
     "  --eval-every K     validation loss every K steps (default: --checkpoint-every)\n"
     "  --val-batches N    validation batches per evaluation (default 4)\n"
@@ -269,7 +271,7 @@ int mp_cmd_train(int argc, char **argv) {
     run.val_frac = 0.05;
     const char *data_path = NULL, *resume = NULL, *dump_batches = NULL, *export_dir = NULL, *tok_path = NULL;
     int64_t ckpt_every = 100, eval_every = -1, log_every = 10, stop_after = -1, steps_flag = -1;
-    int val_batches = 4, threads = 0, quiet = 0, save_init = 0, model_flags = 0;
+    int val_batches = 4, threads = 0, quiet = 0, save_init = 0, model_flags = 0, force = 0;
     static const struct option opts[] = {
         {"layers", required_argument, 0, 'L'},      {"dim", required_argument, 0, 'C'},
         {"heads", required_argument, 0, 'H'},       {"kv-heads", required_argument, 0, 'K'},
@@ -288,7 +290,7 @@ int mp_cmd_train(int argc, char **argv) {
         {"stop-after", required_argument, 0, 'S'},  {"save-init", no_argument, 0, 'I'},
         {"dump-batches", required_argument, 0, 'D'}, {"export-bf16", required_argument, 0, 'X'},
         {"tokenizer", required_argument, 0, 't'},   {"help", no_argument, 0, 'h'},
-        {"bos", no_argument, 0, 'O'},
+        {"bos", no_argument, 0, 'O'},               {"force", no_argument, 0, 'f'},
         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -334,6 +336,7 @@ int mp_cmd_train(int argc, char **argv) {
         case 'D': dump_batches = optarg; break;
         case 'X': export_dir = optarg; break;
         case 't': tok_path = optarg; break;
+        case 'f': force = 1; break;
         case 'h': fputs(train_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -453,19 +456,12 @@ int mp_cmd_train(int argc, char **argv) {
         rc = mp_cli_error(cmd, "%s is not the corpus the checkpoint was trained on (hash differs)", data_path);
         goto done;
     }
-    /* the output directory must be writable before any work is done */
-    if (mp_mkdir_p(run.out, &e) != MP_OK) {
+    /* one run per folder (--resume continues it, --force replaces it); the output directory
+     * must be writable before any work is done */
+    if (mp_outdir_claim(run.out, "train", resume ? MP_OUTDIR_RESUME : force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) !=
+        MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;
-    }
-    {
-        char probe[4200];
-        snprintf(probe, sizeof probe, "%s/.write-test", run.out);
-        if (mp_file_write_atomic(probe, "", 0, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "--out %s is not writable: %s", run.out, e.msg);
-            goto done;
-        }
-        remove(probe);
     }
 
     if (mp_train_model_init_f32(&model, &run.cfg, &e) != MP_OK) {

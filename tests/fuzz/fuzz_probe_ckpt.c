@@ -39,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_put(path, sizeof path, "checkpoint.bin", data, size);
     unsigned char mask[4] = {0};
     for (int l = 0; l < L; l++) mask[l] = 1;
-    for (int skip = 0; skip <= 1; skip++) {
+    for (int skip = 0; skip <= (S >= 3); skip++) { /* mp_probe_acc_skip needs S - skip >= 2 (as probe ensures) */
         MpProbeAcc a;
         MpErr e;
         e.msg[0] = 0;

@@ -641,7 +641,7 @@ static void test_cli(void **state) {
     snprintf(out, sizeof out, "%s/over.png", d);
     assert_int_equal(mp_test_run(buf, sizeof buf, "plot %s -o %s --preset fig2 --layers 4 --vmax 0.5", stack, out), 0);
     assert_non_null(strstr(buf, "[0, 0.5]"));
-    assert_int_equal(mp_test_run(buf, sizeof buf, "plot %s -o %s --preset fig2 --layers 4 --clip 0,100", stack, out), 0);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "plot %s -o %s --preset fig2 --layers 4 --clip 0,100 --force", stack, out), 0);
     assert_non_null(strstr(buf, "[0.3, 0.37]")); /* layer 4: 0.3 + 0.01 (i - j), float32 */
     snprintf(out, sizeof out, "%s/over2.png", d);
     snprintf(args, sizeof args, "%s -o %s --preset fig2 --vmin 2", stack, out);

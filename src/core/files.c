@@ -123,13 +123,15 @@ int mp_outdir_claim(const char *dir, const char *cmd, MpOutdirMode mode, MpErr *
     closedir(d);
     char prev[64];
     if (marker_read(dir, prev, sizeof prev, e) != MP_OK) return MP_ERR;
-    if (others && !prev[0])
+    /* (--resume says the folder holds the run to continue: one assembled by hand, or written
+     * before markers existed, is taken at its word) */
+    if (others && !prev[0] && mode != MP_OUTDIR_RESUME)
         return mp_err_set(e, "%s: folder is not empty and holds no maskpos run: refusing to mix outputs; HINT: give "
                              "an empty or new folder",
                           dir);
     if (others && mode == MP_OUTDIR_FORCE) {
         if (mp_outdir_clear(dir, e) != MP_OK) return MP_ERR;
-    } else if (others && mode == MP_OUTDIR_RESUME && strcmp(prev, cmd)) {
+    } else if (others && mode == MP_OUTDIR_RESUME && prev[0] && strcmp(prev, cmd)) {
         return mp_err_set(e, "%s: holds the outputs of a 'maskpos %s' run, not of a '%s' run to continue", dir, prev,
                           cmd);
     } else if (others && mode == MP_OUTDIR_NEW) {

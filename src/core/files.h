@@ -11,8 +11,8 @@
  *     an empty or new folder is claimed (a marker file ".maskpos-run" naming the command is
  *     written into it); a folder that already holds a maskpos run is refused unless the new run
  *     continues it (resume) or replaces it (force: the previous run's files are removed first);
- *     a non-empty folder that holds no maskpos run is always refused (nothing of the user's is
- *     ever deleted). mp_outfile_claim: the same for a single output file.
+ *     a non-empty folder that holds no maskpos run is refused unless the run says it continues
+ *     what is there (resume), and nothing of the user's is ever deleted. mp_outfile_claim: the same for a single output file.
  * Does not: decide exit codes (cli/), or write the outputs (npy.h, json.h, util.h).
  * Tested by: tests/test_core.c (FIFO, directory, claims), tests/test_badinput.c (every command).
  */
@@ -36,7 +36,7 @@ int mp_fsync_parent(const char *path, MpErr *e);
 
 typedef enum MpOutdirMode {
     MP_OUTDIR_NEW = 0,    /* refuse a folder that holds an earlier run */
-    MP_OUTDIR_RESUME = 1, /* an earlier run of the same command is continued */
+    MP_OUTDIR_RESUME = 1, /* an earlier run of the same command is continued (or an unmarked folder) */
     MP_OUTDIR_FORCE = 2,  /* an earlier maskpos run's files are removed first */
 } MpOutdirMode;
 

@@ -10,6 +10,27 @@
 #include "kernels/posmap.h"
 #include "kernels/vexp.h"
 
+/* Class: a map with no finite entry (all NaN, or ±Inf only). Its NRI is undefined (NaN), not 0,
+ * which would read "purely relative" (it was 0 before). A constant finite map stays 0. */
+static void test_no_finite_entries(void **state) {
+    (void)state;
+    enum { S = 5 };
+    double map[S * S], res[S * S];
+    for (int k = 0; k < 3; k++) {
+        for (int a = 0; a < S * S; a++) map[a] = k == 0 ? NAN : k == 1 ? (a % 2 ? INFINITY : -INFINITY) : 2.5;
+        mp_posmap_diagnorm(res, map, S);
+        MpPosStats st;
+        mp_posmap_stats(&st, map, res, NULL, S);
+        if (k < 2) {
+            assert_int_equal(st.observed, 0);
+            assert_true(isnan(st.nri));
+        } else {
+            assert_int_equal(st.observed, S * S);
+            assert_true(st.nri == 0.0);
+        }
+    }
+}
+
 static void test_relative_map_is_zero(void **state) {
     (void)state;
     enum { S = 17 };
@@ -138,6 +159,7 @@ static void test_vexp_matches_libm(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relative_map_is_zero), cmocka_unit_test(test_hand_example),
+        cmocka_unit_test(test_no_finite_entries),
         cmocka_unit_test(test_recency_slopes), cmocka_unit_test(test_noise_z), cmocka_unit_test(test_vexp_matches_libm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

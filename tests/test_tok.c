@@ -761,8 +761,8 @@ static void test_corpus_cmd(void **state) {
     const char *inputs[3] = {txt, jsonl, sub};
     const char *extra[3] = {"", "--field body", ""};
     for (int k = 0; k < 3; k++) {
-        int rc = mp_test_run(out, sizeof out, "corpus --model %s --n 2 --seq 8 %s --out %s %s", LLAMA_DIR, extra[k], npy,
-                             inputs[k]);
+        int rc = mp_test_run(out, sizeof out, "corpus --model %s --n 2 --seq 8 %s%s --out %s %s", LLAMA_DIR, extra[k],
+                             k ? " --force" : "", npy, inputs[k]); /* the same cache file: replaced with --force */
         if (rc != 0) fail_msg("corpus %s: %s", inputs[k], out);
         assert_non_null(strstr(out, "2 skipped"));
         MpNpy a;
@@ -815,7 +815,7 @@ static void test_corpus_cmd(void **state) {
     /* too short: exit 2, one line */
     /* (the tiny tokenizer: error paths need no real vocabulary; one byte ~ one token) */
     char cm[600];
-    snprintf(cm, sizeof cm, "corpus --model %s", tiny_tokenizer());
+    snprintf(cm, sizeof cm, "corpus --force --model %s", tiny_tokenizer()); /* over the cache written above */
     char fmt[700];
     snprintf(fmt, sizeof fmt, "%s --n 1 --seq 100000 --out %%s %%s", cm);
     expect_error("no document has 100000 tokens", fmt, npy, txt);

@@ -122,8 +122,10 @@ int mp_cmd_simulate(int argc, char **argv) {
     MpErr e;
     cfg.alpha = alphas[0];
     if (mp_sim_config_check(&cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    if (out && mp_outdir_claim(out, "simulate", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK)
-        return mp_cli_error(cmd, "%s", e.msg);
+    /* one run per folder, claimed by rank 0 (the writer) before the compute; every rank leaves
+     * together when it is refused */
+    const int claimed = !out || rank != 0 || mp_outdir_claim(out, "simulate", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) == MP_OK;
+    if (!mp_mpi_agree(claimed)) return claimed ? MP_EXIT_ERROR : mp_cli_error(cmd, "%s", e.msg);
 
     if (dump && rank == 0) {
         size_t n;

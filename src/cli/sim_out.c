@@ -18,6 +18,17 @@ void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
                 st[l].res_max, st[l].res_rms, st[l].z_rms, 100 * st[l].rise_share, st[l].mean_slope);
 }
 
+void mp_sim_print_recency(FILE *f, const MpSimResult *r) {
+    fprintf(f, "%6s %10s %10s %18s   (recency probability: share of triples j<k<i with S[i,k] > S[i,j])\n",
+            "layer", "RP", "se", "recent triples");
+    for (int l = 0; l < r->layers; l++)
+        fprintf(f, "%6d %10.5f %10.5f %18llu\n", l + 1, r->rp[l], r->rp_se[l], (unsigned long long)r->rp_count[l]);
+}
+
+const char *mp_sim_norm_name(MpNorm n) {
+    return n == MP_NORM_L2 ? "l2" : n == MP_NORM_LAYERNORM ? "layernorm" : "none";
+}
+
 /* JSON has no NaN: a non-finite statistic (e.g. no noise estimate) is written as null. */
 static json_t *stats_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
@@ -61,7 +72,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     if (plot) {
         char title[256];
         snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",
-                 c->norm == MP_NORM_L2 ? "L2 norm" : "LayerNorm", c->causal ? "causal" : "bidirectional",
+                 c->norm == MP_NORM_L2 ? "L2 norm" : c->norm == MP_NORM_LAYERNORM ? "LayerNorm" : "no norm", c->causal ? "causal" : "bidirectional",
                  c->alpha, c->rope ? ", RoPE" : "", (long long)c->batch, c->seq, c->dim);
         MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0}, {r->scores, r->layers, r->seq, "Normalised", 1}};
         if (mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK)
@@ -74,7 +85,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     json_object_set_new(m, "dim", json_integer(c->dim));
     json_object_set_new(m, "layers", json_integer(c->layers));
     json_object_set_new(m, "alpha", json_real(c->alpha));
-    json_object_set_new(m, "norm", json_string(c->norm == MP_NORM_L2 ? "l2" : "layernorm"));
+    json_object_set_new(m, "norm", json_string(mp_sim_norm_name(c->norm)));
     json_object_set_new(m, "scale", json_string(scale_word));
     json_object_set_new(m, "scale_divisor", json_real(c->scale));
     json_object_set_new(m, "layernorm_eps", json_real(c->ln_eps));
@@ -93,6 +104,21 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
     json_object_set_new(m, "stats", mp_cli_stats_json(r->stats, NULL, r->layers));
+    if (c->form == MP_SIM_FORM_RECENCY) { /* only here, so the paper form's meta.json is unchanged */
+        json_object_set_new(m, "layer_form", json_string("recency"));
+        json_object_set_new(m, "residual", json_boolean(c->residual));
+        json_t *rp = json_array(), *se = json_array(), *cnt = json_array();
+        for (int l = 0; l < r->layers; l++) {
+            json_array_append_new(rp, stats_real(r->rp[l]));
+            json_array_append_new(se, stats_real(r->rp_se[l]));
+            json_array_append_new(cnt, json_integer((json_int_t)r->rp_count[l]));
+        }
+        json_object_set_new(m, "recency_probability", rp);
+        json_object_set_new(m, "recency_probability_se", se);
+        json_object_set_new(m, "recency_triples_recent", cnt);
+        json_object_set_new(m, "recency_triples_total", json_integer((json_int_t)(r->rp_triples * (uint64_t)r->batch)));
+    } else if (!c->residual)
+        json_object_set_new(m, "residual", json_boolean(0));
     json_object_set_new(m, "sim_wall_time_s", json_real(r->wall_s));
     mp_json_add_provenance(m, argc, argv, r->wall_s);
     int rc = mp_path_join(path, sizeof path, dir, "meta.json", e) == MP_OK ? mp_json_write_atomic(path, m, e) : MP_ERR;

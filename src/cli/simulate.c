@@ -3,6 +3,8 @@
  *   maskpos simulate --alpha 0,0.2 --out results/sim       (paper Figure 2 settings by default)
  *   maskpos simulate --rope --alpha 0.5 --out D             (Figure 4)
  *   maskpos simulate --norm layernorm --scale d --out D     (appendix)
+ *   maskpos simulate --layer-form recency --dim 16 --alpha 0.5 --batch 1000000   (the later
+ *                    version's LayerNorm layer; recency probability per layer, docs/recency.md)
  * Per α it writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy and meta.json (into
  * DIR itself for one α, into DIR/alpha_<α>/ for several) and prints per-layer statistics.
  */
@@ -33,11 +35,18 @@ static const char *simulate_help =
     "  --dim D            width (default 64)\n"
     "  --layers L         stacked layers (default 4)\n"
     "  --alpha A[,A...]   input correlation(s) in [0,1) (default 0)\n"
-    "  --norm l2|layernorm  row normalisation (default l2; layernorm has no affine, eps 1e-12)\n"
+    "  --norm l2|layernorm|none  row normalisation (default l2; layernorm has no affine, eps 1e-12)\n"
     "  --scale 1|sqrt|d   score divisor (default 1 for l2, sqrt for layernorm)\n"
     "  --rope             rotate queries and keys (HF rotate-half, positions 0..S-1); values unrotated\n"
     "  --rope-theta T     RoPE base (default 10000)\n"
     "  --bidirectional    no causal mask (control)\n"
+    "  --layer-form paper|recency  paper (default): the layer above; recency: the later version's\n"
+    "                     (\"LayerNorm Induces Recency Bias\"): x = (randn(S,D) + l randn(1,D))/sqrt(D),\n"
+    "                     h = norm(x), scores h h^T/sqrt(D), X <- A h (+ X with --residual on); its\n"
+    "                     defaults: --seq 10 --norm layernorm --residual off --scale sqrt. Also\n"
+    "                     prints the recency probability (RP) per layer with its standard error:\n"
+    "                     the share of triples j<k<i with score(i,k) > score(i,j) (docs/recency.md)\n"
+    "  --residual on|off  add the layer's input to its output (default on; recency form: off)\n"
     "  --seed N           random seed (default 0); results are bit-identical for any --threads\n"
     "  --threads N        worker threads (default: all cores)\n"
     "  --out DIR          write scores.npy [L,S,S] (NaN where masked), scores_se.npy (standard\n"
@@ -58,7 +67,7 @@ int mp_cmd_simulate(int argc, char **argv) {
     MpSimConfig cfg;
     mp_sim_config_default(&cfg);
     double alphas[32] = {0};
-    int nalpha = 1, scale_set = 0, plot = 0;
+    int nalpha = 1, scale_set = 0, plot = 0, seq_set = 0, norm_set = 0, resid_set = 0;
     const char *scale_word = NULL, *out = NULL, *dump = NULL;
     static const struct option opts[] = {
         {"batch", required_argument, 0, 'B'},  {"seq", required_argument, 0, 'S'},
@@ -70,6 +79,7 @@ int mp_cmd_simulate(int argc, char **argv) {
         {"out", required_argument, 0, 'o'},    {"plot", no_argument, 0, 'p'},
         {"dump-inputs", required_argument, 0, 'd'}, {"quiet", no_argument, 0, 'q'},
         {"force", no_argument, 0, 'f'},
+        {"layer-form", required_argument, 0, 'F'}, {"residual", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -77,7 +87,10 @@ int mp_cmd_simulate(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'B': cfg.batch = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
-        case 'S': cfg.seq = (int)mp_cli_i64(cmd, "--seq", optarg, 1, 4096); break;
+        case 'S':
+            cfg.seq = (int)mp_cli_i64(cmd, "--seq", optarg, 1, 4096);
+            seq_set = 1;
+            break;
         case 'D': cfg.dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 65536); break;
         case 'L': cfg.layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 64); break;
         case 'a':
@@ -90,7 +103,20 @@ int mp_cmd_simulate(int argc, char **argv) {
         case 'n':
             if (!strcmp(optarg, "l2")) cfg.norm = MP_NORM_L2;
             else if (!strcmp(optarg, "layernorm")) cfg.norm = MP_NORM_LAYERNORM;
-            else return mp_cli_error(cmd, "--norm: '%s' is not l2 or layernorm", optarg);
+            else if (!strcmp(optarg, "none")) cfg.norm = MP_NORM_NONE;
+            else return mp_cli_error(cmd, "--norm: '%s' is not l2, layernorm or none", optarg);
+            norm_set = 1;
+            break;
+        case 'F':
+            if (!strcmp(optarg, "paper")) cfg.form = MP_SIM_FORM_PAPER;
+            else if (!strcmp(optarg, "recency")) cfg.form = MP_SIM_FORM_RECENCY;
+            else return mp_cli_error(cmd, "--layer-form: '%s' is not paper or recency", optarg);
+            break;
+        case 'R':
+            if (!strcmp(optarg, "on")) cfg.residual = 1;
+            else if (!strcmp(optarg, "off")) cfg.residual = 0;
+            else return mp_cli_error(cmd, "--residual: '%s' is not on or off", optarg);
+            resid_set = 1;
             break;
         case 's':
             if (strcmp(optarg, "1") && strcmp(optarg, "sqrt") && strcmp(optarg, "d"))
@@ -113,7 +139,13 @@ int mp_cmd_simulate(int argc, char **argv) {
         }
     }
     if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (!scale_set) scale_word = cfg.norm == MP_NORM_L2 ? "1" : "sqrt";
+    if (cfg.form == MP_SIM_FORM_RECENCY) { /* the later version's defaults */
+        if (!seq_set) cfg.seq = 10;
+        if (!norm_set) cfg.norm = MP_NORM_LAYERNORM;
+        if (!resid_set) cfg.residual = 0;
+        if (!scale_set) scale_word = "sqrt";
+    }
+    if (!scale_set && !scale_word) scale_word = cfg.norm == MP_NORM_L2 ? "1" : "sqrt";
     cfg.scale = !strcmp(scale_word, "1") ? 1.0 : !strcmp(scale_word, "sqrt") ? sqrt((double)cfg.dim) : (double)cfg.dim;
     cfg.progress = !quiet;
     cfg.mpi = 1; /* under mpirun: every rank runs its share of the blocks */
@@ -142,10 +174,12 @@ int mp_cmd_simulate(int argc, char **argv) {
         if (rc != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     }
 
-    printf("simulate: B=%lld S=%d D=%d L=%d norm=%s scale=%s (%g) %s rope=%s seed=%llu\n",
-           (long long)cfg.batch, cfg.seq, cfg.dim, cfg.layers, cfg.norm == MP_NORM_L2 ? "l2" : "layernorm",
-           scale_word, cfg.scale, cfg.causal ? "causal" : "bidirectional", cfg.rope ? "on" : "off",
-           (unsigned long long)cfg.seed);
+    printf("simulate: B=%lld S=%d D=%d L=%d norm=%s scale=%s (%g) %s rope=%s seed=%llu", (long long)cfg.batch,
+           cfg.seq, cfg.dim, cfg.layers, mp_sim_norm_name(cfg.norm), scale_word, cfg.scale,
+           cfg.causal ? "causal" : "bidirectional", cfg.rope ? "on" : "off", (unsigned long long)cfg.seed);
+    if (cfg.form == MP_SIM_FORM_RECENCY) printf(" form=recency residual=%s", cfg.residual ? "on" : "off");
+    else if (!cfg.residual) printf(" residual=off");
+    printf("\n");
     if (mp_mpi_size() > 1) printf("MPI: %d ranks share the blocks of %d sequences\n", mp_mpi_size(), 64);
     int rc = MP_EXIT_OK;
     for (int ai = 0; ai < nalpha && rc == MP_EXIT_OK; ai++) {
@@ -158,6 +192,7 @@ int mp_cmd_simulate(int argc, char **argv) {
         }
         printf("\nalpha = %g: %.2f s\n", cfg.alpha, res.wall_s);
         mp_sim_print_stats(stdout, res.stats, res.layers);
+        if (res.rp) mp_sim_print_recency(stdout, &res);
         if (out) {
             char dir[4096];
             if (nalpha == 1) snprintf(dir, sizeof dir, "%s", out);

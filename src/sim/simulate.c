@@ -1,7 +1,7 @@
 /* simulate.c — see simulate.h.
  *
  * ================================================================ layout
- *   inputs           one sequence's x from its own Philox stream
+ *   inputs           one sequence's x from its own Philox stream (paper's or the later version's)
  *   layer kernels    norm, RoPE, scores, softmax, A·Y + X (naive loops, vectorisable over the
  *                    innermost index; no reassociation, so any build gives the same bits)
  *   driver           blocks of sequences in parallel, block sums merged in order
@@ -21,6 +21,7 @@
 #include "core/progress.h" /* MpProgress */
 #include "core/rng.h"      /* MpRng, mp_rng_normal_fill */
 #include "core/util.h"     /* mp_time_now */
+#include "kernels/recency.h" /* mp_recency_map_count: recency triples per sequence */
 #include "kernels/vexp.h"   /* mp_vexp: vectorisable exp */
 
 /* Sequences per block: the unit of work and of ordered summation. Changing it changes the
@@ -42,6 +43,8 @@ void mp_sim_config_default(MpSimConfig *c) {
     c->seed = 0;
     c->threads = 0;
     c->ln_eps = 1e-12;
+    c->form = MP_SIM_FORM_PAPER;
+    c->residual = 1;
 }
 
 int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
@@ -54,6 +57,14 @@ int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
     if (c->rope && c->dim % 2) return mp_err_set(e, "--rope needs an even --dim (got %d)", c->dim);
     if (c->rope && !(c->rope_theta > 1)) return mp_err_set(e, "rope theta must be > 1");
     if (c->norm == MP_NORM_LAYERNORM && c->dim < 2) return mp_err_set(e, "layernorm needs dim >= 2");
+    if (c->norm != MP_NORM_L2 && c->norm != MP_NORM_LAYERNORM && c->norm != MP_NORM_NONE)
+        return mp_err_set(e, "unknown norm %d", (int)c->norm);
+    if (c->form != MP_SIM_FORM_PAPER && c->form != MP_SIM_FORM_RECENCY)
+        return mp_err_set(e, "unknown layer form %d", (int)c->form);
+    if (c->form == MP_SIM_FORM_RECENCY && c->seq >= 3 &&
+        (double)c->batch * (double)mp_recency_triples(c->seq, 0) > 9e18)
+        return mp_err_set(e, "batch x C(seq,3) = %lld x %llu triples overflows the recency count", (long long)c->batch,
+                          (unsigned long long)mp_recency_triples(c->seq, 0));
     return MP_OK;
 }
 
@@ -92,6 +103,12 @@ void mp_sim_sequence_input(double *x, const MpSimConfig *c, int64_t b) {
     double shared[D];
     mp_rng_normal_fill(&r, shared, (size_t)D);
     mp_rng_normal_fill(&r, x, (size_t)S * D);
+    if (c->form == MP_SIM_FORM_RECENCY) { /* (randn + l·shared) / √D, not normalised */
+        const double inv_sd = 1.0 / sqrt((double)D);
+        for (int i = 0; i < S; i++)
+            for (int k = 0; k < D; k++) x[(size_t)i * D + k] = (x[(size_t)i * D + k] + l * shared[k]) * inv_sd;
+        return;
+    }
     for (int i = 0; i < S; i++) {
         double *xi = x + (size_t)i * D;
         for (int k = 0; k < D; k++) xi[k] += l * shared[k];
@@ -111,11 +128,19 @@ typedef struct SimWork {
     double *psum;  /* (L,S,S) block sum of scores */
     double *psq;   /* (L,S,S) block sum of squared scores */
     double *pprob; /* (L,S,S) block sum of probabilities */
+    double *prc;   /* (L) block sum of recency triple counts (recency form; an integer, exact in a
+                      double: ≤ 64·C(4096,3) < 2^53) */
+    double *prq;   /* (L) block sum of squared per-sequence counts */
+    double *rsc;   /* (2S) scratch of the recency count */
 } SimWork;
 
-/* y (S,D) = norm(x) row by row. */
+/* y (S,D) = norm(x) row by row (a copy without a norm). */
 static void sim_norm_forward(double *y, const double *x, const MpSimConfig *c) {
     const int S = c->seq, D = c->dim;
+    if (c->norm == MP_NORM_NONE) {
+        memcpy(y, x, (size_t)S * D * sizeof *y);
+        return;
+    }
     for (int i = 0; i < S; i++) {
         const double *xi = x + (size_t)i * D;
         double *yi = y + (size_t)i * D;
@@ -277,14 +302,21 @@ static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn,
         sim_rope_forward(w->q, w->y, cs, sn, c);
         sim_transpose(w->qt, w->q, c->seq, c->dim);
         sim_scores_forward(w->sc, w->q, w->qt, c);
+        if (c->form == MP_SIM_FORM_RECENCY) {
+            const uint64_t n = mp_recency_map_count(w->sc, c->seq, 0, w->rsc);
+            w->prc[l] += (double)n;
+            w->prq[l] += (double)n * (double)n; /* exact below 2^53 (S = 10: B < 6e11) */
+        }
         sim_softmax_accumulate(w->sc, w->psum + l * SS, w->psq + l * SS, w->pprob + l * SS, c);
+        if (!c->residual) memset(w->x, 0, (size_t)c->seq * c->dim * sizeof *w->x);
         sim_mix_forward(w->x, w->sc, w->y, c);
     }
 }
 
 /* ================================================================ driver */
 
-/* A rank's block k (its three block sums, n doubles) to rank 0. */
+/* A rank's block k (its block sums, n doubles: the three maps, then the recency counts and their
+ * squares, L each) to rank 0. */
 static void sim_block_send(const double *blk, size_t n, int64_t k) {
     const int64_t hd[1] = {k};
     mp_mpi_send_i64(hd, 1, 0);
@@ -293,8 +325,8 @@ static void sim_block_send(const double *blk, size_t n, int64_t k) {
 
 /* Rank 0: receives blocks from..to-1 (each from rank k mod nr) into buf and adds them to the
  * sums in block order. Returns to. */
-static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, double *buf, size_t LSS, int64_t from,
-                                  int64_t to, int nr, int64_t batch, MpProgress *prog) {
+static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *rpc, double *rpq, int L, double *buf,
+                               size_t LSS, int64_t from, int64_t to, int nr, int64_t batch, MpProgress *prog) {
     for (int64_t k = from; k < to; k++) {
         int64_t hd[1];
         const int src = (int)(k % nr);
@@ -304,16 +336,47 @@ static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, double *bu
                     (long long)hd[0], (long long)k);
             mp_mpi_abort(2);
         }
-        mp_mpi_recv_f64(buf, 3 * LSS, src);
+        mp_mpi_recv_f64(buf, 3 * LSS + 2 * (size_t)L, src);
         for (size_t a = 0; a < LSS; a++) {
             sum[a] += buf[a];
             sq[a] += buf[LSS + a];
             prob[a] += buf[2 * LSS + a];
         }
+        for (int l = 0; l < L; l++) {
+            rpc[l] += (uint64_t)buf[3 * LSS + l];
+            rpq[l] += buf[3 * LSS + L + l];
+        }
         const int64_t b1 = (k + 1) * SIM_BLOCK < batch ? (k + 1) * SIM_BLOCK : batch;
         mp_progress_update(prog, b1);
     }
     return to;
+}
+
+/* The recency probability per layer from the summed counts (rpc, taken over by r) and the summed
+ * squares of per-sequence counts (rpq, freed): RP = Σn / (B·T), se = sd(n/T) / √B. */
+static void sim_recency_finish(MpSimResult *r, uint64_t *rpc, double *rpq, const MpSimConfig *c) {
+    const int L = c->layers;
+    const double nb = (double)c->batch;
+    r->rp_count = rpc;
+    r->rp_triples = mp_recency_triples(c->seq, 0);
+    r->rp = malloc((size_t)L * sizeof *r->rp);
+    r->rp_se = malloc((size_t)L * sizeof *r->rp_se);
+    if (r->rp && r->rp_se)
+        for (int l = 0; l < L; l++) {
+            const double T = (double)r->rp_triples;
+            if (r->rp_triples == 0) {
+                r->rp[l] = r->rp_se[l] = NAN;
+                continue;
+            }
+            const double m = (double)rpc[l] / nb, var = c->batch > 1 ? (rpq[l] / nb - m * m) * nb / (nb - 1) : 0;
+            r->rp[l] = m / T;
+            r->rp_se[l] = sqrt(var > 0 ? var / nb : 0) / T;
+        }
+    if (!r->rp || !r->rp_se) {
+        free(r->rp), free(r->rp_se);
+        r->rp = r->rp_se = NULL;
+    }
+    free(rpq);
 }
 
 void mp_sim_result_free(MpSimResult *r) {
@@ -322,6 +385,9 @@ void mp_sim_result_free(MpSimResult *r) {
     free(r->probs);
     free(r->diagnorm);
     free(r->stats);
+    free(r->rp_count);
+    free(r->rp);
+    free(r->rp_se);
     memset(r, 0, sizeof *r);
 }
 
@@ -333,9 +399,13 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     const size_t SS = (size_t)S * S, LSS = (size_t)L * SS;
     double *sum = calloc(LSS, sizeof *sum), *sq = calloc(LSS, sizeof *sq);
     double *prob = calloc(LSS, sizeof *prob);
+    const int rec = c->form == MP_SIM_FORM_RECENCY;
+    uint64_t *rpc = calloc((size_t)L, sizeof *rpc);
+    double *rpq = calloc((size_t)L, sizeof *rpq);
+    const size_t NBLK = 3 * LSS + 2 * (size_t)L; /* doubles of a block's sums */
     double *cs = calloc((size_t)S * (H ? H : 1), sizeof *cs), *sn = calloc((size_t)S * (H ? H : 1), sizeof *sn);
-    if (!sum || !sq || !prob || !cs || !sn) {
-        free(sum), free(sq), free(prob), free(cs), free(sn);
+    if (!sum || !sq || !prob || !cs || !sn || !rpc || !rpq) {
+        free(sum), free(sq), free(prob), free(cs), free(sn), free(rpc), free(rpq);
         return mp_err_set(e, "out of memory for maps of %d layers x %d x %d", L, S, S);
     }
     for (int p = 0; p < S; p++)
@@ -348,9 +418,9 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     /* MPI: this rank runs blocks rank, rank + nr, ...; rank 0 adds every block in order */
     const int nr = c->mpi ? mp_mpi_size() : 1, rank = nr > 1 ? mp_mpi_rank() : 0;
     const int64_t nmine = nblocks > rank ? (nblocks - rank + nr - 1) / nr : 0;
-    double *rbuf = nr > 1 && rank == 0 ? malloc(3 * LSS * sizeof *rbuf) : NULL;
+    double *rbuf = nr > 1 && rank == 0 ? malloc(NBLK * sizeof *rbuf) : NULL;
     if (nr > 1 && rank == 0 && !rbuf) {
-        free(sum), free(sq), free(prob), free(cs), free(sn);
+        free(sum), free(sq), free(prob), free(cs), free(sn), free(rpc), free(rpq);
         return mp_err_set(e, "out of memory for a received block");
     }
     int64_t merged = 0; /* rank 0: blocks added so far */
@@ -367,7 +437,7 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     {
         SimWork w;
         const size_t Sp = (size_t)SIM_PAD(S);
-        size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + 3 * LSS;
+        size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + NBLK + 2 * (size_t)S;
         double *blk = malloc(per * sizeof(double));
         if (!blk) {
 #pragma omp atomic write
@@ -381,6 +451,9 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
         w.psum = blk ? w.sc + SS : NULL;
         w.psq = blk ? w.psum + LSS : NULL;
         w.pprob = blk ? w.psq + LSS : NULL;
+        w.prc = blk ? w.pprob + LSS : NULL;
+        w.prq = blk ? w.prc + L : NULL;
+        w.rsc = blk ? w.prq + L : NULL;
 #pragma omp for ordered schedule(dynamic, 1)
         for (int64_t m = 0; m < nmine; m++) {
             const int64_t k = rank + m * nr;
@@ -389,7 +462,7 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
 #pragma omp atomic read
             bad = oom;
             if (!bad) {
-                memset(w.psum, 0, 3 * LSS * sizeof(double));
+                memset(w.psum, 0, NBLK * sizeof(double)); /* maps and recency counts */
                 for (int64_t b = b0; b < b1; b++) sim_sequence_forward(&w, cs, sn, c, b);
             }
 #pragma omp ordered
@@ -399,10 +472,10 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
                     mp_mpi_abort(2);
                 }
                 if (nr > 1 && rank > 0) {
-                    sim_block_send(w.psum, 3 * LSS, k);
+                    sim_block_send(w.psum, NBLK, k);
                     bad = 1; /* nothing to add here */
                 } else if (nr > 1) { /* rank 0: the other ranks' blocks before this one */
-                    merged = sim_blocks_recv(sum, sq, prob, rbuf, LSS, merged, k, nr, c->batch, &prog);
+                    merged = sim_blocks_recv(sum, sq, prob, rpc, rpq, L, rbuf, LSS, merged, k, nr, c->batch, &prog);
                     merged++;
                 }
                 if (!bad) {
@@ -411,6 +484,10 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
                         sq[a] += w.psq[a];
                         prob[a] += w.pprob[a];
                     }
+                    for (int l = 0; l < L; l++) {
+                        rpc[l] += (uint64_t)w.prc[l];
+                        rpq[l] += w.prq[l];
+                    }
                     mp_progress_update(&prog, b1);
                 }
             }
@@ -418,13 +495,13 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
         free(blk);
     }
     if (nr > 1 && rank == 0) /* the blocks after rank 0's last */
-        sim_blocks_recv(sum, sq, prob, rbuf, LSS, merged, nblocks, nr, c->batch, &prog);
+        sim_blocks_recv(sum, sq, prob, rpc, rpq, L, rbuf, LSS, merged, nblocks, nr, c->batch, &prog);
     free(rbuf);
     free(cs);
     free(sn);
     if (nr > 1 && rank > 0) { /* rank 0 holds the result */
         mp_progress_finish(&prog);
-        free(sum), free(sq), free(prob);
+        free(sum), free(sq), free(prob), free(rpc), free(rpq);
         r->layers = L;
         r->seq = S;
         r->batch = c->batch;
@@ -434,7 +511,7 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     }
     mp_progress_finish(&prog);
     if (oom) {
-        free(sum), free(sq), free(prob);
+        free(sum), free(sq), free(prob), free(rpc), free(rpq);
         return mp_err_set(e, "out of memory for per-thread buffers");
     }
     r->layers = L;
@@ -469,6 +546,12 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
     for (int l = 0; l < L; l++) {
         mp_posmap_diagnorm(r->diagnorm + l * SS, r->scores + l * SS, S);
         mp_posmap_stats(&r->stats[l], r->scores + l * SS, r->diagnorm + l * SS, r->se + l * SS, S);
+    }
+    if (rec) sim_recency_finish(r, rpc, rpq, c);
+    else free(rpc), free(rpq);
+    if (rec && !r->rp) {
+        mp_sim_result_free(r);
+        return mp_err_set(e, "out of memory");
     }
     r->wall_s = mp_time_now() - t0;
     return MP_OK;

@@ -1,4 +1,5 @@
-/* simulate.h — the paper's parameter-free decoder, by Monte Carlo (paper.md §2.1, §2.3).
+/* simulate.h — the paper's parameter-free decoder, by Monte Carlo (paper.md §2.1, §2.3), and the
+ * later version's LayerNorm-recency layer (docs/recency.md).
  *
  * Legend: B sequences, S positions, D width, L layers. Maps are (L,S,S) row-major doubles,
  * row = query i, column = key j.
@@ -6,6 +7,13 @@
  * Each layer, with no weights:  Y = norm(X);  scores = q(Y)·q(Y)ᵀ / scale  (q = RoPE or identity);
  * A = Softmax(Mask(scores));  X ← A·Y + X.  Inputs x = normalize(randn(S,D) + l·randn(1,D)),
  * l = √(α/(1−α)), so distinct rows have inner product ≈ α.
+ *
+ * The later version's layer (form MP_SIM_FORM_RECENCY; "LayerNorm Induces Recency Bias in
+ * Transformer Decoders"): inputs x = (randn(S,D) + l·randn(1,D)) / √D, not normalised; each layer
+ * h = LayerNorm(x) (no affine, eps 1e-12) or h = x (MP_NORM_NONE); scores h·hᵀ / √D, causal mask,
+ * softmax A; x ← A·h, plus x when the residual is on. Per layer it also counts, per sequence, the
+ * triples j < k < i whose pre-softmax scores satisfy S[i,k] > S[i,j]: the recency probability
+ * (kernels/recency.h) with its Monte-Carlo standard error over sequences.
  *
  * Implements: streaming over sequences (memory O(threads·(S·D + L·S²)), independent of B),
  * sums in double; bit-identical results for any thread count: sequence b draws from the Philox
@@ -23,7 +31,10 @@
 #include "core/err.h"       /* MpErr */
 #include "kernels/posmap.h" /* MpPosStats */
 
-typedef enum MpNorm { MP_NORM_L2 = 0, MP_NORM_LAYERNORM = 1 } MpNorm;
+typedef enum MpNorm { MP_NORM_L2 = 0, MP_NORM_LAYERNORM = 1, MP_NORM_NONE = 2 } MpNorm;
+
+/* Which layer and inputs (see above): the paper's (default) or the later version's. */
+typedef enum MpSimForm { MP_SIM_FORM_PAPER = 0, MP_SIM_FORM_RECENCY = 1 } MpSimForm;
 
 typedef struct MpSimConfig {
     int64_t batch;     /* B */
@@ -42,6 +53,8 @@ typedef struct MpSimConfig {
     int progress;      /* draw a progress bar on a terminal */
     int mpi;           /* 1: split the blocks among the ranks of an MPI job (every rank calls
                           mp_sim_run; rank 0 gets the result, the same bits as one process) */
+    MpSimForm form;    /* MP_SIM_FORM_PAPER (default) or MP_SIM_FORM_RECENCY */
+    int residual;      /* 1 (default): x ← A·y + x; 0: x ← A·y */
 } MpSimConfig;
 
 void mp_sim_config_default(MpSimConfig *c);
@@ -58,6 +71,13 @@ typedef struct MpSimResult {
     double wall_s;
     int mpi_ranks;     /* ranks that shared the work (1 without MPI); on ranks > 0 of a job the
                           maps are NULL: rank 0 holds the result */
+    /* recency form only (NULL otherwise): per layer the triples with S[i,k] > S[i,j] summed over
+     * sequences, out of batch·C(S,3); the recency probability and its standard error over
+     * sequences (sample sd of the per-sequence share / √B) */
+    uint64_t *rp_count; /* (L) */
+    uint64_t rp_triples; /* C(S,3) per sequence */
+    double *rp;         /* (L) */
+    double *rp_se;      /* (L) */
 } MpSimResult;
 
 int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e);

@@ -104,13 +104,14 @@ static void test_full_quick_run_and_rerun(void **state) {
         if (bars != 5) fail_msg("table row with %d cell separators: %.*s", bars, (int)(strchr(ln, '\n') - ln), ln);
     }
     assert_true(nrows_checked > 20);
-    /* the HTML report is self-contained: eight embedded PNG figures */
+    /* the HTML report is self-contained: eight embedded PNG figures of the paper, seven of the
+     * recency grid */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);
     assert_non_null(html);
     int nimg = 0;
     for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
-    assert_int_equal(nimg, 8);
+    assert_int_equal(nimg, 15);
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
@@ -153,11 +154,11 @@ static void test_report_in_browser(void **state) {
     const char *d = mp_test_tmpdir();
     char out[8192];
     assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --out %s", d), 0);
-    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 8", MP_SOURCE_DIR, d);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 15", MP_SOURCE_DIR, d);
     print_message("%s", out);
     if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 9", MP_SOURCE_DIR, d), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 16", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {
@@ -262,8 +263,46 @@ static void test_progress_bar(void **state) {
     assert_non_null(strstr(out, "300/300"));
 }
 
+/* The later version's grid (repro_recency.c) at the quick B: every configuration's row agrees
+ * with the value the authors' figure prints (the verdict uses this run's standard errors; the
+ * seed is fixed, so the outcome is too), the expected values are the authors' (a row copied here
+ * from their fig1/fig3 PDFs), the seven figures are drawn, and a re-run reuses every folder. */
+static void test_recency_grid(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    static char out[1 << 16];
+    char path[512];
+    int rc = mp_test_run(out, sizeof out, "reproduce --quick --only recency --out %s", d);
+    if (rc != 0) fail_msg("reproduce --only recency exited %d: %s", rc, out);
+    snprintf(path, sizeof path, "%s/report.md", d);
+    char *rep = slurp(path);
+    assert_non_null(rep);
+    int rows = 0;
+    for (const char *q = rep; (q = strstr(q, "| Later version: RP layers")); q++) rows++;
+    assert_int_equal(rows, 25);
+    assert_null(strstr(rep, "⚠"));
+    assert_non_null(strstr(rep, "| Later version: RP layers 1–4, d=16, α=0.5, LN, noRes | 0.5000 0.6382 0.8002 0.9079 |"));
+    assert_non_null(strstr(rep, "| Later version: RP layers 1–4, d=16, α=0, no norm, noRes | 0.5000 0.5005 0.0822 0.0140 |"));
+    assert_row_agrees(rep, "Later version: RP layers 1–4, d=16, α=0.8, LN, Res");
+    const char *figs[] = {"maps_d16_d64", "maps_d256_d1024", "maps_alpha", "maps_alpha_residual", "rp_alpha",
+                          "rp_alpha_residual", "rp_width"};
+    for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
+        snprintf(path, sizeof path, "%s/recency/%s.png", d, figs[i]);
+        assert_png(path, 200, 200);
+    }
+    snprintf(path, sizeof path, "%s/recency/d64_ln_a0.5_res/meta.json", d);
+    const char *meta = slurp(path);
+    assert_non_null(strstr(meta, "\"recency_probability\"")); /* slurp's buffer is static: no free */
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only recency --out %s", d);
+    assert_int_equal(rc, 0);
+    rows = 0;
+    for (const char *q = out; (q = strstr(q, "up to date, skipped")); q++) rows++;
+    assert_int_equal(rows, 25);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recency_grid),
         cmocka_unit_test(test_full_quick_run_and_rerun),
         cmocka_unit_test(test_report_in_browser),
         cmocka_unit_test(test_only_and_bad_flags),

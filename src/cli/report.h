@@ -11,8 +11,8 @@
 
 #include "core/err.h" /* MpErr */
 
-#define MP_REPORT_MAX_ROWS 64
-#define MP_REPORT_MAX_FIGS 16
+#define MP_REPORT_MAX_ROWS 128
+#define MP_REPORT_MAX_FIGS 32
 #define MP_REPORT_MAX_COLS 8
 #define MP_REPORT_MAX_STATS 256
 

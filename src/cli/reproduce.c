@@ -29,6 +29,7 @@
 #include "cli/figs.h"      /* mp_fig_rows */
 #include "cli/report.h"    /* MpReport: report.md, report.html */
 #include "cli/repro_models.h" /* fig3, fig5: probe and gram runs on trained models */
+#include "cli/repro_recency.h" /* recency: the later version's LayerNorm-recency grid */
 #include "load/model.h"     /* --model: its context length */
 #include "viz/plot.h"      /* mp_plot_render, presets */
 #include "sim/simulate.h" /* mp_sim_run */
@@ -47,6 +48,7 @@ static const char *reproduce_help =
     "  --quick       B = 2000 simulated sequences instead of 100000 and 100 model sequences\n"
     "                instead of 1000 (for CI; verdicts use the run's own standard errors)\n"
     "  --only LIST   comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
+    "                and recency (the later version's LayerNorm-recency grid, docs/recency.md)\n"
     "  --force       recompute stages whose outputs already match the settings\n"
     "  --batch B     override the number of simulated sequences\n"
     "  --seed N      random seed (default 0)\n"
@@ -696,8 +698,10 @@ int mp_cmd_reproduce(int argc, char **argv) {
     } else if (mp_repro_models_dir(models_dir, sizeof models_dir))
         models = models_dir;
     int want_fig1 = 1, want[5] = {1, 1, 1, 1, 1}; /* fig2, fig2ln, fig3, fig4, fig5 */
+    int want_recency = 1;
     if (only) {
         want_fig1 = want[0] = want[1] = want[2] = want[3] = want[4] = 0;
+        want_recency = 0;
         char buf[256];
         if (strlen(only) >= sizeof buf) return mp_cli_error(cmd, "--only: list too long");
         strcpy(buf, only);
@@ -709,7 +713,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
             else if (!strcmp(t, "fig3")) want[2] = 1;
             else if (!strcmp(t, "fig4")) want[3] = 1;
             else if (!strcmp(t, "fig5")) want[4] = 1;
-            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5)", t);
+            else if (!strcmp(t, "recency")) want_recency = 1;
+            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency)", t);
         }
         if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4])
             return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5)", only);
@@ -763,6 +768,12 @@ int mp_cmd_reproduce(int argc, char **argv) {
         if (!want[si]) continue;
         if (repro_run_sim(&res[k], &repro_runs[k], base, out, force, argc, argv) != MP_OK) failed++;
     }
+
+    /* ---- recency: the later version's grid (repro_recency.c) */
+    MpReproRecency rec;
+    memset(&rec, 0, sizeof rec);
+    if (want_recency)
+        failed += mp_repro_recency_run(&rec, out, &base, quick, batch ? (double)batch / 100000.0 : 0.0, force, argc, argv);
 
     /* ---- trained models: fig3 (NoPE), fig5 (RoPE, --model) */
     ReproModels rm;
@@ -888,6 +899,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
                    res[7].stats[res[7].L - 1].nri > 20 * res[9].stats[res[9].L - 1].nri, "");
     }
     repro_model_rows(rp, &rm, &res[RUN_PF128], &res[7]);
+    if (want_recency) mp_repro_recency_report(rp, &rec); /* rows and figures of the recency grid */
     static const char *fig_caption[5] = {
         "Figure 1: layer-2 scores of the parameter-free decoder, closed form (α = 0, n = 3)",
         "Figure 2: L2 simulation, α = 0 and 0.2, layers 1–4 (mean pre-softmax scores)",
@@ -982,6 +994,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     free(rp);
     for (size_t k = 0; k < N_RUNS; k++) repro_result_free(&res[k]);
     repro_models_free(&rm);
+    mp_repro_recency_free(&rec);
     if (have_th) mp_theory_free(&th);
     mp_plot_release();
     if (rc != MP_OK) return mp_cli_error(cmd, "%s", e.msg);

@@ -37,6 +37,9 @@
 #include "model/probe.h"    /* MpProbeTokens, MpProbeAcc, checkpoints */
 #include "core/mpi.h"       /* mp_mpi_rank, mp_mpi_size: under mpirun */
 #include "model/probe_ranks.h" /* mp_probe_run_ranks: the loop over sequences */
+#include "cli/probe_probs.h" /* --probs: probs.npy, sink and entropy */
+#include "cli/probe_len.h"   /* --recency: RP per layer and head, statistics by length */
+#include "model/probe_recency.h" /* mp_probe_acc_recency_on */
 #include "tok/corpus.h"     /* --data: mp_tok_corpus_build */
 #include "tok/tok.h"        /* --data: the model's tokenizer */
 #include "viz/plot.h"       /* --plot */
@@ -74,7 +77,16 @@ static const char *probe_help =
     "                       S (rows may span documents; for a few long or many short documents);\n"
     "                       with a tokenizer that adds BOS every row is BOS + the next S-1 ids\n"
     "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, or all when fewer)\n"
-    "  --per-head           also write scores_heads.npy [L,H,S,S]\n"
+    "  --per-head           also write scores_heads.npy [L,H,S,S] (and probs_heads.npy with --probs)\n"
+    "  --probs              also average the post-softmax attention: probs.npy [L,S,S] (rows sum to\n"
+    "                       1), per head the mass on the first token and the mean entropy (meta.json\n"
+    "                       attention_sink, attention_entropy); with --plot probs.png and\n"
+    "                       sink_entropy.png. Memory: O(L S^2) sums, one sequence's scores at a time\n"
+    "  --recency            also the recency probability per layer and head (triples j<k<i with\n"
+    "                       score(i,k) > score(i,j), per sequence and of the mean maps) and, from the\n"
+    "                       same run, NRI, block z and RP of the first S' = 16, 32, ... positions (a\n"
+    "                       causal model scores them as the S'-token prefix) and the residue by query\n"
+    "                       position (meta.json; --plot: length_*.png; docs/recency.md)\n"
     "  --bidirectional      counterfactual: no causal mask in any layer\n"
     "  --no-rope            counterfactual: queries and keys not rotated\n"
     "  --threads T          worker threads (default: all cores); results are bit-identical for any T\n"
@@ -143,6 +155,8 @@ typedef struct ProbeRun {
     const char *model_path, *tokens_path, *out;
     int seq, per_head, causal, rope, threads, plot, quiet;
     int compute; /* MpFwdCompute */
+    int probs;   /* --probs */
+    int recency; /* --recency */
     int64_t n, ckpt_every;
     int resume;
     double max_mem_gib;
@@ -343,8 +357,13 @@ static int probe_write_outputs(const ProbeRun *r, const MpModel *m, const MpProb
         json_object_set_new(j, "residue_block_z_of",
                             json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
                                         "normalised residue / its standard error over sequences)^2); about 1 for noise"));
+        const char *slash = strrchr(m->path, '/');
+        const char *base = slash && slash[1] ? slash + 1 : m->path;
+        int prc = r->probs ? mp_probe_probs_write(r->out, a, layers, r->plot, base, j, fj, e) : MP_OK;
+        if (prc == MP_OK && r->recency) prc = mp_probe_len_write(r->out, a, mean, se, heads, layers, r->plot, base, j, fj, e);
         mp_json_add_provenance(j, argc, argv, wall);
-        if (mp_path_join(path, sizeof path, r->out, "meta.json", e) != MP_OK || mp_json_write_atomic(path, j, e) != MP_OK)
+        if (prc != MP_OK || mp_path_join(path, sizeof path, r->out, "meta.json", e) != MP_OK ||
+            mp_json_write_atomic(path, j, e) != MP_OK)
             rc = MP_ERR;
         json_decref(j);
     }
@@ -413,6 +432,7 @@ int mp_cmd_probe(int argc, char **argv) {
         {"no-special", no_argument, 0, 'N'},   {"pack", no_argument, 0, 'K'},
         {"compute", required_argument, 0, 'P'},
         {"force", no_argument, 0, 'f'},        {"allow-long", no_argument, 0, 'A'},
+        {"probs", no_argument, 0, 'Z'},        {"recency", no_argument, 0, 'Y'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -424,6 +444,8 @@ int mp_cmd_probe(int argc, char **argv) {
         case 'n': r.n = mp_cli_i64(cmd, "--n", optarg, 1, INT64_C(1) << 40); break;
         case 'L': r.layers_spec = optarg; break;
         case 'H': r.per_head = 1; break;
+        case 'Z': r.probs = 1; break;
+        case 'Y': r.recency = 1; break;
         case 'b': r.causal = 0; break;
         case 'r': r.rope = 0; break;
         case 'j': r.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
@@ -547,9 +569,14 @@ int mp_cmd_probe(int argc, char **argv) {
     const uint64_t SS = (uint64_t)tk.seq * tk.seq;
     /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
      * residue, the part after BOS) */
-    const uint64_t maps = SS * 8 * (L * (r.per_head ? 2 + (uint64_t)m.n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
+    uint64_t maps = SS * 8 * (L * (r.per_head ? 2 + (uint64_t)m.n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
+    if (r.probs) maps += SS * 8 * L * (r.per_head ? 1 + (uint64_t)m.n_heads : 1); /* probability sums */
+    if (r.recency) /* triple counts per row and head, two corner maps, counting scratch, length blocks */
+        maps += 8 * ((uint64_t)L * m.n_heads * tk.seq + 2 * SS + (uint64_t)tk.seq * (3 * r.threads + m.n_heads) +
+                     (uint64_t)L * 24 * 512);
     /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
-    const uint64_t outs = SS * 8 * (L * (r.per_head ? 3 + (uint64_t)m.n_heads : 3) + 3);
+    uint64_t outs = SS * 8 * (L * (r.per_head ? 3 + (uint64_t)m.n_heads : 3) + 3);
+    if (r.probs) outs += SS * 8 * L * (r.per_head ? 1 + (uint64_t)m.n_heads : 1); /* probs.npy, probs_heads.npy */
     const uint64_t tokb = (uint64_t)tk.n * tk.seq * 4;
     const uint64_t mapped = probe_mapped_bytes(&m, deepest);
     /* bf16 packs one panel of 32 rows at a time */
@@ -595,6 +622,18 @@ int mp_cmd_probe(int argc, char **argv) {
         goto done;
     }
     if (probe_stats_skip(&m, &tk)) mp_probe_acc_skip(&acc, 1);
+    if (r.probs) { /* --probs: the probabilities after each layer's softmax */
+        if (mp_probe_acc_probs_on(&acc, &e) != MP_OK) {
+            rc = mp_cli_error(cmd, "%s", e.msg);
+            goto done;
+        }
+        f.probs_hook = mp_probe_acc_probs_hook;
+        f.probs_ctx = &acc;
+    }
+    if (r.recency && mp_probe_acc_recency_on(&acc, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
+    }
     const uint64_t model_hash = mp_probe_model_hash(&m);
     uint64_t key = mp_fnv1a64(&model_hash, 8, MP_FNV_INIT);
     key = mp_fnv1a64(&tk.hash, 8, key);
@@ -684,8 +723,10 @@ int mp_cmd_probe(int argc, char **argv) {
     }
     remove(ckpt); /* the result is complete */
     if (nranks > 1) signal(SIGTERM, SIG_DFL);
-    printf("wrote %s/{scores,scores_diagnorm%s}.npy, meta.json%s (peak RSS %.1f MiB)\n", r.out,
-           r.per_head ? ",scores_heads" : "", r.plot ? ", scores_diagnorm.png" : "", mp_peak_rss_bytes() / 1048576.0);
+    printf("wrote %s/{scores,scores_diagnorm%s%s%s}.npy, meta.json%s%s (peak RSS %.1f MiB)\n", r.out,
+           r.per_head ? ",scores_heads" : "", r.probs ? ",probs" : "", r.probs && r.per_head ? ",probs_heads" : "",
+           r.plot ? ", scores_diagnorm.png" : "", r.plot && r.probs ? ", probs.png, sink_entropy.png" : "",
+           mp_peak_rss_bytes() / 1048576.0);
 done:
     if (!agreed) mp_mpi_agree(0); /* a rank that failed before the loop lets the others stop */
     mp_fwd_free(&f);

@@ -421,7 +421,8 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
         }
     /* POST-SOFTMAX: here (mp_fwd_run: t0 = 0, ldt = T) f->scores [NH, T, T] holds layer `layer`'s
      * attention probabilities of this sequence (rows sum to 1; exact 0 where masked); the next
-     * layer overwrites them. */
+     * layer overwrites them. probe --probs reads them here: */
+    if (f->probs_hook && !r.cached) f->probs_hook(f->probs_ctx, layer, f->scores, NH, T);
 }
 
 /* scores_only: stop once the hook has seen the scores (the last layer of a run without logits:
@@ -472,7 +473,7 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
         const MpFwdLayer *ly = &f->layers[l];
         fwd_norm_rows(f->xn, f->x, ly->attn_norm, r.t0, r.T, f->C, f->m->norm_eps);
         const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
-        fwd_attention(f, ly, l, r, hook, ctx, last);
+        fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
         if (!last) fwd_mlp(f, ly, r.t0, r.T);
     }
     if (f->cfg.logits) {

@@ -103,6 +103,10 @@ typedef struct MpFwd {
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;
     size_t afloats;
+    /* optional, set by the caller after init: sees each layer's post-softmax probabilities
+     * [NH,T,T] (0 where masked) once the values are mixed (probe --probs) */
+    MpFwdHook probs_hook;
+    void *probs_ctx;
 } MpFwd;
 
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */

@@ -15,6 +15,7 @@
 #include "core/util.h" /* mp_fnv1a64, MpAtomicFile */
 #include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
 #include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
+#include "model/probe_recency.h" /* mp_probe_acc_recency_seq, _free: probe --recency */
 
 /* ================================================================ token input */
 
@@ -187,6 +188,12 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->seqsub);
     free(a->sum_heads);
     free(a->rowbuf);
+    free(a->psum);
+    free(a->psum_heads);
+    free(a->sink);
+    free(a->entropy);
+    free(a->pent);
+    mp_probe_acc_recency_free(a);
     memset(a, 0, sizeof *a);
 }
 
@@ -198,6 +205,21 @@ int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
     out[k++] = (MpProbeArray){a->bsum, nblk, "bsum"};
     out[k++] = (MpProbeArray){a->bsumsq, nblk, "bsumsq"};
     if (a->sum_heads) out[k++] = (MpProbeArray){a->sum_heads, all * (size_t)a->H, "sum_heads"};
+    if (a->probs) { /* probe --probs */
+        const size_t LH = (size_t)a->L * a->H;
+        out[k++] = (MpProbeArray){a->psum, all, "psum"};
+        if (a->psum_heads) out[k++] = (MpProbeArray){a->psum_heads, all * (size_t)a->H, "psum_heads"};
+        out[k++] = (MpProbeArray){a->sink, LH, "sink"};
+        out[k++] = (MpProbeArray){a->entropy, LH, "entropy"};
+    }
+    if (a->recency) { /* probe --recency */
+        const size_t LH = (size_t)a->L * a->H, lblk = (size_t)a->nlen * a->L * 16 * 16;
+        out[k++] = (MpProbeArray){a->rp_row, LH * a->S, "rp_row"};
+        out[k++] = (MpProbeArray){a->rp_lsq, (size_t)a->L * a->nlen, "rp_lsq"};
+        out[k++] = (MpProbeArray){a->rp_hsq, LH, "rp_hsq"};
+        out[k++] = (MpProbeArray){a->lbsum, lblk, "lbsum"};
+        out[k++] = (MpProbeArray){a->lbsumsq, lblk, "lbsumsq"};
+    }
     MP_ASSERT(k <= MP_PROBE_MAX_ARRAYS);
     return k;
 }
@@ -211,7 +233,8 @@ void mp_probe_acc_reset(MpProbeAcc *a) {
 
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
-        dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb ||
+        dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||
+        dst->recency != src->recency || dst->nlen != src->nlen ||
         memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
         return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length or flags differ)");
     MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
@@ -224,6 +247,72 @@ int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     }
     dst->n_done += src->n_done;
     return MP_OK;
+}
+
+/* ================================================================ probabilities */
+
+int mp_probe_acc_probs_on(MpProbeAcc *a, MpErr *e) {
+    MP_ASSERT(a->n_done == 0 && !a->probs);
+    const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H;
+    a->psum = mp_try_calloc(SS * a->L, sizeof(double));
+    a->psum_heads = a->per_head ? mp_try_calloc(SS * LH, sizeof(double)) : NULL;
+    a->sink = mp_try_calloc(LH, sizeof(double));
+    a->entropy = mp_try_calloc(LH, sizeof(double));
+    a->pent = mp_try_calloc((size_t)a->H * a->S, sizeof(double));
+    if (!a->psum || (a->per_head && !a->psum_heads) || !a->sink || !a->entropy || !a->pent)
+        return mp_err_set(e, "out of memory for the probability maps (%d layers of %d x %d%s)", a->L, a->S, a->S,
+                          a->per_head ? ", per head" : "");
+    a->probs = 1;
+    return MP_OK;
+}
+
+void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && n_heads == a->H && a->probs);
+    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+    const int li = a->layer_of[layer], S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
+    double *psum = a->psum + (size_t)li * SS;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
+    for (int i = 0; i < S; i++) {
+        const int n = a->causal ? i + 1 : S;
+        double *out = psum + (size_t)i * S;
+        for (int h = 0; h < H; h++) {
+            const float *row = probs + (size_t)h * SS + (size_t)i * S;
+            double ent = 0;
+            for (int j = 0; j < n; j++) {
+                const double p = row[j];
+                out[j] += p;
+                if (p > 0) ent -= p * log(p);
+            }
+            a->pent[(size_t)h * S + i] = ent;
+            if (a->psum_heads) {
+                double *sh = a->psum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
+                for (int j = 0; j < n; j++) sh[j] += (double)row[j];
+            }
+        }
+    }
+    for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */
+        double sk = 0, en = 0;
+        for (int i = 1; i < S; i++) {
+            sk += (double)probs[(size_t)h * SS + (size_t)i * S];
+            en += a->pent[(size_t)h * S + i];
+        }
+        a->sink[(size_t)li * H + h] += sk;
+        a->entropy[(size_t)li * H + h] += en;
+    }
+}
+
+void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy) {
+    const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H;
+    const double dn = (double)a->n_done, dnh = dn * a->H, nq = dn * (a->S - 1);
+    for (size_t k = 0; k < SS * a->L; k++) probs[k] = a->psum[k] / dnh;
+    if (probs_heads && a->psum_heads)
+        for (size_t k = 0; k < SS * LH; k++) probs_heads[k] = a->psum_heads[k] / dn;
+    for (size_t k = 0; k < LH; k++) {
+        sink[k] = a->S > 1 ? a->sink[k] / nq : NAN;
+        entropy[k] = a->S > 1 ? a->entropy[k] / nq : NAN;
+    }
 }
 
 void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
@@ -277,16 +366,20 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
     }
     mp_posmap_diagnorm(a->seqres, src, P);
     const int nb = a->nb;
-    double *bs = a->bsum + (size_t)li * nb * nb, *bq = a->bsumsq + (size_t)li * nb * nb;
+    mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
+    if (a->recency) mp_probe_acc_recency_seq(a, li, scores); /* probe --recency: triples and lengths */
+}
+
+void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal) {
     for (int bi = 0; bi < nb; bi++)
-        for (int bj = 0; bj <= (a->causal ? bi : nb - 1); bj++) {
+        for (int bj = 0; bj <= (causal ? bi : nb - 1); bj++) {
             const int i0 = (int)(((int64_t)bi * P + nb - 1) / nb), i1 = (int)(((int64_t)(bi + 1) * P + nb - 1) / nb);
             const int j0 = (int)(((int64_t)bj * P + nb - 1) / nb), j1 = (int)(((int64_t)(bj + 1) * P + nb - 1) / nb);
             double acc = 0;
             int cnt = 0;
             for (int i = i0; i < i1; i++)
-                for (int j = j0; j < j1 && (!a->causal || j <= i); j++) {
-                    acc += a->seqres[(size_t)i * P + j];
+                for (int j = j0; j < j1 && (!causal || j <= i); j++) {
+                    acc += res[(size_t)i * P + j];
                     cnt++;
                 }
             if (!cnt) continue;
@@ -329,10 +422,14 @@ static int probe_in_region(int r, int bi, int bj, int nb) {
 }
 
 double mp_probe_acc_block_z_region(const MpProbeAcc *a, int l, int region) {
-    if (a->n_done < 2 || l < 0 || l >= a->L) return NAN;
+    if (l < 0 || l >= a->L) return NAN;
     const int nb = a->nb;
-    const double dn = (double)a->n_done;
-    const double *bs = a->bsum + (size_t)l * nb * nb, *bq = a->bsumsq + (size_t)l * nb * nb;
+    return mp_probe_block_z(a->bsum + (size_t)l * nb * nb, a->bsumsq + (size_t)l * nb * nb, nb, a->n_done, region);
+}
+
+double mp_probe_block_z(const double *bs, const double *bq, int nb, int64_t n_done, int region) {
+    if (n_done < 2) return NAN;
+    const double dn = (double)n_done;
     double acc = 0;
     int cnt = 0;
     for (int k = 0; k < nb * nb; k++) {
@@ -414,8 +511,38 @@ typedef struct CkptHeader {
     uint64_t key;
     int64_t n_done;
     int32_t L, H, S, per_head;
-    int32_t causal, reserved;
+    int32_t causal, flags; /* flags bit 0: the probability sums follow (probe --probs); 0 in older files */
 } CkptHeader;
+
+#define CKPT_FLAG_PROBS 1
+#define CKPT_FLAG_RECENCY 2
+#define CKPT_EXTRA_MAX 9
+
+static int32_t ckpt_flags(const MpProbeAcc *a) {
+    return (a->probs ? CKPT_FLAG_PROBS : 0) | (a->recency ? CKPT_FLAG_RECENCY : 0);
+}
+
+/* The optional sums in file order: with --probs psum, psum_heads (per head), sink, entropy; with
+ * --recency rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq. Fills ptr/bytes; returns how many. */
+static int ckpt_extra_arrays(const MpProbeAcc *a, void **ptr, size_t *bytes) {
+    const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H, D = sizeof(double);
+    int k = 0;
+    if (a->probs) {
+        ptr[k] = a->psum, bytes[k++] = SS * a->L * D;
+        if (a->psum_heads) ptr[k] = a->psum_heads, bytes[k++] = SS * LH * D;
+        ptr[k] = a->sink, bytes[k++] = LH * D;
+        ptr[k] = a->entropy, bytes[k++] = LH * D;
+    }
+    if (a->recency) {
+        const size_t nblk = (size_t)a->nlen * a->L * 16 * 16;
+        ptr[k] = a->rp_row, bytes[k++] = LH * a->S * D;
+        ptr[k] = a->rp_lsq, bytes[k++] = (size_t)a->L * a->nlen * D;
+        ptr[k] = a->rp_hsq, bytes[k++] = LH * D;
+        ptr[k] = a->lbsum, bytes[k++] = nblk * D;
+        ptr[k] = a->lbsumsq, bytes[k++] = nblk * D;
+    }
+    return k;
+}
 
 int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpErr *e) {
     CkptHeader hd;
@@ -430,6 +557,10 @@ int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpEr
     hd.S = a->S;
     hd.per_head = a->per_head;
     hd.causal = a->causal;
+    hd.flags = ckpt_flags(a);
+    void *pa[CKPT_EXTRA_MAX];
+    size_t pc[CKPT_EXTRA_MAX];
+    const int np = ckpt_extra_arrays(a, pa, pc);
     const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
     const size_t nblk = (size_t)a->L * a->nb * a->nb;
     uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT);
@@ -438,12 +569,15 @@ int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpEr
     ck = mp_fnv1a64(a->bsum, nblk * sizeof(double), ck);
     ck = mp_fnv1a64(a->bsumsq, nblk * sizeof(double), ck);
     if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
+    for (int k = 0; k < np; k++) ck = mp_fnv1a64(pa[k], pc[k], ck);
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     int ok = fwrite(&hd, sizeof hd, 1, af.f) == 1 && fwrite(a->sum, sizeof(double), nsum, af.f) == nsum &&
              fwrite(a->sumsq, sizeof(double), nsum, af.f) == nsum && fwrite(a->bsum, sizeof(double), nblk, af.f) == nblk &&
              fwrite(a->bsumsq, sizeof(double), nblk, af.f) == nblk &&
-             (!nh || fwrite(a->sum_heads, sizeof(double), nh, af.f) == nh) && fwrite(&ck, sizeof ck, 1, af.f) == 1;
+             (!nh || fwrite(a->sum_heads, sizeof(double), nh, af.f) == nh);
+    for (int k = 0; k < np && ok; k++) ok = fwrite(pa[k], 1, pc[k], af.f) == pc[k];
+    ok = ok && fwrite(&ck, sizeof ck, 1, af.f) == 1;
     if (!ok) {
         mp_atomic_abort(&af);
         return mp_err_set(e, "%s: write failed: %s; HINT: is the disk full?", path, strerror(errno));
@@ -463,6 +597,13 @@ static int ckpt_sums_bad(const MpProbeAcc *a, size_t nsum, size_t nblk, size_t n
     return 0;
 }
 
+/* 1 when all np optional arrays were read in full. */
+static int ckpt_read_extra(FILE *f, void **pa, const size_t *pc, int np) {
+    for (int k = 0; k < np; k++)
+        if (fread(pa[k], 1, pc[k], f) != pc[k]) return 0;
+    return 1;
+}
+
 int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missing, MpErr *e) {
     *missing = 0;
     FILE *f = mp_input_open(path, NULL, e);
@@ -473,13 +614,16 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
     CkptHeader hd;
     const size_t SS = (size_t)a->S * a->S, nsum = SS * a->L, nh = a->per_head ? nsum * a->H : 0;
     const size_t nblk = (size_t)a->L * a->nb * a->nb;
+    void *pa[CKPT_EXTRA_MAX];
+    size_t pc[CKPT_EXTRA_MAX];
+    const int np = ckpt_extra_arrays(a, pa, pc);
     int rc = MP_OK;
     if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, CKPT_MAGIC, 8))
         rc = mp_err_set(e, "%s: not a maskpos probe checkpoint", path);
     else if (hd.version != CKPT_VERSION || hd.header_bytes != sizeof hd)
         rc = mp_err_set(e, "%s: checkpoint version %u is not %d", path, hd.version, CKPT_VERSION);
     else if (hd.key != key || hd.L != a->L || hd.H != a->H || hd.S != a->S || hd.per_head != a->per_head ||
-             hd.causal != a->causal)
+             hd.causal != a->causal || hd.flags != ckpt_flags(a))
         rc = mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "
                            "use another --out", path);
     else if (hd.n_done < 0)
@@ -488,7 +632,7 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
         uint64_t ck = mp_fnv1a64(&hd, sizeof hd, MP_FNV_INIT), stored;
         if (fread(a->sum, sizeof(double), nsum, f) != nsum || fread(a->sumsq, sizeof(double), nsum, f) != nsum ||
             fread(a->bsum, sizeof(double), nblk, f) != nblk || fread(a->bsumsq, sizeof(double), nblk, f) != nblk || (nh && fread(a->sum_heads, sizeof(double), nh, f) != nh) ||
-            fread(&stored, sizeof stored, 1, f) != 1 || fgetc(f) != EOF)
+            !ckpt_read_extra(f, pa, pc, np) || fread(&stored, sizeof stored, 1, f) != 1 || fgetc(f) != EOF)
             rc = mp_err_set(e, "%s: truncated or oversized checkpoint", path);
         else {
             ck = mp_fnv1a64(a->sum, nsum * sizeof(double), ck);
@@ -496,6 +640,7 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
             ck = mp_fnv1a64(a->bsum, nblk * sizeof(double), ck);
             ck = mp_fnv1a64(a->bsumsq, nblk * sizeof(double), ck);
             if (nh) ck = mp_fnv1a64(a->sum_heads, nh * sizeof(double), ck);
+            for (int k = 0; k < np; k++) ck = mp_fnv1a64(pa[k], pc[k], ck);
             if (ck != stored) rc = mp_err_set(e, "%s: checkpoint checksum mismatch", path);
             else if (ckpt_sums_bad(a, nsum, nblk, nh))
                 rc = mp_err_set(e, "%s: corrupt checkpoint (a non-finite sum or a negative sum of squares)", path);
@@ -509,6 +654,7 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
         memset(a->bsum, 0, nblk * sizeof(double));
         memset(a->bsumsq, 0, nblk * sizeof(double));
         if (nh) memset(a->sum_heads, 0, nh * sizeof(double));
+        for (int k = 0; k < np; k++) memset(pa[k], 0, pc[k]);
     }
     return rc;
 }

@@ -66,6 +66,26 @@ typedef struct MpProbeAcc {
                                          its [P, P] part from position skip */
     double *rowbuf;       /* [threads, S] scratch */
     int threads;
+    /* attention probabilities (mp_probe_acc_probs_on; probe --probs), summed like the scores */
+    int probs;
+    double *psum;         /* [L, S, S] Σ_seq Σ_h p */
+    double *psum_heads;   /* [L, H, S, S] Σ_seq p, or NULL (per_head only) */
+    double *sink;         /* [L, H] Σ_seq Σ_{i≥1} p[i, 0]: attention mass on the first token */
+    double *entropy;      /* [L, H] Σ_seq Σ_{i≥1} −Σ_j p[i, j] ln p[i, j] (nats) */
+    double *pent;         /* [H, S] scratch: one sequence's row entropies */
+    /* recency probability and statistics per length (probe --recency; model/probe_recency.h) */
+    int recency;
+    int nlen;             /* lengths S' = 16, 32, 64, ... below S, then S */
+    int lens[24];
+    double *rp_row;       /* [L, H, S] Σ_seq recent triples of query row i (keys from skip), per head
+                             (integers, exact in a double below 2^53) */
+    double *rp_lsq;       /* [L, nlen] Σ_seq (the sequence's recent triples over all heads, rows < S')² */
+    double *rp_hsq;       /* [L, H] Σ_seq (the sequence's recent triples of head h)² */
+    int lnb[24];          /* blocks per side at length k: min(S'_k - skip, 16) */
+    double *lbsum, *lbsumsq; /* [nlen, L, 16, 16] block sums of the S'×S' corner's residue */
+    uint64_t *rp_seq;     /* [H, S] scratch: this sequence's row counts */
+    double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
+    double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
 } MpProbeAcc;
 
 /* The accumulator's sums, as a table of arrays. Merging (below), resetting and the transfer
@@ -101,6 +121,19 @@ void mp_probe_acc_free(MpProbeAcc *a);
 void mp_probe_acc_skip(MpProbeAcc *a, int skip);
 /* MpFwdHook: adds one sequence's scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*). */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
+/* Before any sequence: also accumulate the post-softmax probabilities (psum, psum_heads when
+ * per_head, sink, entropy); memory O(L·S²) (and O(L·H·S²) per head), never O(N). MP_ERR when out
+ * of memory. */
+int mp_probe_acc_probs_on(MpProbeAcc *a, MpErr *e);
+/* MpFwdHook for MpFwd.probs_hook: adds one sequence's probabilities [H, S, S] of model layer
+ * `layer` (ctx = MpProbeAcc*). Sums in double; the order is fixed (rows in parallel, each entry
+ * over heads ascending; sink and entropy summed over rows in order), so any thread count gives the
+ * same bits. */
+void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T);
+/* probs [L,S,S] = psum / (n_done·H) (rows sum to 1; 0 where masked); probs_heads [L,H,S,S] (may
+ * be NULL); sink, entropy [L,H]: means over sequences and queries 1..S-1 (NaN when S < 2). */
+void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy);
+
 /* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal); heads likewise
  * (mean_heads may be NULL). */
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads);
@@ -111,6 +144,11 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se);
  * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
  * with at least one observed entry count. NaN with fewer than 2 sequences. */
 double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
+/* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal) and their
+ * squares to bs, bq [nb, nb]. */
+void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal);
+/* The block test from block sums bs, bq [nb, nb] over n_done sequences, over one MpProbeRegion. */
+double mp_probe_block_z(const double *bs, const double *bq, int nb, int64_t n_done, int region);
 /* Regions of the block grid, to say where a residue sits: the first column of blocks (the first
  * keys), the last row (the last queries), the last column (the last keys; only observed without
  * the mask), and the interior (none of these, nor the first row). */

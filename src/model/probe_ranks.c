@@ -6,6 +6,7 @@
 
 #include "core/mpi.h"  /* mp_mpi_* */
 #include "core/util.h" /* mp_time_now */
+#include "model/probe_recency.h" /* mp_probe_acc_recency_on: the part sums of --recency */
 
 /* One process: the loop as it always was. */
 static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
@@ -53,6 +54,12 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
     if (mp_probe_acc_init(&part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
     if (a->skip) mp_probe_acc_skip(&part, a->skip);
+    /* the optional sums of probe --probs / --recency, so the received arrays match */
+    if ((a->probs && mp_probe_acc_probs_on(&part, e) != MP_OK) ||
+        (a->recency && mp_probe_acc_recency_on(&part, e) != MP_OK)) {
+        mp_probe_acc_free(&part);
+        return MP_ERR;
+    }
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int na = mp_probe_acc_arrays(&part, t);
     int rc = MP_OK;

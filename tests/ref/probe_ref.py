@@ -8,6 +8,11 @@ shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on tok
   OUT/ref_scores_heads.npy  float64 [L, H, S, S]: pre-softmax scores q.k/sqrt(head_dim) per selected
                             layer and head, mean over the N sequences; NaN where masked
   OUT/ref_logits.npy        float64 [N, S, V]: next-token logits (only with --logits)
+  OUT/ref_probs_heads.npy   float64 [L, H, S, S]: post-softmax probabilities, mean over sequences;
+                            0 where masked
+  OUT/ref_sink.npy          float64 [L, H]: mean over sequences and queries i >= 1 of p[i, 0]
+  OUT/ref_entropy.npy       float64 [L, H]: mean over sequences and queries i >= 1 of
+                            -sum_j p[i, j] ln p[i, j] (nats; 0 ln 0 = 0)
 Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
 qkv_proj / gate_up_proj, partial rotary, longrope). RoPE scaling: default, linear, llama3, longrope.
 
@@ -148,7 +153,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
     x = W["model.embed_tokens.weight"][ids]
     deepest = max(layers_wanted) if not want_logits else L
-    scores_out = {}
+    scores_out, probs_out = {}, {}
     for li in range(deepest):
         p = f"model.layers.{li}."
         h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
@@ -178,6 +183,8 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         if (li + 1) in layers_wanted:
             scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
         pr = torch.softmax(sc, dim=-1)
+        if (li + 1) in layers_wanted:
+            probs_out[li + 1] = pr
         o = (pr @ v).transpose(0, 1).reshape(S, NH * HS)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
@@ -194,7 +201,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         xn = rmsnorm(x, W["model.norm.weight"], eps)
         head = W.get("lm_head.weight", W["model.embed_tokens.weight"])
         logits = xn @ head.T
-    return scores_out, logits
+    return scores_out, probs_out, logits
 
 
 def main():
@@ -216,15 +223,26 @@ def main():
     L = cfg["num_hidden_layers"]
     wanted = [int(t) for t in a.layers.split(",")] if a.layers else list(range(1, min(L, 4) + 1))
     acc = None
+    pacc, sink, ent = None, None, None
     logits = []
     with torch.no_grad():
         for s in range(ids.shape[0]):
-            sc, lg = forward(cfg, W, torch.from_numpy(ids[s]), wanted, not a.bidirectional, not a.no_rope, a.logits)
+            sc, pr, lg = forward(cfg, W, torch.from_numpy(ids[s]), wanted, not a.bidirectional, not a.no_rope, a.logits)
             st = torch.stack([sc[l] for l in wanted])
             acc = st if acc is None else acc + st
+            pt = torch.stack([pr[l] for l in wanted])  # [L, H, S, S]
+            pacc = pt if pacc is None else pacc + pt
+            q = pt[:, :, 1:, :]  # queries i >= 1
+            sk = q[..., 0].mean(-1)
+            en = -(torch.where(q > 0, q * torch.log(q), torch.zeros_like(q))).sum(-1).mean(-1)
+            sink = sk if sink is None else sink + sk
+            ent = en if ent is None else ent + en
             if lg is not None:
                 logits.append(lg.numpy())
     np.save(os.path.join(a.out, "ref_scores_heads.npy"), (acc / ids.shape[0]).numpy())
+    np.save(os.path.join(a.out, "ref_probs_heads.npy"), (pacc / ids.shape[0]).numpy())
+    np.save(os.path.join(a.out, "ref_sink.npy"), (sink / ids.shape[0]).numpy())
+    np.save(os.path.join(a.out, "ref_entropy.npy"), (ent / ids.shape[0]).numpy())
     if a.logits:
         np.save(os.path.join(a.out, "ref_logits.npy"), np.stack(logits))
     print(f"probe_ref: {cfg['model_type']} N={ids.shape[0]} S={ids.shape[1]} layers={wanted} "

@@ -1,0 +1,24 @@
+/* probe_len.h — the outputs of `probe --recency`: the recency probability per layer and head (per
+ * sequence, and of the mean maps) and the statistics as functions of the length S' from one run
+ * (model/probe_recency.h; docs/recency.md).
+ *
+ * Implements: the printed tables, the meta.json keys recency_probability (+ _se, _heads,
+ * _mean_map, _mean_map_heads), length {lengths, nri, residue_block_z, recency_probability, ...},
+ * residue_by_position; with --plot the figures length_nri.png, length_block_z.png,
+ * length_rp.png and residue_by_position.png.
+ * Tested by: tests/test_recency_probe.c.
+ */
+#ifndef MP_CLI_PROBE_LEN_H
+#define MP_CLI_PROBE_LEN_H
+
+#include <jansson.h>
+
+#include "core/err.h"    /* MpErr */
+#include "model/probe.h" /* MpProbeAcc */
+
+/* mean, se [L,S,S]; mean_heads [L,H,S,S] or NULL; layers[l]: 0-based model layer of slot l. */
+int mp_probe_len_write(const char *dir, const MpProbeAcc *a, const double *mean, const double *se,
+                       const double *mean_heads, const int *layers, int plot, const char *title, json_t *meta,
+                       json_t *files, MpErr *e);
+
+#endif

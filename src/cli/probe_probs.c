@@ -1,0 +1,117 @@
+/* probe_probs.c — see probe_probs.h. */
+#include "cli/probe_probs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/figs.h"  /* mp_fig_rows_clip: probability maps */
+#include "core/npy.h"  /* mp_npy_write */
+#include "core/util.h" /* mp_path_join, mp_malloc_or_die */
+#include "viz/plot.h"  /* mp_plot_render: [L,H] panels */
+
+/* Mean over queries 1..S-1 of ln(i+1): the entropy of uniform causal attention, the yardstick of
+ * the printed entropies (without the mask: ln S). */
+static double probs_uniform_entropy(int S, int causal) {
+    if (S < 2) return NAN;
+    if (!causal) return log((double)S);
+    double s = 0;
+    for (int i = 1; i < S; i++) s += log((double)i + 1);
+    return s / (S - 1);
+}
+
+static json_t *probs_json_lh(const double *v, int L, int H) {
+    json_t *arr = json_array();
+    for (int l = 0; l < L; l++) {
+        json_t *row = json_array();
+        for (int h = 0; h < H; h++)
+            json_array_append_new(row, isfinite(v[(size_t)l * H + h]) ? json_real(v[(size_t)l * H + h]) : json_null());
+        json_array_append_new(arr, row);
+    }
+    return arr;
+}
+
+static int probs_figures(const char *dir, const double *probs, const double *sink, const double *ent, int L, int H,
+                         int S, const char *title, MpErr *e) {
+    char path[4096], t[300];
+    MpFigRow row = {probs, L, S, "mean attention probability", 0};
+    snprintf(t, sizeof t, "%.200s: mean attention probabilities", title);
+    if (mp_path_join(path, sizeof path, dir, "probs.png", e) || mp_fig_rows_clip(path, t, &row, 1, 0, 99, e) != MP_OK)
+        return MP_ERR;
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    snprintf(o.title, sizeof o.title, "%.200s: per layer and head", title);
+    snprintf(o.xlabel, sizeof o.xlabel, "head");
+    snprintf(o.ylabel, sizeof o.ylabel, "layer");
+    o.annotate = L * H <= 64;
+    o.annotate_digits = 2;
+    o.cols = 2;
+    MpPlotPanel pn[2];
+    memset(pn, 0, sizeof pn);
+    pn[0].map = sink;
+    pn[1].map = ent;
+    for (int k = 0; k < 2; k++) {
+        pn[k].rows = L;
+        pn[k].cols = H;
+        pn[k].group = k;
+    }
+    snprintf(pn[0].title, sizeof pn[0].title, "attention on the first token");
+    snprintf(pn[1].title, sizeof pn[1].title, "mean entropy (nats)");
+    if (mp_path_join(path, sizeof path, dir, "sink_entropy.png", e) || mp_plot_render(path, pn, 2, &o, e) != MP_OK)
+        return MP_ERR;
+    return MP_OK;
+}
+
+int mp_probe_probs_write(const char *dir, const MpProbeAcc *a, const int *layers, int plot, const char *title,
+                         json_t *meta, json_t *files, MpErr *e) {
+    const int L = a->L, H = a->H, S = a->S;
+    const size_t SS = (size_t)S * S, LH = (size_t)L * H;
+    double *probs = mp_malloc_or_die(SS * L * sizeof(double), "probability maps");
+    double *heads = a->psum_heads ? mp_malloc_or_die(SS * LH * sizeof(double), "per-head probability maps") : NULL;
+    double *sink = mp_malloc_or_die(LH * sizeof(double), "sink"), *ent = mp_malloc_or_die(LH * sizeof(double), "entropy");
+    mp_probe_acc_probs_mean(a, probs, heads, sink, ent);
+    const double uni = probs_uniform_entropy(S, a->causal);
+    printf("attention probabilities (mean over heads; queries 1..%d): first-token mass and entropy (uniform: %.3f nats)\n",
+           S - 1, uni);
+    printf("%6s %10s %10s %10s %12s %10s %10s\n", "layer", "sink", "sink min", "sink max", "entropy", "ent min", "ent max");
+    for (int l = 0; l < L; l++) {
+        double sm = 0, em = 0, slo = INFINITY, shi = -INFINITY, elo = INFINITY, ehi = -INFINITY;
+        for (int h = 0; h < H; h++) {
+            const double s = sink[(size_t)l * H + h], en = ent[(size_t)l * H + h];
+            sm += s / H, em += en / H;
+            slo = s < slo ? s : slo, shi = s > shi ? s : shi, elo = en < elo ? en : elo, ehi = en > ehi ? en : ehi;
+        }
+        printf("%6d %10.4f %10.4f %10.4f %12.4f %10.4f %10.4f\n", layers[l] + 1, sm, slo, shi, em, elo, ehi);
+    }
+    char path[4096];
+    int64_t shp[3] = {L, S, S}, shph[4] = {L, H, S, S};
+    int rc = MP_OK;
+    if (mp_path_join(path, sizeof path, dir, "probs.npy", e) || mp_npy_write(path, MP_DT_F64, probs, 3, shp, e) != MP_OK)
+        rc = MP_ERR;
+    if (rc == MP_OK && heads &&
+        (mp_path_join(path, sizeof path, dir, "probs_heads.npy", e) || mp_npy_write(path, MP_DT_F64, heads, 4, shph, e) != MP_OK))
+        rc = MP_ERR;
+    if (rc == MP_OK && plot) rc = probs_figures(dir, probs, sink, ent, L, H, S, title, e);
+    if (rc == MP_OK) {
+        json_object_set_new(meta, "attention_sink", probs_json_lh(sink, L, H));
+        json_object_set_new(meta, "attention_entropy", probs_json_lh(ent, L, H));
+        json_object_set_new(meta, "attention_entropy_uniform", isfinite(uni) ? json_real(uni) : json_null());
+        json_object_set_new(meta, "attention_sink_of",
+                            json_string("[layer][head]: mean over sequences and queries 1..S-1 of the probability on key 0"));
+        json_object_set_new(meta, "attention_entropy_of",
+                            json_string("[layer][head]: mean over sequences and queries 1..S-1 of -sum_j p ln p (nats); "
+                                        "attention_entropy_uniform: the same for uniform attention"));
+        json_object_set_new(files, "probs.npy", json_string("float64 [L,S,S] mean post-softmax attention over sequences and heads; rows sum to 1, 0 where masked"));
+        if (heads) json_object_set_new(files, "probs_heads.npy", json_string("float64 [L,H,S,S] mean post-softmax attention per head"));
+        if (plot) {
+            json_object_set_new(files, "probs.png", json_string("figure: mean attention probabilities per layer"));
+            json_object_set_new(files, "sink_entropy.png", json_string("figure: first-token mass and entropy per layer and head"));
+        }
+    }
+    free(probs);
+    free(heads);
+    free(sink);
+    free(ent);
+    return rc;
+}

@@ -104,7 +104,7 @@ typedef struct MpFwd {
     float *ablock;
     size_t afloats;
     /* optional, set by the caller after init: sees each layer's post-softmax probabilities
-     * [NH,T,T] (0 where masked) once the values are mixed (probe --probs) */
+     * [NH,T,T] (0 where masked) once the values are mixed (probe --probs); mp_fwd_run only */
     MpFwdHook probs_hook;
     void *probs_ctx;
 } MpFwd;

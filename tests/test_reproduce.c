@@ -105,13 +105,13 @@ static void test_full_quick_run_and_rerun(void **state) {
     }
     assert_true(nrows_checked > 20);
     /* the HTML report is self-contained: eight embedded PNG figures of the paper, seven of the
-     * recency grid */
+     * recency grid, six of the length stage */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);
     assert_non_null(html);
     int nimg = 0;
     for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
-    assert_int_equal(nimg, 15);
+    assert_int_equal(nimg, 21);
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
@@ -154,11 +154,11 @@ static void test_report_in_browser(void **state) {
     const char *d = mp_test_tmpdir();
     char out[8192];
     assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --out %s", d), 0);
-    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 15", MP_SOURCE_DIR, d);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 21", MP_SOURCE_DIR, d);
     print_message("%s", out);
     if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 16", MP_SOURCE_DIR, d), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 22", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {
@@ -298,6 +298,22 @@ static void test_recency_grid(void **state) {
     rows = 0;
     for (const char *q = out; (q = strstr(q, "up to date, skipped")); q++) rows++;
     assert_int_equal(rows, 25);
+    /* stage length: one --recency probe per embedded model, a row per model and layer 2-4, the
+     * probes' length figures in the report */
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only length --n 40 --out %s", d);
+    if (rc != 0) fail_msg("reproduce --only length exited %d: %s", rc, out);
+    snprintf(path, sizeof path, "%s/report.md", d);
+    rep = slurp(path);
+    rows = 0;
+    for (const char *q = rep; (q = strstr(q, "| Length: embedded")); q++) rows++;
+    assert_int_equal(rows, 6);
+    const char *lfigs[] = {"none/length_rp.png", "none/residue_by_position.png", "rope/length_block_z.png"};
+    for (size_t i = 0; i < sizeof lfigs / sizeof lfigs[0]; i++) {
+        snprintf(path, sizeof path, "%s/length/%s", d, lfigs[i]);
+        assert_png(path, 200, 200);
+    }
+    snprintf(path, sizeof path, "%s/length/rope/meta.json", d);
+    assert_non_null(strstr(slurp(path), "\"length\""));
 }
 
 int main(void) {

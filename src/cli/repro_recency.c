@@ -19,6 +19,7 @@
 #include "core/util.h"    /* mp_path_join, mp_file_exists */
 #include "kernels/recency.h" /* mp_recency_triples */
 #include "viz/plot.h"     /* mp_plot_lines */
+#include "cli/repro_models.h" /* mp_repro_probe, mp_repro_fingerprint: the length stage's probe runs */
 
 /* ================================================================ grid */
 
@@ -314,4 +315,107 @@ void mp_repro_recency_report(MpReport *rp, const MpReproRecency *rr) {
 void mp_repro_recency_free(MpReproRecency *rr) {
     for (int k = 0; k < MP_REPRO_RECENCY_MAX; k++) free(rr->run[k].scores);
     memset(rr, 0, sizeof *rr);
+}
+
+/* ================================================================ stage length */
+
+static const char *rl_names[2] = {"none", "rope"};
+
+/* Reads length.{lengths, recency_probability(_se), residue_block_z} of dir/meta.json into lr. */
+static int rl_read(MpReproLength *lr, int m, const char *dir) {
+    char path[4096];
+    MpErr e;
+    if (mp_path_join(path, sizeof path, dir, "meta.json", &e) != MP_OK) return MP_ERR;
+    json_t *j = mp_json_read(path, &e), *len = j ? json_object_get(j, "length") : NULL;
+    if (!len) {
+        json_decref(j);
+        return MP_ERR;
+    }
+    json_t *ls = json_object_get(len, "lengths");
+    lr->K = (int)json_array_size(ls) < 24 ? (int)json_array_size(ls) : 24;
+    for (int k = 0; k < lr->K; k++) lr->lens[k] = (int)json_integer_value(json_array_get(ls, (size_t)k));
+    const char *keys[3] = {"recency_probability", "recency_probability_se", "residue_block_z"};
+    double(*dst[3])[4][24] = {&lr->rp[m], &lr->rp_se[m], &lr->block_z[m]};
+    json_t *a = json_object_get(len, keys[0]);
+    lr->L = (int)json_array_size(a) < 4 ? (int)json_array_size(a) : 4;
+    for (int q = 0; q < 3; q++) {
+        a = json_object_get(len, keys[q]);
+        for (int l = 0; l < lr->L; l++)
+            for (int k = 0; k < lr->K; k++) {
+                json_t *x = json_array_get(json_array_get(a, (size_t)l), (size_t)k);
+                (*dst[q])[l][k] = json_is_number(x) ? json_number_value(x) : NAN;
+            }
+    }
+    json_decref(j);
+    return MP_OK;
+}
+
+int mp_repro_length_run(MpReproLength *lr, const char *out, const char *models, int64_t n, int quick, int threads,
+                        int force) {
+    memset(lr, 0, sizeof *lr);
+    lr->n = n ? n : quick ? 100 : 500; /* 500 × 128: RP resolved to ~0.001, ~6 s on 2 cores */
+    if (!models) {
+        fprintf(stderr, "maskpos reproduce: error: stage length: the embedded models were not found; HINT: --models DIR\n");
+        return 1;
+    }
+    int failed = 0;
+    for (int m = 0; m < 2; m++) {
+        char model[4200], corpus[4200], dir[4096], key[10240], nb[32], tb[32];
+        snprintf(model, sizeof model, "%s/%s", models, rl_names[m]);
+        snprintf(corpus, sizeof corpus, "%s/kjv.txt", models);
+        snprintf(dir, sizeof dir, "%s/length/%s", out, rl_names[m]);
+        snprintf(nb, sizeof nb, "%lld", (long long)lr->n);
+        snprintf(tb, sizeof tb, "%d", threads);
+        snprintf(key, sizeof key, "v%s probe --recency model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=128 pack", MP_VERSION,
+                 model, (unsigned long long)mp_repro_fingerprint(model), corpus,
+                 (unsigned long long)mp_repro_fingerprint(corpus), (long long)lr->n);
+        char *args[] = {"probe", model, "--data", corpus, "--pack", "--n", nb, "--seq", "128", "--layers", "1-4",
+                        "--recency", "--plot", "--quiet", "--out", dir, threads > 0 ? "--threads" : NULL, tb, NULL};
+        printf("  length  %-24s %s over %lld x 128 tokens, --recency\n", rl_names[m], model, (long long)lr->n);
+        fflush(stdout);
+        MpReproProbe p;
+        memset(&p, 0, sizeof p);
+        if (mp_repro_probe(&p, dir, key, args, force) != MP_OK || rl_read(lr, m, dir) != MP_OK) {
+            fprintf(stderr, "maskpos reproduce: error: stage length/%s failed\n", rl_names[m]);
+            failed++;
+        } else {
+            lr->ok[m] = 1;
+            lr->skipped[m] = p.skipped;
+            if (p.skipped) printf("          up to date, skipped (--force to redo)\n");
+        }
+        mp_repro_probe_free(&p);
+    }
+    return failed;
+}
+
+/* Rows: RP per sequence at every length, layers 2-4 (the later version: models with a norm favour
+ * recent keys); the figures the probes drew. */
+void mp_repro_length_report(MpReport *rp, const MpReproLength *lr) {
+    static const char *label[2] = {"embedded NoPE model", "embedded RoPE model"};
+    for (int m = 0; m < 2; m++) {
+        if (!lr->ok[m]) continue;
+        for (int l = 1; l < lr->L; l++) {
+            char what[160], got[192] = "", note[256];
+            int ok = 1;
+            for (int k = 0; k < lr->K; k++) {
+                const size_t g = strlen(got);
+                snprintf(got + g, sizeof got - g, "%s%d: %.3f", k ? ", " : "", lr->lens[k], lr->rp[m][l][k]);
+                if (!(lr->rp[m][l][k] - 4 * lr->rp_se[m][l][k] > 0.5)) ok = 0;
+            }
+            snprintf(what, sizeof what, "Length: %s, layer %d, RP of the first S' positions", label[m], l + 1);
+            snprintf(note, sizeof note, "one run of %lld × 128 bytes; block z at S' = %d … %d: %.2f … %.2f (docs/recency.md)",
+                     (long long)lr->n, lr->lens[0], lr->lens[lr->K - 1], lr->block_z[m][l][0], lr->block_z[m][l][lr->K - 1]);
+            mp_report_row(rp, what, "> 0.5 at every S' (recency)", got, ok, note);
+        }
+    }
+    static const char *figs[2][3] = {{"length/none/length_rp.png", "length/none/length_block_z.png", "length/none/residue_by_position.png"},
+                                     {"length/rope/length_rp.png", "length/rope/length_block_z.png", "length/rope/residue_by_position.png"}};
+    static const char *caps[3] = {"recency probability of the first S' positions", "residue block z of the first S' positions",
+                                  "residue in noise units against the query position"};
+    for (int m = 0; m < 2; m++)
+        for (int f = 0; f < 3 && lr->ok[m]; f++) {
+            char cap[256];
+            snprintf(cap, sizeof cap, "Length (one run, every prefix): %s, %s", label[m], caps[f]);
+            mp_report_fig(rp, cap, figs[m][f]);
+        }
 }

@@ -44,4 +44,22 @@ int mp_repro_recency_run(MpReproRecency *rr, const char *out, const MpSimConfig 
 void mp_repro_recency_report(MpReport *rp, const MpReproRecency *rr);
 void mp_repro_recency_free(MpReproRecency *rr);
 
+/* Stage `length`: `probe --recency --plot` on the embedded NoPE and RoPE models (causal, packed
+ * rows of 128 bytes): NRI, block z and RP of the first S' positions from one run each, and the
+ * residue by query position; report rows on RP across lengths and the figures the probe draws. */
+typedef struct MpReproLength {
+    int ok[2], skipped[2];
+    int L, K;
+    int lens[24];
+    double rp[2][4][24];      /* [model][layer][length] RP per sequence */
+    double rp_se[2][4][24];
+    double block_z[2][4][24];
+    int64_t n;
+} MpReproLength;
+
+/* models: the embedded models folder (NULL: the stage fails); n: sequences (0 = 500, quick 100). */
+int mp_repro_length_run(MpReproLength *lr, const char *out, const char *models, int64_t n, int quick, int threads,
+                        int force);
+void mp_repro_length_report(MpReport *rp, const MpReproLength *lr);
+
 #endif

@@ -48,7 +48,8 @@ static const char *reproduce_help =
     "  --quick       B = 2000 simulated sequences instead of 100000 and 100 model sequences\n"
     "                instead of 1000 (for CI; verdicts use the run's own standard errors)\n"
     "  --only LIST   comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
-    "                and recency (the later version's LayerNorm-recency grid, docs/recency.md)\n"
+    "                and recency (the later version's LayerNorm-recency grid, docs/recency.md),\n"
+    "                length (RP, block z and NRI of every prefix of the embedded models' rows)\n"
     "  --force       recompute stages whose outputs already match the settings\n"
     "  --batch B     override the number of simulated sequences\n"
     "  --seed N      random seed (default 0)\n"
@@ -698,10 +699,10 @@ int mp_cmd_reproduce(int argc, char **argv) {
     } else if (mp_repro_models_dir(models_dir, sizeof models_dir))
         models = models_dir;
     int want_fig1 = 1, want[5] = {1, 1, 1, 1, 1}; /* fig2, fig2ln, fig3, fig4, fig5 */
-    int want_recency = 1;
+    int want_recency = 1, want_length = 1;
     if (only) {
         want_fig1 = want[0] = want[1] = want[2] = want[3] = want[4] = 0;
-        want_recency = 0;
+        want_recency = want_length = 0;
         char buf[256];
         if (strlen(only) >= sizeof buf) return mp_cli_error(cmd, "--only: list too long");
         strcpy(buf, only);
@@ -714,7 +715,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
             else if (!strcmp(t, "fig4")) want[3] = 1;
             else if (!strcmp(t, "fig5")) want[4] = 1;
             else if (!strcmp(t, "recency")) want_recency = 1;
-            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency)", t);
+            else if (!strcmp(t, "length")) want_length = 1;
+            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length)", t);
         }
         if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4])
             return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5)", only);
@@ -774,6 +776,11 @@ int mp_cmd_reproduce(int argc, char **argv) {
     memset(&rec, 0, sizeof rec);
     if (want_recency)
         failed += mp_repro_recency_run(&rec, out, &base, quick, batch ? (double)batch / 100000.0 : 0.0, force, argc, argv);
+
+    /* ---- length: one --recency probe per embedded model (repro_recency.c) */
+    MpReproLength len;
+    memset(&len, 0, sizeof len);
+    if (want_length) failed += mp_repro_length_run(&len, out, models, model_n, quick, base.threads, force);
 
     /* ---- trained models: fig3 (NoPE), fig5 (RoPE, --model) */
     ReproModels rm;
@@ -900,6 +907,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     }
     repro_model_rows(rp, &rm, &res[RUN_PF128], &res[7]);
     if (want_recency) mp_repro_recency_report(rp, &rec); /* rows and figures of the recency grid */
+    if (want_length) mp_repro_length_report(rp, &len);   /* rows and figures of the length stage */
     static const char *fig_caption[5] = {
         "Figure 1: layer-2 scores of the parameter-free decoder, closed form (α = 0, n = 3)",
         "Figure 2: L2 simulation, α = 0 and 0.2, layers 1–4 (mean pre-softmax scores)",

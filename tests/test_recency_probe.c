@@ -64,10 +64,11 @@ enum { PN = 3, PS = 24, PL = 2, PH = 4 };
 static void test_probs_against_torch(void **state) {
     (void)state;
     if (!have_torch()) skip();
-    const char *d = mp_test_tmpdir();
-    char model[256], ids[256], out[16384], path[600];
-    snprintf(model, sizeof model, "%s/m", d);
-    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    const char *top = mp_test_tmpdir();
+    char model[256], ids[256], out[16384], path[600], d[300];
+    snprintf(model, sizeof model, "%s/m", top);
+    snprintf(ids, sizeof ids, "%s/ids.npy", top);
+    snprintf(d, sizeof d, "%s/o", top); /* probe writes only into a new folder */
     model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 3");
     ids_write(ids, PN, PS, 300, -1, 21);
     int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers all --per-head --probs --recency --quiet", model, ids, d);

@@ -718,8 +718,9 @@ int mp_cmd_reproduce(int argc, char **argv) {
             else if (!strcmp(t, "length")) want_length = 1;
             else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length)", t);
         }
-        if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4])
-            return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5)", only);
+        if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4] && !want_recency && !want_length)
+            return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length)",
+                                only);
     }
     base.batch = batch ? batch : quick ? 2000 : 100000;
     base.progress = 1;

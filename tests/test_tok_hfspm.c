@@ -403,10 +403,32 @@ static void test_unsupported_kinds(void **state) {
     expect_error("does not compile", p, j);
 }
 
+/* Found by fuzz_tok: a decode whose tokens are all empty strings formed a pointer from NULL
+ * (UBSan). Class: tokens with empty text through every decoder kind. */
+static void test_decode_empty_tokens(void **state) {
+    (void)state;
+    const char *json = "{\"decoder\": {\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+                       "{\"String\": \"x\"}, \"content\": \"\"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Strip\", "
+                       "\"content\": \" \", \"start\": 1, \"stop\": 1}, {\"type\": \"Metaspace\"}, {\"type\": \"Fuse\"}]}, "
+                       "\"model\": {\"type\": \"BPE\", \"vocab\": {\"\": 0, \"x\": 1}, \"merges\": []}}";
+    MpTok t;
+    MpErr e;
+    assert_int_equal(mp_tok_init_json(&t, json, strlen(json), NULL, 0, &e), MP_OK);
+    int32_t ids[3] = {0, 1, 0};
+    for (size_t n = 0; n <= 3; n++) {
+        MpTokBuf out = {0};
+        assert_int_equal(mp_tok_decode(&t, &out, ids, n, 0, &e), MP_OK);
+        assert_int_equal(out.n, 0);
+        mp_tok_buf_free(&out);
+    }
+    mp_tok_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_llama2),   cmocka_unit_test(test_real_gemma3), cmocka_unit_test(test_decode_llama2),
         cmocka_unit_test(test_decode_gemma3), cmocka_unit_test(test_synthetic),   cmocka_unit_test(test_unsupported_kinds),
+        cmocka_unit_test(test_decode_empty_tokens),
     };
     if (getenv("MP_TEST_FILTER")) cmocka_set_test_filter(getenv("MP_TEST_FILTER")); /* e.g. test_synth* */
     return cmocka_run_group_tests(tests, NULL, NULL);

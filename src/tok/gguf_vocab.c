@@ -111,10 +111,25 @@ done:
     return rc;
 }
 
+static int init_from_gguf(MpTok *t, MpGguf *gp, const char *path, MpErr *e);
+
 int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e) {
     memset(t, 0, sizeof *t);
     MpGguf g;
     if (mp_gguf_open(&g, path, e) != MP_OK) return MP_ERR;
+    return init_from_gguf(t, &g, path, e);
+}
+
+int mp_tok_init_gguf_buf(MpTok *t, const uint8_t *buf, size_t n, const char *name, MpErr *e) {
+    memset(t, 0, sizeof *t);
+    MpGguf g;
+    if (mp_gguf_parse(&g, buf, n, name, e) != MP_OK) return MP_ERR;
+    return init_from_gguf(t, &g, name, e);
+}
+
+/* Builds the tokenizer from a parsed GGUF file and frees g. */
+static int init_from_gguf(MpTok *t, MpGguf *gp, const char *path, MpErr *e) {
+    MpGguf g = *gp;
     const char **tokens = NULL, **merges = NULL;
     size_t *tlen = NULL, *mlen = NULL;
     int32_t *types = NULL;

@@ -2119,7 +2119,7 @@ static int fallback_byte(const char *p, size_t n) {
 
 /* One decoder step over every string of in, into out (HF's decode_chain). */
 static int decode_step(const MpTokDec *d, const MpTokStrs *in, MpTokStrs *out, MpErr *e) {
-    const unsigned char *base = (const unsigned char *)in->text.data;
+    const unsigned char *base = (const unsigned char *)(in->text.data ? in->text.data : ""); /* all empty: NULL */
     MpTokBuf bytes = {0}; /* ByteFallback: the pending run of bytes */
     int rc = MP_OK;
     if (d->kind == MP_TOK_DEC_FUSE) rc = strs_new(out, e);
@@ -2220,7 +2220,7 @@ static int decode_text(const MpTok *t, MpTokBuf *raw, const int32_t *ids, size_t
     }
     for (size_t i = 0; i < l[cur].n && rc == MP_OK; i++) {
         if (!m->has_decoder && i > 0) rc = mp_tok_buf_append(raw, " ", 1, e);
-        if (rc == MP_OK) rc = mp_tok_buf_append(raw, l[cur].text.data + l[cur].off[i], l[cur].len[i], e);
+        if (rc == MP_OK && l[cur].len[i]) rc = mp_tok_buf_append(raw, l[cur].text.data + l[cur].off[i], l[cur].len[i], e);
     }
     strs_free(&l[0]);
     strs_free(&l[1]);

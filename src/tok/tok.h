@@ -104,6 +104,8 @@ typedef struct MpTokVocab {
 int mp_tok_init_vocab(MpTok *t, const MpTokVocab *v, MpErr *e);
 /* The same from a GGUF file's tokenizer.ggml.* metadata (src/tok/gguf_vocab.c). */
 int mp_tok_init_gguf(MpTok *t, const char *path, MpErr *e);
+/* The same from a GGUF file's bytes (borrowed; name is used in messages): fuzzing, tests. */
+int mp_tok_init_gguf_buf(MpTok *t, const uint8_t *buf, size_t n, const char *name, MpErr *e);
 
 /* A GGUF SentencePiece vocabulary (tokenizer.ggml.model "llama"), all borrowed: what the GGUF
  * reader hands over. Encoded exactly as llama.cpp encodes it (src/tok/spm.c). */

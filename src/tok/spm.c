@@ -4,8 +4,8 @@
  * Implements (docs/tokenizer.md "GGUF llama vocabularies" has the account):
  *   - the vocabulary: pieces, scores, token types (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED,
  *     BYTE; anything else UNDEFINED), BOS/EOS, add_bos/add_eos, add_space_prefix; an empty piece
- *     is renamed "[EMPTY_<id>]" and a later piece with the same text wins the text → id map, as
- *     llama.cpp loads them; the "control-looking" pieces llama.cpp promotes to CONTROL by name;
+ *     is renamed "[EMPTY_<id>]" as llama.cpp does; two pieces with one text are refused (llama.cpp
+ *     aborts on them); the "control-looking" pieces llama.cpp promotes to CONTROL by name;
  *   - encode: special pieces (CONTROL, UNKNOWN, USER_DEFINED) are cut out of the raw text longest
  *     first (llama.cpp's partition; ties between equal lengths by id); each remaining fragment
  *     gets a leading space when it starts the text or follows a special piece (the "dummy
@@ -100,16 +100,18 @@ static int32_t spm_find(const MpTokSpm *s, const char *p, size_t n) {
     }
 }
 
-/* Inserts id; a later id with the same text replaces the earlier one (llama.cpp's token_to_id). */
-static void spm_insert(MpTokSpm *s, int32_t id) {
+/* Inserts id. Two pieces with one text are refused (llama.cpp aborts on them). */
+static int spm_insert(MpTokSpm *s, int32_t id, MpErr *e) {
     const char *p = s->text.data + s->off[id];
     size_t n = s->len[id], i = (size_t)spm_hash(p, n) & s->mask;
     for (;;) {
         int32_t *slot = &s->map[i];
-        if (*slot < 0 || (s->len[*slot] == n && !memcmp(s->text.data + s->off[*slot], p, n))) {
+        if (*slot < 0) {
             *slot = id;
-            return;
+            return MP_OK;
         }
+        if (s->len[*slot] == n && !memcmp(s->text.data + s->off[*slot], p, n))
+            return mp_err_set(e, "piece \"%.40s\" is both id %d and id %d", p, *slot, id);
         i = (i + 1) & s->mask;
     }
 }
@@ -176,7 +178,8 @@ static int spm_build(MpTokSpm *s, const MpTokSpmVocab *v, MpErr *e) {
         s->attr[i] = v->token_types ? spm_attr_of_type(v->token_types[i]) : SPM_A_NORMAL;
         if (s->len[i] > s->max_len) s->max_len = s->len[i];
     }
-    for (size_t i = 0; i < n; i++) spm_insert(s, (int32_t)i);
+    for (size_t i = 0; i < n; i++)
+        if (spm_insert(s, (int32_t)i, e) != MP_OK) return MP_ERR;
     for (size_t k = 0; k < sizeof spm_control_names / sizeof spm_control_names[0]; k++) {
         int32_t id = spm_find(s, spm_control_names[k], strlen(spm_control_names[k]));
         if (id >= 0) s->attr[id] = SPM_A_CONTROL;

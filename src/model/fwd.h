@@ -112,8 +112,8 @@ typedef struct MpFwd {
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts);
 /* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits).
- * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512 forces the matmul kernel
- * (tests use it to run every path on one machine); unknown or unavailable: MP_ERR.
+ * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512|avx512bf16 forces the
+ * matmul kernel (tests use it to run every path on one machine); unknown or unavailable: MP_ERR.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */

@@ -14,8 +14,12 @@
  *   - kernel dispatch: the matmul runs as one of MpFwdKernel — the naive loop, or the blocked
  *              loops compiled for plain x86-64 (scalar, fmaf from libm), x86-64-v3 (AVX2/FMA) or
  *              x86-64-v4 (AVX-512) — chosen at run time from the CPU, or forced
- *              (MASKPOS_KERNEL=ref|scalar|avx2|avx512, mp_fwd_kernel_set) so tests run each;
- *              all of them give the same bits;
+ *              (MASKPOS_KERNEL=ref|scalar|avx2|avx512|avx512bf16, mp_fwd_kernel_set) so tests run
+ *              each; all of them give the same bits, except avx512bf16 on bf16 weights: vdpbf16ps
+ *              (AVX512-BF16, a target attribute, run only where cpuid has it) sums pairs of k,
+ *              bit for bit the order of mp_fwd_matmul_ref_pairs;
+ *   - attention keys packed in blocks of 64 positions (mp_fwd_attn_pack_key) for the score
+ *              kernel;
  *   - bf16 rounding (round to nearest even, as torch and llama.cpp do) of weights at packing and
  *              of activations before a bf16-compute matmul;
  *   - rmsnorm  (HF: x · rsqrt(mean(x²)+eps), then · weight; the mean is taken in double);
@@ -25,7 +29,8 @@
  * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
  * know about models (fwd.c does).
  * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too),
- * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == reference bit for bit).
+ * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == its reference bit for bit;
+ * avx512bf16 also within the f32 summation bound of the exact sum; skipped without the CPU flag).
  *
  * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims (R <= HS, even).
  */

@@ -225,11 +225,15 @@ __attribute__((target("arch=x86-64-v3"), flatten)) static void mm_panels_avx2(fl
  * vdpbf16ps takes 32 bf16 pairs and adds the two products of each pair to one of 16 f32 lanes,
  * so the operands are regrouped by pairs of k: per (token block, panel group, k chunk) the x
  * block [MC, KC] is converted to bf16 once (xb, row stride KC), and per panel the [KC, 32] slice
- * is interleaved into [KC/2][32][2] (wb: lanes = columns, pairs = k, k+1), reused by every 8-row
+ * is interleaved into [KC/2][32][2] (wb: lanes = columns, pairs = k, k+1), reused by every 12-row
  * block. An odd last k gets a zero partner. Every y element is still one sum over k from 0 in a
  * fixed order (pair after pair; within a pair, the hardware's), so results do not depend on
  * threads or blocking — but they differ from the fmaf order of the other kernels by f32 rounding
  * (bounds in docs/speed.md; the instruction also flushes subnormal inputs and outputs). */
+
+#ifndef FWD_BMR
+#define FWD_BMR 12 /* rows of the vdpbf16ps micro-kernel: 2 x BMR zmm accumulators */
+#endif
 
 /* x [rows, n] (row stride ldx) -> bf16 xb [rows, KC] (round to nearest even, as
  * mp_fwd_bf16_from_f32: exact for the bf16-valued inputs of a bf16 matmul); an odd n gets a zero
@@ -265,14 +269,14 @@ __attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_bf16_w(uint1
     }
 }
 
-/* y [mr, nc] (+)= xb [mr, 2 kp] · wb [kp][32][2]; mr <= MR is a constant after inlining, so the
+/* y [mr, nc] (+)= xb [mr, 2 kp] · wb [kp][32][2]; mr <= BMR is a constant after inlining, so the
  * 2·mr accumulators stay in registers. */
 __attribute__((target("arch=x86-64-v4,avx512bf16"), always_inline)) static inline void
 mm_bf16_micro(float *y, int64_t ldy, const uint16_t *xb, const uint16_t *wb, int64_t kp, int first, int nc, const int mr) {
-    __m512 a0[MP_FWD_MR], a1[MP_FWD_MR];
+    __m512 a0[FWD_BMR], a1[FWD_BMR];
     const __mmask16 m0 = nc >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1u);
     const __mmask16 m1 = nc >= 32 ? (__mmask16)0xffff : nc > 16 ? (__mmask16)((1u << (nc - 16)) - 1u) : (__mmask16)0;
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
         a0[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y + r * ldy);
         a1[r] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + r * ldy + 16);
@@ -280,7 +284,7 @@ mm_bf16_micro(float *y, int64_t ldy, const uint16_t *xb, const uint16_t *wb, int
     for (int64_t j = 0; j < kp; j++) {
         const __m512bh w0 = (__m512bh)_mm512_load_si512(wb + j * 2 * MP_FWD_NR);
         const __m512bh w1 = (__m512bh)_mm512_load_si512(wb + j * 2 * MP_FWD_NR + MP_FWD_NR);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
             int32_t pair;
             memcpy(&pair, xb + r * FWD_KC + 2 * j, sizeof pair);
@@ -289,7 +293,7 @@ mm_bf16_micro(float *y, int64_t ldy, const uint16_t *xb, const uint16_t *wb, int
             a1[r] = _mm512_dpbf16_ps(a1[r], xv, w1);
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
         _mm512_mask_storeu_ps(y + r * ldy, m0, a0[r]);
         _mm512_mask_storeu_ps(y + r * ldy + 16, m1, a1[r]);
@@ -300,7 +304,11 @@ __attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_bf16_block(f
                                                                                const uint16_t *wb, int64_t kp, int first,
                                                                                int nc, int64_t rows) {
     int64_t t = 0;
-    for (; t + MP_FWD_MR <= rows; t += MP_FWD_MR) mm_bf16_micro(y + t * ldy, ldy, xb + t * FWD_KC, wb, kp, first, nc, MP_FWD_MR);
+    for (; t + FWD_BMR <= rows; t += FWD_BMR) mm_bf16_micro(y + t * ldy, ldy, xb + t * FWD_KC, wb, kp, first, nc, FWD_BMR);
+    if (rows - t >= 8) {
+        mm_bf16_micro(y + t * ldy, ldy, xb + t * FWD_KC, wb, kp, first, nc, 8);
+        t += 8;
+    }
     y += t * ldy;
     xb += t * FWD_KC;
     switch (rows - t) { /* one constant-size instance per leftover row count */

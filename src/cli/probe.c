@@ -681,7 +681,7 @@ int mp_cmd_probe(int argc, char **argv) {
         mp_mpi_bcast(&acc.n_done, sizeof acc.n_done, 0);
         if (rank == 0) {
             snprintf(probe_term_msg, sizeof probe_term_msg,
-                     "maskpos probe: error: stopped by mpirun (another rank ended; see its message); %s\n",
+                     "maskpos probe: error: stopped by mpirun (another rank ended, see its message, or the job was interrupted); %s\n",
                      r.ckpt_every > 0 ? "the sums of the last checkpoint are in the --out folder: run again with --resume"
                                       : "no checkpoint was kept (--checkpoint-every K makes a run resumable)");
             signal(SIGTERM, probe_on_term);
@@ -722,13 +722,13 @@ int mp_cmd_probe(int argc, char **argv) {
         goto done;
     }
     remove(ckpt); /* the result is complete */
-    if (nranks > 1) signal(SIGTERM, SIG_DFL);
     printf("wrote %s/{scores,scores_diagnorm%s%s%s}.npy, meta.json%s%s (peak RSS %.1f MiB)\n", r.out,
            r.per_head ? ",scores_heads" : "", r.probs ? ",probs" : "", r.probs && r.per_head ? ",probs_heads" : "",
            r.plot ? ", scores_diagnorm.png" : "", r.plot && r.probs ? ", probs.png, sink_entropy.png" : "",
            mp_peak_rss_bytes() / 1048576.0);
 done:
     if (!agreed) mp_mpi_agree(0); /* a rank that failed before the loop lets the others stop */
+    if (nranks > 1 && rank == 0) signal(SIGTERM, SIG_DFL);
     mp_fwd_free(&f);
     mp_probe_acc_free(&acc);
     mp_probe_tokens_free(&tk);

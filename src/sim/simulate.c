@@ -316,7 +316,8 @@ static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn,
 /* ================================================================ driver */
 
 /* A rank's block k (its block sums, n doubles: the three maps, then the recency counts and their
- * squares, L each) to rank 0. */
+ * squares, L each) to rank 0. A new per-block sum must travel here too, and be added in
+ * sim_blocks_recv, or an MPI run drops it (tests/test_mpi.c compares the outputs with one process). */
 static void sim_block_send(const double *blk, size_t n, int64_t k) {
     const int64_t hd[1] = {k};
     mp_mpi_send_i64(hd, 1, 0);

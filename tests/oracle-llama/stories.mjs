@@ -27,7 +27,7 @@ if (mode === "tokenize") {
   const n = Number.parseInt(arg, 10);
   const prompt = promptList ? promptList.split(",").map((s) => Number.parseInt(s, 10)) : [model.tokens.bos];
   const context = await model.createContext({
-    contextSize: Math.max(256, prompt.length + n),
+    contextSize: Math.max(256, prompt.length + n + 1),
     batchSize: Math.max(256, prompt.length + n),
     sequences: 1,
     flashAttention: false,

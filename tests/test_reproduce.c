@@ -52,8 +52,9 @@ static void assert_row_agrees(const char *rep, const char *what) {
     if (!ok || (end && ok > end)) fail_msg("row does not agree: %.*s", end ? (int)(end - row) : 200, row);
 }
 
-/* Under the sanitizers the model probes run 40 sequences instead of the quick 400. */
-#define MODEL_N (MP_TEST_SANITIZED ? "--n 40" : "")
+/* Under the sanitizers the model probes run 40 sequences instead of the quick 400, and the
+ * stories stage 4 instead of the quick 32. */
+#define MODEL_N (MP_TEST_SANITIZED ? "--n 40 --stories-n 4" : "")
 
 static void test_full_quick_run_and_rerun(void **state) {
     (void)state;
@@ -67,7 +68,9 @@ static void test_full_quick_run_and_rerun(void **state) {
                            "fig3/gram/gram.npy", "fig3/gram/meta.json", "fig3/probe/scores_se.npy", "fig3/probe/meta.json",
                            "fig3/probe_bidirectional/scores.npy", "fig3/probe_bidirectional/meta.json",
                            "fig3/parameter_free_S128/scores.npy", "fig5/rope/scores.npy", "fig5/rope/meta.json",
-                           "fig5/rope_bidirectional/scores_diagnorm.npy", "fig5/rope_bidirectional/meta.json"};
+                           "fig5/rope_bidirectional/scores_diagnorm.npy", "fig5/rope_bidirectional/meta.json",
+                           "stories/corpus/ids.npy", "stories/corpus/stage.json", "stories/probe/scores_se.npy",
+                           "stories/probe/meta.json", "stories/probe_bidirectional/meta.json"};
     char path[512];
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, files[i]);
@@ -75,7 +78,7 @@ static void test_full_quick_run_and_rerun(void **state) {
     }
     const char *figs[] = {"fig1/figure1.png", "fig2/figure2.png", "fig2/appendix_alpha.png",
                           "fig2ln/appendix_layernorm.png", "fig4/figure4.png", "fig3/gram/gram.png",
-                          "fig3/figure3_maps.png", "fig5/figure5.png"};
+                          "fig3/figure3_maps.png", "fig5/figure5.png", "stories/figure5_stories260K.png"};
     for (size_t i = 0; i < sizeof figs / sizeof figs[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", d, figs[i]);
         assert_png(path, 200, 200);
@@ -94,6 +97,28 @@ static void test_full_quick_run_and_rerun(void **state) {
     assert_row_agrees(rep, "Fig. 3 (i)");
     assert_row_agrees(rep, "Fig. 5 embedded RoPE model, layer 1");
     assert_row_agrees(rep, "Fig. 3 counterfactual");
+    /* stories260K: the corpus is the model's own text from BOS, N x 512 ids; every layer probed;
+     * the four rows are there; at the quick N the residue of layers 2-5 already sits in the first
+     * keys (regional block z 3-8 at N = 32; the full run's 1000 sequences resolve the rest) */
+    snprintf(path, sizeof path, "%s/stories/corpus/ids.npy", d);
+    MpNpy ids;
+    MpErr err;
+    if (mp_npy_read(path, &ids, &err) != MP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ids.ndim, 2);
+    assert_int_equal(ids.shape[0], MP_TEST_SANITIZED ? 4 : 32);
+    assert_int_equal(ids.shape[1], 512);
+    for (int64_t r = 0; r < ids.shape[0]; r++) assert_int_equal(((int32_t *)ids.data)[r * 512], 1); /* BOS */
+    mp_npy_free(&ids);
+    snprintf(path, sizeof path, "%s/stories/probe_bidirectional/scores.npy", d);
+    if (mp_npy_read(path, &ids, &err) != MP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(ids.shape[0], 5); /* every layer */
+    assert_int_equal(ids.shape[1], 512);
+    mp_npy_free(&ids);
+    assert_non_null(strstr(rep, "| Fig. 5 stories260K (pretrained, real), layer 1"));
+    assert_non_null(strstr(rep, "| Fig. 5 stories260K, layers 2–5: non-relative residue"));
+    assert_non_null(strstr(rep, "| Fig. 5 counterfactual (ours): stories260K without the mask"));
+    assert_non_null(strstr(rep, "![Figure 5 on a real pretrained model: stories260K"));
+    if (!MP_TEST_SANITIZED) assert_row_agrees(rep, "Fig. 5 stories260K, layers 2–5: where the residue sits");
     /* every row of the verdict table has exactly four cells ('|' inside a cell is escaped) */
     int nrows_checked = 0;
     for (const char *ln = strstr(rep, "| quantity |"); ln && ln[0] == '|'; ln = strchr(ln, '\n') + 1) {
@@ -105,13 +130,13 @@ static void test_full_quick_run_and_rerun(void **state) {
     }
     assert_true(nrows_checked > 20);
     /* the HTML report is self-contained: eight embedded PNG figures of the paper, seven of the
-     * recency grid, six of the length stage */
+     * recency grid, six of the length stage, one of the stories stage */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);
     assert_non_null(html);
     int nimg = 0;
     for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
-    assert_int_equal(nimg, 21);
+    assert_int_equal(nimg, 22);
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
@@ -153,12 +178,12 @@ static void test_report_in_browser(void **state) {
         fail_msg("browser check needs chromium and tests/browser/node_modules: run scripts/setup.sh --test");
     const char *d = mp_test_tmpdir();
     char out[8192];
-    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --out %s", d), 0);
-    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 21", MP_SOURCE_DIR, d);
+    assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --stories-n 4 --out %s", d), 0);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 22", MP_SOURCE_DIR, d);
     print_message("%s", out);
     if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 22", MP_SOURCE_DIR, d), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 23", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {
@@ -170,7 +195,7 @@ static void test_only_and_bad_flags(void **state) {
     assert_false(mp_file_exists(path));
     const char *bad[] = {"--only fig9", "--batch 0", "--bogus", "--threads x", "stray", "--seq 64", "--pack",
                          "--model /nonexistent --data /etc/hostname", "--model /tmp", "--data /etc/hostname",
-                         "--models /tmp", "--n 1", "--compute f16"};
+                         "--models /tmp", "--n 1", "--compute f16", "--stories-n 1", "--stories-n x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int rc = mp_test_run(out, sizeof out, "reproduce --quick --out %s %s", d, bad[i]);
         if (rc != 2) fail_msg("'reproduce %s' exited %d: %s", bad[i], rc, out);
@@ -235,6 +260,33 @@ static void test_user_model(void **state) {
     assert_non_null(rep);
     assert_non_null(strstr(rep, "FAILED stages"));
     assert_non_null(strstr(rep, "fig5/model"));
+}
+
+/* --model/--data with a SentencePiece GGUF: the pretrained stories260K over real text, tokenized by
+ * its own vocabulary (src/tok), layers 1-4 of its 5. */
+static void test_user_model_sentencepiece(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    static char out[1 << 16];
+    char path[600];
+    int rc = mp_test_run(out, sizeof out,
+                         "reproduce --quick --only fig5 --n %d --model %s/data/third_party/stories260K/stories260K.gguf "
+                         "--data %s/models/kjv.txt --pack --seq 128 --out %s/r",
+                         MP_TEST_SANITIZED ? 6 : 24, MP_SOURCE_DIR, MP_SOURCE_DIR, d);
+    if (rc != 0) fail_msg("reproduce --model stories260K.gguf exited %d: %s", rc, out);
+    assert_non_null(strstr(out, "stories260K.gguf over"));
+    snprintf(path, sizeof path, "%s/r/fig5/model/scores.npy", d);
+    MpNpy arr;
+    MpErr err;
+    if (mp_npy_read(path, &arr, &err) != MP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(arr.shape[0], 4); /* layers 1-4 */
+    assert_int_equal(arr.shape[1], 128);
+    mp_npy_free(&arr);
+    snprintf(path, sizeof path, "%s/r/fig5/model_bidirectional/meta.json", d);
+    assert_true(mp_file_exists(path));
+    snprintf(path, sizeof path, "%s/r/report.md", d);
+    char *rep = slurp(path);
+    assert_non_null(strstr(rep, "| Fig. 5 stories260K.gguf, layers 2–4"));
 }
 
 static void test_simulate_plot(void **state) {
@@ -323,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_report_in_browser),
         cmocka_unit_test(test_only_and_bad_flags),
         cmocka_unit_test(test_user_model),
+        cmocka_unit_test(test_user_model_sentencepiece),
         cmocka_unit_test(test_simulate_plot),
         cmocka_unit_test(test_progress_bar),
     };

@@ -30,6 +30,7 @@
 #include "cli/report.h"    /* MpReport: report.md, report.html */
 #include "cli/repro_models.h" /* fig3, fig5: probe and gram runs on trained models */
 #include "cli/repro_recency.h" /* recency: the later version's LayerNorm-recency grid */
+#include "cli/repro_stories.h" /* stories: Figure 5 on the pretrained stories260K */
 #include "load/model.h"     /* --model: its context length */
 #include "viz/plot.h"      /* mp_plot_render, presets */
 #include "sim/simulate.h" /* mp_sim_run */
@@ -50,11 +51,14 @@ static const char *reproduce_help =
     "  --only LIST   comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
     "                and recency (the later version's LayerNorm-recency grid, docs/recency.md),\n"
     "                length (RP, block z and NRI of every prefix of the embedded models' rows)\n"
+                and stories (Figure 5 on the pretrained stories260K)
     "  --force       recompute stages whose outputs already match the settings\n"
     "  --batch B     override the number of simulated sequences\n"
     "  --seed N      random seed (default 0)\n"
     "  --threads N   worker threads (default: all cores)\n"
     "  --compute M   f32 (default, the reference) or bf16 for every model probe (docs/speed.md)\n"
+    "  --stories-n N sequences of the stories stage (Figure 5 on the pretrained stories260K over\n"
+    "                N x 512 tokens it writes itself from BOS; default 1000, --quick 32)\n"
     "  --models DIR  the embedded models and their corpus (none/, rope/, kjv.txt; default:\n"
     "                MASKPOS_MODELS, else models/ beside the build folder, else ./models)\n"
     "  --n N         sequences of the model probes (default: embedded models 8000 x 128 bytes, the\n"
@@ -647,6 +651,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     const char *models_flag = NULL, *model = NULL, *data = NULL;
     int model_seq = 0, pack = 0;
     const char *compute = "f32";
+    int64_t stories_n = 0;
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},   {"quick", no_argument, 0, 'q'},
                                          {"only", required_argument, 0, 'O'},  {"force", no_argument, 0, 'f'},
                                          {"batch", required_argument, 0, 'B'}, {"seed", required_argument, 0, 's'},
@@ -655,6 +660,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
                                          {"data", required_argument, 0, 'd'},  {"n", required_argument, 0, 'n'},
                                          {"seq", required_argument, 0, 'S'},   {"pack", no_argument, 0, 'P'},
                                          {"compute", required_argument, 0, 'c'},
+                                         {"stories-n", required_argument, 0, 'N'},
                                          {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -678,6 +684,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
             if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) return mp_cli_error(cmd, "--compute: f32 or bf16, not '%s'", optarg);
             compute = optarg;
             break;
+        case 'N': stories_n = mp_cli_i64(cmd, "--stories-n", optarg, 2, INT64_C(1) << 24); break;
         case 'h': fputs(reproduce_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -699,10 +706,10 @@ int mp_cmd_reproduce(int argc, char **argv) {
     } else if (mp_repro_models_dir(models_dir, sizeof models_dir))
         models = models_dir;
     int want_fig1 = 1, want[5] = {1, 1, 1, 1, 1}; /* fig2, fig2ln, fig3, fig4, fig5 */
-    int want_recency = 1, want_length = 1;
+    int want_recency = 1, want_length = 1, want_stories = 1;
     if (only) {
         want_fig1 = want[0] = want[1] = want[2] = want[3] = want[4] = 0;
-        want_recency = want_length = 0;
+        want_recency = want_length = want_stories = 0;
         char buf[256];
         if (strlen(only) >= sizeof buf) return mp_cli_error(cmd, "--only: list too long");
         strcpy(buf, only);
@@ -716,10 +723,11 @@ int mp_cmd_reproduce(int argc, char **argv) {
             else if (!strcmp(t, "fig5")) want[4] = 1;
             else if (!strcmp(t, "recency")) want_recency = 1;
             else if (!strcmp(t, "length")) want_length = 1;
-            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length)", t);
+            else if (!strcmp(t, "stories")) want_stories = 1;
+            else return mp_cli_error(cmd, "--only: unknown stage '%s' (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length, stories)", t);
         }
-        if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4] && !want_recency && !want_length)
-            return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length)",
+        if (!want_fig1 && !want[0] && !want[1] && !want[2] && !want[3] && !want[4] && !want_recency && !want_length && !want_stories)
+            return mp_cli_error(cmd, "--only: '%s' names no stage (fig1, fig2, fig2ln, fig3, fig4, fig5, recency, length, stories)",
                                 only);
     }
     base.batch = batch ? batch : quick ? 2000 : 100000;
@@ -794,6 +802,17 @@ int mp_cmd_reproduce(int argc, char **argv) {
     if (model) {
         const char *slash = strrchr(model, '/');
         rm.user_name = slash && slash[1] ? slash + 1 : model;
+    }
+
+    /* ---- stories: Figure 5 on the pretrained stories260K (repro_stories.c) */
+    MpReproStories stories;
+    memset(&stories, 0, sizeof stories);
+    if (want_stories) {
+        char sp[4096];
+        MpReproStoriesOpts so = {.model = mp_repro_stories_path(sp, sizeof sp) ? sp : NULL,
+                                 .n = stories_n ? stories_n : quick ? 32 : 1000, .seq = MP_REPRO_STORIES_SEQ,
+                                 .seed = base.seed, .threads = base.threads, .force = force, .compute = compute};
+        failed += mp_repro_stories_stage(&stories, out, &so, repro_fail);
     }
 
     /* ---- figures, drawn from the maps in memory (fresh or reloaded) */
@@ -983,6 +1002,10 @@ int mp_cmd_reproduce(int argc, char **argv) {
             if (l == 0) snprintf(row[7], 48, "%.1f%s", mps[k]->wall_s, mps[k]->skipped ? " (reused)" : "");
         }
     }
+    if (mp_repro_stories_report(rp, &stories, out, &e) != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: stories figure: %s\n", e.msg);
+        failed += repro_fail("stories/figure");
+    }
     snprintf(rp->footer, sizeof rp->footer,
              "Model stages: the embedded models (models/none, models/rope: 4-layer byte-level decoders trained by maskpos on "
              "the King James Bible, models/kjv.txt) probed over %lld windows of %d bytes (the paper's 1000 × 1024 tokens "
@@ -1004,6 +1027,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     for (size_t k = 0; k < N_RUNS; k++) repro_result_free(&res[k]);
     repro_models_free(&rm);
     mp_repro_recency_free(&rec);
+    mp_repro_stories_free(&stories);
     if (have_th) mp_theory_free(&th);
     mp_plot_release();
     if (rc != MP_OK) return mp_cli_error(cmd, "%s", e.msg);

@@ -8,7 +8,9 @@
  * 0.4, 0.6, 0.8), fig2ln (LayerNorm with √d and d scaling), fig3 (embedded NoPE model: the nine
  * Gram matrices of layer 1 → 2 and the maps of every layer), fig4 (RoPE: causal α = 0 and 0.5,
  * bidirectional α = 0), fig5 (embedded RoPE model, and --model: maps of layers 1–4 causal and
- * without the mask). A stage whose recorded settings are unchanged is skipped unless --force.
+ * without the mask), stories (the pretrained stories260K: every layer over text it writes itself,
+ * causal and without the mask; repro_stories.c). A stage whose recorded settings are unchanged is
+ * skipped unless --force.
  * report.md / report.html hold the table "expected (paper.md) vs measured", every number read
  * from this run's results. The model stages run `probe` and `gram` in-process (repro_models.c).
  * Exit status: 0 all stages ran, 1 a stage failed (the others still ran), 2 bad flags.
@@ -40,6 +42,7 @@
 static const char *reproduce_help =
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
     "                         [--seed N] [--threads N] [--models DIR] [--compute f32|bf16]\n"
+    "                         [--stories-n N]\n"
     "                         [--model PATH --data FILE [--n N] [--seq S] [--pack]]\n"
     "\n"
     "Runs the paper's experiments (paper.md §2) and writes their .npy/meta.json outputs,\n"

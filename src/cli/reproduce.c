@@ -54,7 +54,7 @@ static const char *reproduce_help =
     "  --only LIST   comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
     "                and recency (the later version's LayerNorm-recency grid, docs/recency.md),\n"
     "                length (RP, block z and NRI of every prefix of the embedded models' rows)\n"
-                and stories (Figure 5 on the pretrained stories260K)
+    "                and stories (Figure 5 on the pretrained stories260K)\n"
     "  --force       recompute stages whose outputs already match the settings\n"
     "  --batch B     override the number of simulated sequences\n"
     "  --seed N      random seed (default 0)\n"

@@ -198,7 +198,7 @@ static const char *region_name[MP_REPRO_STORIES_NREG] = {"first keys", "last que
 
 /* The region with the largest block z of layer l (causal: the last keys are only the diagonal's
  * corner block, left out). */
-static int stories_top_region(const double reg[64][MP_REPRO_STORIES_NREG], int l, int causal) {
+static int stories_top_region(const double (*reg)[MP_REPRO_STORIES_NREG], int l, int causal) {
     int best = 0;
     for (int k = 1; k < MP_REPRO_STORIES_NREG; k++) {
         if (causal && k == 2) continue;

@@ -959,6 +959,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
     }
     /* report.html: an interactive viewer (viz/view.h) of the run folders under each figure */
     static const char *views[][4] = {
+        {"fig1/figure1.png", "fig1", NULL, NULL},
         {"fig2/figure2.png", "fig2/alpha_0", "fig2/alpha_0.2", NULL},
         {"fig2/appendix_alpha.png", "fig2/alpha_0.4", "fig2/alpha_0.6", "fig2/alpha_0.8"},
         {"fig2ln/appendix_layernorm.png", "fig2ln/layernorm_sqrt", "fig2ln/layernorm_d", NULL},
@@ -967,6 +968,7 @@ int mp_cmd_reproduce(int argc, char **argv) {
         {"fig3/figure3_maps.png", "fig3/probe", "fig3/probe_bidirectional", "fig3/parameter_free_S128"},
         {"fig5/figure5.png", "fig5/rope", "fig5/rope_bidirectional", NULL},
         {"fig5/figure5_model.png", "fig5/model", "fig5/model_bidirectional", NULL},
+        {"stories/figure5_stories260K.png", "stories/probe", "stories/probe_bidirectional", NULL},
     };
     for (size_t k = 0; k < sizeof views / sizeof views[0]; k++)
         for (int d = 1; d < 4 && views[k][d]; d++) mp_report_fig_view(rp, views[k][0], views[k][d]);

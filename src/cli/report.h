@@ -21,7 +21,7 @@ typedef struct MpReportRow {
     int ok;
 } MpReportRow;
 
-#define MP_REPORT_MAX_VIEWS 4
+#define MP_REPORT_MAX_VIEWS 8
 
 typedef struct MpReportFig {
     char caption[256];

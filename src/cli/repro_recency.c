@@ -308,8 +308,16 @@ void mp_repro_recency_report(MpReport *rp, const MpReproRecency *rr) {
         }
         mp_report_row(rp, what, exp_s, got_s, ok, note);
     }
-    for (int f = 0; f < RR_NFIGS; f++)
-        if (rr->fig_paths[f]) mp_report_fig(rp, rr_figs[f].caption, rr->fig_paths[f]);
+    for (int f = 0; f < RR_NFIGS; f++) {
+        if (!rr->fig_paths[f]) continue;
+        mp_report_fig(rp, rr_figs[f].caption, rr->fig_paths[f]);
+        /* the mean-map figures get the interactive viewer of their runs (viz/view.h) */
+        for (int k = 0; !rr_figs[f].lines && k < 8 && rr_figs[f].runs[k] >= 0; k++) {
+            char dir[128];
+            snprintf(dir, sizeof dir, "recency/%s", rr_grid[rr_figs[f].runs[k]].name);
+            mp_report_fig_view(rp, rr->fig_paths[f], dir);
+        }
+    }
 }
 
 void mp_repro_recency_free(MpReproRecency *rr) {

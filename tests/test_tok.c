@@ -59,53 +59,14 @@ static void require_oracle(void) {
 
 /* Runs encode.js on files; returns one id list per file (caller frees). */
 static MpTokIds *oracle_encode(const char *tok_json, const char *flags, char **files, int nfiles) {
-    const char *d = mp_test_tmpdir();
-    char out[256], cmd[65536];
-    snprintf(out, sizeof out, "%s/oracle.txt", d);
-    int k = snprintf(cmd, sizeof cmd, "node %s/encode.js %s %s", ORACLE_DIR, tok_json, flags);
-    for (int i = 0; i < nfiles; i++) k += snprintf(cmd + k, sizeof cmd - (size_t)k, " %s", files[i]);
-    snprintf(cmd + k, sizeof cmd - (size_t)k, " > %s", out);
-    if (system(cmd) != 0) fail_msg("oracle failed: %s", cmd);
-    size_t n;
-    char *s = slurp(out, &n);
-    assert_non_null(s);
-    MpTokIds *res = calloc((size_t)nfiles, sizeof *res);
-    char *p = s;
-    MpErr e;
-    for (int i = 0; i < nfiles; i++) {
-        char *nl = strchr(p, '\n');
-        if (!nl) fail_msg("oracle printed %d lines for %d files", i, nfiles);
-        *nl = '\0';
-        char *q = p;
-        while (*q) {
-            char *end;
-            long v = strtol(q, &end, 10);
-            if (end == q) break;
-            assert_int_equal(mp_tok_ids_push(&res[i], (int32_t)v, &e), MP_OK);
-            q = end;
-        }
-        p = nl + 1;
-    }
-    free(s);
-    return res;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "node %s/encode.js %s %s", ORACLE_DIR, tok_json, flags);
+    return tok_oracle_ids(cmd, files, nfiles, "oracle.txt");
 }
 
 /* Compares id lists; prints the first mismatch with context. Returns the number of ids compared. */
 static size_t compare_ids(const MpTok *t, const char *what, const MpTokIds *ours, const MpTokIds *hf) {
-    size_t n = ours->n < hf->n ? ours->n : hf->n, i = 0;
-    while (i < n && ours->ids[i] == hf->ids[i]) i++;
-    if (i < n || ours->n != hf->n) {
-        fprintf(stderr, "%s: %zu ids (maskpos) vs %zu (HF); first difference at id %zu\n", what, ours->n, hf->n, i);
-        size_t lo = i > 4 ? i - 4 : 0;
-        for (size_t j = lo; j < i + 5; j++) {
-            const char *a = j < ours->n ? mp_tok_id_to_token(t, ours->ids[j]) : NULL;
-            const char *b = j < hf->n ? mp_tok_id_to_token(t, hf->ids[j]) : NULL;
-            fprintf(stderr, "  [%zu] maskpos %d '%s'   HF %d '%s'\n", j, j < ours->n ? ours->ids[j] : -1, a ? a : "",
-                    j < hf->n ? hf->ids[j] : -1, b ? b : "");
-        }
-        fail_msg("%s: ids differ from HF tokenizers", what);
-    }
-    return n;
+    return tok_compare_ids(t, what, ours, hf, "HF tokenizers");
 }
 
 static void write_bytes(const char *path, const char *s, size_t n) { mp_test_write_file(path, s, n); }
@@ -702,9 +663,9 @@ static void test_bad_tokenizer_files(void **state) {
                        "\"Isolated\", \"invert\": false}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, "
                        "\"merges\": []}}");
     expect_error("does not compile", "tokenize --model %s %s", p, txt);
-    snprintf(p, sizeof p, "%s/nfkc.json", d); /* (text BPE without ByteLevel is supported: test_tok_hfspm) */
-    write_json_file(p, "{\"normalizer\": {\"type\": \"NFKC\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
-    expect_error("normalizer.type \"NFKC\" is not supported", "tokenize --model %s %s", p, txt);
+    snprintf(p, sizeof p, "%s/lower.json", d); /* (NFKC and text BPE are supported: test_tok_nfkc, test_tok_hfspm) */
+    write_json_file(p, "{\"normalizer\": {\"type\": \"Lowercase\"}, \"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}");
+    expect_error("normalizer.type \"Lowercase\" is not supported", "tokenize --model %s %s", p, txt);
     snprintf(p, sizeof p, "%s/m.gguf", d);
     write_bytes(p, "GGUF", 4);
     expect_error("m.gguf", "tokenize --model %s %s", p, txt); /* a truncated GGUF, named */

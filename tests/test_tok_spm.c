@@ -43,83 +43,22 @@ static void require_oracle(void) {
 /* Runs tokenize.mjs on files; one id list per file (caller frees). */
 static MpTokIds *oracle_encode(const char *gguf, char **files, int nfiles) {
     require_oracle();
-    char out[300], *cmd = malloc(1 << 16);
-    snprintf(out, sizeof out, "%s/spm_oracle.txt", mp_test_tmpdir());
-    int k = snprintf(cmd, 1 << 16, "cd %s && node tokenize.mjs %s", ORACLE_LLAMA, gguf);
-    for (int i = 0; i < nfiles; i++) k += snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " %s", files[i]);
-    snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " > %s", out);
-    if (system(cmd) != 0) fail_msg("oracle failed: %s", cmd);
-    free(cmd);
-    size_t n;
-    char *s = slurp(out, &n), *p = s;
-    assert_non_null(s);
-    MpTokIds *res = calloc((size_t)nfiles, sizeof *res);
-    MpErr e;
-    for (int i = 0; i < nfiles; i++) {
-        char *nl = strchr(p, '\n');
-        if (!nl) fail_msg("oracle printed %d lines for %d files", i, nfiles);
-        *nl = '\0';
-        for (char *q = p, *end;; q = end) {
-            long v = strtol(q, &end, 10);
-            if (end == q) break;
-            assert_int_equal(mp_tok_ids_push(&res[i], (int32_t)v, &e), MP_OK);
-        }
-        p = nl + 1;
-    }
-    free(s);
-    return res;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cd %s && node tokenize.mjs %s", ORACLE_LLAMA, gguf);
+    return tok_oracle_ids(cmd, files, nfiles, "spm_oracle.txt");
 }
 
 /* llama.cpp's detokenize of each id list (keep_special: unparse specials); texts[i] gets the
  * text of ids[i] (caller frees) and lens[i] its length. One node process for all lists. */
 static void oracle_decode(const char *gguf, const MpTokIds *ids, int n, int keep_special, char **texts, size_t *lens) {
-    const char *d = mp_test_tmpdir();
-    char outp[300], *cmd = malloc(1 << 16);
-    snprintf(outp, sizeof outp, "%s/spm_dec.txt", d);
-    int k = snprintf(cmd, 1 << 16, "cd %s && node tokenize.mjs %s --decode %s", ORACLE_LLAMA, gguf,
-                     keep_special ? "" : "--skip-special");
-    for (int i = 0; i < n; i++) {
-        char idp[300];
-        snprintf(idp, sizeof idp, "%s/spm_ids%d.txt", d, i);
-        FILE *f = fopen(idp, "w");
-        assert_non_null(f);
-        for (size_t j = 0; j < ids[i].n; j++) fprintf(f, "%d ", ids[i].ids[j]);
-        fclose(f);
-        k += snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " %s", idp);
-    }
-    snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " > %s", outp);
-    if (system(cmd) != 0) fail_msg("oracle failed: %s", cmd);
-    free(cmd);
-    size_t total;
-    char *s = slurp(outp, &total), *p = s;
-    assert_non_null(s);
-    for (int i = 0; i < n; i++) {
-        char *end;
-        unsigned long l = strtoul(p, &end, 10);
-        if (end == p || *end != '\n' || (size_t)(end + 1 - s) + l > total) fail_msg("oracle decode output is malformed");
-        texts[i] = malloc(l + 1);
-        memcpy(texts[i], end + 1, l);
-        texts[i][l] = '\0';
-        lens[i] = l;
-        p = end + 1 + l;
-    }
-    free(s);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "cd %s && node tokenize.mjs %s --decode %s", ORACLE_LLAMA, gguf,
+             keep_special ? "" : "--skip-special");
+    tok_oracle_texts(cmd, ids, n, texts, lens, "spm");
 }
 
 static size_t compare_ids(const MpTok *t, const char *what, const MpTokIds *ours, const MpTokIds *ref) {
-    size_t n = ours->n < ref->n ? ours->n : ref->n, i = 0;
-    while (i < n && ours->ids[i] == ref->ids[i]) i++;
-    if (i < n || ours->n != ref->n) {
-        fprintf(stderr, "%s: %zu ids (maskpos) vs %zu (llama.cpp); first difference at %zu\n", what, ours->n, ref->n, i);
-        for (size_t j = i > 4 ? i - 4 : 0; j < i + 5; j++) {
-            const char *a = j < ours->n ? mp_tok_id_to_token(t, ours->ids[j]) : NULL;
-            const char *b = j < ref->n ? mp_tok_id_to_token(t, ref->ids[j]) : NULL;
-            fprintf(stderr, "  [%zu] maskpos %d '%s'   llama.cpp %d '%s'\n", j, j < ours->n ? ours->ids[j] : -1, a ? a : "",
-                    j < ref->n ? ref->ids[j] : -1, b ? b : "");
-        }
-        fail_msg("%s: ids differ from llama.cpp", what);
-    }
-    return n;
+    return tok_compare_ids(t, what, ours, ref, "llama.cpp");
 }
 
 /* SentencePiece-specific cases on top of the shared edge cases. */

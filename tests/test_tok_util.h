@@ -1,5 +1,7 @@
 /* test_tok_util.h — shared by the tokenizer tests (test_tok.c, test_tok_spm.c, test_tok_hfspm.c):
- * file helpers, the real-text corpus and the hand-written edge cases every tokenizer is checked on.
+ * file helpers, the real-text corpus and the hand-written edge cases every tokenizer is checked on,
+ * and the oracle scaffolding: running a reference tokenizer (HF tokenizers' encode.js, llama.cpp's
+ * tokenize.mjs) on files, reading its ids and decoded texts back, comparing ids with context.
  *
  * The real text: every licence in /usr/share/common-licenses (Debian base-files) followed by the
  * fortune files of Debian's `fortunes` package (BSD licence), about 2.9 MB; under AddressSanitizer
@@ -155,6 +157,157 @@ static const struct {
     S("def f(x):\n    return x**2  # comment\n\n\nclass A:\n\tpass\r\n"),
 };
 #undef S
+
+/* ==================================== oracles ==================================== */
+
+static MpTokIds *tok_oracle_ids(const char *cmd_prefix, char **files, int nfiles, const char *out_name)
+    __attribute__((unused));
+static void tok_oracle_texts(const char *cmd_prefix, const MpTokIds *ids, int n, char **texts, size_t *lens,
+                             const char *tag) __attribute__((unused));
+static size_t tok_compare_ids(const MpTok *t, const char *what, const MpTokIds *ours, const MpTokIds *ref,
+                              const char *oracle) __attribute__((unused));
+
+/* Runs `cmd FILE... > TMP/out_name`, where the oracle prints one line of ids per file; returns
+ * one id list per file (caller frees each, then the array). Fails the test if the oracle fails or
+ * prints too few lines. */
+static MpTokIds *tok_oracle_ids(const char *cmd_prefix, char **files, int nfiles, const char *out_name) {
+    char out[300], *cmd = malloc(1 << 16);
+    assert_non_null(cmd);
+    snprintf(out, sizeof out, "%s/%s", mp_test_tmpdir(), out_name);
+    int k = snprintf(cmd, 1 << 16, "%s", cmd_prefix);
+    for (int i = 0; i < nfiles; i++) k += snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " %s", files[i]);
+    snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " > %s", out);
+    if (system(cmd) != 0) fail_msg("oracle failed: %s", cmd);
+    free(cmd);
+    size_t n;
+    char *s = slurp(out, &n), *p = s;
+    assert_non_null(s);
+    MpTokIds *res = calloc((size_t)nfiles, sizeof *res);
+    MpErr e;
+    for (int i = 0; i < nfiles; i++) {
+        char *nl = strchr(p, '\n');
+        if (!nl) fail_msg("oracle printed %d lines for %d files", i, nfiles);
+        *nl = '\0';
+        for (char *q = p, *end;; q = end) {
+            long v = strtol(q, &end, 10);
+            if (end == q) break;
+            assert_int_equal(mp_tok_ids_push(&res[i], (int32_t)v, &e), MP_OK);
+        }
+        p = nl + 1;
+    }
+    free(s);
+    return res;
+}
+
+/* Writes each id list to TMP/<tag>_idsI.txt, runs `cmd IDFILE... > TMP/<tag>_dec.txt`, where the
+ * oracle prints per file the byte length of the text, a newline and the text; texts[i] gets the
+ * text of ids[i] (caller frees) and lens[i] its length. One oracle process for all lists. */
+static void tok_oracle_texts(const char *cmd_prefix, const MpTokIds *ids, int n, char **texts, size_t *lens,
+                             const char *tag) {
+    const char *d = mp_test_tmpdir();
+    char outp[300], *cmd = malloc(1 << 16);
+    assert_non_null(cmd);
+    snprintf(outp, sizeof outp, "%s/%s_dec.txt", d, tag);
+    int k = snprintf(cmd, 1 << 16, "%s", cmd_prefix);
+    for (int i = 0; i < n; i++) {
+        char idp[300];
+        snprintf(idp, sizeof idp, "%s/%s_ids%d.txt", d, tag, i);
+        FILE *f = fopen(idp, "w");
+        assert_non_null(f);
+        for (size_t j = 0; j < ids[i].n; j++) fprintf(f, "%d ", ids[i].ids[j]);
+        fclose(f);
+        k += snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " %s", idp);
+    }
+    snprintf(cmd + k, (size_t)(1 << 16) - (size_t)k, " > %s", outp);
+    if (system(cmd) != 0) fail_msg("oracle failed: %s", cmd);
+    free(cmd);
+    size_t total;
+    char *s = slurp(outp, &total), *p = s;
+    assert_non_null(s);
+    for (int i = 0; i < n; i++) {
+        char *end;
+        unsigned long l = strtoul(p, &end, 10);
+        if (end == p || *end != '\n' || (size_t)(end + 1 - s) + l > total) fail_msg("oracle decode output is malformed");
+        texts[i] = malloc(l + 1);
+        memcpy(texts[i], end + 1, l);
+        texts[i][l] = '\0';
+        lens[i] = l;
+        p = end + 1 + l;
+    }
+    free(s);
+}
+
+/* Compares our ids with the oracle's (named `oracle` in messages); on a difference prints the
+ * first one with four ids of context each side and fails. Returns the number of ids compared. */
+static size_t tok_compare_ids(const MpTok *t, const char *what, const MpTokIds *ours, const MpTokIds *ref,
+                              const char *oracle) {
+    size_t n = ours->n < ref->n ? ours->n : ref->n, i = 0;
+    while (i < n && ours->ids[i] == ref->ids[i]) i++;
+    if (i < n || ours->n != ref->n) {
+        fprintf(stderr, "%s: %zu ids (maskpos) vs %zu (%s); first difference at id %zu\n", what, ours->n, ref->n, oracle, i);
+        for (size_t j = i > 4 ? i - 4 : 0; j < i + 5; j++) {
+            const char *a = j < ours->n ? mp_tok_id_to_token(t, ours->ids[j]) : NULL;
+            const char *b = j < ref->n ? mp_tok_id_to_token(t, ref->ids[j]) : NULL;
+            fprintf(stderr, "  [%zu] maskpos %d '%s'   %s %d '%s'\n", j, j < ours->n ? ours->ids[j] : -1, a ? a : "",
+                    oracle, j < ref->n ? ref->ids[j] : -1, b ? b : "");
+        }
+        fail_msg("%s: ids differ from %s", what, oracle);
+    }
+    return n;
+}
+
+/* HF tokenizers (tests/oracle/encode.js) on files: one id list per file (caller frees). */
+static MpTokIds *tok_hf_encode(const char *tok_json, int add_special, char **files, int nfiles) __attribute__((unused));
+static MpTokIds *tok_hf_encode(const char *tok_json, int add_special, char **files, int nfiles) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "node %s/tests/oracle/encode.js %s %s", MP_SOURCE_DIR, tok_json,
+             add_special ? "" : "--no-special");
+    return tok_oracle_ids(cmd, files, nfiles, "hf_oracle.txt");
+}
+
+/* HF decode of each id list (skip_special as given); texts[i] (caller frees), lens[i]. */
+static void tok_hf_decode(const char *tok_json, const MpTokIds *ids, int n, int skip_special, char **texts,
+                          size_t *lens) __attribute__((unused));
+static void tok_hf_decode(const char *tok_json, const MpTokIds *ids, int n, int skip_special, char **texts,
+                          size_t *lens) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "node %s/tests/oracle/encode.js %s --decode-framed %s", MP_SOURCE_DIR, tok_json,
+             skip_special ? "--skip-special" : "");
+    tok_oracle_texts(cmd, ids, n, texts, lens, "hf");
+}
+
+/* Encodes each file with t and with HF on tok_json (add_special as given) and compares every
+ * id; returns the number of ids compared. */
+static size_t tok_hf_check_files_add(MpTok *t, const char *tok_json, const char *name, char **files, int nfiles,
+                                     int add) __attribute__((unused));
+static size_t tok_hf_check_files_add(MpTok *t, const char *tok_json, const char *name, char **files, int nfiles,
+                                     int add) {
+    size_t total = 0;
+    MpTokIds *ref = tok_hf_encode(tok_json, add, files, nfiles);
+    for (int i = 0; i < nfiles; i++) {
+        size_t n;
+        char *s = slurp(files[i], &n), label[600];
+        assert_non_null(s);
+        MpTokIds ours = {0};
+        MpErr e;
+        if (mp_tok_encode(t, &ours, s, n, add, &e) != MP_OK) fail_msg("%s: %s", files[i], e.msg);
+        snprintf(label, sizeof label, "%s %s (%s)", name, files[i], add ? "special" : "no-special");
+        total += tok_compare_ids(t, label, &ours, &ref[i], "HF tokenizers");
+        mp_tok_ids_free(&ours);
+        mp_tok_ids_free(&ref[i]);
+        free(s);
+    }
+    free(ref);
+    return total;
+}
+
+/* The same without and with special tokens. */
+static size_t tok_hf_check_files(MpTok *t, const char *tok_json, const char *name, char **files, int nfiles)
+    __attribute__((unused));
+static size_t tok_hf_check_files(MpTok *t, const char *tok_json, const char *name, char **files, int nfiles) {
+    return tok_hf_check_files_add(t, tok_json, name, files, nfiles, 0) +
+           tok_hf_check_files_add(t, tok_json, name, files, nfiles, 1);
+}
 
 static void write_edge_files(const char *dir, char **files, int *nfiles) {
     int n = 0;

@@ -174,7 +174,7 @@ enum { MP_TOK_STEP_SPLIT_RE = 1, MP_TOK_STEP_SPLIT_STR, MP_TOK_STEP_PREFIX_SPACE
 /* Metaspace's prepend_scheme */
 enum { MP_TOK_PREPEND_ALWAYS = 1, MP_TOK_PREPEND_FIRST, MP_TOK_PREPEND_NEVER };
 /* normalizers, applied in order */
-enum { MP_TOK_NORM_NFC = 1, MP_TOK_NORM_PREPEND, MP_TOK_NORM_REPLACE };
+enum { MP_TOK_NORM_FORM = 1, MP_TOK_NORM_PREPEND, MP_TOK_NORM_REPLACE };
 /* decoders of non-byte-level tokenizers, applied in order */
 enum { MP_TOK_DEC_REPLACE = 1, MP_TOK_DEC_BYTE_FALLBACK, MP_TOK_DEC_FUSE, MP_TOK_DEC_STRIP, MP_TOK_DEC_METASPACE };
 enum { MP_TOK_BEH_REMOVED = 1, MP_TOK_BEH_ISOLATED, MP_TOK_BEH_MERGED_PREV, MP_TOK_BEH_MERGED_NEXT, MP_TOK_BEH_CONTIGUOUS };
@@ -192,6 +192,7 @@ typedef struct MpTokStep {
 
 typedef struct MpTokNorm {
     int kind;        /* MP_TOK_NORM_* */
+    int form;        /* FORM: MP_TOK_NF_C, _D, _KC, _KD (tok_internal.h) */
     MpTokStep pat;   /* REPLACE: the pattern, as a split step (String or Regex: HF's Pattern) */
     char *text;      /* PREPEND: the prefix; REPLACE: the content (owned) */
     size_t text_len;
@@ -949,9 +950,11 @@ static int load_normalizer(MpTok *t, json_t *o, const char *where, MpErr *e) {
     if (m->n_norms >= MP_TOK_MAX_NORMS) return mp_err_set(e, "%s: more than %d normalizers", where, MP_TOK_MAX_NORMS);
     MpTokNorm *nm = &m->norms[m->n_norms];
     json_t *txt = NULL;
-    if (!strcmp(type, "NFC")) {
-        nm->kind = MP_TOK_NORM_NFC;
-        t->nfc = 1;
+    static const char *const forms[] = {"NFC", "NFD", "NFKC", "NFKD"}; /* index + 1 = MP_TOK_NF_* */
+    for (int f = 0; f < 4; f++)
+        if (!strcmp(type, forms[f])) nm->kind = MP_TOK_NORM_FORM, nm->form = f + 1;
+    if (nm->kind == MP_TOK_NORM_FORM) {
+        if (nm->form == MP_TOK_NF_C) t->nfc = 1;
     } else if (!strcmp(type, "Prepend")) {
         nm->kind = MP_TOK_NORM_PREPEND;
         txt = json_object_get(o, "prepend");
@@ -962,7 +965,8 @@ static int load_normalizer(MpTok *t, json_t *o, const char *where, MpErr *e) {
         if (!json_is_string(txt)) return mp_err_set(e, "%s.content: expected a string", where);
         if (parse_pattern(&nm->pat, json_object_get(o, "pattern"), where, e) != MP_OK) return MP_ERR;
     } else {
-        return mp_err_set(e, "%s.type \"%s\" is not supported (NFC, Prepend, Replace, Sequence are)", where, type);
+        return mp_err_set(e, "%s.type \"%s\" is not supported (NFC, NFD, NFKC, NFKD, Prepend, Replace, Sequence are)",
+                          where, type);
     }
     m->n_norms++;
     if (txt) {
@@ -1721,8 +1725,8 @@ static int normalize_append(MpTokImpl *m, MpTokBuf *out, const char *s, size_t n
         const MpTokNorm *nm = &m->norms[k];
         MpTokBuf *dst = k % 2 ? &m->nsb : &m->nsa;
         dst->n = 0;
-        if (nm->kind == MP_TOK_NORM_NFC) {
-            if (mp_tok_nfc(dst, cur, cn, &m->nfc, e) != MP_OK) return MP_ERR;
+        if (nm->kind == MP_TOK_NORM_FORM) {
+            if (mp_tok_normalize(dst, cur, cn, nm->form, &m->nfc, e) != MP_OK) return MP_ERR;
         } else if (nm->kind == MP_TOK_NORM_PREPEND) { /* HF prepends to non-empty text only */
             if (cn && (mp_tok_buf_append(dst, nm->text, nm->text_len, e) != MP_OK || mp_tok_buf_append(dst, cur, cn, e) != MP_OK))
                 return MP_ERR;

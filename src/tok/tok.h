@@ -2,27 +2,28 @@
  *
  * Implements (docs/tokenizer.md has the full account, model-formats.md §4 the file format):
  *   - loading tokenizer.json (+ tokenizer_config.json beside it): BPE model with merges as "a b"
- *     strings or [a, b] pairs, ignore_merges, added/special tokens, normalizer (null, NFC,
- *     Sequence), pre-tokenizer (Sequence of Split {Regex|String, all five behaviours, invert} and
- *     ByteLevel {add_prefix_space, use_regex}), post-processor (ByteLevel, TemplateProcessing,
- *     Sequence) giving BOS/EOS, decoder ByteLevel;
- *   - encode: added tokens matched on the raw text first (leftmost-longest), then per segment NFC,
- *     the Split regexes (taken from the file, compiled with PCRE2 UTF+UCP, patched to HF's Unicode
- *     tables: unicode.c), byte-level mapping, BPE with a merge hash map and a rank-ordered heap,
- *     and a cache of frequent pieces; BOS/EOS per the post-processor;
+ *     strings or [a, b] pairs, ignore_merges, byte_fallback, unk_token/fuse_unk, added/special
+ *     tokens, normalizer (null, NFC, NFKC, NFD, NFKD, Prepend, Replace, Sequence), pre-tokenizer
+ *     (Sequence of Split {Regex|String, all five behaviours, invert}, Metaspace and ByteLevel
+ *     {add_prefix_space, use_regex}), post-processor (ByteLevel, TemplateProcessing, Sequence)
+ *     giving BOS/EOS, decoder (ByteLevel; Replace, ByteFallback, Fuse, Strip, Metaspace);
+ *   - encode: added tokens matched on the raw text first (leftmost-longest), then per segment the
+ *     normalizers, the Split regexes (taken from the file, compiled with PCRE2 UTF+UCP, patched
+ *     to HF's Unicode tables: unicode.c), byte-level mapping, BPE with a merge hash map and a
+ *     rank-ordered heap, and a cache of frequent pieces; BOS/EOS per the post-processor;
  *   - decode: ids back to text (byte-level alphabet, invalid UTF-8 → U+FFFD as HF does).
  * Invalid UTF-8 in the input is replaced by U+FFFD per maximal subpart (WHATWG, Python's
  * errors="replace", Node's Buffer.toString) before anything else; HF itself only accepts valid
  * strings, so this is the text HF would be given.
  *   - the same tokenizer from a GGUF-style vocabulary (tokenizer.ggml.tokens/token_type/merges/
  *     pre, handed over as arrays by the GGUF reader): mp_tok_init_vocab.
- * Does not: Unigram / WordPiece / WordLevel models, SentencePiece-style byte_fallback BPE,
- * NFKC/NFD/other normalizers — each is rejected with a message naming it. (.gguf files are read
- * by mp_tok_init_gguf, src/tok/gguf_vocab.c; the byte vocabulary of maskpos-trained models by
- * mp_tok_init_bytes.)
+ * Does not: Unigram / WordPiece / WordLevel models, normalizers other than the above — each is
+ * rejected with a message naming it. (.gguf files are read by mp_tok_init_gguf,
+ * src/tok/gguf_vocab.c; the byte vocabulary of maskpos-trained models by mp_tok_init_bytes.)
  * Not thread-safe: encode uses scratch buffers inside MpTok; use one MpTok per thread.
- * Tested by: tests/test_tok.c (every id against HF tokenizers on the real Llama-3.1 and Qwen3
- * tokenizer files, ≥ 1 MB of text and edge cases; malformed files).
+ * Tested by: tests/test_tok.c (every id against HF tokenizers on the real Llama-3.1, Qwen3 and
+ * cl100k tokenizer files, ≥ 1 MB of text and edge cases; malformed files), test_tok_hfspm.c
+ * (Llama-2, Gemma-3), test_tok_nfkc.c (the NFKC Claude file, every normal form), test_tok_spm.c.
  */
 #ifndef MP_TOK_H
 #define MP_TOK_H

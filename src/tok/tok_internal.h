@@ -23,6 +23,10 @@ typedef struct MpTokNfcWork {
  * neither reorder, decompose nor compose, and block composition across them). s must be valid
  * UTF-8. */
 int mp_tok_nfc(MpTokBuf *out, const char *s, size_t n, MpTokNfcWork *w, MpErr *e);
+/* Unicode normal forms as HF tokenizers' normalizers compute them (NFC as mp_tok_nfc; the others
+ * the same way: utf8proc, with the code points HF's tables do not know left alone). */
+enum { MP_TOK_NF_C = 1, MP_TOK_NF_D, MP_TOK_NF_KC, MP_TOK_NF_KD };
+int mp_tok_normalize(MpTokBuf *out, const char *s, size_t n, int form, MpTokNfcWork *w, MpErr *e);
 void mp_tok_nfc_work_free(MpTokNfcWork *w);
 
 /* Rewrites a split pattern from tokenizer.json for PCRE2 (UTF+UCP) so that \p{L}, \p{N}, \s,

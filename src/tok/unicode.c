@@ -1,11 +1,12 @@
-/* unicode.c — Unicode as HF tokenizers sees it: NFC, regex classes, UTF-8 helpers.
+/* unicode.c — Unicode as HF tokenizers sees it: normal forms, regex classes, UTF-8 helpers.
  *
  * Implements:
- *   - mp_tok_nfc: NFC via utf8proc (Unicode 15 tables) made equal to HF's normalizer, whose
- *     tables are older (about Unicode 10): code points HF does not know are cut out of the text
- *     and the pieces between them normalised separately. That is exact: to HF such a code point
+ *   - mp_tok_normalize: NFC, NFD, NFKC, NFKD via utf8proc (Unicode 15 tables) made equal to HF's
+ *     normalizers (mp_tok_nfc: NFC), whose tables are older (about Unicode 10): code points HF
+ *     does not know are cut out of the text and the pieces between them normalised separately. That is exact: to HF such a code point
  *     is an unassigned starter (combining class 0, no decomposition, no composition), which
- *     blocks reordering and composition across it.
+ *     blocks reordering and composition across it. NFKC and NFKD also leave alone the
+ *     compatibility characters of Unicode 12.0-15 (hf_compat_unknown) that HF's tables lack.
  *   - mp_tok_regex_patch: rewrites the general-category classes (\p{L}, \p{Lu}, \p{N}, \p{P},
  *     \p{S}, \p{M}, ... and \P{...}), \d, \s, \S of a tokenizer.json split pattern so PCRE2
  *     10.42 (Unicode 14 tables) classifies code points as HF's engine (Oniguruma, Unicode 16
@@ -13,9 +14,10 @@
  *     the explicit White_Space list (PCRE2's \s also holds U+180E, HF's does not).
  * The tables below were measured, not copied: every code point U+0000..U+10FFFF was run through
  * HF tokenizers 0.23.2 (npm binding: the Llama-3.1 pre-tokenizer on "a"X, "1"X, "1"XX"1" and the
- * NFC normalizer on X, NFD(X), "x"U+0345 X) and through PCRE2/utf8proc, and the differences
- * kept. tests/test_tok.c checks them again against the oracle (the "unicode sweep" case).
- * Does not: other normal forms; script classes (\p{Han}, ...), \w, POSIX classes — left to
+ * NFC normalizer on X, NFD(X), "x"U+0345 X; all four normalizers on X, "x"U+0345 X, X U+0301,
+ * "a"X U+0316, U+1100 X) and through PCRE2/utf8proc, and the differences kept. tests/test_tok.c
+ * (the "unicode sweep" case) and tests/test_tok_nfkc.c check them again against the oracle.
+ * Does not: case folding; script classes (\p{Han}, ...), \w, POSIX classes — left to
  * PCRE2's Unicode 14 tables; \P, \S, \D inside [...] are refused (PCRE2 10.42 has no class
  * subtraction).
  */
@@ -175,6 +177,17 @@ static const MpTokRange hf_nfc_unknown[] = {
     {0x1E5D0, 0x1E5FF},
 };
 
+/* Code points with a compatibility decomposition in utf8proc (Unicode 15) that HF's NFKC and
+ * NFKD leave alone, as unassigned starters (their tables predate Unicode 12.1): U+32FF SQUARE ERA
+ * NAME REIWA (12.1), U+A7F2..A7F4 and U+10781..107BA modifier letters (14), U+AB69 (13), U+1E030..
+ * 1E06D Cyrillic modifier letters (15), U+1F16C RAISED MR SIGN (12.0), U+1FBF0..1FBF9 segmented
+ * digits (13). Measured on every code point in the same contexts as hf_nfc_unknown; with this
+ * table (and hf_nfc_unknown) all four forms agree with HF on every code point. */
+static const MpTokRange hf_compat_unknown[] = {
+    {0x32FF, 0x32FF},   {0xA7F2, 0xA7F4},   {0xAB69, 0xAB69}, {0x10781, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x1E030, 0x1E06D}, {0x1F16C, 0x1F16C}, {0x1FBF0, 0x1FBF9},
+};
+
 static int range_has(const MpTokRange *r, size_t n, uint32_t cp) {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -239,51 +252,75 @@ int mp_tok_utf8_put(unsigned char *b, uint32_t cp) {
     return 4;
 }
 
-/* ====================================== NFC ====================================== */
+/* ================================ normal forms ================================ */
 
-/* NFC of one piece with no HF-unknown code point in it, through utf8proc. */
-static int nfc_piece(MpTokBuf *out, const char *s, size_t n, MpTokNfcWork *w, MpErr *e) {
+/* utf8proc options of each form (MP_TOK_NF_*), index = form. */
+static const utf8proc_option_t nf_opts[] = {
+    0,
+    UTF8PROC_STABLE | UTF8PROC_COMPOSE,                    /* NFC */
+    UTF8PROC_STABLE | UTF8PROC_DECOMPOSE,                  /* NFD */
+    UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT,  /* NFKC */
+    UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT, /* NFKD */
+};
+static const char *const nf_names[] = {"", "NFC", "NFD", "NFKC", "NFKD"};
+
+/* The normal form of one piece with no HF-unknown code point in it, through utf8proc. */
+static int nf_piece(MpTokBuf *out, const char *s, size_t n, int form, MpTokNfcWork *w, MpErr *e) {
     if (n == 0) return MP_OK;
-    const utf8proc_option_t opt = UTF8PROC_STABLE | UTF8PROC_COMPOSE;
+    const utf8proc_option_t opt = nf_opts[form];
     for (;;) {
         utf8proc_ssize_t k = utf8proc_decompose((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n,
                                                 (utf8proc_int32_t *)w->cps, (utf8proc_ssize_t)w->cap, opt);
-        if (k < 0) return mp_err_set(e, "NFC: %s", utf8proc_errmsg(k));
+        if (k < 0) return mp_err_set(e, "%s: %s", nf_names[form], utf8proc_errmsg(k));
         if ((size_t)k <= w->cap) {
             utf8proc_ssize_t m = utf8proc_reencode((utf8proc_int32_t *)w->cps, k, opt);
-            if (m < 0) return mp_err_set(e, "NFC: %s", utf8proc_errmsg(m));
+            if (m < 0) return mp_err_set(e, "%s: %s", nf_names[form], utf8proc_errmsg(m));
             return mp_tok_buf_append(out, w->cps, (size_t)m, e);
         }
         size_t cap = (size_t)k + 64, bytes;
-        if (mp_size_mul(cap, sizeof(int32_t), &bytes) != MP_OK) return mp_err_set(e, "NFC: text too long");
+        if (mp_size_mul(cap, sizeof(int32_t), &bytes) != MP_OK) return mp_err_set(e, "%s: text too long", nf_names[form]);
         int32_t *p = mp_try_malloc(bytes);
-        if (!p) return mp_err_set(e, "NFC: out of memory (%zu bytes)", bytes);
+        if (!p) return mp_err_set(e, "%s: out of memory (%zu bytes)", nf_names[form], bytes);
         free(w->cps);
         w->cps = p;
         w->cap = cap;
     }
 }
 
-int mp_tok_nfc(MpTokBuf *out, const char *s, size_t n, MpTokNfcWork *w, MpErr *e) {
+/* 1 when HF's tables do not know cp for this form (it is then left alone and cuts the text). */
+static int nf_unknown(uint32_t cp, int form) {
+    if (cp < 0x7FD) return 0;
+    if (range_has(hf_nfc_unknown, N_OF(hf_nfc_unknown), cp)) return 1;
+    return (form == MP_TOK_NF_KC || form == MP_TOK_NF_KD) && range_has(hf_compat_unknown, N_OF(hf_compat_unknown), cp);
+}
+
+int mp_tok_normalize(MpTokBuf *out, const char *s, size_t n, int form, MpTokNfcWork *w, MpErr *e) {
+    MP_ASSERT(form >= MP_TOK_NF_C && form <= MP_TOK_NF_KD);
     const unsigned char *u = (const unsigned char *)s;
-    /* Code points below U+0300 are never changed by NFC and never combine with what precedes
-     * them; a text without a lead byte >= 0xCC is already normalised. */
+    /* Fast path: code points below U+0300 are never changed by NFC and never combine with what
+     * precedes them (a text without a lead byte >= 0xCC is already NFC); below U+00A0 none has
+     * a decomposition of any kind (NFD, NFKC, NFKD: lead bytes below 0xC2). */
+    unsigned limit = form == MP_TOK_NF_C ? 0xCC : 0xC2;
     size_t i = 0;
-    while (i < n && u[i] < 0xCC) i++;
+    while (i < n && u[i] < limit) i++;
     if (i == n) return mp_tok_buf_append(out, s, n, e);
     size_t start = 0;
     i = 0;
     while (i < n) {
         uint32_t cp;
         int l = mp_tok_utf8_next(u + i, n - i, &cp);
-        if (cp >= 0x7FD && range_has(hf_nfc_unknown, N_OF(hf_nfc_unknown), cp)) {
-            if (nfc_piece(out, s + start, i - start, w, e) != MP_OK) return MP_ERR;
+        if (nf_unknown(cp, form)) {
+            if (nf_piece(out, s + start, i - start, form, w, e) != MP_OK) return MP_ERR;
             if (mp_tok_buf_append(out, s + i, (size_t)l, e) != MP_OK) return MP_ERR;
             start = i + (size_t)l;
         }
         i += (size_t)l;
     }
-    return nfc_piece(out, s + start, n - start, w, e);
+    return nf_piece(out, s + start, n - start, form, w, e);
+}
+
+int mp_tok_nfc(MpTokBuf *out, const char *s, size_t n, MpTokNfcWork *w, MpErr *e) {
+    return mp_tok_normalize(out, s, n, MP_TOK_NF_C, w, e);
 }
 
 void mp_tok_nfc_work_free(MpTokNfcWork *w) {

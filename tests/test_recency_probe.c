@@ -1,5 +1,5 @@
 /* test_recency_probe.c — `probe --probs` and `probe --recency` (model/probe.c probability sums,
- * model/probe_recency.c, cli/probe_probs.c, cli/probe_len.c) against independent references:
+ * model/probe_recency.c, job/probe_probs.c, job/probe_len.c) against independent references:
  *   - probabilities: per-head mean probabilities, first-token mass and entropy against
  *     tests/ref/probe_ref.py (torch, float64); rows of probs.npy sum to 1, masked entries are 0;
  *   - recency probability: per sequence, the sum over sequences of a brute-force triple count

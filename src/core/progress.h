@@ -11,6 +11,13 @@
 
 #include <stdint.h>
 
+/* The progress callback of every library job (job/job.h): called with the work done so far and
+ * the total (in the job's unit: sequences, steps, ...), once before the first unit (done may be
+ * > 0 after a resume) and after every unit; a nonzero return asks the job to stop cleanly. */
+typedef int (*MpProgressFn)(void *ctx, int64_t done, int64_t total);
+/* The message of a job stopped that way. */
+#define MP_JOB_STOPPED_MSG "stopped by the caller"
+
 typedef struct MpProgress {
     char label[64];
     char unit[16];

@@ -231,6 +231,8 @@ void mp_probe_acc_reset(MpProbeAcc *a) {
     a->n_done = 0;
 }
 
+void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
+
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||

@@ -18,7 +18,7 @@
  *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
  *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
- * Does not: run the model (fwd.h), print, or write the final maps (src/cli/probe.c).
+ * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe.c, probe_out.c).
  * Tested by: tests/test_model_probe.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
@@ -119,6 +119,9 @@ void mp_probe_acc_free(MpProbeAcc *a);
  * row and column are one fixed token's, content rather than position (docs/metrics.md). The
  * maps (sum, sumsq) always cover every position. Needs S - skip >= 2. */
 void mp_probe_acc_skip(MpProbeAcc *a, int skip);
+/* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
+ * model/probe_ranks.c calls it; the accumulator owns its count). */
+void mp_probe_acc_seq_end(MpProbeAcc *a);
 /* MpFwdHook: adds one sequence's scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*). */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
 /* Before any sequence: also accumulate the post-softmax probabilities (psum, psum_heads when

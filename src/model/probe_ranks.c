@@ -14,7 +14,7 @@ static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int
     for (int64_t s = a->n_done; s < n; s++) {
         if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, e) != MP_OK)
             return mp_err_prefix(e, "sequence %lld", (long long)s);
-        a->n_done = s + 1;
+        mp_probe_acc_seq_end(a);
         if (step && step(ctx, a, s, e) != MP_OK) return MP_ERR;
     }
     return MP_OK;
@@ -32,7 +32,7 @@ static void ranks_worker(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t fi
             fprintf(stderr, "maskpos probe (rank %d): error: sequence %lld: %s\n", rank, (long long)s, e.msg);
             mp_mpi_abort(MP_EXIT_ERROR);
         }
-        a->n_done = 1;
+        mp_probe_acc_seq_end(a);
         if (step && step(ctx, a, s, &e) != MP_OK) {
             fprintf(stderr, "maskpos probe (rank %d): error: %s\n", rank, e.msg);
             mp_mpi_abort(MP_EXIT_ERROR);
@@ -70,10 +70,11 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
                 rc = mp_err_prefix(e, "sequence %lld", (long long)s);
                 break;
             }
-            a->n_done = s + 1;
+            mp_probe_acc_seq_end(a);
         } else {
             int64_t hd[2];
             const double t0 = mp_time_now();
+            mp_probe_acc_reset(&part); /* then the received sums of one sequence */
             mp_mpi_recv_i64(hd, 2, owner);
             for (int k = 0; k < na; k++) {
                 mp_mpi_recv_f64(t[k].p, t[k].n, owner);
@@ -82,12 +83,12 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
             const double t1 = mp_time_now();
             st->wait_s += t1 - t0;
             st->received++;
-            part.n_done = hd[1];
             if (hd[0] != s || hd[1] != 1) {
                 rc = mp_err_set(e, "rank %d sent sequence %lld (%lld counted) where %lld was due", owner, (long long)hd[0],
                                 (long long)hd[1], (long long)s);
                 break;
             }
+            mp_probe_acc_seq_end(&part);
             if (mp_probe_acc_merge(a, &part, e) != MP_OK) {
                 rc = MP_ERR;
                 break;
@@ -110,6 +111,7 @@ int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, i
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
     if (mp_mpi_size() < 2) return ranks_one(a, f, ids, n, seq, step, ctx, e);
+    mp_mpi_bcast(&a->n_done, sizeof a->n_done, 0); /* rank 0's checkpoint decides where all start */
     if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, st, e);
     ranks_worker(a, f, ids, a->n_done, n, seq, step, ctx);
     return MP_OK;

@@ -10,7 +10,7 @@
  * of the run, so its checkpoints resume with any number of ranks.
  * Traffic: per sequence computed off rank 0, one accumulator's arrays (2·L·S² doubles and the
  * block sums; L·H·S² more with --per-head) to rank 0, overlapped with the next sequence's compute.
- * Does not: read tokens, write files or print (src/cli/probe.c, through the step callback).
+ * Does not: read tokens, write files or print (src/job/probe.c, through the step callback).
  * Tested by: tests/test_mpi.c (3 ranks against one process, byte for byte; a killed rank, then
  * --resume), tests/test_model_probe.c (one process; merge).
  */
@@ -38,7 +38,8 @@ typedef struct MpProbeRanksStats {
 } MpProbeRanksStats;
 
 /* Runs sequences a->n_done .. n-1 of ids [n, seq] through f into a, over the job's ranks (every
- * rank calls it with the same arguments; a one-process job is the plain loop). st (may be NULL)
+ * rank calls it with the same arguments, and rank 0's a->n_done, after a resume, is broadcast first;
+ * a one-process job is the plain loop). st (may be NULL)
  * gets rank 0's receive and merge figures. On return rank
  * 0's a holds every sequence; other ranks' a holds their last sequence only. A failing sequence
  * off rank 0 ends the job with its message (the ranks cannot go on without it). */

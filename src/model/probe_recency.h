@@ -15,7 +15,7 @@
  *   - the residue against the distance from the sequence start: per query position the rms of
  *     the diagonal-normalised residue over its keys, and in units of the standard errors.
  * Sums are integers or doubles added in a fixed order: any thread count gives the same bits.
- * Does not: print or write files (src/cli/probe.c).
+ * Does not: print or write files (src/job/probe_len.c, src/job/probe.c).
  * Tested by: tests/test_recency_probe.c (brute-force triple counts per head from probe_ref.py's
  * per-sequence scores, the prefix identity bit for bit, length statistics at S' = S equal the
  * full run's).

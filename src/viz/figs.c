@@ -1,5 +1,5 @@
 /* figs.c — see figs.h. */
-#include "cli/figs.h"
+#include "viz/figs.h"
 
 #include <math.h>
 #include <stdio.h>

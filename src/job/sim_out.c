@@ -1,5 +1,5 @@
 /* sim_out.c — see sim_out.h. */
-#include "cli/sim_out.h"
+#include "job/sim_out.h"
 
 #include <math.h>
 #include <string.h>
@@ -7,7 +7,7 @@
 #include "core/json.h" /* meta.json */
 #include "core/npy.h"  /* mp_npy_write */
 #include "core/util.h" /* mp_mkdir_p, mp_path_join */
-#include "cli/figs.h" /* mp_fig_rows */
+#include "viz/figs.h" /* mp_fig_rows */
 
 void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
     fprintf(f, "%6s %10s %13s %13s %12s %14s %11s %12s\n", "layer", "NRI", "residue min", "residue max",
@@ -32,7 +32,7 @@ const char *mp_sim_norm_name(MpNorm n) {
 /* JSON has no NaN: a non-finite statistic (e.g. no noise estimate) is written as null. */
 static json_t *stats_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
-json_t *mp_cli_stats_json(const MpPosStats *st, const int *layers, int n) {
+json_t *mp_job_stats_json(const MpPosStats *st, const int *layers, int n) {
     json_t *arr = json_array();
     for (int l = 0; l < n; l++) {
         json_t *o = json_object();
@@ -103,7 +103,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
     json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
     if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
-    json_object_set_new(m, "stats", mp_cli_stats_json(r->stats, NULL, r->layers));
+    json_object_set_new(m, "stats", mp_job_stats_json(r->stats, NULL, r->layers));
     if (c->form == MP_SIM_FORM_RECENCY) { /* only here, so the paper form's meta.json is unchanged */
         json_object_set_new(m, "layer_form", json_string("recency"));
         json_object_set_new(m, "residual", json_boolean(c->residual));

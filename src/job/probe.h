@@ -1,0 +1,119 @@
+/* probe.h — the probe as one library call: mean pre-softmax attention-score maps of a real model
+ * over a corpus of token ids (paper §5.2, Figure 5), with counterfactuals (no mask, no RoPE).
+ *
+ * Implements:
+ *   - mp_probe_run: opens the model (or borrows an open one), chooses the layers, reads or
+ *     tokenizes the tokens (or borrows an in-memory array), checks the context and the expected
+ *     peak memory, decides whether every sequence starts with BOS (the statistics then start at
+ *     position 1), keys and resumes checkpoints, runs the loop over sequences (one process or the
+ *     ranks of an MPI job, model/probe_ranks.h), and fills an MpProbeResult: the maps, their
+ *     standard errors and statistics, the optional probabilities and recency results, and the
+ *     meta.json object;
+ *   - mp_probe_result_print: the tables `maskpos probe` prints after the run;
+ *   - mp_probe_result_write: the folder `maskpos probe --out DIR` writes (scores.npy,
+ *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, probs*.npy, figures, meta.json last),
+ *     byte for byte.
+ * Does not: parse flags (src/cli/probe.c), accumulate (model/probe.c), run the model (model/fwd.c).
+ * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c.
+ *
+ * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
+ */
+#ifndef MP_JOB_PROBE_H
+#define MP_JOB_PROBE_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"            /* MpErr */
+#include "job/job.h"             /* MpProgressFn */
+#include "job/probe_probs.h"     /* MpProbeProbsOut */
+#include "kernels/posmap.h"      /* MpPosStats */
+#include "load/model.h"          /* MpModel */
+#include "model/probe.h"         /* MP_PROBE_NREGIONS */
+#include "model/probe_ranks.h"   /* MpProbeRanksStats */
+#include "model/probe_recency.h" /* MpProbeRecencyOut */
+
+/* Every pointer is borrowed for the duration of mp_probe_run. Start from mp_probe_config_init. */
+typedef struct MpProbeConfig {
+    /* the model: an open one (borrowed), else model_path is opened and closed by the run */
+    MpModel *model;
+    const char *model_path;
+    /* the tokens, one of three sources: */
+    const int32_t *ids;      /* (a) in memory [n, seq] (n and seq required) */
+    const char *tokens_path; /* (b) .npy int32/int64/uint32 [N,S'] or raw little-endian uint32 */
+    const char *data;        /* (c) documents tokenized with the model's tokenizer (needs n, seq) */
+    int64_t n;               /* sequences: 0 = all the file holds (b) */
+    int seq;                 /* S: 0 = the .npy row length (b) */
+    const char *tokenizer, *field; /* (c): tokenizer (default the model), .jsonl field */
+    int whole, shuffle, no_special, pack; /* (c): as `maskpos corpus` */
+    uint64_t seed;                        /* (c) shuffle seed */
+    /* what to measure */
+    const char *layers;      /* "1-4", "2,5", "all"; NULL = 1-4 (all when fewer) */
+    int per_head;            /* also [L,H,S,S] */
+    int bidirectional;       /* counterfactual: no causal mask */
+    int no_rope;             /* counterfactual: no rotation */
+    int probs;               /* also the post-softmax probabilities, sink and entropy */
+    int recency;             /* also the recency probability and statistics by length */
+    int compute;             /* MpFwdCompute: MP_FWD_COMPUTE_F32 (0, the reference) or _BF16 */
+    int allow_long;          /* run past the trained context (else refused) */
+    int threads;             /* 0 = all cores */
+    double max_mem_gib;      /* refuse above this expected peak; <= 0: the memory available now */
+    /* the output folder (NULL: none; no checkpoint then): claimed for this run before the compute
+     * (out_mode: MpOutdirMode), and where checkpoint.bin lives */
+    const char *out;
+    int out_mode;
+    int64_t checkpoint_every; /* save partial sums every K sequences (needs out) */
+    int resume;               /* continue from out/checkpoint.bin */
+    FILE *log;                /* progress of the set-up (the lines `maskpos probe` prints); NULL: silent */
+    MpProgressFn progress; /* sequences done / total; may be NULL */
+    void *progress_ctx;
+} MpProbeConfig;
+
+void mp_probe_config_init(MpProbeConfig *c);
+
+/* Owns every array and meta (free accepts a zeroed struct). On ranks 1..N-1 of an MPI job the
+ * run leaves it empty (complete = 0): rank 0 holds the result. */
+typedef struct MpProbeResult {
+    int complete;            /* 1: the arrays below hold the result */
+    int L, H, S;
+    int64_t n;               /* sequences */
+    int layers[256];         /* 0-based model layer of slot l < L */
+    double *mean;            /* [L,S,S] mean over sequences and heads; NaN where masked */
+    double *diagnorm;        /* [L,S,S] mean minus the mean of its diagonal */
+    double *se;              /* [L,S,S] standard error of each entry (NaN when N < 2) */
+    double *heads;           /* [L,H,S,S] mean per head, or NULL */
+    MpPosStats *stats;       /* [L] NRI, residue, ... over positions skip..S-1 */
+    double *block_z;         /* [L] the residue's block test */
+    double *block_z_regions; /* [MP_PROBE_NREGIONS, L] per region (row 0 unused: NaN) */
+    int skip;                /* 1 when every sequence starts with BOS */
+    int bos_id;
+    int causal, rope, per_head, compute, threads, nranks;
+    int probs, recency;      /* which of the two below hold results */
+    MpProbeProbsOut pr;      /* --probs */
+    MpProbeRecencyOut rec;   /* --recency */
+    char title[256];         /* the model's file name, for figure titles */
+    /* the run */
+    int64_t first;           /* sequences done before this call (resume) */
+    double compute_s;        /* seconds in the loop */
+    double gflop;            /* floating-point work of the sequences run */
+    MpProbeRanksStats ranks; /* rank 0's receive and merge figures (MPI) */
+    json_t *meta;            /* meta.json without "files" and provenance (added when written) */
+} MpProbeResult;
+
+/* Runs the probe. MP_ERR with a one-line message on bad input (model, tokens, layers, flags,
+ * memory, output folder) or when the progress callback asks to stop. res is initialised here. */
+int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e);
+void mp_probe_result_free(MpProbeResult *res);
+
+/* The BOS note and the per-layer table, then the --probs and --recency tables. */
+void mp_probe_result_print(FILE *f, const MpProbeResult *res);
+
+/* Writes the result into dir (created if missing): the .npy files, figures, and meta.json last
+ * (a stale one is removed first), then removes a checkpoint.bin left in dir: a folder with a
+ * meta.json holds one complete result. o may be NULL (no figures, no command line). */
+int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJobWriteOptions *o, MpErr *e);
+/* meta.json as a string (malloc'd; free()); NULL when out of memory. */
+char *mp_probe_result_meta_dump(const MpProbeResult *res);
+
+#endif

@@ -1,0 +1,101 @@
+/* probe_out.c — the result of mp_probe_run (job/probe.h) printed and written: the tables
+ * `maskpos probe` prints, and the folder it writes (.npy maps, figures, meta.json last).
+ * Tested by: tests/test_model_probe.c (the CLI's folder, and mp_probe_result_write's, byte for byte).
+ */
+#include "job/probe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"       /* mp_json_write_atomic, mp_json_add_provenance */
+#include "core/npy.h"        /* mp_npy_write */
+#include "core/util.h"       /* mp_path_join, mp_mkdir_p */
+#include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_write */
+#include "job/probe_probs.h" /* mp_probe_probs_print, mp_probe_probs_write */
+#include "viz/plot.h"        /* mp_plot_render */
+
+void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
+    const int L = res->L, S = res->S;
+    const MpPosStats *st = res->stats;
+    if (res->skip)
+        fprintf(f, "every sequence starts with BOS (id %d): the statistics below are over positions 1..%d (the maps "
+                   "keep BOS)\n", res->bos_id, S - 1);
+    fprintf(f, "%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
+            "rms/noise", "block z", "rising rows", "mean slope");
+    for (int l = 0; l < L; l++)
+        if (!st[l].observed) fprintf(f, "%6d %10s  no finite entries: no statistic\n", res->layers[l] + 1, "nan");
+        else fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", res->layers[l] + 1, st[l].nri,
+                     st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l], 100 * st[l].rise_share,
+                     st[l].mean_slope);
+    if (res->probs) mp_probe_probs_print(f, &res->pr, res->layers);
+    if (res->recency) mp_probe_len_print(f, &res->rec, res->layers);
+}
+
+/* scores_diagnorm.png: the first 4 selected layers, diagonal-normalised (the fig5 preset). */
+static int probe_plot(const MpProbeResult *res, const char *dir, MpErr *e) {
+    const size_t SS = (size_t)res->S * res->S;
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    if (mp_plot_preset_apply(&o, "fig5", e) != MP_OK) return MP_ERR;
+    MpPlotPanel pn[4];
+    memset(pn, 0, sizeof pn);
+    const int np = res->L < 4 ? res->L : 4;
+    for (int l = 0; l < np; l++) {
+        pn[l].map = res->mean + l * SS;
+        pn[l].rows = pn[l].cols = res->S;
+        snprintf(pn[l].title, sizeof pn[l].title, "Layer %d", res->layers[l] + 1);
+    }
+    snprintf(o.title, sizeof o.title, "%.200s%s%s", res->title, res->causal ? "" : ", bidirectional",
+             res->rope ? "" : ", no RoPE");
+    char path[4096];
+    int rc = MP_OK;
+    if (mp_path_join(path, sizeof path, dir, "scores_diagnorm.png", e) != MP_OK || mp_plot_render(path, pn, np, &o, e) != MP_OK)
+        rc = MP_ERR;
+    mp_plot_release();
+    return rc;
+}
+
+/* The score maps: scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy. */
+static int probe_write_maps(const MpProbeResult *res, const char *dir, MpErr *e) {
+    const int64_t shp[4] = {res->L, res->S, res->S, 0}, shph[4] = {res->L, res->H, res->S, res->S};
+    static const char *names[3] = {"scores.npy", "scores_diagnorm.npy", "scores_se.npy"};
+    const double *maps[3] = {res->mean, res->diagnorm, res->se};
+    char path[4096];
+    for (int k = 0; k < 3; k++)
+        if (mp_path_join(path, sizeof path, dir, names[k], e) != MP_OK || mp_npy_write(path, MP_DT_F64, maps[k], 3, shp, e) != MP_OK)
+            return MP_ERR;
+    if (res->heads && (mp_path_join(path, sizeof path, dir, "scores_heads.npy", e) != MP_OK ||
+                       mp_npy_write(path, MP_DT_F64, res->heads, 4, shph, e) != MP_OK))
+        return MP_ERR;
+    return MP_OK;
+}
+
+int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJobWriteOptions *o, MpErr *e) {
+    if (!res->complete) return mp_err_set(e, "%s: no probe result to write", dir);
+    const MpJobWriteOptions none = {0};
+    if (!o) o = &none;
+    char path[4096];
+    if (mp_mkdir_p(dir, e) != MP_OK || mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
+    remove(path); /* meta.json marks a complete result: drop a stale one first */
+    if (probe_write_maps(res, dir, e) != MP_OK || (o->plot && probe_plot(res, dir, e) != MP_OK)) return MP_ERR;
+    json_t *j = json_deep_copy(res->meta);
+    if (!j) return mp_err_set(e, "%s: out of memory for meta.json", dir);
+    json_t *files = json_object_get(j, "files");
+    int rc = MP_OK;
+    if (res->probs) rc = mp_probe_probs_write(dir, &res->pr, o->plot, res->title, files, e);
+    if (rc == MP_OK && res->recency) rc = mp_probe_len_write(dir, &res->rec, res->layers, o->plot, res->title, files, e);
+    if (rc == MP_OK) {
+        mp_json_add_provenance(j, o->argc, o->argv, o->wall_s);
+        if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK || mp_json_write_atomic(path, j, e) != MP_OK)
+            rc = MP_ERR;
+    }
+    json_decref(j);
+    if (rc == MP_OK && mp_path_join(path, sizeof path, dir, "checkpoint.bin", e) == MP_OK)
+        remove(path); /* the result is complete */
+    return rc;
+}
+
+char *mp_probe_result_meta_dump(const MpProbeResult *res) {
+    if (!res->meta) return NULL;
+    return json_dumps(res->meta, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+}

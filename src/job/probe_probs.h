@@ -1,0 +1,45 @@
+/* probe_probs.h — the outputs of `probe --probs`: mean attention probabilities, the attention
+ * mass on the first token (the sink) and the mean entropy per head (docs/probe.md).
+ *
+ * Implements: the results from the accumulator (mp_probe_probs_results), the printed per-layer
+ * table, the meta.json keys attention_sink / attention_entropy ([L][H]), and writing probs.npy
+ * [L,S,S] (rows sum to 1; 0 where masked), probs_heads.npy [L,H,S,S] (--per-head) and with
+ * --plot the figures probs.png (mean maps per layer) and sink_entropy.png (sink mass and
+ * entropy per layer and head).
+ * Does not: accumulate (model/probe.c, mp_probe_acc_probs_hook).
+ * Tested by: tests/test_model_fwd.c (probs against tests/ref/probe_ref.py), tests/test_model_probe.c.
+ *
+ * Shape legend: L selected layers, H query heads, S tokens per sequence.
+ */
+#ifndef MP_JOB_PROBE_PROBS_H
+#define MP_JOB_PROBE_PROBS_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/err.h"     /* MpErr */
+#include "model/probe.h"  /* MpProbeAcc */
+
+/* Owns its arrays (free accepts a zeroed struct). */
+typedef struct MpProbeProbsOut {
+    int L, H, S;
+    double *probs;       /* [L,S,S] mean over sequences and heads */
+    double *probs_heads; /* [L,H,S,S] or NULL (per_head only) */
+    double *sink;        /* [L,H] mean mass on key 0 over queries 1..S-1 */
+    double *entropy;     /* [L,H] mean row entropy over queries 1..S-1 (nats) */
+    double uniform;      /* the entropy of uniform attention (NaN when S < 2) */
+} MpProbeProbsOut;
+
+/* From an accumulator with probabilities on (mp_probe_acc_probs_on). MP_ERR when out of memory. */
+int mp_probe_probs_results(MpProbeProbsOut *o, const MpProbeAcc *a, MpErr *e);
+void mp_probe_probs_out_free(MpProbeProbsOut *o);
+/* The per-layer table; layers[l]: 0-based model layer of slot l. */
+void mp_probe_probs_print(FILE *f, const MpProbeProbsOut *o, const int *layers);
+/* Adds the keys attention_sink, attention_entropy (and their descriptions) to meta, and the
+ * descriptions of probs.npy (and probs_heads.npy) to files. */
+void mp_probe_probs_meta(json_t *meta, json_t *files, const MpProbeProbsOut *o);
+/* Writes the files into dir; with plot the figures too, described in files. title: figure title. */
+int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, int plot, const char *title, json_t *files,
+                         MpErr *e);
+
+#endif

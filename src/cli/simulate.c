@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "cli/cli.h"      /* mp_cli_* */
-#include "cli/sim_out.h"  /* mp_sim_write_outputs, mp_sim_print_stats */
+#include "job/sim_out.h"  /* mp_sim_write_outputs, mp_sim_print_stats */
 #include "core/mpi.h"     /* under mpirun: the ranks share the blocks, rank 0 prints and writes */
 #include "core/npy.h"     /* mp_npy_write (--dump-inputs) */
 #include "core/util.h"    /* mp_parse_double_list */
@@ -62,13 +62,17 @@ static const char *simulate_help =
     "Under mpirun -np N (make MPI=1) the ranks share the blocks of 64 sequences and rank 0 writes the\n"
     "bytes of a one-process run; --threads is per rank (docs/mpi.md).\n";
 
-int mp_cmd_simulate(int argc, char **argv) {
+/* The flags (and cmd's form defaults) into cfg; MP_EXIT_OK, or the exit status of a refusal (or
+ * of --help: *done = 1). */
+typedef struct SimFlags {
+    double alphas[32];
+    int nalpha, plot, quiet, force, done;
+    const char *scale_word, *out, *dump;
+} SimFlags;
+
+static int simulate_flags(MpSimConfig *cfg, SimFlags *fl, int argc, char **argv) {
     const char *cmd = "simulate";
-    MpSimConfig cfg;
-    mp_sim_config_default(&cfg);
-    double alphas[32] = {0};
-    int nalpha = 1, scale_set = 0, plot = 0, seq_set = 0, norm_set = 0, resid_set = 0;
-    const char *scale_word = NULL, *out = NULL, *dump = NULL;
+    int scale_set = 0, seq_set = 0, norm_set = 0, resid_set = 0;
     static const struct option opts[] = {
         {"batch", required_argument, 0, 'B'},  {"seq", required_argument, 0, 'S'},
         {"dim", required_argument, 0, 'D'},    {"layers", required_argument, 0, 'L'},
@@ -83,107 +87,123 @@ int mp_cmd_simulate(int argc, char **argv) {
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
-    int c, quiet = 0, force = 0;
+    int c;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
-        case 'B': cfg.batch = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
+        case 'B': cfg->batch = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
         case 'S':
-            cfg.seq = (int)mp_cli_i64(cmd, "--seq", optarg, 1, 4096);
+            cfg->seq = (int)mp_cli_i64(cmd, "--seq", optarg, 1, 4096);
             seq_set = 1;
             break;
-        case 'D': cfg.dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 65536); break;
-        case 'L': cfg.layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 64); break;
+        case 'D': cfg->dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 65536); break;
+        case 'L': cfg->layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 64); break;
         case 'a':
-            nalpha = mp_parse_double_list(optarg, alphas, 32);
-            if (nalpha < 1) return mp_cli_error(cmd, "--alpha: '%s' is not a comma-separated list of numbers", optarg);
-            for (int i = 0; i < nalpha; i++)
-                if (!(alphas[i] >= 0 && alphas[i] < 1))
-                    return mp_cli_error(cmd, "--alpha: %g is outside [0, 1)", alphas[i]);
+            fl->nalpha = mp_parse_double_list(optarg, fl->alphas, 32);
+            if (fl->nalpha < 1) return mp_cli_error(cmd, "--alpha: '%s' is not a comma-separated list of numbers", optarg);
+            for (int i = 0; i < fl->nalpha; i++)
+                if (!(fl->alphas[i] >= 0 && fl->alphas[i] < 1))
+                    return mp_cli_error(cmd, "--alpha: %g is outside [0, 1)", fl->alphas[i]);
             break;
         case 'n':
-            if (!strcmp(optarg, "l2")) cfg.norm = MP_NORM_L2;
-            else if (!strcmp(optarg, "layernorm")) cfg.norm = MP_NORM_LAYERNORM;
-            else if (!strcmp(optarg, "none")) cfg.norm = MP_NORM_NONE;
+            if (!strcmp(optarg, "l2")) cfg->norm = MP_NORM_L2;
+            else if (!strcmp(optarg, "layernorm")) cfg->norm = MP_NORM_LAYERNORM;
+            else if (!strcmp(optarg, "none")) cfg->norm = MP_NORM_NONE;
             else return mp_cli_error(cmd, "--norm: '%s' is not l2, layernorm or none", optarg);
             norm_set = 1;
             break;
         case 'F':
-            if (!strcmp(optarg, "paper")) cfg.form = MP_SIM_FORM_PAPER;
-            else if (!strcmp(optarg, "recency")) cfg.form = MP_SIM_FORM_RECENCY;
+            if (!strcmp(optarg, "paper")) cfg->form = MP_SIM_FORM_PAPER;
+            else if (!strcmp(optarg, "recency")) cfg->form = MP_SIM_FORM_RECENCY;
             else return mp_cli_error(cmd, "--layer-form: '%s' is not paper or recency", optarg);
             break;
         case 'R':
-            if (!strcmp(optarg, "on")) cfg.residual = 1;
-            else if (!strcmp(optarg, "off")) cfg.residual = 0;
+            if (!strcmp(optarg, "on")) cfg->residual = 1;
+            else if (!strcmp(optarg, "off")) cfg->residual = 0;
             else return mp_cli_error(cmd, "--residual: '%s' is not on or off", optarg);
             resid_set = 1;
             break;
         case 's':
             if (strcmp(optarg, "1") && strcmp(optarg, "sqrt") && strcmp(optarg, "d"))
                 return mp_cli_error(cmd, "--scale: '%s' is not 1, sqrt or d", optarg);
-            scale_word = optarg;
+            fl->scale_word = optarg;
             scale_set = 1;
             break;
-        case 'r': cfg.rope = 1; break;
-        case 't': cfg.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0000001, 1e12); break;
-        case 'b': cfg.causal = 0; break;
-        case 'e': cfg.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'j': cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
-        case 'o': out = optarg; break;
-        case 'p': plot = 1; break;
-        case 'd': dump = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'f': force = 1; break;
-        case 'h': fputs(simulate_help, stdout); return MP_EXIT_OK;
+        case 'r': cfg->rope = 1; break;
+        case 't': cfg->rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0000001, 1e12); break;
+        case 'b': cfg->causal = 0; break;
+        case 'e': cfg->seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
+        case 'j': cfg->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'o': fl->out = optarg; break;
+        case 'p': fl->plot = 1; break;
+        case 'd': fl->dump = optarg; break;
+        case 'q': fl->quiet = 1; break;
+        case 'f': fl->force = 1; break;
+        case 'h': fputs(simulate_help, stdout); fl->done = 1; return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }
     if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
-    if (cfg.form == MP_SIM_FORM_RECENCY) { /* the later version's defaults */
-        if (!seq_set) cfg.seq = 10;
-        if (!norm_set) cfg.norm = MP_NORM_LAYERNORM;
-        if (!resid_set) cfg.residual = 0;
-        if (!scale_set) scale_word = "sqrt";
+    if (cfg->form == MP_SIM_FORM_RECENCY) { /* the later version's defaults */
+        if (!seq_set) cfg->seq = 10;
+        if (!norm_set) cfg->norm = MP_NORM_LAYERNORM;
+        if (!resid_set) cfg->residual = 0;
+        if (!scale_set) fl->scale_word = "sqrt";
     }
-    if (!scale_set && !scale_word) scale_word = cfg.norm == MP_NORM_L2 ? "1" : "sqrt";
-    cfg.scale = !strcmp(scale_word, "1") ? 1.0 : !strcmp(scale_word, "sqrt") ? sqrt((double)cfg.dim) : (double)cfg.dim;
-    cfg.progress = !quiet;
+    if (!scale_set && !fl->scale_word) fl->scale_word = cfg->norm == MP_NORM_L2 ? "1" : "sqrt";
+    cfg->scale = mp_sim_scale_value(fl->scale_word, cfg->dim);
+    return MP_EXIT_OK;
+}
+
+/* --dump-inputs: the inputs x of every sequence as float64 [B,S,D]. */
+static int simulate_dump(const MpSimConfig *cfg, const SimFlags *fl) {
+    const char *cmd = "simulate";
+    MpErr e;
+    size_t n;
+    if (mp_size_mul((size_t)cfg->batch, (size_t)cfg->seq * cfg->dim, &n) != MP_OK || n > 50000000)
+        return mp_cli_error(cmd, "--dump-inputs: B*S*D = %lld*%d*%d is over the 5e7 limit",
+                            (long long)cfg->batch, cfg->seq, cfg->dim);
+    if (fl->nalpha != 1) return mp_cli_error(cmd, "--dump-inputs takes a single --alpha");
+    double *x = mp_malloc_or_die(n * sizeof(double), "inputs");
+    for (int64_t b = 0; b < cfg->batch; b++) mp_sim_sequence_input(x + (size_t)b * cfg->seq * cfg->dim, cfg, b);
+    int64_t shp[3] = {cfg->batch, cfg->seq, cfg->dim};
+    int rc = mp_npy_write(fl->dump, MP_DT_F64, x, 3, shp, &e);
+    free(x);
+    return rc != MP_OK ? mp_cli_error(cmd, "%s", e.msg) : MP_EXIT_OK;
+}
+
+static void simulate_banner(const MpSimConfig *cfg, const char *scale_word) {
+    printf("simulate: B=%lld S=%d D=%d L=%d norm=%s scale=%s (%g) %s rope=%s seed=%llu", (long long)cfg->batch,
+           cfg->seq, cfg->dim, cfg->layers, mp_sim_norm_name(cfg->norm), scale_word, cfg->scale,
+           cfg->causal ? "causal" : "bidirectional", cfg->rope ? "on" : "off", (unsigned long long)cfg->seed);
+    if (cfg->form == MP_SIM_FORM_RECENCY) printf(" form=recency residual=%s", cfg->residual ? "on" : "off");
+    else if (!cfg->residual) printf(" residual=off");
+    printf("\n");
+    if (mp_mpi_size() > 1) printf("MPI: %d ranks share the blocks of %d sequences\n", mp_mpi_size(), 64);
+}
+
+int mp_cmd_simulate(int argc, char **argv) {
+    const char *cmd = "simulate";
+    MpSimConfig cfg;
+    mp_sim_config_default(&cfg);
+    SimFlags fl = {.nalpha = 1};
+    int rc = simulate_flags(&cfg, &fl, argc, argv);
+    if (rc != MP_EXIT_OK || fl.done) return rc;
+    cfg.progress = !fl.quiet;
     cfg.mpi = 1; /* under mpirun: every rank runs its share of the blocks */
     const int rank = mp_mpi_rank();
-    if (plot && !out) return mp_cli_error(cmd, "--plot needs --out DIR");
+    if (fl.plot && !fl.out) return mp_cli_error(cmd, "--plot needs --out DIR");
     MpErr e;
-    cfg.alpha = alphas[0];
+    cfg.alpha = fl.alphas[0];
     if (mp_sim_config_check(&cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     /* one run per folder, claimed by rank 0 (the writer) before the compute; every rank leaves
      * together when it is refused */
-    const int claimed = !out || rank != 0 || mp_outdir_claim(out, "simulate", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) == MP_OK;
+    const int claimed = !fl.out || rank != 0 ||
+                        mp_outdir_claim(fl.out, "simulate", fl.force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) == MP_OK;
     if (!mp_mpi_agree(claimed)) return claimed ? MP_EXIT_ERROR : mp_cli_error(cmd, "%s", e.msg);
-
-    if (dump && rank == 0) {
-        size_t n;
-        if (mp_size_mul((size_t)cfg.batch, (size_t)cfg.seq * cfg.dim, &n) != MP_OK || n > 50000000)
-            return mp_cli_error(cmd, "--dump-inputs: B*S*D = %lld*%d*%d is over the 5e7 limit",
-                                (long long)cfg.batch, cfg.seq, cfg.dim);
-        if (nalpha != 1) return mp_cli_error(cmd, "--dump-inputs takes a single --alpha");
-        double *x = mp_malloc_or_die(n * sizeof(double), "inputs");
-        for (int64_t b = 0; b < cfg.batch; b++)
-            mp_sim_sequence_input(x + (size_t)b * cfg.seq * cfg.dim, &cfg, b);
-        int64_t shp[3] = {cfg.batch, cfg.seq, cfg.dim};
-        int rc = mp_npy_write(dump, MP_DT_F64, x, 3, shp, &e);
-        free(x);
-        if (rc != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    }
-
-    printf("simulate: B=%lld S=%d D=%d L=%d norm=%s scale=%s (%g) %s rope=%s seed=%llu", (long long)cfg.batch,
-           cfg.seq, cfg.dim, cfg.layers, mp_sim_norm_name(cfg.norm), scale_word, cfg.scale,
-           cfg.causal ? "causal" : "bidirectional", cfg.rope ? "on" : "off", (unsigned long long)cfg.seed);
-    if (cfg.form == MP_SIM_FORM_RECENCY) printf(" form=recency residual=%s", cfg.residual ? "on" : "off");
-    else if (!cfg.residual) printf(" residual=off");
-    printf("\n");
-    if (mp_mpi_size() > 1) printf("MPI: %d ranks share the blocks of %d sequences\n", mp_mpi_size(), 64);
-    int rc = MP_EXIT_OK;
-    for (int ai = 0; ai < nalpha && rc == MP_EXIT_OK; ai++) {
-        cfg.alpha = alphas[ai];
+    if (fl.dump && rank == 0 && (rc = simulate_dump(&cfg, &fl)) != MP_EXIT_OK) return rc;
+    simulate_banner(&cfg, fl.scale_word);
+    for (int ai = 0; ai < fl.nalpha && rc == MP_EXIT_OK; ai++) {
+        cfg.alpha = fl.alphas[ai];
         MpSimResult res;
         if (mp_sim_run(&res, &cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
         if (rank > 0) { /* rank 0 holds the maps */
@@ -193,18 +213,18 @@ int mp_cmd_simulate(int argc, char **argv) {
         printf("\nalpha = %g: %.2f s\n", cfg.alpha, res.wall_s);
         mp_sim_print_stats(stdout, res.stats, res.layers);
         if (res.rp) mp_sim_print_recency(stdout, &res);
-        if (out) {
+        if (fl.out) {
             char dir[4096];
-            if (nalpha == 1) snprintf(dir, sizeof dir, "%s", out);
-            else snprintf(dir, sizeof dir, "%s/alpha_%g", out, cfg.alpha);
-            if (mp_sim_write_outputs(dir, &cfg, scale_word, &res, plot, argc, argv, &e) != MP_OK)
+            if (fl.nalpha == 1) snprintf(dir, sizeof dir, "%s", fl.out);
+            else snprintf(dir, sizeof dir, "%s/alpha_%g", fl.out, cfg.alpha);
+            if (mp_sim_write_outputs(dir, &cfg, fl.scale_word, &res, fl.plot, argc, argv, &e) != MP_OK)
                 rc = mp_cli_error(cmd, "%s", e.msg);
             else
                 printf("wrote %s/{scores,scores_se,probs,scores_diagnorm}.npy, meta.json%s\n", dir,
-                       plot ? ", scores.png" : "");
+                       fl.plot ? ", scores.png" : "");
         }
         mp_sim_result_free(&res);
     }
-    if (plot) mp_plot_release();
+    if (fl.plot) mp_plot_release();
     return rc;
 }

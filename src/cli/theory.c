@@ -3,19 +3,15 @@
  *   maskpos theory --alpha 0 --n 3             Z_i, g(i), h(i), S(2) to 3 decimals
  *   maskpos theory --n 50 --layers 4 --out D   + layers 1..4 of the infinite-width recursion
  * Outputs (--out): layer2_scores.npy (float64 [N,N], NaN above the diagonal), layer_scores.npy
- * (float64 [L,N,N], when --layers is given), meta.json.
+ * (float64 [L,N,N], when --layers is given), meta.json. The work: src/job/theory.h.
  */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "cli/cli.h"    /* mp_cli_* */
-#include "core/json.h"  /* meta.json */
-#include "core/npy.h"   /* mp_npy_write */
-#include "core/util.h"  /* mp_mkdir_p, mp_time_now */
-#include "sim/theory.h" /* MpTheory */
-#include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
+#include "core/files.h" /* mp_outdir_claim: one run per --out */
+#include "core/util.h"  /* mp_time_now */
+#include "job/theory.h" /* mp_theory_run, mp_theory_result_print, mp_theory_result_write */
 
 static const char *theory_help =
     "usage: maskpos theory [--alpha A] [--n N] [--layers L] [--digits K] [--out DIR]\n"
@@ -70,72 +66,13 @@ int mp_cmd_theory(int argc, char **argv) {
     MpErr e;
     if (out && mp_outdir_claim(out, "theory", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK)
         return mp_cli_error(cmd, "%s", e.msg);
-    MpTheory th;
-    if (mp_theory_init(&th, alpha, n, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    double *deep = NULL;
-    if (layers > 0) {
-        deep = mp_calloc_or_die((size_t)layers * n * n, sizeof(double), "layer maps");
-        if (mp_theory_gram_layers(deep, alpha, n, layers, 1, &e) != MP_OK) {
-            mp_theory_free(&th);
-            free(deep);
-            return mp_cli_error(cmd, "%s", e.msg);
-        }
-    }
-    int w = digits + 4;
-    printf("parameter-free causal decoder: alpha = %g, n = %d\n", alpha, n);
-    printf("%5s  %*s  %*s  %*s\n", "i", w + 2, "Z_i", w + 2, "g(i)", w + 2, "h(i)");
-    for (int i = 0; i < n; i++)
-        printf("%5d  %*.*f  %*.*f  %*.*f\n", i + 1, w + 2, digits + 2, th.z[i], w + 2, digits + 2, th.g[i],
-               w + 2, digits + 2, th.h[i]);
-    int lo = layers > 0 ? 1 : 2, hi = layers > 0 ? layers : 2;
-    for (int l = lo; l <= hi; l++) {
-        const double *m = (layers > 0) ? deep + (size_t)(l - 1) * n * n : th.s2;
-        printf("\nlayer-%d scores%s (row: query i, column: key j)\n", l,
-               l == 2 ? " S(2)_ij = g(i)/(h(i)h(j))" : " (infinite-width recursion)");
-        printf("%6s", "");
-        for (int j = 0; j < n; j++) printf(" %*s%d", w - 1 - (j + 1 >= 10) - (j + 1 >= 100) - (j + 1 >= 1000), "j=", j + 1);
-        printf("\n");
-        for (int i = 0; i < n; i++) {
-            printf("i=%-4d", i + 1);
-            for (int j = 0; j <= i; j++) printf(" %*.*f", w, digits, m[(size_t)i * n + j]);
-            printf("\n");
-        }
-    }
+    const MpTheoryConfig tc = {.alpha = alpha, .n = n, .layers = layers};
+    MpTheoryResult r;
+    if (mp_theory_run(&r, &tc, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    mp_theory_result_print(stdout, &r, digits);
     int rc = MP_EXIT_OK;
-    if (out) {
-        char path[4096];
-        int64_t shp2[2] = {n, n}, shp3[3] = {layers, n, n};
-        if (mp_path_join(path, sizeof path, out, "layer2_scores.npy", &e) ||
-            mp_npy_write(path, MP_DT_F64, th.s2, 2, shp2, &e) != MP_OK ||
-            (deep && (mp_path_join(path, sizeof path, out, "layer_scores.npy", &e) ||
-                      mp_npy_write(path, MP_DT_F64, deep, 3, shp3, &e) != MP_OK))) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
-        } else {
-            json_t *meta = json_object();
-            json_object_set_new(meta, "kind", json_string("theory"));
-            json_object_set_new(meta, "alpha", json_real(alpha));
-            json_object_set_new(meta, "n", json_integer(n));
-            json_object_set_new(meta, "layers", json_integer(layers > 0 ? layers : 2));
-            json_t *files = json_object();
-            json_object_set_new(files, "layer2_scores.npy",
-                                json_string("float64 [N,N] S(2)_ij, query i (row), key j; NaN above the diagonal"));
-            if (deep)
-                json_object_set_new(files, "layer_scores.npy",
-                                    json_string("float64 [L,N,N] layers 1..L of the infinite-width Gram recursion"));
-            json_object_set_new(meta, "files", files);
-            json_t *arr = json_array();
-            for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(th.g[i]));
-            json_object_set_new(meta, "g", arr);
-            arr = json_array();
-            for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(th.h[i]));
-            json_object_set_new(meta, "h", arr);
-            mp_json_add_provenance(meta, argc, argv, mp_time_now() - t0);
-            if (mp_path_join(path, sizeof path, out, "meta.json", &e) || mp_json_write_atomic(path, meta, &e) != MP_OK)
-                rc = mp_cli_error(cmd, "%s", e.msg);
-            json_decref(meta);
-        }
-    }
-    mp_theory_free(&th);
-    free(deep);
+    const MpJobWriteOptions wo = {.argc = argc, .argv = argv, .wall_s = mp_time_now() - t0};
+    if (out && mp_theory_result_write(&r, out, &wo, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);
+    mp_theory_result_free(&r);
     return rc;
 }

@@ -47,6 +47,13 @@ void mp_sim_config_default(MpSimConfig *c) {
     c->residual = 1;
 }
 
+double mp_sim_scale_value(const char *word, int dim) {
+    if (!strcmp(word, "1")) return 1.0;
+    if (!strcmp(word, "sqrt")) return sqrt((double)dim);
+    if (!strcmp(word, "d")) return (double)dim;
+    return -1;
+}
+
 int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
     if (c->batch < 1) return mp_err_set(e, "batch must be >= 1");
     if (c->seq < 1 || c->seq > 4096) return mp_err_set(e, "seq must be in [1, 4096]");
@@ -326,8 +333,10 @@ static void sim_block_send(const double *blk, size_t n, int64_t k) {
 
 /* Rank 0: receives blocks from..to-1 (each from rank k mod nr) into buf and adds them to the
  * sums in block order. Returns to. */
+typedef struct SimProgress SimProgress;
+static void sim_progress(SimProgress *p, int64_t done);
 static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *rpc, double *rpq, int L, double *buf,
-                               size_t LSS, int64_t from, int64_t to, int nr, int64_t batch, MpProgress *prog) {
+                               size_t LSS, int64_t from, int64_t to, int nr, int64_t batch, SimProgress *prog) {
     for (int64_t k = from; k < to; k++) {
         int64_t hd[1];
         const int src = (int)(k % nr);
@@ -348,7 +357,7 @@ static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *
             rpq[l] += buf[3 * LSS + L + l];
         }
         const int64_t b1 = (k + 1) * SIM_BLOCK < batch ? (k + 1) * SIM_BLOCK : batch;
-        mp_progress_update(prog, b1);
+        sim_progress(prog, b1);
     }
     return to;
 }
@@ -392,79 +401,117 @@ void mp_sim_result_free(MpSimResult *r) {
     memset(r, 0, sizeof *r);
 }
 
-int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
-    memset(r, 0, sizeof *r);
-    if (mp_sim_config_check(c, e) != MP_OK) return MP_ERR;
-    const double t0 = mp_time_now();
+/* The run's sums and tables, one lifetime: allocated by sim_sums_init, freed by sim_sums_free
+ * (which accepts a zeroed struct and the pointers already taken over by the result). */
+typedef struct SimSums {
+    double *sum, *sq, *prob; /* (L,S,S) Σ scores, Σ scores², Σ probabilities */
+    uint64_t *rpc;           /* (L) Σ recency triple counts */
+    double *rpq;             /* (L) Σ squared per-sequence counts */
+    double *cs, *sn;         /* (S, D/2) RoPE tables */
+    double *rbuf;            /* one received block (MPI rank 0 of N > 1), or NULL */
+} SimSums;
+
+static void sim_sums_free(SimSums *u) {
+    free(u->sum), free(u->sq), free(u->prob), free(u->rpc), free(u->rpq), free(u->cs), free(u->sn), free(u->rbuf);
+    memset(u, 0, sizeof *u);
+}
+
+static int sim_sums_init(SimSums *u, const MpSimConfig *c, int recv, MpErr *e) {
     const int S = c->seq, D = c->dim, L = c->layers, H = D / 2;
-    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS;
-    double *sum = calloc(LSS, sizeof *sum), *sq = calloc(LSS, sizeof *sq);
-    double *prob = calloc(LSS, sizeof *prob);
-    const int rec = c->form == MP_SIM_FORM_RECENCY;
-    uint64_t *rpc = calloc((size_t)L, sizeof *rpc);
-    double *rpq = calloc((size_t)L, sizeof *rpq);
-    const size_t NBLK = 3 * LSS + 2 * (size_t)L; /* doubles of a block's sums */
-    double *cs = calloc((size_t)S * (H ? H : 1), sizeof *cs), *sn = calloc((size_t)S * (H ? H : 1), sizeof *sn);
-    if (!sum || !sq || !prob || !cs || !sn || !rpc || !rpq) {
-        free(sum), free(sq), free(prob), free(cs), free(sn), free(rpc), free(rpq);
+    const size_t LSS = (size_t)L * S * S;
+    memset(u, 0, sizeof *u);
+    u->sum = calloc(LSS, sizeof *u->sum), u->sq = calloc(LSS, sizeof *u->sq), u->prob = calloc(LSS, sizeof *u->prob);
+    u->rpc = calloc((size_t)L, sizeof *u->rpc), u->rpq = calloc((size_t)L, sizeof *u->rpq);
+    u->cs = calloc((size_t)S * (H ? H : 1), sizeof *u->cs), u->sn = calloc((size_t)S * (H ? H : 1), sizeof *u->sn);
+    if (!u->sum || !u->sq || !u->prob || !u->cs || !u->sn || !u->rpc || !u->rpq) {
+        sim_sums_free(u);
         return mp_err_set(e, "out of memory for maps of %d layers x %d x %d", L, S, S);
     }
     for (int p = 0; p < S; p++)
         for (int k = 0; k < H; k++) {
             double inv_freq = pow(c->rope_theta, -2.0 * k / D);
-            cs[(size_t)p * H + k] = cos(p * inv_freq);
-            sn[(size_t)p * H + k] = sin(p * inv_freq);
+            u->cs[(size_t)p * H + k] = cos(p * inv_freq);
+            u->sn[(size_t)p * H + k] = sin(p * inv_freq);
         }
-    const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
-    /* MPI: this rank runs blocks rank, rank + nr, ...; rank 0 adds every block in order */
-    const int nr = c->mpi ? mp_mpi_size() : 1, rank = nr > 1 ? mp_mpi_rank() : 0;
-    const int64_t nmine = nblocks > rank ? (nblocks - rank + nr - 1) / nr : 0;
-    double *rbuf = nr > 1 && rank == 0 ? malloc(NBLK * sizeof *rbuf) : NULL;
-    if (nr > 1 && rank == 0 && !rbuf) {
-        free(sum), free(sq), free(prob), free(cs), free(sn), free(rpc), free(rpq);
+    if (recv && !(u->rbuf = malloc((3 * LSS + 2 * (size_t)L) * sizeof *u->rbuf))) {
+        sim_sums_free(u);
         return mp_err_set(e, "out of memory for a received block");
     }
+    return MP_OK;
+}
+
+/* Progress of the blocks: the bar and the caller's callback (whose nonzero return stops a
+ * one-process run at the next block; under MPI the return is ignored: the ranks cannot stop
+ * apart). */
+typedef struct SimProgress {
+    MpProgress bar;
+    const MpSimConfig *c;
+    int alone; /* one process: a stop is possible */
+    int stop;  /* set once the callback asked to stop */
+} SimProgress;
+
+/* Called from one thread at a time (the ordered region). */
+static void sim_progress(SimProgress *p, int64_t done) {
+    mp_progress_update(&p->bar, done);
+    if (p->c->progress_fn && p->c->progress_fn(p->c->progress_ctx, done, p->c->batch) && p->alone) {
+#pragma omp atomic write
+        p->stop = 1;
+    }
+}
+
+/* Thread-private buffers of one worker (one allocation), carved into w; NULL when out of memory. */
+static double *sim_work_alloc(SimWork *w, const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim, L = c->layers;
+    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS, NBLK = 3 * LSS + 2 * (size_t)L, Sp = (size_t)SIM_PAD(S);
+    const size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + NBLK + 2 * (size_t)S;
+    double *blk = malloc(per * sizeof(double));
+    w->x = blk;
+    w->y = blk ? w->x + (size_t)S * D : NULL;
+    w->q = blk ? w->y + (size_t)S * D : NULL;
+    w->qt = blk ? w->q + (size_t)S * D : NULL;
+    w->sc = blk ? w->qt + (size_t)D * Sp : NULL;
+    w->psum = blk ? w->sc + SS : NULL;
+    w->psq = blk ? w->psum + LSS : NULL;
+    w->pprob = blk ? w->psq + LSS : NULL;
+    w->prc = blk ? w->pprob + LSS : NULL;
+    w->prq = blk ? w->prc + L : NULL;
+    w->rsc = blk ? w->prq + L : NULL;
+    return blk;
+}
+
+/* The blocks of sequences: this rank's blocks rank, rank + nr, ... in parallel, their sums added
+ * in block order (rank 0 of N > 1 adds the other ranks' blocks in between). Returns 1 when out
+ * of memory. */
+static int sim_blocks_run(SimSums *u, const MpSimConfig *c, int nr, int rank, SimProgress *pg) {
+    const int L = c->layers;
+    const size_t LSS = (size_t)L * c->seq * c->seq, NBLK = 3 * LSS + 2 * (size_t)L;
+    const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
+    const int64_t nmine = nblocks > rank ? (nblocks - rank + nr - 1) / nr : 0;
     int64_t merged = 0; /* rank 0: blocks added so far */
-#ifdef _OPENMP
-    const int nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
-#endif
-    MpProgress prog;
-    mp_progress_init(&prog, "simulate", "seq", c->batch);
-    if (!c->progress || rank > 0) prog.enabled = 0;
     int oom = 0;
 #ifdef _OPENMP
+    const int nthreads = c->threads > 0 ? c->threads : omp_get_max_threads();
 #pragma omp parallel num_threads(nthreads)
 #endif
     {
         SimWork w;
-        const size_t Sp = (size_t)SIM_PAD(S);
-        size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + NBLK + 2 * (size_t)S;
-        double *blk = malloc(per * sizeof(double));
+        double *blk = sim_work_alloc(&w, c);
         if (!blk) {
 #pragma omp atomic write
             oom = 1;
         }
-        w.x = blk;
-        w.y = blk ? w.x + (size_t)S * D : NULL;
-        w.q = blk ? w.y + (size_t)S * D : NULL;
-        w.qt = blk ? w.q + (size_t)S * D : NULL;
-        w.sc = blk ? w.qt + (size_t)D * Sp : NULL;
-        w.psum = blk ? w.sc + SS : NULL;
-        w.psq = blk ? w.psum + LSS : NULL;
-        w.pprob = blk ? w.psq + LSS : NULL;
-        w.prc = blk ? w.pprob + LSS : NULL;
-        w.prq = blk ? w.prc + L : NULL;
-        w.rsc = blk ? w.prq + L : NULL;
 #pragma omp for ordered schedule(dynamic, 1)
         for (int64_t m = 0; m < nmine; m++) {
             const int64_t k = rank + m * nr;
             int64_t b0 = k * SIM_BLOCK, b1 = b0 + SIM_BLOCK < c->batch ? b0 + SIM_BLOCK : c->batch;
-            int bad;
+            int bad, stop;
 #pragma omp atomic read
             bad = oom;
-            if (!bad) {
+#pragma omp atomic read
+            stop = pg->stop;
+            if (!bad && !stop) {
                 memset(w.psum, 0, NBLK * sizeof(double)); /* maps and recency counts */
-                for (int64_t b = b0; b < b1; b++) sim_sequence_forward(&w, cs, sn, c, b);
+                for (int64_t b = b0; b < b1; b++) sim_sequence_forward(&w, u->cs, u->sn, c, b);
             }
 #pragma omp ordered
             {
@@ -476,52 +523,39 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
                     sim_block_send(w.psum, NBLK, k);
                     bad = 1; /* nothing to add here */
                 } else if (nr > 1) { /* rank 0: the other ranks' blocks before this one */
-                    merged = sim_blocks_recv(sum, sq, prob, rpc, rpq, L, rbuf, LSS, merged, k, nr, c->batch, &prog);
+                    merged = sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, L, u->rbuf, LSS, merged, k, nr,
+                                             c->batch, pg);
                     merged++;
                 }
-                if (!bad) {
+                if (!bad && !stop) {
                     for (size_t a = 0; a < LSS; a++) {
-                        sum[a] += w.psum[a];
-                        sq[a] += w.psq[a];
-                        prob[a] += w.pprob[a];
+                        u->sum[a] += w.psum[a];
+                        u->sq[a] += w.psq[a];
+                        u->prob[a] += w.pprob[a];
                     }
                     for (int l = 0; l < L; l++) {
-                        rpc[l] += (uint64_t)w.prc[l];
-                        rpq[l] += w.prq[l];
+                        u->rpc[l] += (uint64_t)w.prc[l];
+                        u->rpq[l] += w.prq[l];
                     }
-                    mp_progress_update(&prog, b1);
+                    sim_progress(pg, b1);
                 }
             }
         }
         free(blk);
     }
     if (nr > 1 && rank == 0) /* the blocks after rank 0's last */
-        sim_blocks_recv(sum, sq, prob, rpc, rpq, L, rbuf, LSS, merged, nblocks, nr, c->batch, &prog);
-    free(rbuf);
-    free(cs);
-    free(sn);
-    if (nr > 1 && rank > 0) { /* rank 0 holds the result */
-        mp_progress_finish(&prog);
-        free(sum), free(sq), free(prob), free(rpc), free(rpq);
-        r->layers = L;
-        r->seq = S;
-        r->batch = c->batch;
-        r->mpi_ranks = nr;
-        r->wall_s = mp_time_now() - t0;
-        return MP_OK;
-    }
-    mp_progress_finish(&prog);
-    if (oom) {
-        free(sum), free(sq), free(prob), free(rpc), free(rpq);
-        return mp_err_set(e, "out of memory for per-thread buffers");
-    }
-    r->layers = L;
-    r->seq = S;
-    r->batch = c->batch;
-    r->mpi_ranks = nr;
-    r->scores = sum;
-    r->probs = prob;
-    r->se = sq;
+        sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, L, u->rbuf, LSS, merged, nblocks, nr, c->batch, pg);
+    return oom;
+}
+
+/* The sums into the result: means, standard errors, mean probabilities, diagonal-normalised
+ * maps, statistics and (recency form) the recency probability. Takes over u's maps. */
+static int sim_finish(MpSimResult *r, SimSums *u, const MpSimConfig *c, MpErr *e) {
+    const int S = c->seq, L = c->layers;
+    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS;
+    double *sum = u->sum, *sq = u->sq, *prob = u->prob;
+    r->scores = sum, r->probs = prob, r->se = sq;
+    u->sum = u->sq = u->prob = NULL;
     r->diagnorm = malloc(LSS * sizeof(double));
     r->stats = calloc((size_t)L, sizeof(MpPosStats));
     if (!r->diagnorm || !r->stats) {
@@ -548,11 +582,43 @@ int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
         mp_posmap_diagnorm(r->diagnorm + l * SS, r->scores + l * SS, S);
         mp_posmap_stats(&r->stats[l], r->scores + l * SS, r->diagnorm + l * SS, r->se + l * SS, S);
     }
-    if (rec) sim_recency_finish(r, rpc, rpq, c);
-    else free(rpc), free(rpq);
-    if (rec && !r->rp) {
+    if (c->form == MP_SIM_FORM_RECENCY) {
+        sim_recency_finish(r, u->rpc, u->rpq, c); /* takes rpc, frees rpq */
+        u->rpc = NULL, u->rpq = NULL;
+        if (!r->rp) {
+            mp_sim_result_free(r);
+            return mp_err_set(e, "out of memory");
+        }
+    }
+    return MP_OK;
+}
+
+int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e) {
+    memset(r, 0, sizeof *r);
+    if (mp_sim_config_check(c, e) != MP_OK) return MP_ERR;
+    const double t0 = mp_time_now();
+    /* MPI: this rank runs blocks rank, rank + nr, ...; rank 0 adds every block in order */
+    const int nr = c->mpi ? mp_mpi_size() : 1, rank = nr > 1 ? mp_mpi_rank() : 0;
+    SimSums u;
+    if (sim_sums_init(&u, c, nr > 1 && rank == 0, e) != MP_OK) return MP_ERR;
+    SimProgress pg = {.c = c, .alone = nr == 1};
+    mp_progress_init(&pg.bar, "simulate", "seq", c->batch);
+    if (!c->progress || rank > 0) pg.bar.enabled = 0;
+    if (rank == 0 && c->progress_fn && c->progress_fn(c->progress_ctx, 0, c->batch) && pg.alone) pg.stop = 1;
+    const int oom = sim_blocks_run(&u, c, nr, rank, &pg);
+    mp_progress_finish(&pg.bar);
+    r->layers = c->layers;
+    r->seq = c->seq;
+    r->batch = c->batch;
+    r->mpi_ranks = nr;
+    int rc = MP_OK;
+    if (oom) rc = mp_err_set(e, "out of memory for per-thread buffers");
+    else if (pg.stop) rc = mp_err_set(e, MP_JOB_STOPPED_MSG);
+    else if (nr == 1 || rank == 0) rc = sim_finish(r, &u, c, e); /* rank 0 holds the result */
+    sim_sums_free(&u);
+    if (rc != MP_OK) {
         mp_sim_result_free(r);
-        return mp_err_set(e, "out of memory");
+        return MP_ERR;
     }
     r->wall_s = mp_time_now() - t0;
     return MP_OK;

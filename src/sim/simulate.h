@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "core/err.h"       /* MpErr */
+#include "core/progress.h"  /* MpProgressFn, MP_JOB_STOPPED_MSG */
 #include "kernels/posmap.h" /* MpPosStats */
 
 typedef enum MpNorm { MP_NORM_L2 = 0, MP_NORM_LAYERNORM = 1, MP_NORM_NONE = 2 } MpNorm;
@@ -51,6 +52,10 @@ typedef struct MpSimConfig {
     int threads;       /* 0 = all available */
     double ln_eps;     /* LayerNorm epsilon, 1e-12 */
     int progress;      /* draw a progress bar on a terminal */
+    MpProgressFn progress_fn; /* may be NULL: sequences done / batch, once at 0 and after every block
+                                 of 64 (on rank 0); a nonzero return stops a one-process run with
+                                 MP_JOB_STOPPED_MSG (ignored under MPI: the ranks cannot stop apart) */
+    void *progress_ctx;
     int mpi;           /* 1: split the blocks among the ranks of an MPI job (every rank calls
                           mp_sim_run; rank 0 gets the result, the same bits as one process) */
     MpSimForm form;    /* MP_SIM_FORM_PAPER (default) or MP_SIM_FORM_RECENCY */
@@ -58,6 +63,8 @@ typedef struct MpSimConfig {
 } MpSimConfig;
 
 void mp_sim_config_default(MpSimConfig *c);
+/* The score divisor a word names for width dim: "1" → 1, "sqrt" → √dim, "d" → dim; -1 otherwise. */
+double mp_sim_scale_value(const char *word, int dim);
 int mp_sim_config_check(const MpSimConfig *c, MpErr *e);
 
 typedef struct MpSimResult {

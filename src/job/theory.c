@@ -1,0 +1,101 @@
+/* theory.c — see theory.h. */
+#include "job/theory.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h" /* mp_json_write_atomic, mp_json_add_provenance */
+#include "core/npy.h"  /* mp_npy_write */
+#include "core/util.h" /* mp_path_join */
+
+int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e) {
+    memset(r, 0, sizeof *r);
+    r->c = *c;
+    if (!(c->alpha >= 0 && c->alpha < 1)) return mp_err_set(e, "alpha %g is outside [0, 1)", c->alpha);
+    if (c->n < 1 || c->layers < 0) return mp_err_set(e, "n = %d, layers = %d: need n >= 1 and layers >= 0", c->n, c->layers);
+    if (mp_theory_init(&r->th, c->alpha, c->n, e) != MP_OK) return MP_ERR;
+    if (c->layers > 0) {
+        r->deep = mp_try_calloc((size_t)c->layers * c->n * c->n, sizeof(double));
+        if (!r->deep) {
+            mp_theory_result_free(r);
+            return mp_err_set(e, "out of memory for %d layer maps of %d x %d", c->layers, c->n, c->n);
+        }
+        if (mp_theory_gram_layers(r->deep, c->alpha, c->n, c->layers, 1, e) != MP_OK) {
+            mp_theory_result_free(r);
+            return MP_ERR;
+        }
+    }
+    return MP_OK;
+}
+
+void mp_theory_result_free(MpTheoryResult *r) {
+    mp_theory_free(&r->th);
+    free(r->deep);
+    memset(r, 0, sizeof *r);
+}
+
+void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits) {
+    const int n = r->c.n, layers = r->c.layers, w = digits + 4;
+    const MpTheory *th = &r->th;
+    fprintf(f, "parameter-free causal decoder: alpha = %g, n = %d\n", r->c.alpha, n);
+    fprintf(f, "%5s  %*s  %*s  %*s\n", "i", w + 2, "Z_i", w + 2, "g(i)", w + 2, "h(i)");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%5d  %*.*f  %*.*f  %*.*f\n", i + 1, w + 2, digits + 2, th->z[i], w + 2, digits + 2, th->g[i],
+                w + 2, digits + 2, th->h[i]);
+    const int lo = layers > 0 ? 1 : 2, hi = layers > 0 ? layers : 2;
+    for (int l = lo; l <= hi; l++) {
+        const double *m = layers > 0 ? r->deep + (size_t)(l - 1) * n * n : th->s2;
+        fprintf(f, "\nlayer-%d scores%s (row: query i, column: key j)\n", l,
+                l == 2 ? " S(2)_ij = g(i)/(h(i)h(j))" : " (infinite-width recursion)");
+        fprintf(f, "%6s", "");
+        for (int j = 0; j < n; j++) fprintf(f, " %*s%d", w - 1 - (j + 1 >= 10) - (j + 1 >= 100) - (j + 1 >= 1000), "j=", j + 1);
+        fprintf(f, "\n");
+        for (int i = 0; i < n; i++) {
+            fprintf(f, "i=%-4d", i + 1);
+            for (int j = 0; j <= i; j++) fprintf(f, " %*.*f", w, digits, m[(size_t)i * n + j]);
+            fprintf(f, "\n");
+        }
+    }
+}
+
+static json_t *theory_meta(const MpTheoryResult *r) {
+    const int n = r->c.n;
+    json_t *meta = json_object();
+    json_object_set_new(meta, "kind", json_string("theory"));
+    json_object_set_new(meta, "alpha", json_real(r->c.alpha));
+    json_object_set_new(meta, "n", json_integer(n));
+    json_object_set_new(meta, "layers", json_integer(r->c.layers > 0 ? r->c.layers : 2));
+    json_t *files = json_object();
+    json_object_set_new(files, "layer2_scores.npy",
+                        json_string("float64 [N,N] S(2)_ij, query i (row), key j; NaN above the diagonal"));
+    if (r->deep)
+        json_object_set_new(files, "layer_scores.npy",
+                            json_string("float64 [L,N,N] layers 1..L of the infinite-width Gram recursion"));
+    json_object_set_new(meta, "files", files);
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(r->th.g[i]));
+    json_object_set_new(meta, "g", arr);
+    arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(r->th.h[i]));
+    json_object_set_new(meta, "h", arr);
+    return meta;
+}
+
+int mp_theory_result_write(const MpTheoryResult *r, const char *dir, const MpJobWriteOptions *o, MpErr *e) {
+    const MpJobWriteOptions none = {0};
+    if (!o) o = &none;
+    const int n = r->c.n;
+    char path[4096];
+    const int64_t shp2[2] = {n, n}, shp3[3] = {r->c.layers, n, n};
+    if (mp_path_join(path, sizeof path, dir, "layer2_scores.npy", e) ||
+        mp_npy_write(path, MP_DT_F64, r->th.s2, 2, shp2, e) != MP_OK ||
+        (r->deep && (mp_path_join(path, sizeof path, dir, "layer_scores.npy", e) ||
+                     mp_npy_write(path, MP_DT_F64, r->deep, 3, shp3, e) != MP_OK)))
+        return MP_ERR;
+    json_t *meta = theory_meta(r);
+    mp_json_add_provenance(meta, o->argc, o->argv, o->wall_s);
+    int rc = MP_OK;
+    if (mp_path_join(path, sizeof path, dir, "meta.json", e) || mp_json_write_atomic(path, meta, e) != MP_OK) rc = MP_ERR;
+    json_decref(meta);
+    return rc;
+}

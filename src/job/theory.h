@@ -1,0 +1,43 @@
+/* theory.h — the closed forms of the parameter-free causal decoder as one library call
+ * (paper.md §1; the maths: sim/theory.h).
+ *
+ * Implements: mp_theory_run (Z_i, g(i), h(i), the layer-2 map, and optionally layers 1..L of the
+ * infinite-width Gram recursion), mp_theory_result_print (the tables `maskpos theory` prints) and
+ * mp_theory_result_write (layer2_scores.npy, layer_scores.npy, meta.json: the CLI's folder byte
+ * for byte).
+ * Does not: parse flags or claim the folder (src/cli/theory.c).
+ * Tested by: tests/test_theory.c (the maths), tests/test_jobs.c (the call against the CLI).
+ *
+ * Shape legend: N positions, L layers.
+ */
+#ifndef MP_JOB_THEORY_H
+#define MP_JOB_THEORY_H
+
+#include <stdio.h>
+
+#include "core/err.h"   /* MpErr */
+#include "job/job.h"    /* MpJobWriteOptions */
+#include "sim/theory.h" /* MpTheory */
+
+typedef struct MpTheoryConfig {
+    double alpha; /* inner product of distinct input rows, in [0, 1) */
+    int n;        /* positions N >= 1 */
+    int layers;   /* 0: layer 2 only (closed form); L > 0: also layers 1..L of the recursion */
+} MpTheoryConfig;
+
+/* Owns its arrays (free accepts a zeroed struct). */
+typedef struct MpTheoryResult {
+    MpTheoryConfig c;
+    MpTheory th;   /* z, g, h [N]; s2 [N,N] (NaN above the diagonal) */
+    double *deep;  /* [L,N,N] layers 1..L of the recursion, or NULL (layers = 0) */
+} MpTheoryResult;
+
+int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e);
+void mp_theory_result_free(MpTheoryResult *r);
+/* Z_i, g(i), h(i) and the score tables (layer 2, or layers 1..L) with `digits` decimals. */
+void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits);
+/* layer2_scores.npy [N,N], layer_scores.npy [L,N,N] (layers > 0) and meta.json into dir (which
+ * must exist). o may be NULL. */
+int mp_theory_result_write(const MpTheoryResult *r, const char *dir, const MpJobWriteOptions *o, MpErr *e);
+
+#endif

@@ -1,0 +1,131 @@
+/* test_jobs.c — simulate and theory as library calls (src/sim/simulate.h, src/job/theory.h,
+ * src/job/sim_out.h), without the command line:
+ *   - theory: mp_theory_run + mp_theory_result_write give the CLI's .npy files byte for byte;
+ *     the layer-2 map at alpha 0, n 3 equals the paper's values (0.1535, 0.1321, 0.1508 to 4
+ *     decimals, paper.md Figure 1); layer 2 of the Gram recursion equals the closed form;
+ *     bad settings return MP_ERR;
+ *   - simulate: mp_sim_run + mp_sim_write_outputs give the CLI's .npy files byte for byte; the
+ *     progress callback is called at 0 and after every block of 64 sequences, without changing
+ *     a bit of the result; a nonzero return stops the run with "stopped by the caller".
+ */
+#include <math.h>
+
+#include "test_model_util.h"
+
+#include "core/util.h"    /* mp_mkdir_p */
+#include "job/sim_out.h" /* mp_sim_write_outputs */
+#include "job/theory.h"  /* mp_theory_run */
+#include "sim/simulate.h"
+
+static void test_theory_call(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], a[512], b[512];
+    int rc = mp_test_run(out, sizeof out, "theory --alpha 0.2 --n 7 --layers 3 --out %s/cli", d);
+    if (rc != 0) fail_msg("theory failed: %s", out);
+    MpTheoryConfig c = {.alpha = 0.2, .n = 7, .layers = 3};
+    MpTheoryResult r;
+    MpErr e;
+    if (mp_theory_run(&r, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    snprintf(a, sizeof a, "%s/lib", d);
+    if (mp_mkdir_p(a, &e) != MP_OK || mp_theory_result_write(&r, a, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
+    const char *files[] = {"layer2_scores.npy", "layer_scores.npy"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/cli/%s", d, files[i]);
+        snprintf(b, sizeof b, "%s/lib/%s", d, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s of the library call differs from the CLI's", files[i]);
+    }
+    /* layer 2 of the recursion is the closed form (paper.md §1) */
+    double worst = 0;
+    for (int i = 0; i < 7; i++)
+        for (int j = 0; j <= i; j++) {
+            const double x = r.deep[49 + i * 7 + j], y = r.th.s2[i * 7 + j];
+            worst = fabs(x - y) > worst ? fabs(x - y) : worst;
+        }
+    print_message("Gram recursion layer 2 vs closed form: max |diff| %.3g\n", worst);
+    assert_true(worst < 1e-12);
+    mp_theory_result_free(&r);
+    mp_theory_result_free(&r); /* a zeroed struct */
+    MpTheoryConfig c0 = {.alpha = 0, .n = 3, .layers = 0};
+    if (mp_theory_run(&r, &c0, &e) != MP_OK) fail_msg("%s", e.msg);
+    assert_null(r.deep);
+    assert_true(fabs(r.th.s2[3] - 0.1535) < 5e-5);
+    assert_true(fabs(r.th.s2[6] - 0.1321) < 5e-5);
+    assert_true(fabs(r.th.s2[7] - 0.1508) < 5e-5);
+    mp_theory_result_free(&r);
+    MpTheoryConfig bad = {.alpha = 1.0, .n = 3};
+    assert_int_equal(mp_theory_run(&r, &bad, &e), MP_ERR);
+    MpTheoryConfig bad2 = {.alpha = 0.1, .n = 0};
+    assert_int_equal(mp_theory_run(&r, &bad2, &e), MP_ERR);
+}
+
+typedef struct Calls {
+    int64_t done[32];
+    int n;
+    int64_t stop_at;
+} Calls;
+
+static int count_calls(void *ctx, int64_t done, int64_t total) {
+    Calls *k = ctx;
+    assert_int_equal(total, 640);
+    if (k->n < 32) k->done[k->n] = done;
+    k->n++;
+    return k->stop_at >= 0 && done >= k->stop_at;
+}
+
+static void sim_config(MpSimConfig *c) {
+    mp_sim_config_default(c);
+    c->batch = 640;
+    c->seq = 8;
+    c->dim = 16;
+    c->layers = 2;
+    c->alpha = 0.3;
+    c->seed = 4;
+    c->threads = 2;
+}
+
+static void test_simulate_call(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], a[512], b[512];
+    int rc = mp_test_run(out, sizeof out, "simulate --batch 640 --seq 8 --dim 16 --layers 2 --alpha 0.3 --seed 4 --quiet --out %s/cli", d);
+    if (rc != 0) fail_msg("simulate failed: %s", out);
+    MpSimConfig c;
+    sim_config(&c);
+    MpSimResult plain, watched;
+    MpErr e;
+    if (mp_sim_run(&plain, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    snprintf(a, sizeof a, "%s/lib", d);
+    if (mp_sim_write_outputs(a, &c, "1", &plain, 0, 0, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
+    const char *files[] = {"scores.npy", "scores_se.npy", "probs.npy", "scores_diagnorm.npy"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(a, sizeof a, "%s/cli/%s", d, files[i]);
+        snprintf(b, sizeof b, "%s/lib/%s", d, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s of the library call differs from the CLI's", files[i]);
+    }
+    Calls k = {.stop_at = -1};
+    c.progress_fn = count_calls;
+    c.progress_ctx = &k;
+    if (mp_sim_run(&watched, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    assert_int_equal(k.n, 11); /* 0, then 10 blocks of 64 */
+    for (int i = 0; i < 11; i++) assert_int_equal(k.done[i], 64 * i);
+    const size_t cnt = (size_t)2 * 8 * 8;
+    assert_memory_equal(watched.se, plain.se, cnt * sizeof(double));
+    assert_memory_equal(watched.probs, plain.probs, cnt * sizeof(double));
+    mp_sim_result_free(&watched);
+    Calls stop = {.stop_at = 192};
+    c.progress_ctx = &stop;
+    assert_int_equal(mp_sim_run(&watched, &c, &e), MP_ERR);
+    assert_string_equal(e.msg, MP_JOB_STOPPED_MSG);
+    assert_null(watched.scores);
+    assert_true(stop.n >= 4 && stop.n <= 11);
+    mp_sim_result_free(&plain);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_theory_call),
+        cmocka_unit_test(test_simulate_call),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

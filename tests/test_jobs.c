@@ -1,12 +1,14 @@
-/* test_jobs.c — simulate and theory as library calls (src/sim/simulate.h, src/job/theory.h,
- * src/job/sim_out.h), without the command line:
+/* test_jobs.c — simulate, theory and gram as library calls (src/sim/simulate.h,
+ * src/job/theory.h, src/job/sim_out.h, src/job/gram.h), without the command line:
  *   - theory: mp_theory_run + mp_theory_result_write give the CLI's .npy files byte for byte;
  *     the layer-2 map at alpha 0, n 3 equals the paper's values (0.1535, 0.1321, 0.1508 to 4
  *     decimals, paper.md Figure 1); layer 2 of the Gram recursion equals the closed form;
  *     bad settings return MP_ERR;
  *   - simulate: mp_sim_run + mp_sim_write_outputs give the CLI's .npy files byte for byte; the
  *     progress callback is called at 0 and after every block of 64 sequences, without changing
- *     a bit of the result; a nonzero return stops the run with "stopped by the caller".
+ *     a bit of the result; a nonzero return stops the run with "stopped by the caller";
+ *   - gram: mp_gram_run + mp_gram_result_write give the CLI's gram.npy and tokens.npy byte for
+ *     byte; the progress callback stops it; a missing next layer is refused.
  */
 #include <math.h>
 
@@ -14,6 +16,7 @@
 
 #include "core/util.h"    /* mp_mkdir_p */
 #include "job/sim_out.h" /* mp_sim_write_outputs */
+#include "job/gram.h"    /* mp_gram_run */
 #include "job/theory.h"  /* mp_theory_run */
 #include "sim/simulate.h"
 
@@ -122,10 +125,61 @@ static void test_simulate_call(void **state) {
     mp_sim_result_free(&plain);
 }
 
+static int stop_gram(void *ctx, int64_t done, int64_t total) {
+    int *calls = ctx;
+    (*calls)++;
+    return done > 0 && done < total;
+}
+
+static void test_gram_call(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[8192], a[512], b[512];
+    snprintf(model, sizeof model, "%s/m", d);
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    model_make(model, "--arch qwen2 --layers 3 --dim 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 300 --seed 3");
+    ids_write(ids, 40, 12, 300, -1, 9);
+    int rc = mp_test_run(out, sizeof out, "gram %s --layer 2 --tokens %s --seq 12 --n 40 --out %s/cli", model, ids, d);
+    if (rc != 0) fail_msg("gram failed: %s", out);
+    MpGramConfig c;
+    mp_gram_config_init(&c);
+    c.model_path = model;
+    c.tokens_path = ids;
+    c.layer = 2;
+    c.seq = 12;
+    c.n = 40;
+    MpGramResult r;
+    MpErr e;
+    if (mp_gram_run(&r, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    snprintf(a, sizeof a, "%s/lib", d);
+    if (mp_mkdir_p(a, &e) != MP_OK || mp_gram_result_write(&r, a, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
+    const char *files[] = {"gram.npy", "tokens.npy"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/cli/%s", d, files[i]);
+        snprintf(b, sizeof b, "%s/lib/%s", d, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s of the library call differs from the CLI's", files[i]);
+    }
+    /* (b) is the mean score map: NaN above the diagonal, finite below */
+    assert_true(isnan(r.g.sum[144 + 1]) && isfinite(r.g.sum[144 + 12]));
+    mp_gram_result_free(&r);
+    int calls = 0;
+    c.progress = stop_gram;
+    c.progress_ctx = &calls;
+    assert_int_equal(mp_gram_run(&r, &c, &e), MP_ERR); /* 0, then 32 of 40: stop */
+    assert_string_equal(e.msg, MP_JOB_STOPPED_MSG);
+    assert_int_equal(calls, 2);
+    assert_null(r.tokens);
+    c.progress = NULL;
+    c.layer = 3; /* the pair needs layer 4 */
+    assert_int_equal(mp_gram_run(&r, &c, &e), MP_ERR);
+    if (!strstr(e.msg, "has 3 layers")) fail_msg("message: %s", e.msg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_theory_call),
         cmocka_unit_test(test_simulate_call),
+        cmocka_unit_test(test_gram_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,7 +135,7 @@ static void gram_qkv(GramActs *a, const GramLayerW *lw, const MpModel *m, int B,
 }
 
 int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer,
-                      const int *rope_layers, MpErr *e) {
+                      const int *rope_layers, MpProgressFn progress, void *pctx, MpErr *e) {
     memset(out, 0, sizeof *out);
     if (layer < 0 || layer + 1 >= m->n_layers)
         return mp_err_set(e, "--layer %d: the model has %d layers (need l and l+1)", layer + 1, m->n_layers);
@@ -210,6 +210,7 @@ int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N
     double *G = out->sum;
     const size_t SS = (size_t)S * S;
     int rc = MP_OK;
+    if (progress && progress(pctx, 0, N)) rc = mp_err_set(e, MP_JOB_STOPPED_MSG);
     for (int n0 = 0; n0 < N && rc == MP_OK; n0 += B) {
         int b = N - n0 < B ? N - n0 : B;
         int bs = b * S;
@@ -248,6 +249,7 @@ int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N
             }
             memcpy(a.x, a.xo, (size_t)bs * C * sizeof(float));
         }
+        if (progress && progress(pctx, n0 + b, N)) rc = mp_err_set(e, MP_JOB_STOPPED_MSG);
     }
     free(ablock);
     free(wblock);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/err.h"   /* MpErr */
+#include "core/progress.h" /* MpProgressFn */
 #include "load/model.h" /* MpModel */
 
 #define MP_GRAM_NMATS 9
@@ -24,9 +25,11 @@ typedef struct MpTrainGram {
 } MpTrainGram;
 
 /* tokens [N, S]; rope_layers [n_layers]: 1 where RoPE is applied (0 for NoPE layers or
- * --no-rope). layer is 0-based; layers layer and layer+1 must exist. */
+ * --no-rope). layer is 0-based; layers layer and layer+1 must exist. progress (may be NULL) is
+ * called with sequences done / N at 0 and after every chunk of 32; a nonzero return stops the
+ * run (MP_ERR, MP_JOB_STOPPED_MSG). */
 int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer,
-                      const int *rope_layers, MpErr *e);
+                      const int *rope_layers, MpProgressFn progress, void *pctx, MpErr *e);
 void mp_train_gram_free(MpTrainGram *g); /* accepts a zeroed struct */
 const char *mp_train_gram_name(int k);   /* "a_YYt", ... (file stems) */
 const char *mp_train_gram_title(int k);  /* "(a) YY^T, Y = RMSNorm(X)", ... */

@@ -1,5 +1,6 @@
-/* test_jobs.c — simulate, theory and gram as library calls (src/sim/simulate.h,
- * src/job/theory.h, src/job/sim_out.h, src/job/gram.h), without the command line:
+/* test_jobs.c — simulate, theory, gram and train as library calls (src/sim/simulate.h,
+ * src/job/theory.h, src/job/sim_out.h, src/job/gram.h, src/job/train.h), without the command
+ * line:
  *   - theory: mp_theory_run + mp_theory_result_write give the CLI's .npy files byte for byte;
  *     the layer-2 map at alpha 0, n 3 equals the paper's values (0.1535, 0.1321, 0.1508 to 4
  *     decimals, paper.md Figure 1); layer 2 of the Gram recursion equals the closed form;
@@ -8,7 +9,10 @@
  *     progress callback is called at 0 and after every block of 64 sequences, without changing
  *     a bit of the result; a nonzero return stops the run with "stopped by the caller";
  *   - gram: mp_gram_run + mp_gram_result_write give the CLI's gram.npy and tokens.npy byte for
- *     byte; the progress callback stops it; a missing next layer is refused.
+ *     byte; the progress callback stops it; a missing next layer is refused;
+ *   - train: mp_train_job_run writes the CLI's checkpoints byte for byte; a stop asked by the
+ *     progress callback after step 4 leaves that checkpoint, and resuming from it ends on the
+ *     uninterrupted run's weights, byte for byte.
  */
 #include <math.h>
 
@@ -18,6 +22,7 @@
 #include "job/sim_out.h" /* mp_sim_write_outputs */
 #include "job/gram.h"    /* mp_gram_run */
 #include "job/theory.h"  /* mp_theory_run */
+#include "job/train.h"   /* mp_train_job_run */
 #include "sim/simulate.h"
 
 static void test_theory_call(void **state) {
@@ -175,11 +180,79 @@ static void test_gram_call(void **state) {
     if (!strstr(e.msg, "has 3 layers")) fail_msg("message: %s", e.msg);
 }
 
+static int stop_train(void *ctx, int64_t done, int64_t total) {
+    int64_t *seen = ctx;
+    assert_int_equal(total, 6);
+    *seen = done;
+    return done == 4;
+}
+
+static void train_settings(MpTrainJobConfig *c, const char *data, const char *out) {
+    mp_train_job_config_init(c);
+    c->cfg.layers = 1, c->cfg.dim = 16, c->cfg.heads = 2, c->cfg.ffn = 24, c->cfg.seq = 8, c->cfg.batch = 2;
+    c->steps = 6;
+    c->checkpoint_every = 3;
+    c->data = data;
+    c->out = out;
+    c->quiet = 1;
+}
+
+static void test_train_call(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char data[512], out[8192], a[512], b[512];
+    snprintf(data, sizeof data, "%s/corpus.txt", d);
+    FILE *f = fopen(data, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 400; i++) fprintf(f, "line %d of a small corpus, with words that repeat. ", i % 37);
+    fclose(f);
+    int rc = mp_test_run(out, sizeof out, "train --data %s --layers 1 --dim 16 --heads 2 --ffn 24 --seq 8 --batch 2 "
+                         "--steps 6 --checkpoint-every 3 --quiet --out %s/cli", data, d);
+    if (rc != 0) fail_msg("train failed: %s", out);
+    MpTrainJobConfig c;
+    snprintf(a, sizeof a, "%s/lib", d);
+    train_settings(&c, data, a);
+    MpTrainJobResult r;
+    MpErr e;
+    if (mp_train_job_run(&r, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    assert_int_equal(r.steps_run, 6);
+    assert_true(isfinite(r.last_loss) && isfinite(r.last_val));
+    const char *files[] = {"step-000003/model.safetensors", "step-000006/model.safetensors", "step-000006/optimizer.bin"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "%s/cli/%s", d, files[i]);
+        snprintf(b, sizeof b, "%s/lib/%s", d, files[i]);
+        if (!files_equal(a, b)) fail_msg("%s of the library call differs from the CLI's", files[i]);
+    }
+    /* a stop asked by the callback after step 4 leaves that step's checkpoint, and a resume from
+     * it ends on the uninterrupted weights */
+    int64_t seen = -1;
+    snprintf(a, sizeof a, "%s/stop", d);
+    train_settings(&c, data, a);
+    c.progress = stop_train;
+    c.progress_ctx = &seen;
+    assert_int_equal(mp_train_job_run(&r, &c, &e), MP_ERR);
+    assert_string_equal(e.msg, MP_JOB_STOPPED_MSG);
+    assert_int_equal(seen, 4);
+    snprintf(b, sizeof b, "%s/stop/step-000004", d);
+    train_settings(&c, data, a);
+    c.resume = b;
+    if (mp_train_job_run(&r, &c, &e) != MP_OK) fail_msg("resume: %s", e.msg);
+    assert_int_equal(r.step0, 4);
+    snprintf(a, sizeof a, "%s/cli/step-000006/model.safetensors", d);
+    snprintf(b, sizeof b, "%s/stop/step-000006/model.safetensors", d);
+    if (!files_equal(a, b)) fail_msg("stopped + resumed run differs from the uninterrupted one");
+    /* bad input: no corpus */
+    train_settings(&c, "/nonexistent/corpus", a);
+    assert_int_equal(mp_train_job_run(&r, &c, &e), MP_ERR);
+    assert_null(strchr(e.msg, '\n'));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_theory_call),
         cmocka_unit_test(test_simulate_call),
         cmocka_unit_test(test_gram_call),
+        cmocka_unit_test(test_train_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

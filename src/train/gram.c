@@ -134,19 +134,9 @@ static void gram_qkv(GramActs *a, const GramLayerW *lw, const MpModel *m, int B,
     }
 }
 
-int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer,
-                      const int *rope_layers, MpProgressFn progress, void *pctx, MpErr *e) {
-    memset(out, 0, sizeof *out);
-    if (layer < 0 || layer + 1 >= m->n_layers)
-        return mp_err_set(e, "--layer %d: the model has %d layers (need l and l+1)", layer + 1, m->n_layers);
-    if (S < 1 || N < 1) return mp_err_set(e, "need at least one sequence of one token");
-    if (m->sliding_window > 0 && S > m->sliding_window)
-        return mp_err_set(e, "--seq %d exceeds the model's sliding window %d", S, m->sliding_window);
-    if (m->rot_dim > m->head_dim || m->rot_dim % 2) return mp_err_set(e, "rotary dims %d do not fit head_dim %d", m->rot_dim, m->head_dim);
-    for (size_t i = 0; i < (size_t)N * S; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->vocab) return mp_err_set(e, "token id %d outside the vocabulary %d", tokens[i], m->vocab);
-    const int L = layer + 2, C = m->dim, NH = m->n_heads, NKV = m->n_kv_heads, HS = m->head_dim, FF = m->ffn;
-    /* weights of layers 0..l+1: one block */
+/* The weights of layers 0..L-1 as f32, one block (*wblock), carved per role into (*lw)[L]; every
+ * layer must have the Llama block's weights. */
+static int gram_weights(GramLayerW **lw_out, float **wblock_out, MpModel *m, int L, MpErr *e) {
     GramLayerW *lw = mp_try_calloc((size_t)L, sizeof *lw);
     if (!lw) return mp_err_set(e, "out of memory");
     size_t wtotal = 0;
@@ -171,6 +161,26 @@ int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N
             free(lw);
             return mp_err_set(e, "%s: layer %d lacks a weight of the Llama block", m->path, j);
         }
+    *lw_out = lw;
+    *wblock_out = wblock;
+    return MP_OK;
+}
+
+int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer,
+                      const int *rope_layers, MpProgressFn progress, void *pctx, MpErr *e) {
+    memset(out, 0, sizeof *out);
+    if (layer < 0 || layer + 1 >= m->n_layers)
+        return mp_err_set(e, "--layer %d: the model has %d layers (need l and l+1)", layer + 1, m->n_layers);
+    if (S < 1 || N < 1) return mp_err_set(e, "need at least one sequence of one token");
+    if (m->sliding_window > 0 && S > m->sliding_window)
+        return mp_err_set(e, "--seq %d exceeds the model's sliding window %d", S, m->sliding_window);
+    if (m->rot_dim > m->head_dim || m->rot_dim % 2) return mp_err_set(e, "rotary dims %d do not fit head_dim %d", m->rot_dim, m->head_dim);
+    for (size_t i = 0; i < (size_t)N * S; i++)
+        if (tokens[i] < 0 || tokens[i] >= m->vocab) return mp_err_set(e, "token id %d outside the vocabulary %d", tokens[i], m->vocab);
+    const int L = layer + 2, C = m->dim, NH = m->n_heads, NKV = m->n_kv_heads, HS = m->head_dim, FF = m->ffn;
+    GramLayerW *lw = NULL;
+    float *wblock = NULL;
+    if (gram_weights(&lw, &wblock, m, L, e) != MP_OK) return MP_ERR;
     /* activations for a chunk of B sequences: one block */
     const int B = N < 32 ? N : 32;
     size_t BS = (size_t)B * S;

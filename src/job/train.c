@@ -147,7 +147,11 @@ static char *read_old_log(const char *out, int64_t upto) {
     FILE *f = mp_input_open(path, NULL, NULL);
     if (!f) return NULL;
     size_t cap = 1 << 16, n = 0;
-    char *buf = mp_malloc_or_die(cap, "old log");
+    char *buf = mp_try_malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return NULL;
+    }
     buf[0] = 0;
     if (!fgets(line, sizeof line, f)) line[0] = 0; /* header */
     while (fgets(line, sizeof line, f)) {
@@ -294,14 +298,16 @@ static int train_open(TrainJob *j, MpErr *e) {
     if (mp_train_model_init_f32(&j->model, cfg, e) != MP_OK) return MP_ERR;
     const size_t np = j->model.lay.total;
     const int B = cfg->batch, T = cfg->seq;
-    j->ids = mp_malloc_or_die((size_t)4 * B * T * sizeof(int32_t), "batch buffers");
+    j->ids = mp_try_malloc((size_t)4 * B * T * sizeof(int32_t));
+    if (!j->ids) return mp_err_set(e, "out of memory for the batch buffers");
     if (c->resume) {
         if (j->rh.n_params != np) return mp_err_set(e, "%s: parameter count differs", c->resume);
         if (mp_train_ckpt_load_params(j->model.params, c->resume, cfg, &j->model.lay, e) != MP_OK) return MP_ERR;
     } else {
         mp_train_init_params(j->model.params, &j->model.lay, cfg, j->run.seed);
-        j->m_state = mp_calloc_or_die(np, sizeof(float), "AdamW m");
-        j->v_state = mp_calloc_or_die(np, sizeof(float), "AdamW v");
+        j->m_state = mp_try_calloc(np, sizeof(float));
+        j->v_state = mp_try_calloc(np, sizeof(float));
+        if (!j->m_state || !j->v_state) return mp_err_set(e, "out of memory for the AdamW state (%zu parameters)", np);
     }
     return MP_OK;
 }
@@ -311,7 +317,8 @@ static int train_dump(const TrainJob *j, MpErr *e) {
     const int B = j->run.cfg.batch, T = j->run.cfg.seq;
     int64_t ns = j->run.opt.steps - j->step0;
     size_t per = (size_t)2 * B * T;
-    int32_t *all = mp_malloc_or_die((size_t)(ns > 0 ? ns : 1) * per * sizeof(int32_t), "batch dump");
+    int32_t *all = mp_try_malloc((size_t)(ns > 0 ? ns : 1) * per * sizeof(int32_t));
+    if (!all) return mp_err_set(e, "out of memory for the batch dump");
     for (int64_t s = 0; s < ns; s++)
         mp_train_data_batch(all + (size_t)s * per, all + (size_t)s * per + (size_t)B * T, &j->data, B, T, j->run.seed,
                             j->step0 + s);
@@ -434,7 +441,8 @@ static int train_setup(TrainJob *j, MpErr *e) {
     }
     j->old_log = c->resume ? read_old_log(c->out, j->step0) : NULL;
     const int64_t nlog = j->run.opt.steps - j->step0;
-    j->log = mp_calloc_or_die((size_t)(nlog > 0 ? nlog : 1), sizeof *j->log, "log");
+    j->log = mp_try_calloc((size_t)(nlog > 0 ? nlog : 1), sizeof *j->log);
+    if (!j->log) return mp_err_set(e, "out of memory for the log");
     return MP_OK;
 }
 

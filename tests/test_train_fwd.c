@@ -10,8 +10,12 @@
  *   - the next-token log-probabilities [T,V] (train: log m.probs; fwd: log-softmax of f->logits
  *     in double) agree within 1e-4 nats (measured 6.5e-6 to 9.1e-6; f32 through 2 layers,
  *     C = 64, FF = 96);
+ *   - every capture point of fwd (MpFwdPoint: normed input, q and k after RoPE, the attention mix,
+ *     the residual after attention, the MLP's normed input, the layer output) equals the training
+ *     model's kept activation of every layer within 1e-5 of its largest entry (measured up to 2.0e-6);
  *   - the check can fail: fwd with RoPE switched off (cfg.rope = 0) on the RoPE checkpoint differs
- *     from the training forward by far more than the tolerance (> 1e-2 in the probabilities).
+ *     from the training forward by far more than the tolerance (> 1e-2 in the probabilities and
+ *     at the capture points).
  */
 #include <math.h>
 
@@ -23,11 +27,45 @@
 
 enum { L = 2, T = 24, V = 256 };
 
-/* The fwd probabilities of every layer: [L, NH, T, T]. */
+/* The fwd probabilities of every layer: [L, NH, T, T]; and the worst relative difference of each
+ * capture point from the training model's activation of the same name. */
 typedef struct Probs {
     float *p;
     int NH;
+    const MpTrainModel_f32 *tm;
+    double cap[MP_FWD_NPOINTS]; /* max |fwd - train| / max |train|, over layers */
+    int seen[MP_FWD_NPOINTS];
 } Probs;
+
+/* The training model's activation at a capture point of layer l: [T, width] (B = 1), or NULL when
+ * it keeps none (the attention output before the residual). */
+static const float *train_act(const MpTrainModel_f32 *tm, int l, int point, int T_, int width) {
+    const size_t rows = (size_t)T_ * width, C = (size_t)T_ * tm->cfg.dim;
+    switch (point) {
+    case MP_FWD_AT_ATTN_IN: return tm->ln1 + l * C;
+    case MP_FWD_AT_Q: return tm->q + l * rows;
+    case MP_FWD_AT_K: return tm->k + l * rows;
+    case MP_FWD_AT_ATTN_MIX: return tm->atty + l * rows;
+    case MP_FWD_AT_RESID_MID: return tm->resid2 + l * C;
+    case MP_FWD_AT_FFN_IN: return tm->ln2 + l * C;
+    case MP_FWD_AT_LAYER_OUT: return tm->resid + (l + 1) * C;
+    default: return NULL;
+    }
+}
+
+static void keep_point(void *ctx, int layer, int point, const float *x, int TT, int width) {
+    Probs *k = ctx;
+    const float *ref = train_act(k->tm, layer, point, TT, width);
+    if (!ref) return;
+    double mx = 0, d = 0;
+    for (size_t i = 0; i < (size_t)TT * width; i++) {
+        mx = fabs((double)ref[i]) > mx ? fabs((double)ref[i]) : mx;
+        d = fabs((double)x[i] - ref[i]) > d ? fabs((double)x[i] - ref[i]) : d;
+    }
+    const double rel = d / (mx > 0 ? mx : 1);
+    k->cap[point] = rel > k->cap[point] ? rel : k->cap[point];
+    k->seen[point]++;
+}
 
 static void keep_probs(void *ctx, int layer, const float *probs, int n_heads, int TT) {
     Probs *k = ctx;
@@ -35,7 +73,7 @@ static void keep_probs(void *ctx, int layer, const float *probs, int n_heads, in
 }
 
 typedef struct Diff {
-    double att, logp;
+    double att, logp, cap; /* cap: the worst capture point (relative) */
 } Diff;
 
 /* Runs the fwd of the checkpoint in dir (rope: cfg.rope) and compares with the training model's
@@ -50,11 +88,17 @@ static Diff compare(const char *dir, const MpTrainModel_f32 *tm, const int32_t *
     memset(&f, 0, sizeof f);
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK) fail_msg("%s", e.msg);
     const int NH = tm->cfg.heads;
-    Probs k = {calloc((size_t)L * NH * T * T, sizeof(float)), NH};
+    Probs k = {calloc((size_t)L * NH * T * T, sizeof(float)), NH, tm, {0}, {0}};
     f.probs_hook = keep_probs;
     f.probs_ctx = &k;
+    f.capture = keep_point;
+    f.capture_ctx = &k;
     if (mp_fwd_run(&f, ids, T, NULL, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
-    Diff d = {0, 0};
+    Diff d = {0, 0, 0};
+    for (int p = 0; p < MP_FWD_NPOINTS; p++) {
+        if (p != MP_FWD_AT_ATTN_OUT) assert_int_equal(k.seen[p], L); /* every point of every layer */
+        d.cap = k.cap[p] > d.cap ? k.cap[p] : d.cap;
+    }
     for (size_t i = 0; i < (size_t)L * NH * T * T; i++) { /* both [L, (B=1), NH, T, T] */
         const double x = fabs((double)k.p[i] - (double)tm->att[i]);
         d.att = x > d.att ? x : d.att;
@@ -108,14 +152,18 @@ static void run_variant(int variant) {
     memset(&h, 0, sizeof h);
     if (mp_train_ckpt_write(dir, &cfg, &tm.lay, tm.params, NULL, NULL, &h, 0, &e) != MP_OK) fail_msg("%s", e.msg);
     const Diff d = compare(dir, &tm, ids, 1);
-    print_message("variant %d (%s, NKV %d, %s): max |dp_att| %.3g, max |dlogp| %.3g\n", variant,
-                  cfg.pos == MP_TRAIN_POS_ROPE ? "RoPE" : "NoPE", cfg.kv_heads, cfg.tie ? "tied" : "untied", d.att, d.logp);
+    print_message("variant %d (%s, NKV %d, %s): max |dp_att| %.3g, max |dlogp| %.3g, capture points %.3g\n", variant,
+                  cfg.pos == MP_TRAIN_POS_ROPE ? "RoPE" : "NoPE", cfg.kv_heads, cfg.tie ? "tied" : "untied", d.att, d.logp,
+                  d.cap);
     assert_true(d.att < 1e-5);
+    assert_true(d.cap < 1e-5);
     assert_true(d.logp < 1e-4);
     if (cfg.pos == MP_TRAIN_POS_ROPE) { /* the comparison sees a real difference */
         const Diff off = compare(dir, &tm, ids, 0);
-        print_message("  fwd without RoPE: max |dp_att| %.3g, max |dlogp| %.3g\n", off.att, off.logp);
+        print_message("  fwd without RoPE: max |dp_att| %.3g, max |dlogp| %.3g, capture points %.3g\n", off.att, off.logp,
+                      off.cap);
         assert_true(off.att > 1e-2);
+        assert_true(off.cap > 1e-2);
     }
     mp_train_model_free_f32(&tm);
 }

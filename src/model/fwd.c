@@ -351,6 +351,11 @@ static FwdKV fwd_kv(const MpFwd *f, int layer, FwdRows r) {
     return kv;
 }
 
+/* A capture point (mp_fwd_run only: every row is this run's). */
+static void fwd_capture(const MpFwd *f, FwdRows r, int layer, int point, const float *x, int width) {
+    if (f->capture && !r.cached) f->capture(f->capture_ctx, layer, point, x, r.T, width);
+}
+
 /* Rows [t0, T): q [T, NH*HS], k, v [T, NKV*HS] of the normed input f->xn — projections, biases,
  * per-head q/k norm (qwen3), RoPE — then the keys packed and the values made contiguous per kv
  * head into kv (for the attention kernels; for mp_fwd_extend, the cache). */
@@ -383,6 +388,8 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
         }
     }
+    fwd_capture(f, r, layer, MP_FWD_AT_Q, f->q, (int)ldq);
+    fwd_capture(f, r, layer, MP_FWD_AT_K, f->k, (int)ldk);
 }
 
 /* Rows [t0, T) of f->ao [T, NH*HS] = softmax(scores) · v per head. Two parallel passes over
@@ -434,17 +441,21 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     fwd_attn_project(f, ly, layer, r, &kv);
     fwd_attn_core(f, layer, r, &kv, hook, ctx, scores_only);
     if (scores_only) return;
+    fwd_capture(f, r, layer, MP_FWD_AT_ATTN_MIX, f->ao, (int)ldq);
     /* output projection + residual */
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
+    fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+    fwd_capture(f, r, layer, MP_FWD_AT_RESID_MID, f->x, f->C);
 }
 
-static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
-    const int n = T - t0;
+static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
+    const int t0 = r.t0, T = r.T, n = T - t0;
     float *xn = f->xn + (size_t)t0 * f->C, *gate = f->gate + (size_t)t0 * f->FF, *up = f->up + (size_t)t0 * f->FF;
     fwd_norm_rows(f->xn, f->x, ly->ffn_norm, t0, T, f->C, f->m->norm_eps);
+    fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
     mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
@@ -454,6 +465,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+    fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
 }
 
 /* ================================================================ run */
@@ -472,9 +484,10 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
     for (int l = 0; l < f->cfg.n_layers; l++) {
         const MpFwdLayer *ly = &f->layers[l];
         fwd_norm_rows(f->xn, f->x, ly->attn_norm, r.t0, r.T, f->C, f->m->norm_eps);
+        fwd_capture(f, r, l, MP_FWD_AT_ATTN_IN, f->xn, f->C);
         const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
         fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
-        if (!last) fwd_mlp(f, ly, r.t0, r.T);
+        if (!last) fwd_mlp(f, ly, l, r);
     }
     if (f->cfg.logits) {
         fwd_norm_rows(f->xn, f->x, f->out_norm, r.t0, r.T, f->C, f->m->norm_eps);

@@ -9,7 +9,10 @@
  * residual; optionally final RMSNorm + lm_head. GQA: query head h reads key/value head
  * h / (NH/NKV). Two counterfactuals: no causal mask in any layer, and no RoPE.
  * The hook sees each layer's pre-softmax scores [NH,T,T] of the current sequence (masked
- * entries −inf) before they are turned into probabilities.
+ * entries −inf) before they are turned into probabilities; capture points (MpFwdPoint, f->capture)
+ * show the layer's activations on the way (normed input, q, k, attention mix and output, the
+ * residual stream, the MLP's input, the layer output) — tests/test_train_fwd.c checks each
+ * against the training model's forward.
  * Only the layers asked for are loaded (packed once at init); everything the token loop needs is
  * allocated at init, nothing inside mp_fwd_run. Deterministic: the same bits for any OpenMP
  * thread count and any matmul kernel (see fwd_kernels.h).
@@ -67,6 +70,21 @@ int mp_fwd_compute_parse(const char *s);
  * scores [NH, T, T]: row = query i, column = key j; −inf where masked. */
 typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads, int T);
 
+/* Capture points of a layer's activations (mp_fwd_run only; rows are positions, all T rows). */
+typedef enum MpFwdPoint {
+    MP_FWD_AT_ATTN_IN = 0, /* [T, C] RMSNorm(x) with input_layernorm: the attention's input */
+    MP_FWD_AT_Q,           /* [T, NH*HS] queries after bias, q norm and RoPE */
+    MP_FWD_AT_K,           /* [T, NKV*HS] keys after bias, k norm and RoPE */
+    MP_FWD_AT_ATTN_MIX,    /* [T, NH*HS] softmax(scores)·v per head, before o_proj */
+    MP_FWD_AT_ATTN_OUT,    /* [T, C] the attention's output after o_proj, before the residual */
+    MP_FWD_AT_RESID_MID,   /* [T, C] x after the attention residual */
+    MP_FWD_AT_FFN_IN,      /* [T, C] RMSNorm of it with post_attention_layernorm */
+    MP_FWD_AT_LAYER_OUT,   /* [T, C] x after the MLP residual: the layer's output */
+    MP_FWD_NPOINTS
+} MpFwdPoint;
+/* Sees one capture point of one layer: x [T, width] row-major (borrowed until it returns). */
+typedef void (*MpFwdCaptureFn)(void *ctx, int layer, int point, const float *x, int T, int width);
+
 typedef struct MpFwdLayer {
     float *attn_norm;          /* [C] */
     MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS]; f32 or bf16 */
@@ -107,6 +125,10 @@ typedef struct MpFwd {
      * [NH,T,T] (0 where masked) once the values are mixed (probe --probs); mp_fwd_run only */
     MpFwdHook probs_hook;
     void *probs_ctx;
+    /* optional, set by the caller after init: every capture point of every layer (MpFwdPoint;
+     * mp_fwd_run only; the last layer of a run without logits stops after its keys) */
+    MpFwdCaptureFn capture;
+    void *capture_ctx;
 } MpFwd;
 
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */

@@ -34,8 +34,11 @@ typedef struct MpPosStats {
     double mean_slope;   /* mean slope over those rows */
 } MpPosStats;
 
-/* out [S,S] may alias nothing; map [S,S]. */
+/* Ŝ = map minus the mean of its diagonal (offset i − j) over finite entries; NaN stays NaN.
+ * out [S,S] may alias nothing; map [S,S]. The fast version reads row by row; the reference
+ * walks diagonals. Both give the same bits (tests/test_posmap.c). */
 void mp_posmap_diagnorm(double *out, const double *map, int S);
+void mp_posmap_diagnorm_ref(double *out, const double *map, int S);
 /* map, resid [S,S]; se [S,S] standard errors of map's entries, or NULL. */
 void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, const double *se,
                      int S);

@@ -27,8 +27,9 @@
 #include <string.h>
 
 #include "core/util.h"        /* mp_fnv1a64 */
-#include "tok/tok.h"          /* MpTok, MpTokSpmVocab, ids/buf helpers */
-#include "tok/tok_internal.h" /* MpTokSpm declaration, UTF-8 helpers */
+#include "tok/tok.h"     /* MpTok, MpTokSpmVocab, ids/buf helpers */
+#include "tok/spm.h"     /* the spm entry points */
+#include "tok/unicode.h" /* UTF-8 helpers */
 
 /* llama.cpp's token attributes (llama_token_attr bits) */
 enum {

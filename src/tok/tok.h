@@ -32,20 +32,9 @@
 #include <stdint.h>
 
 #include "core/err.h" /* MpErr, MP_OK/MP_ERR */
+#include "tok/text.h" /* MpTokIds, MpTokBuf and their helpers */
 
-/* A growable array of token ids (owned). */
-typedef struct MpTokIds {
-    int32_t *ids; /* [n] */
-    size_t n, cap;
-} MpTokIds;
-
-/* A growable byte buffer (owned), e.g. decoded text; always NUL-terminated when non-empty. */
-typedef struct MpTokBuf {
-    char *data; /* [n] bytes + NUL */
-    size_t n, cap;
-} MpTokBuf;
-
-typedef struct MpTokImpl MpTokImpl; /* maps, regexes, scratch: tok.c */
+typedef struct MpTokImpl MpTokImpl; /* maps, regexes, scratch: hf.h */
 typedef struct MpTokSpm MpTokSpm;   /* a GGUF "llama" (SentencePiece) vocabulary: spm.c */
 
 typedef struct MpTok {
@@ -136,14 +125,5 @@ int mp_tok_decode(const MpTok *t, MpTokBuf *out, const int32_t *ids, size_t n, i
 /* The token string of id as stored in tokenizer.json (byte-level alphabet for model tokens), or
  * NULL when id is not a token. */
 const char *mp_tok_id_to_token(const MpTok *t, int32_t id);
-
-void mp_tok_ids_free(MpTokIds *ids);
-void mp_tok_buf_free(MpTokBuf *b);
-int mp_tok_ids_push(MpTokIds *ids, int32_t id, MpErr *e);
-int mp_tok_buf_append(MpTokBuf *b, const void *data, size_t n, MpErr *e);
-
-/* Appends src[0..n) to out with invalid UTF-8 replaced by U+FFFD (one per maximal subpart, the
- * WHATWG rule); *n_replaced (may be NULL) gets the number of replacements. */
-int mp_tok_utf8_sanitize(MpTokBuf *out, const char *src, size_t n, size_t *n_replaced, MpErr *e);
 
 #endif

@@ -26,7 +26,7 @@
 #include <string.h>
 #include <utf8proc.h>
 
-#include "tok/tok_internal.h" /* MpTokNfcWork, prototypes */
+#include "tok/unicode.h" /* MpTokNfcWork, prototypes */
 
 typedef struct MpTokRange {
     uint32_t lo, hi;

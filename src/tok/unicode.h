@@ -1,16 +1,16 @@
-/* tok_internal.h — shared between the files of the tokenizer module (src/tok/), not exported.
+/* unicode.h — Unicode as HF tokenizers sees it (unicode.c): normal forms, regex classes, UTF-8
+ * code points.
  *
- * Implements nothing itself: declares the Unicode helpers of unicode.c (HF-compatible NFC, the
- * regex rewrite to HF's Unicode tables, UTF-8 decoding) used by tok.c, and the entry points of
- * spm.c (llama.cpp's SentencePiece tokenizer) that tok.c dispatches to.
+ * Implements nothing itself; declares unicode.c's helpers, used by the tokenizer.json pipeline
+ * (hf_*.c, normalize.c, pretok.c, encode.c, bpe.c) and spm.c. Builds only on text.h.
  */
-#ifndef MP_TOK_INTERNAL_H
-#define MP_TOK_INTERNAL_H
+#ifndef MP_TOK_UNICODE_H
+#define MP_TOK_UNICODE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tok/tok.h" /* MpTokBuf, MpErr */
+#include "tok/text.h" /* MpTokBuf, MpErr */
 
 /* Scratch for NFC: a UTF-32 buffer reused across calls (owned). */
 typedef struct MpTokNfcWork {
@@ -43,13 +43,5 @@ int mp_tok_utf8_put(unsigned char *b, uint32_t cp);
 int mp_tok_is_white_space(uint32_t cp);
 /* Word character (Rust regex \\w, approximately) for added tokens' single_word. */
 int mp_tok_is_word_char(uint32_t cp);
-
-/* SentencePiece BPE of a GGUF "llama" vocabulary, llama.cpp's algorithm (spm.c). */
-typedef struct MpTokSpm MpTokSpm;
-void mp_tok_spm_free(MpTokSpm *s); /* accepts NULL */
-int mp_tok_spm_encode(MpTokSpm *s, MpTokIds *out, const char *text, size_t len, int add_special, MpErr *e);
-/* Appends the raw bytes of ids (may be invalid UTF-8; the caller repairs it). */
-int mp_tok_spm_decode(const MpTokSpm *s, MpTokBuf *raw, const int32_t *ids, size_t n, int skip_special, MpErr *e);
-const char *mp_tok_spm_piece(const MpTokSpm *s, int32_t id);
 
 #endif

@@ -2,7 +2,7 @@
 // tok_seeds.js — seed corpora for fuzz_tok and fuzz_vocab, from the real files (issue 19).
 //   node tests/fuzz/tok_seeds.js OUT_DIR
 // OUT_DIR/tok/<name>: a reduced real tokenizer.json (the first 500 ids, 300 for Gemma-3, the merges among them, the
-// first 24 added tokens; Llama-3.1, Qwen3, cl100k, llama2 and Gemma-3 from tests/oracle), then
+// first 24 added tokens; Llama-3.1, Qwen3, cl100k, llama2, Gemma-3 and Claude (NFKC) from tests/oracle), then
 // "\n\x01\n", its tokenizer_config.json (the keys maskpos reads), "\n\x01\n" and a text — the input
 // layout fuzz_tok reads.
 // OUT_DIR/vocab/<name>.gguf: metadata-only GGUF files: the whole tokenizer.ggml.* vocabulary of
@@ -17,7 +17,10 @@ if (!out) { console.error("usage: node tok_seeds.js OUT_DIR"); process.exit(2); 
 fs.mkdirSync(path.join(out, "tok"), { recursive: true });
 fs.mkdirSync(path.join(out, "vocab"), { recursive: true });
 const SEP = Buffer.from([10, 1, 10]);
-const TEXT = Buffer.from("Once upon a time, caf\u00e9 \u65e5\u672c \u{1F642}  <s>x</s>\n\nIt's 2025. \u2581y", "utf8");
+// the last line: compatibility characters for the NFKC path (Claude's tokenizer.json): fi ligature,
+// full-width A, superscript 2, U+337F, Roman twelve, Hangul, e + combining acute, U+32FF (left alone)
+const TEXT = Buffer.from("Once upon a time, caf\u00e9 \u65e5\u672c \u{1F642}  <s>x</s>\n\nIt's 2025. \u2581y\n" +
+  "\ufb01x \uff21 x\u00b2 \u337f \u216b \ud55c e\u0301 \u32ff", "utf8");
 const K = 500;
 
 function reduce(tj, K) {
@@ -32,7 +35,8 @@ function reduce(tj, K) {
   return { ...tj, added_tokens: (tj.added_tokens || []).slice(0, 24), model: { ...m, vocab, merges } };
 }
 
-const models = { llama3_1: "llama3_1", qwen3: "qwen3", cl100k: "gpt35turbo", llama2: "llama2", gemma3: "gemma3" };
+const models = { llama3_1: "llama3_1", qwen3: "qwen3", cl100k: "gpt35turbo", llama2: "llama2", gemma3: "gemma3",
+  claude: "claude" };
 let llama3 = null;
 for (const [name, pkg] of Object.entries(models)) {
   const dir = path.join(root, "tests/oracle/node_modules/@lenml/tokenizer-" + pkg, "models");

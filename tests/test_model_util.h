@@ -3,10 +3,9 @@
  * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
- * `logits --tokens`), logprob_diff() and logits_vs_ref() (log-probs of `maskpos logits` against
- * reference logits), and
- * threads_identical() (probe and logits outputs of 1 and 2 threads
- * compared byte for byte).
+ * `logits --tokens`), logprob_stats(), logprob_diff() and logits_vs_ref() (log-probs of
+ * `maskpos logits` against reference logits; test_stories_oracle.c uses them too), and
+ * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
 #define MP_TEST_MODEL_UTIL_H
@@ -106,13 +105,20 @@ static void threads_identical(const char *d, const char *extra_mk, const char *f
     }
 }
 
-/* Largest |lp − log_softmax(logits)| over [T, V] (the log-softmax of the reference logits taken here,
- * in double). With atol >= 0, fails at the first entry beyond atol + rtol·|reference log-prob|. */
-static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
-                           double rtol) __attribute__((unused));
-static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
-                           double rtol) {
-    double err = 0;
+/* What logprob_stats measures of lp against log_softmax(logits). */
+typedef struct LogprobStats {
+    double max_abs;   /* largest |lp − ref| */
+    double max_above; /* largest |lp − ref| where ref > the `above` given */
+    double max_rel;   /* largest |lp − ref| / |ref| */
+} LogprobStats;
+
+/* Compares lp [T, V] with the log-softmax of the reference logits [T, V], taken here in double.
+ * With atol >= 0, fails at the first entry beyond atol + rtol·|reference log-prob|. */
+static LogprobStats logprob_stats(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                                  double rtol, double above) __attribute__((unused));
+static LogprobStats logprob_stats(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                                  double rtol, double above) {
+    LogprobStats st = {0, 0, 0};
     for (int t = 0; t < T; t++) {
         const double *r = logits + (size_t)t * V;
         double mx = -INFINITY, z = 0;
@@ -120,12 +126,22 @@ static double logprob_diff(const char *name, const double *lp, const double *log
         for (int64_t v = 0; v < V; v++) z += exp(r[v] - mx);
         for (int64_t v = 0; v < V; v++) {
             const double ref = r[v] - mx - log(z), d = fabs(lp[(size_t)t * V + v] - ref);
-            if (d > err) err = d;
+            if (d > st.max_abs) st.max_abs = d;
+            if (ref > above && d > st.max_above) st.max_above = d;
+            if (d / fabs(ref) > st.max_rel) st.max_rel = d / fabs(ref);
             if (atol >= 0 && !(d <= atol + rtol * fabs(ref)))
                 fail_msg("%s: log-prob [%d, %lld] maskpos %.9g reference %.9g", name, t, (long long)v, lp[(size_t)t * V + v], ref);
         }
     }
-    return err;
+    return st;
+}
+
+/* Largest |lp − log_softmax(logits)| over [T, V] (logprob_stats' max_abs, same failure rule). */
+static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                           double rtol) __attribute__((unused));
+static double logprob_diff(const char *name, const double *lp, const double *logits, int T, int64_t V, double atol,
+                           double rtol) {
+    return logprob_stats(name, lp, logits, T, V, atol, rtol, -INFINITY).max_abs;
 }
 
 /* Runs `maskpos logits MODEL --tokens <the first S ids of row 0 of ids.npy> FLAGS --out DIR/lp.npy`

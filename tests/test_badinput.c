@@ -19,6 +19,12 @@
  *              (failed after the compute)
  *   degenerate train --steps 0, reproduce --only "", logits --out x.txt, empty config.json,
  *              tokens of shape [N,0], a map of ±Inf only
+ *   outfile    an existing file where generate --out, view -o or tokenize --out writes (each
+ *              replaced it without a word before they claimed it as probe and logits do; the
+ *              three table cases failed with the binary of main at 5f9a94b), and the same three
+ *              into a folder that cannot be made (a regular file in the way), refused before
+ *              any work; test_outfile_force checks that a refused file is left as it was and
+ *              that --force replaces it
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
  * Run: make test (or build/tests/test_badinput).
  */
@@ -169,6 +175,15 @@ static const BadCase cases[] = {
      "probe model --tokens n0.npy --out o-deg5", "n0.npy", "o-deg5"},
     {"degenerate", "",
      "plot inf.npy -o o-deg6.png", "only NaN or ±Inf", "o-deg6.png"},
+    /* outfile: one output file is claimed before the work, as probe's and logits' are */
+    {"outfile", "rm -f o-g.npy && echo x > o-g.npy", "generate model --len 4 --quiet --out o-g.npy", "o-g.npy", NULL},
+    {"outfile", "rm -rf o-vth && $M theory --out o-vth > /dev/null && echo x > o-v.html", "view o-vth -o o-v.html",
+     "o-v.html", NULL},
+    {"outfile", "rm -f o-t.npy && echo x > o-t.npy", "tokenize --model bytes --out o-t.npy corpus.txt", "o-t.npy", NULL},
+    {"outfile", "echo x > afile", "generate model --len 4 --quiet --out afile/g.npy", "afile/g.npy", "afile/g.npy"},
+    {"outfile", "echo x > afile && rm -rf o-vth && $M theory --out o-vth > /dev/null", "view o-vth -o afile/v.html",
+     "afile/v.html", "afile/v.html"},
+    {"outfile", "echo x > afile", "tokenize --model bytes --out afile/t.npy corpus.txt", "afile/t.npy", "afile/t.npy"},
 };
 
 /* One case: exit 2, a single "maskpos <cmd>: error:" line naming names, nothing left at absent.
@@ -284,6 +299,32 @@ static void test_force_replaces_whole_run(void **state) {
     assert_false(exists("o-m/model-00001-of-00002.safetensors"));
 }
 
+/* generate --out, view -o, tokenize --out: an existing file is refused and left as it was (no
+ * temp file beside it), --force replaces it whole. */
+static void test_outfile_force(void **state) {
+    (void)state;
+    static const struct {
+        const char *file, *cmd, *magic; /* magic: bytes 2..6 of the new file (.npy: "NUMPY") */
+    } c[] = {{"o-g2.npy", "generate model --len 4 --quiet", "NUMPY"},
+             {"o-v2.html", "view o-vth2", "!DOCT"},
+             {"o-t2.npy", "tokenize --model bytes corpus.txt", "NUMPY"}};
+    char out[8192], script[2048];
+    assert_int_equal(sh(out, sizeof out, "rm -rf o-vth2 && $M theory --out o-vth2 > /dev/null"), 0);
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        const char *o = !strncmp(c[k].cmd, "view", 4) ? "-o" : "--out";
+        snprintf(script, sizeof script, "echo x > %s && $M %s %s %s", c[k].file, c[k].cmd, o, c[k].file);
+        int rc = sh(out, sizeof out, script);
+        if (rc != 2 || !strstr(out, c[k].file) || !strstr(out, "--force"))
+            fail_msg("%s onto an existing file: exit %d (want 2 and a hint naming --force): %s", c[k].cmd, rc, out);
+        snprintf(script, sizeof script, "[ \"$(cat %s)\" = x ] && [ -z \"$(ls %s.tmp.* 2>/dev/null)\" ]", c[k].file, c[k].file);
+        if (sh(out, sizeof out, script) != 0) fail_msg("%s: the refused file was changed or a temp file was left", c[k].cmd);
+        snprintf(script, sizeof script, "$M %s --force %s %s > /dev/null && [ \"$(head -c 6 %s | tail -c 5)\" = %s ]",
+                 c[k].cmd, o, c[k].file, c[k].file, c[k].magic);
+        rc = sh(out, sizeof out, script);
+        if (rc != 0) fail_msg("%s --force: exit %d or the file was not replaced: %s", c[k].cmd, rc, out);
+    }
+}
+
 static void test_allow_long_recorded(void **state) {
     (void)state;
     char out[8192];
@@ -322,6 +363,7 @@ int main(void) {
         cmocka_unit_test(test_optimizer_state_fields),
         cmocka_unit_test(test_force_replaces_whole_run),
         cmocka_unit_test(test_allow_long_recorded),
+        cmocka_unit_test(test_outfile_force),
         cmocka_unit_test(test_unwritable_out_before_compute),
     };
     return cmocka_run_group_tests(tests, setup_fixtures, teardown_fixtures);

@@ -19,6 +19,7 @@
 #endif
 
 #include "cli/cli.h"        /* mp_cli_* */
+#include "core/files.h"     /* mp_outfile_claim: an existing --out is not replaced without --force */
 #include "core/npy.h"       /* mp_npy_write */
 #include "core/progress.h"  /* MpProgress */
 #include "core/util.h"      /* mp_parse_i64 */
@@ -30,7 +31,8 @@
 static const char *generate_help =
     "usage: maskpos generate MODEL [--n N] [--len L] [--temperature T | --greedy] [--top-k K]\n"
     "                        [--top-p P] [--seed K] [--prompt TEXT | --prompt-ids LIST]\n"
-    "                        [--out ids.npy] [--ids] [--quiet] [--threads N] [--compute f32|bf16]\n"
+    "                        [--out ids.npy [--force]] [--ids] [--quiet] [--threads N]\n"
+    "                        [--compute f32|bf16]\n"
     "\n"
     "Samples N sequences of exactly L token ids from MODEL (HF directory or .gguf), each starting\n"
     "with the prompt (default: the model's BOS alone) and extended one token at a time from the\n"
@@ -49,7 +51,9 @@ static const char *generate_help =
     "  --seed K         random seed (default 0)\n"
     "  --prompt TEXT    start from TEXT, tokenized with the model's own tokenizer (BOS added as it says)\n"
     "  --prompt-ids L   start from these comma-separated ids instead\n"
-    "  --out F.npy      write the ids as int32 [N, L] (the input of `maskpos probe --tokens`)\n"
+    "  --out F.npy      write the ids as int32 [N, L] (the input of `maskpos probe --tokens`); an\n"
+    "                   existing F is refused before anything is computed\n"
+    "  --force          replace an existing --out file\n"
     "  --ids            print ids instead of text\n"
     "  --quiet          print nothing on stdout and no progress bar (the summary still goes to stderr)\n"
     "  --threads N      worker threads (default: all cores; the ids do not depend on it)\n"
@@ -63,7 +67,7 @@ static const char *generate_help =
 typedef struct GenOpts {
     const char *model, *prompt, *prompt_ids, *out;
     MpGenConfig cfg;
-    int print_ids, quiet;
+    int print_ids, quiet, force;
 } GenOpts;
 
 /* Parses "a,b,c" into ids (owned by the caller). Returns the count, or -1 on a bad list. */
@@ -121,7 +125,8 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         {"prompt-ids", required_argument, 0, 'I'}, {"out", required_argument, 0, 'o'},
         {"ids", no_argument, 0, 'i'},              {"quiet", no_argument, 0, 'q'},
         {"threads", required_argument, 0, 'j'},    {"compute", required_argument, 0, 'c'},
-        {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
+        {"force", no_argument, 0, 'f'},            {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
     int c, greedy = 0, have_t = 0;
@@ -139,6 +144,7 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         case 'o': o->out = optarg; break;
         case 'i': o->print_ids = 1; break;
         case 'q': o->quiet = 1; break;
+        case 'f': o->force = 1; break;
         case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
         case 'c':
             if ((o->cfg.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
@@ -153,6 +159,8 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
     if (greedy && have_t && o->cfg.sampler.temperature != 0) return mp_cli_error(cmd, "--greedy and --temperature %g contradict each other", o->cfg.sampler.temperature);
     if (greedy) o->cfg.sampler.temperature = 0;
     if (o->prompt && o->prompt_ids) return mp_cli_error(cmd, "--prompt and --prompt-ids exclude each other");
+    MpErr oe; /* an existing --out is kept unless --force; an unwritable folder is found now */
+    if (o->out && mp_outfile_claim(o->out, o->force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
     return MP_EXIT_OK;
 }
 

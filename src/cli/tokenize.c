@@ -20,7 +20,7 @@
 #include "tok/tok.h"   /* MpTok, encode/decode */
 
 static const char *tokenize_help =
-    "usage: maskpos tokenize --model M [--no-special] [--out ids.npy] FILE\n"
+    "usage: maskpos tokenize --model M [--no-special] [--out ids.npy [--force]] FILE\n"
     "       maskpos tokenize --model M --decode [--skip-special] IDS\n"
     "\n"
     "Encodes the text of FILE (\"-\": standard input) with the model's own tokenizer; the ids are\n"
@@ -30,7 +30,8 @@ static const char *tokenize_help =
     "                   a tokenizer.json, or a .gguf file (its byte-level BPE vocabulary)\n"
     "  --no-special     do not add BOS/EOS (HF add_special_tokens=False); special-token strings\n"
     "                   in the text are still matched, as HF does\n"
-    "  --out F.npy      write the ids as int32 [n] instead of printing them\n"
+    "  --out F.npy      write the ids as int32 [n] instead of printing them (an existing F is refused)\n"
+    "  --force          replace an existing --out file\n"
     "  --decode         IDS holds ids (white-space separated text, or an int .npy): print the text\n"
     "  --skip-special   with --decode: leave out special tokens (HF skip_special_tokens=True)\n"
     "  --count          print only the number of ids\n"
@@ -112,7 +113,7 @@ static int read_ids(const char *path, MpTokIds *ids, MpErr *e) {
 int mp_cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize";
     const char *model = NULL, *out = NULL;
-    int no_special = 0, decode = 0, skip_special = 0, count = 0, timing = 0;
+    int no_special = 0, decode = 0, skip_special = 0, count = 0, timing = 0, force = 0;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'},
                                          {"no-special", no_argument, 0, 'n'},
                                          {"out", required_argument, 0, 'o'},
@@ -120,6 +121,7 @@ int mp_cmd_tokenize(int argc, char **argv) {
                                          {"skip-special", no_argument, 0, 's'},
                                          {"count", no_argument, 0, 'c'},
                                          {"time", no_argument, 0, 't'},
+                                         {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -134,6 +136,7 @@ int mp_cmd_tokenize(int argc, char **argv) {
         case 's': skip_special = 1; break;
         case 'c': count = 1; break;
         case 't': timing = 1; break;
+        case 'f': force = 1; break;
         case 'h': fputs(tokenize_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -144,6 +147,8 @@ int mp_cmd_tokenize(int argc, char **argv) {
                                                 : "unexpected argument '%s'", argv[optind + (optind < argc)]);
     const char *input = argv[optind];
     MpErr e;
+    /* an existing --out is kept unless --force; an unwritable folder is found before any work */
+    if (out && !decode && mp_outfile_claim(out, force, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     /* the input first: a missing file is reported before the tokenizer is loaded */
     MpTokIds ids = {0};
     char *text = NULL;

@@ -9,13 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"   /* mp_cli_* */
-#include "core/util.h" /* mp_time_now */
-#include "viz/view.h"  /* mp_view_write_html */
+#include "cli/cli.h"    /* mp_cli_* */
+#include "core/files.h" /* mp_outfile_claim: an existing -o file is not replaced without --force */
+#include "core/util.h"  /* mp_time_now */
+#include "viz/view.h"   /* mp_view_write_html */
 
 static const char *view_help =
-    "usage: maskpos view DIR [DIR...] -o FILE.html [--label NAME]... [--title T] [--max-mb M]\n"
-    "                    [--max-side N] [--no-text]\n"
+    "usage: maskpos view DIR [DIR...] -o FILE.html [--force] [--label NAME]... [--title T]\n"
+    "                    [--max-mb M] [--max-side N] [--no-text]\n"
     "\n"
     "Writes one self-contained HTML page (no network, no external scripts) to explore the maps of\n"
     "up to 8 run folders (simulate, probe, reproduce stages, theory --out) side by side: layer and\n"
@@ -23,7 +24,8 @@ static const char *view_help =
     "figures' colour maps and limits, hover read-out, drag-zoom, row and column profiles, and the\n"
     "difference of two runs (docs/view.md).\n"
     "\n"
-    "  -o, --out FILE   the page to write (required)\n"
+    "  -o, --out FILE   the page to write (required; an existing FILE is refused)\n"
+    "  --force          replace an existing FILE\n"
     "  --label NAME     name of the next folder's panels (repeat in folder order; default: folder name)\n"
     "  --title T        page title\n"
     "  --max-mb M       size budget of the page's data in MiB (default 48): per-head maps that do not\n"
@@ -33,13 +35,14 @@ static const char *view_help =
 
 int mp_cmd_view(int argc, char **argv) {
     const char *cmd = "view", *out = NULL, *labels[MP_VIEW_MAX_RUNS] = {0};
-    int nlabels = 0;
+    int nlabels = 0, force = 0;
     MpViewOptions o;
     mp_view_options_default(&o);
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},      {"label", required_argument, 0, 'l'},
                                          {"title", required_argument, 0, 't'},    {"max-mb", required_argument, 0, 'm'},
                                          {"max-side", required_argument, 0, 's'}, {"no-text", no_argument, 0, 'x'},
-                                         {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+                                         {"force", no_argument, 0, 'f'},          {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
     int c;
@@ -54,6 +57,7 @@ int mp_cmd_view(int argc, char **argv) {
         case 'm': o.max_mb = mp_cli_double(cmd, "--max-mb", optarg, 0.01, 4096); break;
         case 's': o.max_side = (int)mp_cli_i64(cmd, "--max-side", optarg, 16, 8192); break;
         case 'x': o.tokens = 0; break;
+        case 'f': force = 1; break;
         case 'h': fputs(view_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -63,8 +67,9 @@ int mp_cmd_view(int argc, char **argv) {
     if (n > MP_VIEW_MAX_RUNS) return mp_cli_error(cmd, "%d run folders: at most %d", n, MP_VIEW_MAX_RUNS);
     if (!out) return mp_cli_error(cmd, "-o FILE.html is required");
     if (nlabels && nlabels != n) return mp_cli_error(cmd, "%d --label for %d folders: give one per folder", nlabels, n);
-    double t0 = mp_time_now();
     MpErr e;
+    if (mp_outfile_claim(out, force, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    double t0 = mp_time_now();
     MpViewSummary sum;
     if (mp_view_write_html(out, (const char *const *)argv + optind, nlabels ? labels : NULL, n, &o, &sum, &e) != MP_OK)
         return mp_cli_error(cmd, "%s", e.msg);

@@ -15,7 +15,17 @@
 #include "core/util.h" /* mp_fnv1a64, mp_size_mul */
 #include "tok/hf.h"    /* MpTokImpl, internal prototypes */
 
-int mp_tok_grow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e) {
+/* mp_tok_ids_push with its common case (room left) inline: the merge loop and the piece cache push
+ * one id at a time. */
+static inline int push_id(MpTokIds *v, int32_t id, MpErr *e) {
+    if (v->n < v->cap) {
+        v->ids[v->n++] = id;
+        return MP_OK;
+    }
+    return mp_tok_ids_push(v, id, e);
+}
+
+int mp_tok_grow_slow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e) {
     if (need <= *cap) return MP_OK;
     size_t cap2 = *cap ? *cap : 64, bytes;
     while (cap2 < need) cap2 *= 2;
@@ -26,6 +36,7 @@ int mp_tok_grow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e) {
     *cap = cap2;
     return MP_OK;
 }
+
 /* =================================== hash maps =================================== */
 
 static uint64_t hash_bytes(const void *p, size_t n) { return mp_fnv1a64(p, n, MP_FNV_INIT); }
@@ -139,7 +150,7 @@ static int cache_get(MpTokImpl *m, const char *p, size_t n, uint64_t h, MpTokIds
         if (s->klen == 0) return MP_OK;
         if (s->h == h && s->klen == n && !memcmp(m->cache_keys + s->koff, p, n)) {
             for (uint32_t k = 0; k < s->nids; k++)
-                if (mp_tok_ids_push(out, m->cache_ids[s->ioff + k], e) != MP_OK) return MP_ERR;
+                if (push_id(out, m->cache_ids[s->ioff + k], e) != MP_OK) return MP_ERR;
             *hit = 1;
             return MP_OK;
         }
@@ -214,9 +225,9 @@ int mp_tok_bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e)
     MpTokImpl *m = t->impl;
     if (t->ignore_merges) {
         int32_t id = mp_tok_vocab_find(m, p, n);
-        if (id >= 0) return mp_tok_ids_push(out, id, e);
+        if (id >= 0) return push_id(out, id, e);
     }
-    if (m->byte_level && n == 1 && m->byte_id[(unsigned char)p[0]] >= 0) return mp_tok_ids_push(out, m->byte_id[(unsigned char)p[0]], e);
+    if (m->byte_level && n == 1 && m->byte_id[(unsigned char)p[0]] >= 0) return push_id(out, m->byte_id[(unsigned char)p[0]], e);
     int cacheable = n <= MP_TOK_CACHE_MAX_PIECE;
     uint64_t h = 0;
     if (cacheable) {
@@ -279,7 +290,7 @@ int mp_tok_bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e)
     }
     size_t first = out->n;
     for (int32_t i = ns > 0 ? 0 : -1; i >= 0; i = s[i].next)
-        if (mp_tok_ids_push(out, s[i].c, e) != MP_OK) return MP_ERR;
+        if (push_id(out, s[i].c, e) != MP_OK) return MP_ERR;
     /* a piece may give no ids at all (bytes outside the vocabulary, no unk): out->ids can still be
      * NULL then, so no pointer is formed from it (issue 19: UB under UBSan) */
     if (cacheable && out->n - first <= UINT16_MAX) cache_put(m, p, n, h, out->n > first ? out->ids + first : NULL, out->n - first);

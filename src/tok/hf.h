@@ -204,8 +204,12 @@ long mp_tok_find_segments(MpTokImpl *m, const MpTokStep *st, const char *s, size
 int mp_tok_pretokenize(MpTokImpl *m, const char *s, size_t n, const char **buf, size_t *np, MpErr *e);
 
 /* ---- bpe.c */
-/* Grows *p (elements of elem bytes) to at least need elements; doubles from 64. */
-int mp_tok_grow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e);
+/* Grows *p (elements of elem bytes) to at least need elements; doubles from 64. The check that
+ * there is room already is inline (the pre-tokenizer calls it once per match). */
+int mp_tok_grow_slow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e);
+static inline int mp_tok_grow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e) {
+    return need <= *cap ? MP_OK : mp_tok_grow_slow(p, cap, need, elem, e);
+}
 int32_t mp_tok_vocab_find(const MpTokImpl *m, const void *p, size_t n); /* -1: none */
 void mp_tok_vocab_insert(MpTokImpl *m, int32_t id);
 void mp_tok_merge_insert(MpTokImpl *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id);

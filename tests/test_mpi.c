@@ -200,7 +200,7 @@ static void test_reproduce_model_stages(void **state) {
     int rc = mp_test_shell(out, sizeof out, MPIRUN " -np 2 %s reproduce --only fig5 --n 24 --threads 1 --out %s/rep",
                            MP_TEST_BIN, d);
     if (rc != 0 && rc != 1) fail_msg("reproduce under mpirun -np 2 failed (%d): %s", rc, out); /* 1: rows that differ */
-    /* the stage's own flags (src/cli/reproduce.c: repro_probe_run), in one process */
+    /* the stage's own flags (src/repro/models.c: probe_run), in one process */
     rc = mp_test_run(out, sizeof out, "probe %s/models/rope --data %s/models/kjv.txt --n 24 --seq 128 --layers 1-4 --quiet "
                      "--compute f32 --pack --threads 1 --out %s/one", MP_SOURCE_DIR, MP_SOURCE_DIR, d);
     if (rc != 0) fail_msg("one-process probe failed (%d): %s", rc, out);

@@ -130,13 +130,13 @@ static void test_full_quick_run_and_rerun(void **state) {
     }
     assert_true(nrows_checked > 20);
     /* the HTML report is self-contained: eight embedded PNG figures of the paper, seven of the
-     * recency grid, six of the length stage, one of the stories stage */
+     * recency grid, nine of the length stage (three models), one of the stories stage */
     snprintf(path, sizeof path, "%s/report.html", d);
     char *html = slurp(path);
     assert_non_null(html);
     int nimg = 0;
     for (const char *q = html; (q = strstr(q, "data:image/png;base64,")); q++) nimg++;
-    assert_int_equal(nimg, 22);
+    assert_int_equal(nimg, 25);
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
@@ -166,6 +166,15 @@ static void test_full_quick_run_and_rerun(void **state) {
     rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --only fig4 --out %s", MP_TEST_SANITIZED ? 160 : 700, d);
     assert_int_equal(rc, 0);
     assert_null(strstr(out, "skipped"));
+    /* a statistic missing from a finished run's meta.json is not read as 0: that run is computed
+     * again (and says why), its siblings are reused */
+    assert_int_equal(mp_test_shell(NULL, 0, "sed -i '0,/\"mean_slope\"/s//\"mean_slope_gone\"/' %s/fig2/alpha_0.2/meta.json", d), 0);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --batch %d --only fig2 --out %s", MP_TEST_SANITIZED ? 150 : 600, d);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "alpha_0.2: not reused (stats of layer 1: no number 'mean_slope')"));
+    assert_non_null(strstr(out, "alpha_0.2                "));
+    assert_non_null(strstr(out, "alpha_0.4                up to date, skipped"));
+    assert_int_equal(mp_test_shell(NULL, 0, "grep -q '\"mean_slope\"' %s/fig2/alpha_0.2/meta.json", d), 0); /* rewritten */
 }
 
 /* The HTML report in a real browser (Debian chromium, headless, through playwright-core from
@@ -179,11 +188,11 @@ static void test_report_in_browser(void **state) {
     const char *d = mp_test_tmpdir();
     char out[8192];
     assert_int_equal(mp_test_run(out, sizeof out, "reproduce --quick --batch 200 --n 40 --stories-n 4 --out %s", d), 0);
-    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 22", MP_SOURCE_DIR, d);
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_report.js %s/report.html 25", MP_SOURCE_DIR, d);
     print_message("%s", out);
     if (rc != 0) fail_msg("browser check failed: %s", out);
     /* and the check can fail: a report whose figure is missing is caught */
-    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 23", MP_SOURCE_DIR, d), 0);
+    assert_int_not_equal(mp_test_shell(NULL, 0, "cd %s/tests/browser && node check_report.js %s/report.html 26", MP_SOURCE_DIR, d), 0);
 }
 
 static void test_only_and_bad_flags(void **state) {
@@ -352,13 +361,29 @@ static void test_recency_grid(void **state) {
     assert_int_equal(rows, 25);
     /* stage length: one --recency probe per embedded model, a row per model and layer 2-4, the
      * probes' length figures in the report */
-    rc = mp_test_run(out, sizeof out, "reproduce --quick --only length --n 40 --out %s", d);
+    rc = mp_test_run(out, sizeof out, "reproduce --quick --only length --n 40 %s --out %s", MP_TEST_SANITIZED ? "--stories-n 4" : "", d);
     if (rc != 0) fail_msg("reproduce --only length exited %d: %s", rc, out);
     snprintf(path, sizeof path, "%s/report.md", d);
     rep = slurp(path);
     rows = 0;
     for (const char *q = rep; (q = strstr(q, "| Length: embedded")); q++) rows++;
     assert_int_equal(rows, 6);
+    /* and the real model: stories260K over the stories stage's corpus (made here: that stage did
+     * not run), every layer, a row per layer 2-5 */
+    rows = 0;
+    for (const char *q = rep; (q = strstr(q, "| Length: stories260K (pretrained), layer")); q++) rows++;
+    assert_int_equal(rows, 4);
+    snprintf(path, sizeof path, "%s/stories/corpus/ids.npy", d);
+    assert_true(mp_file_exists(path));
+    snprintf(path, sizeof path, "%s/length/stories260K/length_rp.png", d);
+    assert_png(path, 200, 200);
+    snprintf(path, sizeof path, "%s/length/stories260K/scores.npy", d);
+    MpNpy sc;
+    MpErr err;
+    if (mp_npy_read(path, &sc, &err) != MP_OK) fail_msg("%s", err.msg);
+    assert_int_equal(sc.shape[0], 5); /* every layer */
+    assert_int_equal(sc.shape[1], 512);
+    mp_npy_free(&sc);
     const char *lfigs[] = {"none/length_rp.png", "none/residue_by_position.png", "rope/length_block_z.png"};
     for (size_t i = 0; i < sizeof lfigs / sizeof lfigs[0]; i++) {
         snprintf(path, sizeof path, "%s/length/%s", d, lfigs[i]);

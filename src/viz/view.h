@@ -58,7 +58,7 @@ typedef struct MpViewSummary {
 int mp_view_write_html(const char *path, const char *const *dirs, const char *const *labels, int n,
                        const MpViewOptions *o, MpViewSummary *sum, MpErr *e);
 
-/* Parts, to put viewers into another page (cli/report.c): the <style> element (in <head>), one
+/* Parts, to put viewers into another page (viz/report.c): the <style> element (in <head>), one
  * viewer (an element with the given id, unique in the page, and its data), and the <script>
  * element with the viewer code, once, after the last viewer. */
 void mp_view_write_style(FILE *f);

@@ -1,5 +1,5 @@
 /* report.c — see report.h. */
-#include "cli/report.h"
+#include "viz/report.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,85 +1,43 @@
-/* repro_stories.c — see repro_stories.h. Sections: locating the model, the corpus, the probes,
- * the report. */
-#include "cli/repro_stories.h"
+/* stories.c — see stories.h. Sections: the corpus, the probes, the report. */
+#include "repro/stories.h"
 
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "cli/figs.h"       /* mp_fig_rows_clip */
 #include "core/json.h"      /* stage.json, MP_VERSION */
 #include "core/npy.h"       /* ids.npy */
-#include "core/util.h"      /* mp_mkdir_p, mp_file_exists, mp_time_now */
+#include "core/util.h"      /* mp_mkdir_p, mp_file_exists, mp_path_join */
 #include "load/model.h"     /* mp_model_open */
 #include "model/fwd.h"      /* mp_fwd_compute_parse */
 #include "model/generate.h" /* mp_gen_run: the corpus */
+#include "repro/expect.h"   /* mp_repro_expect_v */
+#include "repro/store.h"    /* mp_repro_store_same, mp_repro_store_mark, mp_repro_fingerprint */
+#include "viz/figs.h"       /* mp_fig_rows_clip */
 
 #define STORIES_REL "data/third_party/stories260K/stories260K.gguf"
 
-/* ================================================================ locating the model */
-
-int mp_repro_stories_path(char *out, size_t cap) {
-    const char *env = getenv("MASKPOS_STORIES");
-    if (env && *env) {
-        if (!mp_file_exists(env) || strlen(env) >= cap) return 0;
-        snprintf(out, cap, "%s", env);
-        return 1;
-    }
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) { /* <repo>/build/maskpos -> <repo>/data/third_party/... */
-        exe[n] = '\0';
-        for (int up = 0; up < 2; up++) {
-            char *slash = strrchr(exe, '/');
-            if (!slash) break;
-            *slash = '\0';
-            char cand[PATH_MAX + 64];
-            snprintf(cand, sizeof cand, "%s/%s", exe, STORIES_REL);
-            if (mp_file_exists(cand) && strlen(cand) < cap) {
-                snprintf(out, cap, "%s", cand);
-                return 1;
-            }
-        }
-    }
-    if (mp_file_exists(STORIES_REL) && strlen(STORIES_REL) < cap) {
-        snprintf(out, cap, "%s", STORIES_REL);
-        return 1;
-    }
-    return 0;
-}
-
 /* ================================================================ the corpus */
 
-/* dir/stage.json records key: the recorded generation time and NLL come back. */
-static int corpus_same(const char *dir, const char *key, double *wall, double *nll) {
-    char path[4200];
-    MpErr e;
-    snprintf(path, sizeof path, "%s/stage.json", dir);
-    if (!mp_file_exists(path)) return 0;
-    json_t *j = mp_json_read(path, &e);
-    const char *k = json_string_value(json_object_get(j, "stage_settings"));
-    const int same = k && !strcmp(k, key);
-    *wall = json_number_value(json_object_get(j, "wall_time_s"));
-    *nll = json_number_value(json_object_get(j, "mean_nll"));
-    json_decref(j);
-    snprintf(path, sizeof path, "%s/ids.npy", dir);
-    return same && mp_file_exists(path);
-}
+static int64_t stories_n(const MpReproConfig *cfg) { return cfg->stories_n ? cfg->stories_n : cfg->quick ? 32 : 1000; }
 
-/* The model's own stories: N x S ids from BOS into dir/ids.npy. */
-static int stories_corpus(MpReproStories *st, const char *dir, const MpReproStoriesOpts *o) {
+/* The model's own stories: N x S ids from BOS into dir/ids.npy, unless dir records these settings. */
+static int corpus_make(MpReproStories *st, const MpReproCtx *c, const char *dir) {
+    const MpReproConfig *cfg = c->cfg;
     char key[8192], path[4200];
     MpErr e;
     snprintf(key, sizeof key, "v%s generate model=%s fp=%016llx n=%lld len=%d temperature=1 seed=%llu compute=%s", MP_VERSION,
-             o->model, (unsigned long long)mp_repro_fingerprint(o->model), (long long)o->n, o->seq,
-             (unsigned long long)o->seed, o->compute);
+             cfg->stories, (unsigned long long)mp_repro_fingerprint(cfg->stories), (long long)st->n, st->seq,
+             (unsigned long long)cfg->base.seed, cfg->compute);
     printf("  stories corpus                   %lld x %d tokens written by %s from BOS (temperature 1, seed %llu)\n",
-           (long long)o->n, o->seq, o->model, (unsigned long long)o->seed);
+           (long long)st->n, st->seq, cfg->stories, (unsigned long long)cfg->base.seed);
     fflush(stdout);
-    if (!o->force && corpus_same(dir, key, &st->gen_wall_s, &st->gen_nll)) {
+    json_t *rec = NULL;
+    snprintf(path, sizeof path, "%s/ids.npy", dir);
+    if (!cfg->force && mp_file_exists(path) && mp_repro_store_same(dir, key, &st->gen_wall_s, &rec)) {
+        st->gen_nll = json_number_value(json_object_get(rec, "mean_nll"));
+        json_decref(rec);
         printf("          up to date, skipped (--force to redo)\n");
         st->gen_skipped = 1;
         return MP_OK;
@@ -90,24 +48,20 @@ static int stories_corpus(MpReproStories *st, const char *dir, const MpReproStor
     memset(&m, 0, sizeof m);
     MpGenResult r;
     memset(&r, 0, sizeof r);
-    MpGenConfig c = {.n = o->n, .len = o->seq, .sampler = {.temperature = 1, .top_k = 0, .top_p = 1}, .seed = o->seed,
-                     .compute = mp_fwd_compute_parse(o->compute), .threads = o->threads};
-    const int64_t shp[2] = {o->n, o->seq};
+    MpGenConfig g = {.n = st->n, .len = st->seq, .sampler = {.temperature = 1, .top_k = 0, .top_p = 1}, .seed = cfg->base.seed,
+                     .compute = mp_fwd_compute_parse(cfg->compute), .threads = cfg->base.threads};
+    const int64_t shp[2] = {st->n, st->seq};
     int rc = MP_ERR;
-    if (mp_mkdir_p(dir, &e) == MP_OK && mp_model_open(&m, o->model, &e) == MP_OK && mp_gen_run(&r, &m, &c, &e) == MP_OK &&
+    if (mp_mkdir_p(dir, &e) == MP_OK && mp_model_open(&m, cfg->stories, &e) == MP_OK && mp_gen_run(&r, &m, &g, &e) == MP_OK &&
         mp_path_join(path, sizeof path, dir, "ids.npy", &e) == MP_OK && mp_npy_write(path, MP_DT_I32, r.ids, 2, shp, &e) == MP_OK)
         rc = MP_OK;
     if (rc == MP_OK) {
         st->gen_wall_s = r.wall_s;
         st->gen_nll = r.nll_sum / (double)r.n_sampled;
         json_t *j = json_object();
-        json_object_set_new(j, "stage_settings", json_string(key));
-        json_object_set_new(j, "wall_time_s", json_real(r.wall_s));
         json_object_set_new(j, "mean_nll", json_real(st->gen_nll));
         json_object_set_new(j, "mean_nll_of", json_string("mean -log p(token) of the sampled tokens under the model, nats"));
-        snprintf(path, sizeof path, "%s/stage.json", dir);
-        if (mp_json_write_atomic(path, j, &e) != MP_OK) fprintf(stderr, "maskpos reproduce: warning: %s\n", e.msg);
-        json_decref(j);
+        mp_repro_store_mark(dir, key, r.wall_s, j);
         printf("          %.1f s (%.0f tokens/s); mean NLL %.3f nats/token\n", r.wall_s,
                (double)r.n_sampled / (r.wall_s > 0 ? r.wall_s : 1), st->gen_nll);
     } else
@@ -115,6 +69,25 @@ static int stories_corpus(MpReproStories *st, const char *dir, const MpReproStor
     mp_gen_result_free(&r);
     mp_model_free(&m);
     return rc;
+}
+
+int mp_repro_stories_corpus(MpReproCtx *c, char *ids, size_t cap, int64_t *rows) {
+    MpReproStories *st = c->stories;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/stories/corpus", c->out);
+    snprintf(ids, cap, "%s/ids.npy", dir);
+    st->n = stories_n(c->cfg);
+    st->seq = MP_REPRO_STORIES_SEQ;
+    *rows = st->n;
+    if (st->ok_corpus) return MP_OK; /* made (or found) earlier in this run */
+    if (!c->cfg->stories) {
+        fprintf(stderr, "maskpos reproduce: error: stage stories: %s not found; HINT: run from the repository or set "
+                        "MASKPOS_STORIES to the .gguf\n", STORIES_REL);
+        return MP_ERR;
+    }
+    if (corpus_make(st, c, dir) != MP_OK) return MP_ERR;
+    st->ok_corpus = 1;
+    return MP_OK;
 }
 
 /* ================================================================ the probes */
@@ -139,58 +112,43 @@ static void stories_regions(double reg[64][MP_REPRO_STORIES_NREG], const char *d
     json_decref(m);
 }
 
-static int stories_probe(MpReproProbe *p, double reg[64][MP_REPRO_STORIES_NREG], const char *out, const char *sub,
-                         const char *ids, int causal, const MpReproStoriesOpts *o) {
-    char dir[4096], key[10240], nb[32], tb[32];
-    snprintf(dir, sizeof dir, "%s/stories/%s", out, sub);
-    snprintf(nb, sizeof nb, "%lld", (long long)o->n);
-    snprintf(tb, sizeof tb, "%d", o->threads);
+static int stories_probe(MpReproCtx *c, int which, const char *sub, const char *label, const char *ids) {
+    MpReproStories *st = c->stories;
+    const MpReproConfig *cfg = c->cfg;
+    const int causal = which == 0;
+    char rel[128], key[10240];
+    snprintf(rel, sizeof rel, "stories/%s", sub);
     snprintf(key, sizeof key, "v%s probe model=%s fp=%016llx tokens=%s fp=%016llx n=%lld causal=%d layers=all compute=%s",
-             MP_VERSION, o->model, (unsigned long long)mp_repro_fingerprint(o->model), ids,
-             (unsigned long long)mp_repro_fingerprint(ids), (long long)o->n, causal, o->compute);
-    char *args[] = {"probe", (char *)o->model, "--tokens", (char *)ids, "--n", nb, "--layers", "all", "--out", dir, "--quiet",
-                    "--compute", (char *)o->compute, causal ? NULL : "--bidirectional", NULL, NULL, NULL};
-    if (o->threads > 0) {
-        int k = causal ? 13 : 14;
-        args[k++] = "--threads";
-        args[k] = tb;
-    }
-    printf("  stories %-24s every layer over %lld x %d tokens%s\n", sub, (long long)o->n, o->seq, causal ? "" : ", no mask");
+             MP_VERSION, cfg->stories, (unsigned long long)mp_repro_fingerprint(cfg->stories), ids,
+             (unsigned long long)mp_repro_fingerprint(ids), (long long)st->n, causal, cfg->compute);
+    printf("  stories %-24s every layer over %lld x %d tokens%s\n", sub, (long long)st->n, st->seq, causal ? "" : ", no mask");
     fflush(stdout);
-    const int rc = mp_repro_probe(p, dir, key, args, o->force);
-    if (rc == MP_OK && p->skipped) printf("          up to date, skipped (--force to redo)\n");
-    if (rc == MP_OK) stories_regions(reg, dir);
-    else fprintf(stderr, "maskpos reproduce: error: stage stories/%s failed\n", sub);
-    return rc;
-}
-
-int mp_repro_stories_stage(MpReproStories *st, const char *out, const MpReproStoriesOpts *o, int (*fail)(const char *)) {
-    memset(st, 0, sizeof *st);
-    st->ran = 1;
-    st->n = o->n;
-    st->seq = o->seq;
-    if (!o->model) {
-        fprintf(stderr, "maskpos reproduce: error: stage stories: %s not found; HINT: run from the repository or set "
-                        "MASKPOS_STORIES to the .gguf\n", STORIES_REL);
-        return fail("stories");
+    const MpReproProbeSpec spec = {.dir = rel, .label = label, .model = cfg->stories, .tokens = ids, .n = st->n,
+                                   .causal = causal, .layers = "all", .key = key};
+    MpReproMaps *m = NULL;
+    if (mp_repro_probe(c, &spec, &m) != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: stage stories/%s failed\n", sub);
+        return mp_repro_fail(c, rel);
     }
-    char dir[4096], ids[4200];
-    snprintf(dir, sizeof dir, "%s/stories/corpus", out);
-    snprintf(ids, sizeof ids, "%s/ids.npy", dir);
-    if (stories_corpus(st, dir, o) != MP_OK) return fail("stories/corpus");
-    st->ok_corpus = 1;
-    int failed = 0;
-    if (stories_probe(&st->causal, st->regions[0], out, "probe", ids, 1, o) != MP_OK) failed += fail("stories/probe");
-    if (stories_probe(&st->bidir, st->regions[1], out, "probe_bidirectional", ids, 0, o) != MP_OK)
-        failed += fail("stories/probe_bidirectional");
-    return failed;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", c->out, rel);
+    stories_regions(st->regions[which], dir);
+    if (which == 0) st->causal = m;
+    else st->bidir = m;
+    return 0;
 }
 
-void mp_repro_stories_free(MpReproStories *st) {
-    mp_repro_probe_free(&st->causal);
-    mp_repro_probe_free(&st->bidir);
-    memset(st, 0, sizeof *st);
+static int stories_run(MpReproCtx *c) {
+    MpReproStories *st = c->stories;
+    st->ran = 1;
+    char ids[4200];
+    int64_t rows;
+    if (mp_repro_stories_corpus(c, ids, sizeof ids, &rows) != MP_OK) return mp_repro_fail(c, c->cfg->stories ? "stories/corpus" : "stories");
+    return stories_probe(c, 0, "probe", "stories/probe (stories260K)", ids) +
+           stories_probe(c, 1, "probe_bidirectional", "stories/probe_bidirectional", ids);
 }
+
+void mp_repro_stories_free(MpReproStories *st) { memset(st, 0, sizeof *st); }
 
 /* ================================================================ the report */
 
@@ -210,13 +168,14 @@ static int stories_top_region(const double (*reg)[MP_REPRO_STORIES_NREG], int l,
 #define APPEND(buf, k, ...) ((k) += snprintf((buf) + (k), (k) < (int)sizeof(buf) ? sizeof(buf) - (size_t)(k) : 0, __VA_ARGS__))
 
 static void stories_rows(MpReport *rp, const MpReproStories *st) {
-    const MpReproProbe *c = &st->causal, *b = &st->bidir;
+    const MpReproMaps *c = st->causal && st->causal->ok ? st->causal : NULL, *b = st->bidir && st->bidir->ok ? st->bidir : NULL;
+    const double bz = mp_repro_expect_v("noise.block_z", 0);
     char got[256], note[256];
     int k = 0;
-    if (c->ok) {
+    if (c) {
         snprintf(got, sizeof got, "block z %.2f (first keys %.2f, interior %.2f), rms/noise %.2f (N = %lld)", c->block_z[0],
                  st->regions[0][0][0], st->regions[0][0][3], c->stats[0].z_rms, (long long)c->n);
-        const int ok = c->block_z[0] < 1.3;
+        const int ok = c->block_z[0] < bz;
         snprintf(note, sizeof note,
                  "layer 1 sees embeddings and RoPE only: a residue here is the text's (every sequence opens with "
                  "a story start; first keys z %.1f, interior %.1f), not the mask's (MEASURED.md)",
@@ -227,7 +186,7 @@ static void stories_rows(MpReport *rp, const MpReproStories *st) {
         k = snprintf(got, sizeof got, "block z");
         for (int l = 1; l < c->L; l++) {
             APPEND(got, k, " %.2f", c->block_z[l]);
-            if (!(c->block_z[l] > 1.3)) all = 0, nbad++;
+            if (!(c->block_z[l] > bz)) all = 0, nbad++;
         }
         APPEND(got, k, " (layers 2–%d; N = %lld)", c->L, (long long)c->n);
         snprintf(note, sizeof note, "%s", all ? "" : "some later layers stay within noise at this N");
@@ -246,7 +205,7 @@ static void stories_rows(MpReport *rp, const MpReproStories *st) {
                       "the first keys, in most layers (as in the paper's Figure 5)", got, 2 * first > later,
                       2 * first > later ? "" : "the residue of this model sits elsewhere than the first keys");
     }
-    if (c->ok && b->ok) {
+    if (c && b) {
         int all = 1;
         k = snprintf(got, sizeof got, "block z");
         for (int l = 1; l < c->L && l < b->L; l++) {
@@ -265,34 +224,18 @@ static void stories_rows(MpReport *rp, const MpReproStories *st) {
     }
 }
 
-/* Statistics table rows: every layer of both probes. */
-static void stories_stats(MpReport *rp, const MpReproStories *st) {
-    const MpReproProbe *ps[2] = {&st->causal, &st->bidir};
-    static const char *names[2] = {"stories/probe (stories260K)", "stories/probe_bidirectional"};
-    for (int k = 0; k < 2; k++) {
-        if (!ps[k]->ok) continue;
-        for (int l = 0; l < ps[k]->L && rp->stats_rows < MP_REPORT_MAX_STATS; l++) {
-            char(*row)[48] = rp->stats[rp->stats_rows++];
-            snprintf(row[0], 48, "%s", names[k]);
-            snprintf(row[1], 48, "%d", l + 1);
-            snprintf(row[2], 48, "%.6f", ps[k]->stats[l].nri);
-            snprintf(row[3], 48, "%+.5f", ps[k]->stats[l].res_min);
-            snprintf(row[4], 48, "%+.5f", ps[k]->stats[l].res_max);
-            snprintf(row[5], 48, "%.2f", ps[k]->stats[l].z_rms);
-            snprintf(row[6], 48, "%.2f", ps[k]->block_z[l]);
-            if (l == 0) snprintf(row[7], 48, "%.1f%s", ps[k]->wall_s, ps[k]->skipped ? " (reused)" : "");
-        }
-    }
-}
-
-int mp_repro_stories_report(MpReport *rp, MpReproStories *st, const char *out, MpErr *e) {
+/* The verdict rows and the figure (out/stories/figure5_stories260K.png). */
+static int stories_report(MpReproCtx *cx, MpReport *rp, MpErr *e) {
+    const MpReproStories *st = cx->stories;
+    const char *out = cx->out;
     if (!st->ran) return MP_OK;
     stories_rows(rp, st);
-    stories_stats(rp, st);
     MpFigRow rows[2];
     int n = 0;
-    if (st->causal.ok) rows[n++] = (MpFigRow){st->causal.scores, st->causal.L, st->causal.S, "Causal (norm.)", 1};
-    if (st->bidir.ok) rows[n++] = (MpFigRow){st->bidir.scores, st->bidir.L, st->bidir.S, "No mask (norm.)", 1};
+    const MpReproMaps *ms[2] = {st->causal, st->bidir};
+    static const char *labels[2] = {"Causal (norm.)", "No mask (norm.)"};
+    for (int k = 0; k < 2; k++)
+        if (ms[k] && ms[k]->ok) rows[n++] = (MpFigRow){ms[k]->scores, ms[k]->L, ms[k]->S, labels[k], 1};
     if (!n) return MP_OK;
     char path[4200], caption[256];
     static const char *rel = "stories/figure5_stories260K.png";
@@ -305,6 +248,11 @@ int mp_repro_stories_report(MpReport *rp, MpReproStories *st, const char *out, M
              "the mask (%lld × %d tokens the model wrote itself from BOS)",
              (long long)st->n, st->seq);
     mp_report_fig(rp, caption, rel);
-    st->fig = rel;
+    mp_report_fig_view(rp, rel, "stories/probe");
+    mp_report_fig_view(rp, rel, "stories/probe_bidirectional");
     return MP_OK;
 }
+
+const MpReproStage mp_repro_stage_stories = {
+    "stories", "stage.json: version, model and ids with fingerprints, n, causal, compute (corpus: model, n, len, seed, compute)",
+    stories_run, stories_report};

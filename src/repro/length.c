@@ -1,0 +1,153 @@
+/* length.c — the `length` stage of `reproduce` (recency.h): a causal model's scores for the first
+ * S' positions are those of its S'-token prefix, so one `probe --recency` run gives NRI, block z
+ * and the recency probability at every S'. Run on the embedded NoPE and RoPE models (packed KJV
+ * rows of 128 bytes) and on the pretrained stories260K (the stories stage's corpus: its own
+ * stories of 512 tokens from BOS); a verdict row per model and layer 2..L, the probes' figures.
+ * Tested by: tests/test_reproduce.c (--only length).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/json.h"     /* mp_json_read, MP_VERSION */
+#include "core/util.h"     /* mp_path_join */
+#include "repro/expect.h"  /* mp_repro_expect_v */
+#include "repro/recency.h" /* MpReproLength */
+#include "repro/stage.h"   /* MpReproCtx, mp_repro_probe */
+#include "repro/stories.h" /* mp_repro_stories_corpus: the stories260K rows */
+#include "repro/store.h"   /* mp_repro_fingerprint */
+
+/* The models of the stage: folder under length/, label in the rows, what a row of it is. */
+static const struct {
+    const char *name, *label, *unit;
+} rl_models[MP_REPRO_LENGTH_MODELS] = {
+    {"none", "embedded NoPE model", "bytes"},
+    {"rope", "embedded RoPE model", "bytes"},
+    {"stories260K", "stories260K (pretrained)", "tokens"},
+};
+
+/* Reads length.{lengths, recency_probability(_se), residue_block_z} of dir/meta.json into lr
+ * (model m); every array must be there with one entry per layer and length. */
+static int rl_read(MpReproLength *lr, int m, const char *dir) {
+    char path[4096];
+    MpErr e;
+    if (mp_path_join(path, sizeof path, dir, "meta.json", &e) != MP_OK) return MP_ERR;
+    json_t *j = mp_json_read(path, &e), *len = j ? json_object_get(j, "length") : NULL;
+    json_t *ls = json_object_get(len, "lengths"), *a = json_object_get(len, "recency_probability");
+    lr->K[m] = (int)json_array_size(ls) < MP_REPRO_LENGTH_LENS ? (int)json_array_size(ls) : MP_REPRO_LENGTH_LENS;
+    lr->L[m] = (int)json_array_size(a) < MP_REPRO_LENGTH_LAYERS ? (int)json_array_size(a) : MP_REPRO_LENGTH_LAYERS;
+    int rc = lr->K[m] > 0 && lr->L[m] > 0 ? MP_OK : MP_ERR;
+    for (int k = 0; rc == MP_OK && k < lr->K[m]; k++) lr->lens[m][k] = (int)json_integer_value(json_array_get(ls, (size_t)k));
+    const char *keys[3] = {"recency_probability", "recency_probability_se", "residue_block_z"};
+    double(*dst[3])[MP_REPRO_LENGTH_LAYERS][MP_REPRO_LENGTH_LENS] = {&lr->rp[m], &lr->rp_se[m], &lr->block_z[m]};
+    for (int q = 0; rc == MP_OK && q < 3; q++) {
+        a = json_object_get(len, keys[q]);
+        for (int l = 0; l < lr->L[m]; l++)
+            for (int k = 0; k < lr->K[m]; k++) {
+                json_t *x = json_array_get(json_array_get(a, (size_t)l), (size_t)k);
+                if (!x) rc = MP_ERR; /* a metric the probe did not write: an error, not a number */
+                (*dst[q])[l][k] = json_is_number(x) ? json_number_value(x) : NAN;
+            }
+    }
+    json_decref(j);
+    if (rc != MP_OK) fprintf(stderr, "maskpos reproduce: error: %s: no complete \"length\" statistics\n", path);
+    return rc;
+}
+
+/* One model's probe into out/length/<name>; data: a text corpus (packed rows of 128 bytes) or
+ * tokens: an ids.npy. */
+static int rl_probe(MpReproCtx *c, int m, const char *model, const char *data, const char *tokens, int64_t n) {
+    MpReproLength *lr = c->len;
+    char dir[256], key[10240];
+    snprintf(dir, sizeof dir, "length/%s", rl_models[m].name);
+    if (tokens)
+        snprintf(key, sizeof key, "v%s probe --recency model=%s fp=%016llx tokens=%s fp=%016llx n=%lld layers=all", MP_VERSION,
+                 model, (unsigned long long)mp_repro_fingerprint(model), tokens,
+                 (unsigned long long)mp_repro_fingerprint(tokens), (long long)n);
+    else
+        snprintf(key, sizeof key, "v%s probe --recency model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=128 pack", MP_VERSION,
+                 model, (unsigned long long)mp_repro_fingerprint(model), data, (unsigned long long)mp_repro_fingerprint(data),
+                 (long long)n);
+    printf("  length  %-24s %s over %lld x %s tokens, --recency\n", rl_models[m].name, model, (long long)n,
+           tokens ? "512" : "128");
+    fflush(stdout);
+    const MpReproProbeSpec spec = {.dir = dir, .model = model, .data = data, .tokens = tokens, .n = n, .seq = tokens ? 0 : 128,
+                                   .causal = 1, .pack = !tokens, .layers = tokens ? "all" : "1-4", .recency_plot = 1,
+                                   .key = key};
+    MpReproMaps *p = NULL;
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", c->out, dir);
+    lr->n[m] = n;
+    if (mp_repro_probe(c, &spec, &p) != MP_OK || rl_read(lr, m, full) != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: stage length/%s failed\n", rl_models[m].name);
+        return mp_repro_fail(c, dir);
+    }
+    lr->ok[m] = 1;
+    lr->skipped[m] = p->skipped;
+    lr->seq[m] = p->S;
+    return 0;
+}
+
+static int length_run(MpReproCtx *c) {
+    const MpReproConfig *cfg = c->cfg;
+    int failed = 0;
+    const int64_t n = cfg->model_n ? cfg->model_n : cfg->quick ? 100 : 500; /* 500 × 128: RP resolved to ~0.001 */
+    if (!cfg->models) {
+        fprintf(stderr, "maskpos reproduce: error: stage length: the embedded models were not found; HINT: --models DIR\n");
+        failed += mp_repro_fail(c, "length");
+    } else
+        for (int m = 0; m < 2; m++) {
+            char model[4200], corpus[4200];
+            snprintf(model, sizeof model, "%s/%s", cfg->models, rl_models[m].name);
+            snprintf(corpus, sizeof corpus, "%s/kjv.txt", cfg->models);
+            failed += rl_probe(c, m, model, corpus, NULL, n);
+        }
+    /* stories260K over the stories stage's corpus (generated here when that stage has not run):
+     * 200 of its rows (16 with --quick; 0.65 CPU-s per row of 512 tokens with --recency) */
+    char ids[4200];
+    int64_t rows = 0;
+    if (mp_repro_stories_corpus(c, ids, sizeof ids, &rows) != MP_OK) return failed + mp_repro_fail(c, "length/stories260K");
+    const int64_t ns = rows < (cfg->quick ? 16 : 200) ? rows : (cfg->quick ? 16 : 200);
+    return failed + rl_probe(c, 2, cfg->stories, NULL, ids, ns);
+}
+
+/* Rows: RP per sequence at every length, layers 2..L (the later version: models with a norm
+ * favour recent keys); the figures the probes drew. */
+static int length_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
+    (void)e;
+    const MpReproLength *lr = c->len;
+    const double sig = mp_repro_expect_v("mc.sigmas", 0), floor = mp_repro_expect_v("length.rp", 0);
+    for (int m = 0; m < MP_REPRO_LENGTH_MODELS; m++) {
+        if (!lr->ok[m]) continue;
+        for (int l = 1; l < lr->L[m]; l++) {
+            char what[160], got[192] = "", note[256];
+            int ok = 1;
+            for (int k = 0; k < lr->K[m]; k++) {
+                const size_t g = strlen(got);
+                snprintf(got + g, sizeof got - g, "%s%d: %.3f", k ? ", " : "", lr->lens[m][k], lr->rp[m][l][k]);
+                if (!(lr->rp[m][l][k] - sig * lr->rp_se[m][l][k] > floor)) ok = 0;
+            }
+            snprintf(what, sizeof what, "Length: %s, layer %d, RP of the first S' positions", rl_models[m].label, l + 1);
+            snprintf(note, sizeof note, "one run of %lld × %d %s; block z at S' = %d … %d: %.2f … %.2f (docs/recency.md)",
+                     (long long)lr->n[m], lr->seq[m], rl_models[m].unit, lr->lens[m][0], lr->lens[m][lr->K[m] - 1],
+                     lr->block_z[m][l][0], lr->block_z[m][l][lr->K[m] - 1]);
+            mp_report_row(rp, what, "> 0.5 at every S' (recency)", got, ok, note);
+        }
+    }
+    static const char *files[3] = {"length_rp.png", "length_block_z.png", "residue_by_position.png"};
+    static const char *caps[3] = {"recency probability of the first S' positions", "residue block z of the first S' positions",
+                                  "residue in noise units against the query position"};
+    for (int m = 0; m < MP_REPRO_LENGTH_MODELS; m++)
+        for (int f = 0; f < 3 && lr->ok[m]; f++) {
+            char cap[256], path[128];
+            snprintf(cap, sizeof cap, "Length (one run, every prefix): %s, %s", rl_models[m].label, caps[f]);
+            snprintf(path, sizeof path, "length/%s/%s", rl_models[m].name, files[f]);
+            mp_report_fig(rp, cap, path);
+        }
+    return MP_OK;
+}
+
+const MpReproStage mp_repro_stage_length = {
+    "length", "stage.json: version, model and corpus (or ids) with fingerprints, n (--recency, layers 1-4 or all)", length_run,
+    length_report};

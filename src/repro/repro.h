@@ -1,0 +1,66 @@
+/* repro.h — the paper's experiments as one library call (`maskpos reproduce` is its command line,
+ * src/cli/reproduce.c).
+ *
+ * Implements: mp_repro_run: every stage asked for, each into its own folder under cfg->out
+ * (fig1 theory, fig2 and fig2ln simulations, fig3 the embedded NoPE model, fig4 RoPE
+ * simulations, fig5 the embedded RoPE model and --model, recency the later version's grid,
+ * length every prefix of one run, stories the pretrained stories260K); a folder whose recorded
+ * settings match is reused (store.h); then the figures and report.md + report.html, every number
+ * read from this run's results and compared with the one table of expected values (expect.h).
+ * The stages are a table (registry.c; stage.h says what an entry holds).
+ * Does not: parse flags or claim the output folder (the CLI does), exit the process: a stage that
+ * fails is reported, named in the summary and the report's footer, and the others still run.
+ * Tested by: tests/test_reproduce.c.
+ */
+#ifndef MP_REPRO_H
+#define MP_REPRO_H
+
+#include <stdint.h>
+
+#include "core/err.h"     /* MpErr */
+#include "sim/simulate.h" /* MpSimConfig, MpSimResult */
+
+/* The subcommands whose library calls have not landed yet: the CLI hands them in. Each returns
+ * the subcommand's exit code (argv[0] = its name, NULL-terminated). */
+typedef struct MpReproHost {
+    int (*probe)(int argc, char **argv);
+    int (*gram)(int argc, char **argv);
+    /* the simulation's outputs into dir (scores, se, probs, diagnorm .npy; meta.json last) */
+    int (*sim_write)(const char *dir, const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
+                     char **argv, MpErr *e);
+} MpReproHost;
+
+typedef struct MpReproConfig {
+    const char *out;        /* output folder (claimed by the caller) */
+    int quick, force;
+    MpSimConfig base;       /* batch, seed, threads, progress of the simulations */
+    int64_t batch_flag;     /* --batch as given (0: none): also scales the recency grid */
+    const char *models;     /* the embedded models folder, or NULL when none was found */
+    const char *model, *data; /* --model, --data (NULL: none) */
+    int64_t model_n;        /* --n (0: the stage's default) */
+    int model_seq, pack;    /* --seq (0: 1024 or the model's context), --pack */
+    const char *compute;    /* "f32" or "bf16" for every probe */
+    int64_t stories_n;      /* --stories-n (0: 1000, quick 32) */
+    const char *stories;    /* the stories260K .gguf, or NULL when none was found */
+    uint32_t stages;        /* bit k: stage k of mp_repro_stage_name */
+    int argc;               /* the command line, for meta.json's provenance */
+    char **argv;
+    MpReproHost host;
+} MpReproConfig;
+
+typedef struct MpReproSummary {
+    int failed;             /* failed runs (0: every stage ran) */
+    char failed_names[1024];
+    int npass, nrows;       /* verdict rows that agree, of all */
+    double wall_s;
+} MpReproSummary;
+
+/* The stages, in report order: name of stage k (NULL past the last), index of a name (-1: none). */
+const char *mp_repro_stage_name(int k);
+int mp_repro_stage_find(const char *name);
+
+/* Runs the stages and writes the report. MP_OK (summary filled; failed stages are in it) or
+ * MP_ERR when the report could not be written (e says why). */
+int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e);
+
+#endif

@@ -1,0 +1,127 @@
+/* test_reproduce_store.c — the reuse layer and the registry of src/repro, called as a library:
+ * a statistic missing from meta.json is an error naming it (never a 0), null is a non-finite
+ * value, a short array is refused; settings keys are matched exactly and every stage.json field
+ * is checked; inputs are located by environment variable first, and a named input that is not
+ * there is not replaced by another; the stage table knows its names. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/json.h"   /* json_loads */
+#include "core/util.h"   /* mp_file_exists */
+#include "repro/repro.h" /* mp_repro_stage_name, mp_repro_stage_find */
+#include "repro/store.h"
+
+static const char *stats_json =
+    "[{\"layer\": 1, \"nri\": 0.25, \"residue_min\": -0.5, \"residue_max\": 0.75, \"residue_rms\": 0.125, "
+    "\"noise_rms\": 0.0625, \"residue_z_rms\": 2.0, \"rising_row_share\": null, \"mean_slope\": -3.5},"
+    " {\"layer\": 2, \"nri\": 0.5, \"residue_min\": -1, \"residue_max\": 1, \"residue_rms\": 0.5, "
+    "\"noise_rms\": 0.25, \"residue_z_rms\": 4, \"rising_row_share\": 1, \"mean_slope\": 2}]";
+
+static void test_stats_strict(void **state) {
+    (void)state;
+    json_error_t je;
+    json_t *a = json_loads(stats_json, 0, &je);
+    assert_non_null(a);
+    MpPosStats st[2];
+    MpErr e;
+    assert_int_equal(mp_repro_store_stats(st, a, 2, &e), MP_OK);
+    assert_true(st[0].nri == 0.25 && st[0].res_min == -0.5 && st[0].res_max == 0.75 && st[0].res_rms == 0.125);
+    assert_true(st[0].noise_rms == 0.0625 && st[0].z_rms == 2.0 && st[0].mean_slope == -3.5);
+    assert_true(isnan(st[0].rise_share)); /* null: written for a non-finite value */
+    assert_true(st[1].z_rms == 4 && st[1].rise_share == 1);
+    /* three layers asked of a two-layer run */
+    assert_int_equal(mp_repro_store_stats(st, a, 3, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "2 layers where 3 were run"));
+    /* a missing metric in layer 2: an error naming it, not a 0 */
+    json_object_del(json_array_get(a, 1), "noise_rms");
+    st[1].noise_rms = 123;
+    assert_int_equal(mp_repro_store_stats(st, a, 2, &e), MP_ERR);
+    assert_string_equal(e.msg, "stats of layer 2: no number 'noise_rms'");
+    /* a metric of the wrong type likewise */
+    json_object_set_new(json_array_get(a, 1), "noise_rms", json_string("0.25"));
+    assert_int_equal(mp_repro_store_stats(st, a, 2, &e), MP_ERR);
+    assert_string_equal(e.msg, "stats of layer 2: no number 'noise_rms'");
+    json_decref(a);
+}
+
+static void test_settings_keys(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    double wall = -1;
+    assert_false(mp_repro_store_same(d, "k1", &wall, NULL)); /* no stage.json */
+    mp_repro_store_mark(d, "k1", 2.5, NULL);
+    assert_true(mp_repro_store_same(d, "k1", &wall, NULL));
+    assert_true(wall == 2.5);
+    assert_false(mp_repro_store_same(d, "k1 ", &wall, NULL)); /* exactly the key */
+    assert_false(mp_repro_store_same(d, "k", &wall, NULL));
+    /* extra fields come back to the stage that wrote them */
+    json_t *x = json_object(), *back = NULL;
+    json_object_set_new(x, "mean_nll", json_real(1.25));
+    mp_repro_store_mark(d, "k2", 0, x);
+    assert_true(mp_repro_store_same(d, "k2", &wall, &back));
+    assert_true(json_number_value(json_object_get(back, "mean_nll")) == 1.25);
+    json_decref(back);
+    /* a wall time that is not a finite number >= 0: not reused */
+    assert_int_equal(mp_test_shell(NULL, 0, "printf '{\"stage_settings\": \"k3\", \"wall_time_s\": -1}' > %s/stage.json", d), 0);
+    assert_false(mp_repro_store_same(d, "k3", &wall, NULL));
+    assert_int_equal(mp_test_shell(NULL, 0, "printf '{\"stage_settings\": \"k3\"}' > %s/stage.json", d), 0);
+    assert_false(mp_repro_store_same(d, "k3", &wall, NULL));
+    /* meta.json's stage_settings */
+    assert_int_equal(mp_test_shell(NULL, 0, "printf '{\"n\": 3}' > %s/meta.json", d), 0);
+    assert_null(mp_repro_store_meta_same(d, "s1"));
+    mp_repro_store_meta_mark(d, "s1");
+    json_t *m = mp_repro_store_meta_same(d, "s1");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "n")), 3); /* the rest kept */
+    json_decref(m);
+    assert_null(mp_repro_store_meta_same(d, "s2"));
+}
+
+static void test_locate(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[4096], file[600];
+    snprintf(file, sizeof file, "%s/x.gguf", d);
+    assert_int_equal(mp_test_shell(NULL, 0, "touch %s", file), 0);
+    setenv("MP_TEST_LOCATE", file, 1);
+    assert_int_equal(mp_repro_locate(out, sizeof out, "MP_TEST_LOCATE", "no/such/file", NULL), 1);
+    assert_string_equal(out, file);
+    assert_int_equal(mp_repro_locate(out, 8, "MP_TEST_LOCATE", "no/such/file", NULL), 0); /* does not fit */
+    /* named but absent: not found, even though the fallback would exist */
+    setenv("MP_TEST_LOCATE", "/nonexistent/x.gguf", 1);
+    assert_int_equal(mp_repro_locate(out, sizeof out, "MP_TEST_LOCATE", "Makefile", NULL), 0);
+    unsetenv("MP_TEST_LOCATE");
+    /* not named: beside the build folder of the executable (this test: <repo>/build/tests/...) */
+    assert_int_equal(mp_repro_locate(out, sizeof out, "MP_TEST_LOCATE", "data/third_party/stories260K/stories260K.gguf", NULL), 1);
+    assert_true(mp_file_exists(out));
+    assert_non_null(strstr(out, "data/third_party/stories260K/stories260K.gguf"));
+    /* the embedded models folder passes only with all three of its files */
+    assert_int_equal(mp_repro_models_ok(d), 0);
+    char models[600];
+    snprintf(models, sizeof models, "%s/models", MP_SOURCE_DIR);
+    assert_int_equal(mp_repro_models_ok(models), 1);
+}
+
+static void test_stage_table(void **state) {
+    (void)state;
+    static const char *names[] = {"fig1", "fig2", "fig2ln", "fig3", "fig4", "fig5", "recency", "length", "stories"};
+    for (int k = 0; k < 9; k++) {
+        assert_string_equal(mp_repro_stage_name(k), names[k]);
+        assert_int_equal(mp_repro_stage_find(names[k]), k);
+    }
+    assert_null(mp_repro_stage_name(9));
+    assert_int_equal(mp_repro_stage_find("fig9"), -1);
+    assert_int_equal(mp_repro_stage_find(""), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stats_strict),
+        cmocka_unit_test(test_settings_keys),
+        cmocka_unit_test(test_locate),
+        cmocka_unit_test(test_stage_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -15,8 +15,9 @@
  *   - readers that fail instead of guessing: a statistic missing from meta.json is an error (the
  *     run is then computed again), never a 0.
  * Does not: know any stage (registry.c and the stage files do).
- * Tested by: tests/test_reproduce.c (re-runs skip, --force and changed settings recompute, a
- * meta.json without a statistic is not reused).
+ * Tested by: tests/test_reproduce_store.c (the readers, keys, locating), tests/test_reproduce.c
+ * (re-runs skip, --force and changed settings recompute, a meta.json without a statistic is not
+ * reused).
  *
  * Shape legend: L layers, S tokens per sequence.
  */

@@ -6,8 +6,8 @@
  *   maskpos reproduce --only fig1,fig4
  *   maskpos reproduce --model ~/Llama-3.1-8B --data docs.jsonl --n 100 --seq 1024
  * This file parses the flags, checks --model/--data before minutes of stages, claims the output
- * folder, hands the library the subcommands it still runs through (probe, gram, the simulation
- * writer: MpReproHost), and prints the summary.
+ * folder, hands the library what it cannot do itself yet (gram's subcommand, sharing the probes
+ * with the other ranks under mpirun: MpReproHost), and prints the summary.
  * Exit status: 0 all stages ran, 1 a stage failed (the others still ran), 2 bad flags.
  */
 #include <getopt.h>
@@ -16,10 +16,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"      /* mp_cli_*, mp_cmd_probe, mp_cmd_gram */
+#include "cli/cli.h"      /* mp_cli_*, mp_cmd_gram */
 #include "cli/mpi_job.h"  /* mp_cli_mpi_share: probe stages under mpirun */
-#include "cli/sim_out.h"  /* mp_sim_write_outputs */
 #include "core/files.h"   /* mp_outdir_claim, mp_input_open */
+#include "core/mpi.h"     /* mp_mpi_size */
 #include "core/util.h"    /* mp_file_exists */
 #include "load/model.h"   /* --model: opened before the stages */
 #include "repro/repro.h"  /* mp_repro_run */
@@ -84,12 +84,6 @@ static int repro_check_inputs(const char *cmd, const char *model, const char *da
     if (!f) return mp_cli_error(cmd, "--data: %s", e.msg);
     fclose(f);
     return MP_EXIT_OK;
-}
-
-/* The probe stages under mpirun: every rank runs the probe (docs/mpi.md). */
-static int host_probe(int argc, char **argv) {
-    mp_cli_mpi_share(argv);
-    return mp_cmd_probe(argc, argv);
 }
 
 /* --only LIST: the bit of every stage named; MP_EXIT_ERROR on a name that is no stage. */
@@ -189,7 +183,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
     cfg.compute = "f32";
     cfg.argc = argc;
     cfg.argv = argv;
-    cfg.host = (MpReproHost){.probe = host_probe, .gram = mp_cmd_gram, .sim_write = mp_sim_write_outputs};
+    /* gram through its subcommand; under mpirun the probes are shared with the other ranks */
+    cfg.host = (MpReproHost){.gram = mp_cmd_gram, .share = mp_mpi_size() > 1 ? mp_cli_mpi_share : NULL};
     int done = 0;
     const int rc = reproduce_flags(&cfg, argc, argv, &done);
     if (rc != MP_EXIT_OK || done) return rc;

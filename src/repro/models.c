@@ -8,8 +8,9 @@
  *   stages          fig3, fig5
  *   verdicts        one function per figure, thresholds from expect.c
  *   figures         the figure table
- * Until the probe and gram library calls land, a run goes through the CLI's subcommand
- * (MpReproHost), with argv built here.
+ * A probe is the library call (job/probe.h); a gram run still goes through the CLI's subcommand
+ * (MpReproHost.gram) until its library call lands; under mpirun the probe's arguments are
+ * handed to the other ranks (MpReproHost.share).
  * Tested by: tests/test_reproduce.c.
  * Shape legend: L layers, S tokens per sequence.
  */
@@ -20,7 +21,10 @@
 
 #include "core/json.h"      /* mp_json_read, MP_VERSION */
 #include "core/util.h"      /* mp_file_exists */
+#include "core/files.h"     /* MP_OUTDIR_NEW */
+#include "job/probe.h"      /* mp_probe_run, mp_probe_result_write: the probes */
 #include "load/model.h"     /* mp_model_open: --model's context and depth */
+#include "model/fwd.h"      /* mp_fwd_compute_parse */
 #include "model/probe.h"    /* mp_probe_layer_stats */
 #include "repro/expect.h"   /* mp_repro_expect_v */
 #include "repro/stage.h"    /* MpReproCtx, MpReproMaps, MpReproProbeSpec */
@@ -34,17 +38,14 @@ typedef struct ProbeRun {
     const MpReproProbeSpec *spec;
 } ProbeRun;
 
-/* `maskpos probe` for spec into dir, through the CLI's subcommand. */
-static int probe_run(void *arg, const char *dir) {
-    const ProbeRun *pr = arg;
-    const MpReproProbeSpec *s = pr->spec;
-    const MpReproConfig *cfg = pr->c->cfg;
-    char nb[32], sb[32], tb[32];
-    char *args[32];
+/* The same probe as `maskpos probe` arguments: what an MPI job hands the other ranks, which run
+ * it beside this process (MpReproHost.share). args gets at most 32 entries, NULL-terminated. */
+static int probe_argv(char **args, char nb[32], char sb[32], char tb[32], const MpReproProbeSpec *s,
+                      const MpReproConfig *cfg, const char *dir) {
     int k = 0;
-    snprintf(nb, sizeof nb, "%lld", (long long)s->n);
-    snprintf(sb, sizeof sb, "%d", s->seq);
-    snprintf(tb, sizeof tb, "%d", cfg->base.threads);
+    snprintf(nb, 32, "%lld", (long long)s->n);
+    snprintf(sb, 32, "%d", s->seq);
+    snprintf(tb, 32, "%d", cfg->base.threads);
     args[k++] = "probe";
     args[k++] = (char *)s->model;
     args[k++] = s->tokens ? "--tokens" : "--data";
@@ -75,7 +76,51 @@ static int probe_run(void *arg, const char *dir) {
         args[k++] = tb;
     }
     args[k] = NULL;
-    return cfg->host.probe(k, args) == MP_EXIT_OK ? MP_OK : MP_ERR;
+    return k;
+}
+
+/* The probe of spec into dir: the library call (job/probe.h), its tables printed as `maskpos
+ * probe` prints them, its folder written byte for byte as `maskpos probe --out dir` writes it. */
+static int probe_run(void *arg, const char *dir) {
+    const ProbeRun *pr = arg;
+    const MpReproProbeSpec *s = pr->spec;
+    const MpReproConfig *cfg = pr->c->cfg;
+    if (cfg->host.share) { /* under mpirun: the other ranks run the same probe beside this one */
+        char *args[32], nb[32], sb[32], tb[32];
+        probe_argv(args, nb, sb, tb, s, cfg, dir);
+        cfg->host.share(args);
+    }
+    MpProbeConfig pc;
+    mp_probe_config_init(&pc);
+    pc.model_path = s->model;
+    pc.tokens_path = s->tokens;
+    pc.data = s->data;
+    pc.n = s->n;
+    pc.seq = s->seq;
+    pc.pack = s->pack;
+    pc.layers = s->layers;
+    pc.bidirectional = !s->causal;
+    pc.recency = s->recency_plot;
+    pc.compute = s->recency_plot ? MP_FWD_COMPUTE_F32 : mp_fwd_compute_parse(cfg->compute);
+    pc.threads = cfg->base.threads;
+    pc.out = dir;
+    pc.out_mode = MP_OUTDIR_NEW;
+    pc.log = stdout;
+    const double t0 = mp_time_now();
+    MpProbeResult res;
+    MpErr e;
+    int rc = mp_probe_run(&res, &pc, &e);
+    if (rc == MP_OK) {
+        const int64_t ran = res.n - res.first;
+        printf("ran %lld sequence%s (%.0f tokens) in %.2f s\n", (long long)ran, ran == 1 ? "" : "s", (double)ran * res.S,
+               res.compute_s);
+        mp_probe_result_print(stdout, &res);
+        const MpJobWriteOptions wo = {.plot = s->recency_plot, .argc = cfg->argc, .argv = cfg->argv, .wall_s = mp_time_now() - t0};
+        rc = mp_probe_result_write(&res, dir, &wo, &e);
+    }
+    if (rc != MP_OK && e.msg[0]) fprintf(stderr, "maskpos reproduce: error: %s\n", e.msg);
+    mp_probe_result_free(&res);
+    return rc;
 }
 
 /* Reads a finished probe back: meta.json (n, the block test), scores and standard errors; the

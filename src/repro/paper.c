@@ -19,6 +19,7 @@
 #include "core/npy.h"       /* mp_npy_write */
 #include "core/util.h"      /* mp_mkdir_p, mp_path_join, mp_time_now */
 #include "kernels/posmap.h" /* mp_posmap_max_abs_diff */
+#include "job/sim_out.h"     /* mp_sim_write_outputs */
 #include "repro/expect.h"   /* mp_repro_expect_v, mp_repro_expect_tol */
 #include "repro/stage.h"    /* MpReproCtx, MpReproMaps, MpReproStage, MpReproFigure */
 #include "repro/store.h"    /* mp_repro_store_meta_same, mp_repro_store_stats */
@@ -121,7 +122,7 @@ static int sim_run(MpReproCtx *c, const PaperRun *run) {
     MpSimResult r;
     memset(&r, 0, sizeof r);
     if (mp_sim_run(&r, &s, &e) != MP_OK ||
-        c->cfg->host.sim_write(dir, &s, run->scale, &r, 0, c->cfg->argc, c->cfg->argv, &e) != MP_OK) {
+        mp_sim_write_outputs(dir, &s, run->scale, &r, 0, c->cfg->argc, c->cfg->argv, &e) != MP_OK) {
         fprintf(stderr, "maskpos reproduce: error: stage %s: %s\n", rel, e.msg);
         mp_repro_fail(c, rel);
         if (r.scores) mp_sim_result_free(&r);

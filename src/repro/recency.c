@@ -16,6 +16,7 @@
 #include "core/json.h"       /* MP_VERSION */
 #include "core/util.h"       /* mp_path_join, mp_time_now */
 #include "kernels/recency.h" /* mp_recency_triples */
+#include "job/sim_out.h"     /* mp_sim_write_outputs */
 #include "repro/expect.h"    /* mp_repro_expect: the authors' values */
 #include "repro/stage.h"     /* MpReproCtx, MpReproStage */
 #include "repro/store.h"     /* mp_repro_store_meta_same, mp_repro_store_num */
@@ -147,7 +148,7 @@ static int rr_run_one(MpReproRecencyRun *r, const RrConfig *g, const MpReproCtx 
     }
     MpSimResult s;
     memset(&s, 0, sizeof s);
-    if (mp_sim_run(&s, &c, &e) != MP_OK || cx->cfg->host.sim_write(dir, &c, "sqrt", &s, 0, cx->cfg->argc, cx->cfg->argv, &e) != MP_OK) {
+    if (mp_sim_run(&s, &c, &e) != MP_OK || mp_sim_write_outputs(dir, &c, "sqrt", &s, 0, cx->cfg->argc, cx->cfg->argv, &e) != MP_OK) {
         fprintf(stderr, "maskpos reproduce: error: stage recency/%s: %s\n", g->name, e.msg);
         if (s.scores) mp_sim_result_free(&s);
         return MP_ERR;

@@ -18,16 +18,16 @@
 #include <stdint.h>
 
 #include "core/err.h"     /* MpErr */
-#include "sim/simulate.h" /* MpSimConfig, MpSimResult */
+#include "sim/simulate.h" /* MpSimConfig */
 
-/* The subcommands whose library calls have not landed yet: the CLI hands them in. Each returns
- * the subcommand's exit code (argv[0] = its name, NULL-terminated). */
+/* What the library cannot do by itself yet: the CLI hands it in. */
 typedef struct MpReproHost {
-    int (*probe)(int argc, char **argv);
+    /* `maskpos gram` (argv[0] = "gram", NULL-terminated), until gram's library call lands: its
+     * exit code */
     int (*gram)(int argc, char **argv);
-    /* the simulation's outputs into dir (scores, se, probs, diagnorm .npy; meta.json last) */
-    int (*sim_write)(const char *dir, const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
-                     char **argv, MpErr *e);
+    /* under mpirun (NULL otherwise): hands a probe's `maskpos probe` arguments to the other
+     * ranks, which run it beside this process (docs/mpi.md) */
+    void (*share)(char **argv);
 } MpReproHost;
 
 typedef struct MpReproConfig {

@@ -2,7 +2,8 @@
  * a statistic missing from meta.json is an error naming it (never a 0), null is a non-finite
  * value, a short array is refused; settings keys are matched exactly and every stage.json field
  * is checked; inputs are located by environment variable first, and a named input that is not
- * there is not replaced by another; the stage table knows its names. */
+ * there is not replaced by another; the stage table knows its names; mp_repro_run reports
+ * progress per stage and stops cleanly when asked. */
 #include "testutil.h"
 
 #include <math.h>
@@ -116,12 +117,67 @@ static void test_stage_table(void **state) {
     assert_int_equal(mp_repro_stage_find(""), -1);
 }
 
+/* The stage runner as a library call: the progress callback sees every stage asked for, and a
+ * nonzero return stops before the next one (the report holds what ran). */
+typedef struct Calls {
+    int n, stop_at;
+    int64_t done[8], total[8];
+} Calls;
+
+static int record(void *ctx, int64_t done, int64_t total) {
+    Calls *c = ctx;
+    if (c->n < 8) c->done[c->n] = done, c->total[c->n] = total;
+    c->n++;
+    return done == c->stop_at;
+}
+
+static void test_run_progress(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[600], path[700];
+    snprintf(out, sizeof out, "%s/r", d);
+    MpReproConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    mp_sim_config_default(&cfg.base);
+    cfg.base.batch = 200;
+    cfg.base.threads = 1;
+    cfg.out = out;
+    cfg.compute = "f32";
+    cfg.stages = 1u << mp_repro_stage_find("fig1") | 1u << mp_repro_stage_find("fig2ln");
+    Calls calls = {.stop_at = -1};
+    cfg.progress = record;
+    cfg.progress_ctx = &calls;
+    MpReproSummary sum;
+    MpErr e;
+    assert_int_equal(mp_repro_run(&sum, &cfg, &e), MP_OK);
+    assert_int_equal(calls.n, 3);
+    assert_true(calls.done[0] == 0 && calls.done[1] == 1 && calls.done[2] == 2 && calls.total[2] == 2);
+    assert_int_equal(sum.failed, 0);
+    assert_int_equal(sum.nrows, 4); /* Fig. 1 S21, S31, S32 and the LayerNorm appendix */
+    snprintf(path, sizeof path, "%s/fig2ln/layernorm_d/scores.npy", out);
+    assert_true(mp_file_exists(path));
+    /* stopped after the first stage: the second does not run, the report says what ran */
+    snprintf(out, sizeof out, "%s/s", d);
+    calls = (Calls){.stop_at = 1};
+    assert_int_equal(mp_repro_run(&sum, &cfg, &e), MP_ERR);
+    assert_string_equal(e.msg, MP_JOB_STOPPED_MSG);
+    assert_int_equal(calls.n, 2);
+    snprintf(path, sizeof path, "%s/fig1/layer2_scores.npy", out);
+    assert_true(mp_file_exists(path));
+    snprintf(path, sizeof path, "%s/fig2ln", out);
+    assert_false(mp_file_exists(path));
+    snprintf(path, sizeof path, "%s/report.md", out);
+    assert_true(mp_file_exists(path));
+    assert_int_equal(sum.nrows, 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_strict),
         cmocka_unit_test(test_settings_keys),
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_stage_table),
+        cmocka_unit_test(test_run_progress),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -242,9 +242,16 @@ int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e) {
     const double t0 = mp_time_now();
     printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)cfg->base.batch, cfg->base.seq,
            cfg->base.dim, cfg->base.layers, (unsigned long long)cfg->base.seed, cfg->out);
-    for (int k = 0; k < N_STAGES; k++)
-        if (cfg->stages >> k & 1u) c.failed += stages[k]->run(&c);
-    const int rc = report_write(&c, sum, t0, e);
+    int total = 0, done = 0, stopped = 0;
+    for (int k = 0; k < N_STAGES; k++) total += cfg->stages >> k & 1u;
+    stopped = cfg->progress && cfg->progress(cfg->progress_ctx, 0, total);
+    for (int k = 0; k < N_STAGES && !stopped; k++)
+        if (cfg->stages >> k & 1u) {
+            c.failed += stages[k]->run(&c);
+            stopped = cfg->progress && cfg->progress(cfg->progress_ctx, ++done, total);
+        }
+    int rc = report_write(&c, sum, t0, e);
+    if (rc == MP_OK && stopped) rc = mp_err_set(e, "%s", MP_JOB_STOPPED_MSG);
     sum->failed = c.failed;
     snprintf(sum->failed_names, sizeof sum->failed_names, "%s", c.failed_names);
     sum->wall_s = mp_time_now() - t0;

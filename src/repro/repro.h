@@ -17,7 +17,8 @@
 
 #include <stdint.h>
 
-#include "core/err.h"     /* MpErr */
+#include "core/err.h"      /* MpErr */
+#include "core/progress.h" /* MpProgressFn, MP_JOB_STOPPED_MSG */
 #include "sim/simulate.h" /* MpSimConfig */
 
 /* What the library cannot do by itself yet: the CLI hands it in. */
@@ -46,6 +47,11 @@ typedef struct MpReproConfig {
     int argc;               /* the command line, for meta.json's provenance */
     char **argv;
     MpReproHost host;
+    /* stages done / stages asked for: once before the first, then after each; nonzero stops
+     * before the next stage (the report then holds what ran; mp_repro_run returns MP_ERR with
+     * MP_JOB_STOPPED_MSG). NULL: none. */
+    MpProgressFn progress;
+    void *progress_ctx;
 } MpReproConfig;
 
 typedef struct MpReproSummary {
@@ -60,7 +66,8 @@ const char *mp_repro_stage_name(int k);
 int mp_repro_stage_find(const char *name);
 
 /* Runs the stages and writes the report. MP_OK (summary filled; failed stages are in it) or
- * MP_ERR when the report could not be written (e says why). */
+ * MP_ERR when the report could not be written or the progress callback stopped the run (e says
+ * why; the summary is filled). */
 int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e);
 
 #endif

@@ -189,6 +189,10 @@ typedef struct GramRun {
 
 static int gram_run(void *arg, const char *dir) {
     const GramRun *g = arg;
+    if (!g->c->cfg->host.gram) {
+        fprintf(stderr, "maskpos reproduce: error: %s: no gram runner (MpReproHost.gram) was given\n", dir);
+        return MP_ERR;
+    }
     char tb[32];
     snprintf(tb, sizeof tb, "%d", g->c->cfg->base.threads);
     char *args[] = {"gram", (char *)g->model, "--layer", "1", "--data", (char *)g->corpus, "--seq", (char *)g->sq, "--n",

@@ -6,8 +6,8 @@
  *   maskpos reproduce --only fig1,fig4
  *   maskpos reproduce --model ~/Llama-3.1-8B --data docs.jsonl --n 100 --seq 1024
  * This file parses the flags, checks --model/--data before minutes of stages, claims the output
- * folder, hands the library what it cannot do itself yet (gram's subcommand, sharing the probes
- * with the other ranks under mpirun: MpReproHost), and prints the summary.
+ * folder, hands the library what only the command line can do (sharing the probes with the other
+ * ranks under mpirun: MpReproHost), and prints the summary.
  * Exit status: 0 all stages ran, 1 a stage failed (the others still ran), 2 bad flags.
  */
 #include <getopt.h>
@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"      /* mp_cli_*, mp_cmd_gram */
+#include "cli/cli.h"      /* mp_cli_* */
 #include "cli/mpi_job.h"  /* mp_cli_mpi_share: probe stages under mpirun */
 #include "core/files.h"   /* mp_outdir_claim, mp_input_open */
 #include "core/mpi.h"     /* mp_mpi_size */
@@ -183,8 +183,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
     cfg.compute = "f32";
     cfg.argc = argc;
     cfg.argv = argv;
-    /* gram through its subcommand; under mpirun the probes are shared with the other ranks */
-    cfg.host = (MpReproHost){.gram = mp_cmd_gram, .share = mp_mpi_size() > 1 ? mp_cli_mpi_share : NULL};
+    /* under mpirun the probes are shared with the other ranks */
+    cfg.host = (MpReproHost){.share = mp_mpi_size() > 1 ? mp_cli_mpi_share : NULL};
     int done = 0;
     const int rc = reproduce_flags(&cfg, argc, argv, &done);
     if (rc != MP_EXIT_OK || done) return rc;

@@ -8,9 +8,8 @@
  *   stages          fig3, fig5
  *   verdicts        one function per figure, thresholds from expect.c
  *   figures         the figure table
- * A probe is the library call (job/probe.h); a gram run still goes through the CLI's subcommand
- * (MpReproHost.gram) until its library call lands; under mpirun the probe's arguments are
- * handed to the other ranks (MpReproHost.share).
+ * Every run is a library call (job/probe.h, job/gram.h); under mpirun a probe's arguments are
+ * also handed to the other ranks (MpReproHost.share), which run it beside this process.
  * Tested by: tests/test_reproduce.c.
  * Shape legend: L layers, S tokens per sequence.
  */
@@ -22,6 +21,7 @@
 #include "core/json.h"      /* mp_json_read, MP_VERSION */
 #include "core/util.h"      /* mp_file_exists */
 #include "core/files.h"     /* MP_OUTDIR_NEW */
+#include "job/gram.h"       /* mp_gram_run, mp_gram_result_write: Figure 3's Gram matrices */
 #include "job/probe.h"      /* mp_probe_run, mp_probe_result_write: the probes */
 #include "load/model.h"     /* mp_model_open: --model's context and depth */
 #include "model/fwd.h"      /* mp_fwd_compute_parse */
@@ -184,22 +184,37 @@ int mp_repro_probe(MpReproCtx *c, const MpReproProbeSpec *spec, MpReproMaps **ou
 
 typedef struct GramRun {
     const MpReproCtx *c;
-    const char *model, *corpus, *nb, *sq;
+    const char *model, *corpus;
+    int n, seq;
 } GramRun;
 
+/* `gram` of layer 1 -> 2 into dir: the library call (job/gram.h), written as `maskpos gram --plot
+ * --out dir` writes it. */
 static int gram_run(void *arg, const char *dir) {
     const GramRun *g = arg;
-    if (!g->c->cfg->host.gram) {
-        fprintf(stderr, "maskpos reproduce: error: %s: no gram runner (MpReproHost.gram) was given\n", dir);
-        return MP_ERR;
+    MpGramConfig gc;
+    mp_gram_config_init(&gc);
+    gc.model_path = g->model;
+    gc.data = g->corpus;
+    gc.layer = 1;
+    gc.seq = g->seq;
+    gc.n = g->n;
+    gc.threads = g->c->cfg->base.threads;
+    gc.out = dir;
+    gc.out_mode = MP_OUTDIR_NEW;
+    gc.log = stderr;
+    const double t0 = mp_time_now();
+    MpGramResult r;
+    MpErr e;
+    int rc = mp_gram_run(&r, &gc, &e);
+    if (rc == MP_OK) {
+        const MpJobWriteOptions wo = {.plot = 1, .argc = g->c->cfg->argc, .argv = g->c->cfg->argv, .wall_s = mp_time_now() - t0};
+        rc = mp_gram_result_write(&r, dir, &wo, &e);
+        if (rc == MP_OK) mp_gram_result_print(stdout, &r);
     }
-    char tb[32];
-    snprintf(tb, sizeof tb, "%d", g->c->cfg->base.threads);
-    char *args[] = {"gram", (char *)g->model, "--layer", "1", "--data", (char *)g->corpus, "--seq", (char *)g->sq, "--n",
-                    (char *)g->nb, "--plot", "--out", (char *)dir, g->c->cfg->base.threads > 0 ? "--threads" : NULL, tb, NULL};
-    int argc = 0;
-    while (args[argc]) argc++;
-    return g->c->cfg->host.gram(argc, args) == MP_EXIT_OK ? MP_OK : MP_ERR;
+    if (rc != MP_OK) fprintf(stderr, "maskpos reproduce: error: %s\n", e.msg);
+    mp_gram_result_free(&r);
+    return rc;
 }
 
 static int gram_load(void *obj, const char *dir) {
@@ -219,11 +234,8 @@ static void gram_release(void *obj) { mp_repro_gram_free(obj); }
 
 int mp_repro_gram(MpReproCtx *c, MpReproGram *g, const char *dir, const char *model, const char *corpus, int n, int seq,
                   const char *key) {
-    char nb[32], sq[16];
-    snprintf(nb, sizeof nb, "%d", n);
-    snprintf(sq, sizeof sq, "%d", seq);
     memset(g, 0, sizeof *g);
-    GramRun gr = {c, model, corpus, nb, sq};
+    GramRun gr = {c, model, corpus, n, seq};
     const MpReproStoreKind k = {"gram", gram_run, gram_load, gram_release};
     return mp_repro_store_run(&k, &gr, g, dir, key, c->cfg->force, &g->skipped, &g->wall_s);
 }

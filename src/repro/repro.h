@@ -21,13 +21,10 @@
 #include "core/progress.h" /* MpProgressFn, MP_JOB_STOPPED_MSG */
 #include "sim/simulate.h" /* MpSimConfig */
 
-/* What the library cannot do by itself yet: the CLI hands it in. */
+/* What only the command line can do: under mpirun, hand a probe's `maskpos probe` arguments
+ * (argv[0] = "probe", NULL-terminated) to the other ranks, which run it beside this process
+ * (docs/mpi.md). NULL in one process. */
 typedef struct MpReproHost {
-    /* `maskpos gram` (argv[0] = "gram", NULL-terminated), until gram's library call lands: its
-     * exit code */
-    int (*gram)(int argc, char **argv);
-    /* under mpirun (NULL otherwise): hands a probe's `maskpos probe` arguments to the other
-     * ranks, which run it beside this process (docs/mpi.md) */
     void (*share)(char **argv);
 } MpReproHost;
 

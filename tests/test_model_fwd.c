@@ -38,6 +38,8 @@ static const RefCase ref_cases[] = {
     {"llama-bidirectional", "--arch llama --layers 2 --vocab 300 --seed 9", "--bidirectional", "--bidirectional", 2, 20, 0, NULL},
     {"qwen3-no-rope", "--arch qwen3 --layers 2 --vocab 300 --seed 8", "--no-rope", "--no-rope", 2, 20, 0, NULL},
     {"phi3-longrope-long-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 24, 1, ORIG16},
+    {"olmo2", "--arch olmo2 --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 6", "", "", 2, 24, 1, NULL},
+    {"olmo2-no-rope-bidirectional", "--arch olmo2 --layers 2 --vocab 300 --seed 7", "--no-rope --bidirectional", "--no-rope --bidirectional", 2, 20, 0, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
 };
 
@@ -107,7 +109,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"qwen3", "--arch qwen3"},
                               {"qwen2", "--arch qwen2"},
                               {"phi3", "--arch phi3"},
-                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"}};
+                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
+                              {"olmo2", "--arch olmo2"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

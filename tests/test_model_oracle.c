@@ -27,7 +27,8 @@ static void test_logprobs_match_llama_cpp(void **state) {
                               {"qwen3", "--arch qwen3"},
                               {"qwen2", "--arch qwen2"},
                               {"phi3", "--arch phi3"},
-                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"}};
+                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
+                              {"olmo2", "--arch olmo2"}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };
     char list[1024];

@@ -22,7 +22,7 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 (default llama)\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
     "  --heads H         query heads (default 4)\n"
@@ -72,7 +72,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2", optarg);
             s.arch = (MpArch)a;
             break;
         }

@@ -101,7 +101,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(smollm3 ? "llama" : type, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2)", path,
                           type);
     m->arch = (MpArch)a;
 
@@ -153,8 +153,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     if (cfg_bool(root, "attention_bias", 0, &attn_bias, path, e) || cfg_bool(root, "mlp_bias", 0, &mlp_bias, path, e)) return MP_ERR;
     if (attn_bias) return mp_err_set(e, "%s: key \"attention_bias\": true is not supported for %s", path, type);
     if (mlp_bias) return mp_err_set(e, "%s: key \"mlp_bias\": true is not supported", path);
-    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
-    m->has_qk_norm = m->arch == MP_ARCH_QWEN3;
+    mp_model_arch_features(m);
 
     /* sliding windows */
     int use_sw = 0;

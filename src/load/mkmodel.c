@@ -53,6 +53,7 @@ void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t c
     switch (role) {
     case MP_ROLE_TOK_EMBD: scale = 1.0; break;
     case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM:
+    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM:
         scale = 0.1;
         offset = 1.0;
         break;
@@ -124,7 +125,9 @@ static MpWType mk_type2(const MpMkSpec *s, int64_t cols) {
 
 static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
-    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3;
+    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2;
+    if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
+    if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return s->arch == MP_ARCH_OLMO2;
     if (r == MP_ROLE_OUTPUT) return !s->tie;
     return 1;
 }
@@ -144,6 +147,7 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     switch (r) {
     case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: t->rows = s->vocab; break;
     case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: t->ndim = 1; t->rows = C; break;
+    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM: t->ndim = 1; t->rows = C; break;
     case MP_ROLE_Q:
         t->rows = Q;
         if (phi) {
@@ -158,7 +162,8 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     case MP_ROLE_Q_BIAS: t->ndim = 1; t->rows = Q; break;
     case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: t->ndim = 1; t->rows = KV; break;
     case MP_ROLE_O: t->rows = C; t->cols = Q; break;
-    case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM: t->ndim = 1; t->rows = HD; break;
+    case MP_ROLE_Q_NORM: t->ndim = 1; t->rows = s->arch == MP_ARCH_OLMO2 ? Q : HD; break; /* olmo2: whole projection */
+    case MP_ROLE_K_NORM: t->ndim = 1; t->rows = s->arch == MP_ARCH_OLMO2 ? KV : HD; break;
     case MP_ROLE_GATE:
         t->rows = s->ffn;
         if (phi) {
@@ -310,7 +315,7 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 /* ================================================================ HF writer */
 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                               "Qwen3ForCausalLM", "Phi3ForCausalLM"};
+                                               "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();

@@ -22,13 +22,13 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
                                                 "k",        "v",           "q_bias",   "k_bias",    "v_bias",
                                                 "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
-                                                "up",       "down"};
+                                                "up",       "down",        "attn_post_norm", "ffn_post_norm"};
 const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
 int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER; }
 
@@ -49,12 +49,12 @@ static const char *hf_suffix[MP_ROLE_COUNT] = {
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.q_proj.bias",
     "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
     "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-    "mlp.down_proj.weight"};
+    "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight"};
 static const char *gguf_suffix[MP_ROLE_COUNT] = {
     "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
     "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
     "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-    "ffn_down.weight"};
+    "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight"};
 
 void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap) {
     const char *const *suffix = fmt == MP_FORMAT_HF ? hf_suffix : gguf_suffix;
@@ -74,12 +74,14 @@ static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) 
     switch (r) {
     case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: *rows = m->vocab; *cols = C; return 2;
     case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: *rows = C; return 1;
+    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM: *rows = C; return 1;
     case MP_ROLE_Q: *rows = Q; *cols = C; return 2;
     case MP_ROLE_K: case MP_ROLE_V: *rows = KV; *cols = C; return 2;
     case MP_ROLE_Q_BIAS: *rows = Q; return 1;
     case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: *rows = KV; return 1;
     case MP_ROLE_O: *rows = C; *cols = Q; return 2;
-    case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM: *rows = m->head_dim; return 1;
+    case MP_ROLE_Q_NORM: *rows = m->qk_norm_whole ? Q : m->head_dim; return 1;
+    case MP_ROLE_K_NORM: *rows = m->qk_norm_whole ? KV : m->head_dim; return 1;
     case MP_ROLE_GATE: case MP_ROLE_UP: *rows = m->ffn; *cols = C; return 2;
     case MP_ROLE_DOWN: *rows = C; *cols = m->ffn; return 2;
     default: return 0;
@@ -90,7 +92,17 @@ static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) 
 static int role_present(const MpModel *m, MpRole r) {
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return m->has_qkv_bias;
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return m->has_qk_norm;
+    if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return !m->no_pre_norm;
+    if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return m->post_norm;
     return 1;
+}
+
+void mp_model_arch_features(MpModel *m) {
+    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
+    m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2;
+    m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
+    m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
+    m->post_norm = m->arch == MP_ARCH_OLMO2;
 }
 
 /* ================================================================ RoPE (spec §2.2) */
@@ -456,7 +468,8 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     else if (!strcmp(arch, "qwen2")) m->arch = MP_ARCH_QWEN2;
     else if (!strcmp(arch, "qwen3")) m->arch = MP_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3")) m->arch = MP_ARCH_PHI3;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3)", g->path, arch);
+    else if (!strcmp(arch, "olmo2")) m->arch = MP_ARCH_OLMO2;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -497,8 +510,7 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     m->bos_id = m->eos_id = -1;
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
     if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
-    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
-    m->has_qk_norm = m->arch == MP_ARCH_QWEN3;
+    mp_model_arch_features(m);
 
     /* vocab from the embedding (ne[1]) */
     const MpGgufTensor *te = mp_gguf_find_tensor(g, "token_embd.weight");

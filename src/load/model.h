@@ -36,6 +36,8 @@ typedef enum MpArch {
     MP_ARCH_QWEN2,     /* q/k/v biases */
     MP_ARCH_QWEN3,     /* per-head q_norm/k_norm before RoPE */
     MP_ARCH_PHI3,      /* fused qkv_proj and gate_up_proj (Phi-3, Phi-4) */
+    MP_ARCH_OLMO2,     /* Olmo2ForCausalLM: q/k RMSNorm over the whole projection, norms after
+                          attention and after the MLP (no pre-norms) */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -62,12 +64,14 @@ typedef enum MpRole {
     MP_ROLE_K_BIAS,       /* [NKV*HS]    qwen2 only */
     MP_ROLE_V_BIAS,       /* [NKV*HS]    qwen2 only */
     MP_ROLE_O,            /* [C, NH*HS]                      o_proj / attn_output */
-    MP_ROLE_Q_NORM,       /* [HS]        qwen3 only, shared by all heads */
-    MP_ROLE_K_NORM,       /* [HS]        qwen3 only */
+    MP_ROLE_Q_NORM,       /* [HS]        qwen3, shared by all heads; olmo2: [NH*HS] */
+    MP_ROLE_K_NORM,       /* [HS]        qwen3; olmo2: [NKV*HS] */
     MP_ROLE_FFN_NORM,     /* [C]                             post_attention_layernorm / ffn_norm */
     MP_ROLE_GATE,         /* [FF, C]                         gate_proj (phi3: rows [0,FF) of gate_up) */
     MP_ROLE_UP,           /* [FF, C]                         up_proj (phi3: rows [FF,2FF)) */
     MP_ROLE_DOWN,         /* [C, FF]                         down_proj / ffn_down */
+    MP_ROLE_ATTN_POST_NORM, /* [C]  olmo2 post_attention_layernorm / post_attention_norm */
+    MP_ROLE_FFN_POST_NORM,  /* [C]  olmo2 post_feedforward_layernorm / post_ffw_norm */
     MP_ROLE_COUNT
 } MpRole;
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
@@ -107,7 +111,10 @@ typedef struct MpModel {
     int max_pos;          /* max_position_embeddings / context_length (0 unknown) */
     int sliding_window;   /* 0 none; else attention is windowed for sequences longer than this */
     int has_qkv_bias;     /* qwen2 */
-    int has_qk_norm;      /* qwen3 */
+    int has_qk_norm;      /* qwen3 (per head), olmo2 (whole projection) */
+    int qk_norm_whole;    /* olmo2: q/k norm over all heads' values at once ([NH*HS], [NKV*HS]) */
+    int no_pre_norm;      /* olmo2: no norm before attention nor before the MLP */
+    int post_norm;        /* olmo2: norms of the attention and MLP outputs before the residual add */
     int tie_embeddings;   /* output projection = embedding */
     int bos_id, eos_id;   /* -1 unknown */
     /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
@@ -144,6 +151,9 @@ int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const ch
 void mp_model_free(MpModel *m); /* accepts a zeroed struct */
 
 const char *mp_model_arch_name(MpArch a);      /* "llama", "qwen3", ... */
+/* Sets the per-arch feature flags (has_qkv_bias, has_qk_norm, qk_norm_whole, no_pre_norm,
+ * post_norm) from m->arch; both readers call it. */
+void mp_model_arch_features(MpModel *m);
 const char *mp_model_role_name(MpRole r);      /* "q", "k_norm", ... */
 const char *mp_model_rope_scaling_name(MpRopeScaling s);
 int mp_model_role_is_global(MpRole r);

@@ -62,7 +62,7 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
     for (int l = 0; l < d.L; l++) {
         MpFwdLayer tmp, *ly = layers ? &layers[l] : &tmp;
         memset(ly, 0, sizeof *ly);
-        ly->attn_norm = fwd_carve(c, (size_t)d.C);
+        ly->attn_norm = m->no_pre_norm ? NULL : fwd_carve(c, (size_t)d.C);
         fwd_mat(c, &ly->q, qo, d.C, b);
         fwd_mat(c, &ly->k, kvo, d.C, b);
         fwd_mat(c, &ly->v, kvo, d.C, b);
@@ -73,10 +73,14 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
             ly->v_bias = fwd_carve(c, (size_t)kvo);
         }
         if (m->has_qk_norm) {
-            ly->q_norm = fwd_carve(c, (size_t)d.HS);
-            ly->k_norm = fwd_carve(c, (size_t)d.HS);
+            ly->q_norm = fwd_carve(c, m->qk_norm_whole ? (size_t)qo : (size_t)d.HS);
+            ly->k_norm = fwd_carve(c, m->qk_norm_whole ? (size_t)kvo : (size_t)d.HS);
         }
-        ly->ffn_norm = fwd_carve(c, (size_t)d.C);
+        ly->ffn_norm = m->no_pre_norm ? NULL : fwd_carve(c, (size_t)d.C);
+        if (m->post_norm) {
+            ly->attn_post_norm = fwd_carve(c, (size_t)d.C);
+            ly->ffn_post_norm = fwd_carve(c, (size_t)d.C);
+        }
         fwd_mat(c, &ly->gate, d.FF, d.C, b);
         fwd_mat(c, &ly->up, d.FF, d.C, b);
         fwd_mat(c, &ly->down, d.C, d.FF, b);
@@ -191,7 +195,7 @@ static int fwd_load(MpFwd *f, MpErr *e) {
     int rc = MP_OK;
     for (int l = 0; l < f->cfg.n_layers && rc == MP_OK; l++) {
         MpFwdLayer *ly = &f->layers[l];
-        rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM, l, ly->attn_norm, f->C, e);
+        if (ly->attn_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM, l, ly->attn_norm, f->C, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_Q, l, &ly->q, scratch, cap, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_K, l, &ly->k, scratch, cap, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_V, l, &ly->v, scratch, cap, e);
@@ -199,9 +203,11 @@ static int fwd_load(MpFwd *f, MpErr *e) {
         if (rc == MP_OK && ly->q_bias) rc = fwd_load_vec(m, MP_ROLE_Q_BIAS, l, ly->q_bias, ly->q.out, e);
         if (rc == MP_OK && ly->k_bias) rc = fwd_load_vec(m, MP_ROLE_K_BIAS, l, ly->k_bias, ly->k.out, e);
         if (rc == MP_OK && ly->v_bias) rc = fwd_load_vec(m, MP_ROLE_V_BIAS, l, ly->v_bias, ly->v.out, e);
-        if (rc == MP_OK && ly->q_norm) rc = fwd_load_vec(m, MP_ROLE_Q_NORM, l, ly->q_norm, f->HS, e);
-        if (rc == MP_OK && ly->k_norm) rc = fwd_load_vec(m, MP_ROLE_K_NORM, l, ly->k_norm, f->HS, e);
-        if (rc == MP_OK) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
+        if (rc == MP_OK && ly->q_norm) rc = fwd_load_vec(m, MP_ROLE_Q_NORM, l, ly->q_norm, m->qk_norm_whole ? ly->q.out : f->HS, e);
+        if (rc == MP_OK && ly->k_norm) rc = fwd_load_vec(m, MP_ROLE_K_NORM, l, ly->k_norm, m->qk_norm_whole ? ly->k.out : f->HS, e);
+        if (rc == MP_OK && ly->ffn_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
+        if (rc == MP_OK && ly->attn_post_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_POST_NORM, l, ly->attn_post_norm, f->C, e);
+        if (rc == MP_OK && ly->ffn_post_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_POST_NORM, l, ly->ffn_post_norm, f->C, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
@@ -311,6 +317,10 @@ static void fwd_residual(float *x, const float *y, size_t n) {
 }
 
 static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int T, int n, double eps) {
+    if (!w) { /* olmo2: no pre-norm, the block reads the residual stream as it is */
+        memcpy(y + (size_t)t0 * n, x + (size_t)t0 * n, sizeof(float) * (size_t)(T - t0) * (size_t)n);
+        return;
+    }
 #pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
     for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
 }
@@ -375,14 +385,18 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     fwd_add_bias(f->v, ldk, ly->v_bias, ldk, t0, T);
 #pragma omp parallel for schedule(static) if ((double)n * ldq > FWD_PAR_MIN)
     for (int t = t0; t < T; t++) {
+        if (f->m->qk_norm_whole) { /* olmo2: one RMSNorm over all heads' q (and k) values */
+            mp_fwd_rmsnorm(f->q + t * ldq, f->q + t * ldq, ly->q_norm, (int)ldq, eps);
+            mp_fwd_rmsnorm(f->k + t * ldk, f->k + t * ldk, ly->k_norm, (int)ldk, eps);
+        }
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
-            if (ly->q_norm) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
+            if (ly->q_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
             if (rope) mp_fwd_rope(qh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
         }
         for (int h = 0; h < NKV; h++) {
             float *kh = f->k + t * ldk + (int64_t)h * HS;
-            if (ly->k_norm) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
+            if (ly->k_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
             if (rope) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
             mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
@@ -446,6 +460,7 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
+    if (ly->attn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->attn_post_norm, t0, r.T, f->C, f->m->norm_eps); /* olmo2 */
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_RESID_MID, f->x, f->C);
@@ -464,6 +479,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
         mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
+    if (ly->ffn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->ffn_post_norm, t0, T, f->C, f->m->norm_eps); /* olmo2 */
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
 }

@@ -86,11 +86,12 @@ typedef enum MpFwdPoint {
 typedef void (*MpFwdCaptureFn)(void *ctx, int layer, int point, const float *x, int T, int width);
 
 typedef struct MpFwdLayer {
-    float *attn_norm;          /* [C] */
+    float *attn_norm;          /* [C]; NULL in olmo2 (no pre-norm: the block reads x itself) */
     MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS]; f32 or bf16 */
     float *q_bias, *k_bias, *v_bias; /* [NH*HS], [NKV*HS], [NKV*HS]; NULL unless qwen2 */
-    float *q_norm, *k_norm;    /* [HS]; NULL unless qwen3 */
-    float *ffn_norm;           /* [C] */
+    float *q_norm, *k_norm;    /* [HS] (qwen3); [NH*HS], [NKV*HS] (olmo2); else NULL */
+    float *attn_post_norm, *ffn_post_norm; /* [C] olmo2: norms of the block outputs; else NULL */
+    float *ffn_norm;           /* [C]; NULL in olmo2 */
     MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF] */
 } MpFwdLayer;
 

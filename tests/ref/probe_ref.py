@@ -14,7 +14,8 @@ shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on tok
   OUT/ref_entropy.npy       float64 [L, H]: mean over sequences and queries i >= 1 of
                             -sum_j p[i, j] ln p[i, j] (nats; 0 ln 0 = 0)
 Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
-qkv_proj / gate_up_proj, partial rotary, longrope). RoPE scaling: default, linear, llama3, longrope.
+qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the whole projection,
+norms of the attention and MLP outputs before the residual add, no pre-norms). RoPE scaling: default, linear, llama3, longrope.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -156,7 +157,8 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     scores_out, probs_out = {}, {}
     for li in range(deepest):
         p = f"model.layers.{li}."
-        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        # olmo2 has no pre-norm: the block reads the residual stream itself
+        h = x if arch == "olmo2" else rmsnorm(x, W[p + "input_layernorm.weight"], eps)
         if arch == "phi3":
             qkv = h @ W[p + "self_attn.qkv_proj.weight"].T
             q, k, v = qkv[:, :NH * HS], qkv[:, NH * HS:NH * HS + NKV * HS], qkv[:, NH * HS + NKV * HS:]
@@ -168,6 +170,9 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
                 q = q + W[p + "self_attn.q_proj.bias"]
                 k = k + W[p + "self_attn.k_proj.bias"]
                 v = v + W[p + "self_attn.v_proj.bias"]
+        if arch == "olmo2":   # RMSNorm over the whole projection, before the split into heads
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         q = q.view(S, NH, HS).transpose(0, 1)   # [NH, S, HS]
         k = k.view(S, NKV, HS).transpose(0, 1)
         v = v.view(S, NKV, HS).transpose(0, 1)
@@ -186,6 +191,13 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         if (li + 1) in layers_wanted:
             probs_out[li + 1] = pr
         o = (pr @ v).transpose(0, 1).reshape(S, NH * HS)
+        if arch == "olmo2":   # post-norm placement: norm of the block output, then the residual add
+            x = x + rmsnorm(o @ W[p + "self_attn.o_proj.weight"].T, W[p + "post_attention_layernorm.weight"], eps)
+            g = x @ W[p + "mlp.gate_proj.weight"].T
+            u = x @ W[p + "mlp.up_proj.weight"].T
+            y = (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
+            x = x + rmsnorm(y, W[p + "post_feedforward_layernorm.weight"], eps)
+            continue
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         if arch == "phi3":

@@ -18,7 +18,8 @@ static const char *inspect_help =
     "usage: maskpos inspect MODEL [--tensors] [--json] [--layers L] [--seq S]\n"
     "\n"
     "MODEL is an HF directory (config.json + model.safetensors or sharded\n"
-    "model-*.safetensors with model.safetensors.index.json) or a .gguf file.\n"
+    "model-*.safetensors with model.safetensors.index.json), a .gguf file, or a config.json\n"
+    "alone (e.g. a published configuration: the counts it implies, no weights read).\n"
     "Prints the architecture, dimensions, RoPE settings (theta, scaling, rotary dim), stored\n"
     "dtypes, parameter count and the memory a probe of the first L layers needs.\n"
     "\n"
@@ -88,7 +89,8 @@ static int dtype_stats(const MpModel *m, DtStat *st, int cap) {
 
 static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     printf("model:          %s\n", m->path);
-    printf("format:         %s (%d file%s)\n", m->format == MP_FORMAT_HF ? "hf safetensors" : "gguf", m->n_files, m->n_files == 1 ? "" : "s");
+    if (m->n_tensors == 0) printf("format:         hf config.json only (no weights: counts from the configuration)\n");
+    else printf("format:         %s (%d file%s)\n", m->format == MP_FORMAT_HF ? "hf safetensors" : "gguf", m->n_files, m->n_files == 1 ? "" : "s");
     if (m->gguf) printf("gguf version:   %u (alignment %u)\n", m->gguf->version, m->gguf->alignment);
     printf("architecture:   %s\n", mp_model_arch_name(m->arch));
     printf("layers:         %d\n", m->n_layers);
@@ -248,7 +250,11 @@ int mp_cmd_inspect(int argc, char **argv) {
     if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one MODEL expected" : "missing MODEL (see 'maskpos inspect --help')");
     MpModel m;
     MpErr e;
-    if (mp_model_open(&m, argv[optind], &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    const char *path = argv[optind];
+    const size_t pn = strlen(path);
+    /* a config.json alone (e.g. a published configuration): hyperparameters and counts, no weights */
+    const int cfg_only = pn >= 5 && !strcmp(path + pn - 5, ".json");
+    if ((cfg_only ? mp_model_open_config(&m, path, &e) : mp_model_open(&m, path, &e)) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     if (layers > m.n_layers) layers = m.n_layers;
     /* the weights a probe of these layers would read must be finite (the layers beyond are not
      * read: inspect stays cheap on large models) */

@@ -739,7 +739,38 @@ static uint64_t tensor_elems(const MpModelTensor *t) {
     return n;
 }
 
+/* Parameters implied by the hyperparameters alone (every role of the arch; output once if tied). */
+static uint64_t param_count_config(const MpModel *m) {
+    uint64_t n = 0;
+    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++) {
+        int64_t rows, cols;
+        if (r == MP_ROLE_OUTPUT && m->tie_embeddings) continue;
+        role_shape(m, (MpRole)r, &rows, &cols);
+        n += (uint64_t)rows * (uint64_t)cols;
+    }
+    for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+        int64_t rows, cols;
+        if (!role_present(m, (MpRole)r) || !role_shape(m, (MpRole)r, &rows, &cols)) continue;
+        n += (uint64_t)m->n_layers * (uint64_t)rows * (uint64_t)cols;
+    }
+    return n;
+}
+
+int mp_model_open_config(MpModel *m, const char *path, MpErr *e) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->path, sizeof m->path, "%s", path);
+    m->format = MP_FORMAT_HF;
+    MpLoadMap mm;
+    if (mp_load_map_open(&mm, path, e)) return MP_ERR;
+    int rc = mp_hfconfig_parse(m, (const char *)mm.data, mm.size, path, e);
+    mp_load_map_close(&mm);
+    if (rc == MP_OK) rc = alloc_layers(m, e);
+    if (rc != MP_OK) mp_model_free(m);
+    return rc;
+}
+
 uint64_t mp_model_param_count(const MpModel *m) {
+    if (m->n_tensors == 0) return param_count_config(m); /* mp_model_open_config */
     uint64_t n = 0;
     for (size_t i = 0; i < m->n_tensors; i++) {
         const char *nm = m->tensors[i].name;
@@ -756,7 +787,11 @@ uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers) {
     for (int l = 0; l < n_layers; l++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
             int64_t s[2];
-            if (mp_model_shape(m, (MpRole)r, l, s)) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
+            if (m->n_tensors == 0) { /* mp_model_open_config: shapes from the hyperparameters */
+                if (role_present(m, (MpRole)r) && role_shape(m, (MpRole)r, &s[0], &s[1])) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
+            } else if (mp_model_shape(m, (MpRole)r, l, s)) {
+                b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
+            }
         }
     return b;
 }

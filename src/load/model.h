@@ -146,6 +146,10 @@ typedef struct MpModel {
  * config keys, tensor presence, dtypes and shapes against the config, offsets against the file.
  * On error returns MP_ERR with a one-line message naming the file and the key or tensor. */
 int mp_model_open(MpModel *m, const char *path, MpErr *e);
+/* Only a config.json (no weights): the hyperparameters and the RoPE table, no tensors. For
+ * `inspect CONFIG.json` on published configurations: mp_model_param_count and
+ * mp_model_layer_f32_bytes then count what the configuration implies. */
+int mp_model_open_config(MpModel *m, const char *path, MpErr *e);
 /* GGUF from a caller-owned buffer (kept borrowed for the model's lifetime; used by the fuzzer). */
 int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const char *name, MpErr *e);
 void mp_model_free(MpModel *m); /* accepts a zeroed struct */
@@ -190,7 +194,8 @@ int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e);
  * caller warns and records it. *beyond = 0 when seq is within the context. */
 int mp_model_context_check(const MpModel *m, int64_t seq, int allow_long, int *beyond, MpErr *e);
 
-/* Parameter count of everything stored (tied output counted once). */
+/* Parameter count of everything stored (tied output counted once); of everything the
+ * configuration implies for a model from mp_model_open_config. */
 uint64_t mp_model_param_count(const MpModel *m);
 /* f32 bytes of the weights of layers [0, n_layers) (all roles): what a probe of the first
  * layers keeps resident after dequantisation (the embedding is read row by row, not counted). */

@@ -26,6 +26,10 @@ static const Published published[] = {
     /* OLMo-2-1124-7B: "7.3B"; exact = 2 x 100352 x 4096 (embed, lm_head) + 4096 (final norm) +
      * 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (MLP) + 4 x 4096 (q/k norms
      * over the whole projection, two post-norms) */
+    /* Pythia (EleutherAI's table of total parameters: 162,322,944 and 11,846,072,320); layer =
+     * query_key_value 3C x C + 3C, dense C x C + C, MLP 2 x C x 4C + 4C + C, two LayerNorms 4C */
+    {"pythia-160m.json", "gptneox", 162322944ull, 4ull * 768 * 768 + 4 * 768 + 2ull * 768 * 3072 + 3072 + 768 + 4 * 768},
+    {"pythia-12b.json", "gptneox", 11846072320ull, 4ull * 5120 * 5120 + 4 * 5120 + 2ull * 5120 * 20480 + 20480 + 5120 + 4 * 5120},
     {"olmo2-1124-7b.json", "olmo2", 7298617344ull, 4ull * 4096 * 4096 + 3ull * 4096 * 11008 + 4 * 4096},
 };
 

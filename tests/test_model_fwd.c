@@ -40,6 +40,9 @@ static const RefCase ref_cases[] = {
     {"phi3-longrope-long-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 24, 1, ORIG16},
     {"olmo2", "--arch olmo2 --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 6", "", "", 2, 24, 1, NULL},
     {"olmo2-no-rope-bidirectional", "--arch olmo2 --layers 2 --vocab 300 --seed 7", "--no-rope --bidirectional", "--no-rope --bidirectional", 2, 20, 0, NULL},
+    {"gptneox", "--arch gptneox --layers 2 --vocab 300 --seed 12", "", "", 2, 24, 1, NULL},
+    {"gptneox-sequential-half-rotary", "--arch gptneox --layers 2 --vocab 300 --seed 14 --no-parallel-residual --partial-rotary 0.5", "", "", 2, 24, 1, NULL},
+    {"gptneox-no-rope", "--arch gptneox --layers 2 --vocab 300 --seed 15", "--no-rope", "--no-rope", 2, 20, 0, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
 };
 
@@ -101,7 +104,8 @@ static void test_against_torch(void **state) {
 }
 
 /* Same seed, f32 weights, HF directory vs GGUF file: the loader serves identical f32 weights and
- * the same RoPE table, so the maps agree (measured: bit-identical); bound 1e-5 relative. */
+ * the same RoPE table, so the maps are byte-identical (asserted; and within 1e-5 relative, which
+ * names the worst entry should they ever differ). */
 static void test_hf_gguf_equivalent(void **state) {
     (void)state;
     const char *archs[][2] = {{"llama", "--arch llama"},
@@ -110,7 +114,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"qwen2", "--arch qwen2"},
                               {"phi3", "--arch phi3"},
                               {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
-                              {"olmo2", "--arch olmo2"}};
+                              {"olmo2", "--arch olmo2"},
+                              {"gptneox", "--arch gptneox --kv-heads 4"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);
@@ -120,7 +125,7 @@ static void test_hf_gguf_equivalent(void **state) {
         for (int g = 0; g < 2; g++) {
             char model[256], mk[256];
             snprintf(model, sizeof model, "%s/%s%s", d, archs[i][0], g ? ".gguf" : "");
-            snprintf(mk, sizeof mk, "%s --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 21 --format %s", archs[i][1], g ? "gguf" : "hf");
+            snprintf(mk, sizeof mk, "--layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 21 --format %s %s", g ? "gguf" : "hf", archs[i][1]);
             model_make(model, mk);
             int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/o_%s_%d --layers all --per-head --quiet", model, ids, d,
                                  archs[i][0], g);
@@ -130,6 +135,8 @@ static void test_hf_gguf_equivalent(void **state) {
         char what[64];
         snprintf(what, sizeof what, "%s hf vs gguf", archs[i][0]);
         compare_scores(what, p[1], p[0], 1e-5);
+        /* the loader serves bit-identical f32 weights from both: the maps are byte for byte equal */
+        if (!files_equal(p[0], p[1])) fail_msg("%s: HF and GGUF maps are not byte-identical", archs[i][0]);
     }
 }
 

@@ -1,11 +1,12 @@
 /* test_model_oracle.c — llama.cpp as an oracle for the forward pass: for GGUF models written by
  * `maskpos mkmodel` (llama with and without llama3 RoPE scaling, qwen3, qwen2, phi3 with and
- * without longrope; 4 query heads on 2 KV heads; f32 weights), `maskpos logits --out` must give
+ * without longrope, olmo2; 4 query heads on 2 KV heads; gptneox with 4 on 4, parallel and
+ * sequential residual; f32 weights), `maskpos logits --out` must give
  * the same next-token log-probabilities as llama.cpp (prebuilt CPU backend through node-llama-cpp,
  * tests/oracle-llama/logits.mjs: controlledEvaluate with generateNext.logits, flash attention off,
  * F32 KV cache) at every position of a 40-token input.
- * Tolerance |Δ log-prob| ≤ 2e-5 (measured ≤ 2.3e-6 for every arch; llama.cpp computes in f32 with
- * its own summation order, so ~1e-6 is the floor).
+ * Tolerance |Δ log-prob| ≤ 2e-5 (measured ≤ 2.6e-6 for every arch but gptneox: 2e-3, see below;
+ * llama.cpp computes in f32 with its own summation order, so ~1e-6 is the floor).
  * Skipped (not failed) when the oracle is not installed: run scripts/setup_oracle_llama.sh.
  */
 #include "test_model_util.h"
@@ -22,28 +23,39 @@ static void test_logprobs_match_llama_cpp(void **state) {
     (void)state;
     /* a missing oracle is a failure, not a skip: CI installs it (scripts/setup.sh --test) */
     if (!oracle_present()) fail_msg("llama.cpp oracle not installed: run scripts/setup.sh --test (scripts/setup_oracle_llama.sh)");
-    const char *archs[][2] = {{"llama", "--arch llama"},
-                              {"llama-llama3", "--arch llama --rope-scaling llama3"},
-                              {"qwen3", "--arch qwen3"},
-                              {"qwen2", "--arch qwen2"},
-                              {"phi3", "--arch phi3"},
-                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
-                              {"olmo2", "--arch olmo2"}};
+    /* name, mkmodel flags, tolerance: 2e-5 everywhere but GPT-NeoX, whose GELU ggml's CPU backend
+     * reads from a table over f16 inputs and outputs of the tanh approximation, where HF (and
+     * maskpos) take the exact erf form in f32: measured 1.2e-3 / 1.1e-3 (parallel / sequential);
+     * with that f16 tanh GELU put into maskpos for a trial, 1.0e-4 / 1.6e-4 — the table, not the
+     * block, is the gap (the torch reference holds maskpos' GPT-NeoX to ~1e-6, test_model_fwd) */
+    const struct {
+        const char *name, *flags;
+        double tol;
+    } archs[] = {{"llama", "--arch llama", 2e-5},
+                              {"llama-llama3", "--arch llama --rope-scaling llama3", 2e-5},
+                              {"qwen3", "--arch qwen3", 2e-5},
+                              {"qwen2", "--arch qwen2", 2e-5},
+                              {"phi3", "--arch phi3", 2e-5},
+                              {"phi3-longrope", "--arch phi3 --rope-scaling longrope", 2e-5},
+                              {"olmo2", "--arch olmo2", 2e-5},
+                              {"gptneox", "--arch gptneox --kv-heads 4", 2e-3},
+                              {"gptneox-sequential", "--arch gptneox --kv-heads 4 --no-parallel-residual --partial-rotary 0.5", 2e-3}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };
     char list[1024];
     ids_list(list, sizeof list, T, V, 12345);
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
         char model[512], mk[512], out[8192], lp[512], ll[512];
-        snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a][0]);
-        snprintf(mk, sizeof mk, "%s --layers 2 --heads 4 --kv-heads 2 --vocab %d --seed %zu --format gguf", archs[a][1], V, 31 + a);
+        snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a].name);
+        /* the arch's flags last: they override the common ones (gptneox: --kv-heads 4) */
+        snprintf(mk, sizeof mk, "--layers 2 --heads 4 --kv-heads 2 --vocab %d --seed %zu --format gguf %s", V, 31 + a, archs[a].flags);
         model_make(model, mk);
-        snprintf(lp, sizeof lp, "%s/%s_lp.npy", d, archs[a][0]);
-        snprintf(ll, sizeof ll, "%s/%s_ll.f64", d, archs[a][0]);
+        snprintf(lp, sizeof lp, "%s/%s_lp.npy", d, archs[a].name);
+        snprintf(ll, sizeof ll, "%s/%s_ll.f64", d, archs[a].name);
         int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", model, list, lp);
         if (rc != 0) fail_msg("maskpos logits failed: %s", out);
         rc = mp_test_shell(out, sizeof out, "cd %s/tests/oracle-llama && node logits.mjs %s %s %s", MP_SOURCE_DIR, model, list, ll);
-        if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", archs[a][0], rc, out);
+        if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", archs[a].name, rc, out);
         int tn = 0, vn = 0;
         if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("oracle output '%s'", out);
         size_t n;
@@ -54,8 +66,8 @@ static void test_logprobs_match_llama_cpp(void **state) {
         assert_non_null(f);
         assert_int_equal(fread(lg, sizeof(double), (size_t)T * V, f), (size_t)T * V);
         fclose(f);
-        const double err = logprob_diff(archs[a][0], mine, lg, T, V, 2e-5, 0); /* reference: llama.cpp */
-        print_message("%-14s max |log-prob maskpos - llama.cpp| = %.3g over %d positions x %d tokens\n", archs[a][0], err, T, V);
+        const double err = logprob_diff(archs[a].name, mine, lg, T, V, archs[a].tol, 0); /* reference: llama.cpp */
+        print_message("%-14s max |log-prob maskpos - llama.cpp| = %.3g over %d positions x %d tokens\n", archs[a].name, err, T, V);
         free(lg);
         free(mine);
     }

@@ -102,6 +102,10 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     printf("rms norm eps:   %g\n", m->norm_eps);
     printf("qkv bias:       %s\nqk norm:        %s\ntied embedding: %s\n", m->has_qkv_bias ? "yes" : "no",
            m->has_qk_norm ? "yes" : "no", m->tie_embeddings ? "yes" : "no");
+    if (m->post_norm || m->layer_norm) /* families whose block differs from Llama's */
+        printf("block:          %s\n", m->layer_norm ? (m->parallel_residual ? "LayerNorm with bias, parallel residual x + attn(ln1(x)) + mlp(ln2(x)), GELU MLP with biases"
+                                                                              : "LayerNorm with bias, attention then MLP, GELU MLP with biases")
+                                                     : "RMSNorm of the attention and MLP outputs before each residual add (no pre-norm), q/k RMSNorm over the whole projection");
     printf("max positions:  %d\n", m->max_pos);
     if (m->sliding_window) printf("sliding window: %d (sequences longer than this are not supported)\n", m->sliding_window);
     else printf("sliding window: none\n");

@@ -22,7 +22,7 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 (default llama)\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
     "  --heads H         query heads (default 4)\n"
@@ -39,7 +39,9 @@ static const char *mkmodel_help =
     "  --shards N        HF: split into N safetensors files + index (default 1)\n"
     "  --rope-scaling S  none | llama3 (llama, mistral) | longrope (phi3)\n"
     "  --rope-theta X    RoPE base (default 10000; 500000 with llama3)\n"
-    "  --partial-rotary X  phi3 partial_rotary_factor in (0, 1] (default 1)\n"
+    "  --partial-rotary X  phi3 partial_rotary_factor, gptneox rotary_pct, in (0, 1] (default 1;\n"
+    "                    gptneox 0.25 as Pythia)\n"
+    "  --no-parallel-residual  gptneox: attention then MLP in sequence (default parallel, as Pythia)\n"
     "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
     "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
     "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n"
@@ -61,25 +63,25 @@ int mp_cmd_mkmodel(int argc, char **argv) {
                                          {"rope-scaling", required_argument, 0, 'r'}, {"rope-theta", required_argument, 0, 'T'},
                                          {"partial-rotary", required_argument, 0, 'p'}, {"tie", no_argument, 0, 'y'},
                                          {"norm-eps", required_argument, 0, 'e'},   {"max-pos", required_argument, 0, 'm'},
-                                         {"force", no_argument, 0, 'z'},
+                                         {"force", no_argument, 0, 'z'},            {"no-parallel-residual", no_argument, 0, 'P'},
                                          {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
-    int c, force = 0;
+    int c, force = 0, kv_given = 0, prf_given = 0;
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'a': {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox", optarg);
             s.arch = (MpArch)a;
             break;
         }
         case 'L': s.layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 4096); break;
         case 'd': s.dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 1 << 24); break;
         case 'H': s.heads = (int)mp_cli_i64(cmd, "--heads", optarg, 1, 4096); break;
-        case 'K': s.kv_heads = (int)mp_cli_i64(cmd, "--kv-heads", optarg, 1, 4096); break;
+        case 'K': s.kv_heads = (int)mp_cli_i64(cmd, "--kv-heads", optarg, 1, 4096); kv_given = 1; break;
         case 'D': s.head_dim = (int)mp_cli_i64(cmd, "--head-dim", optarg, 2, 1 << 16); break;
         case 'f': s.ffn = (int)mp_cli_i64(cmd, "--ffn", optarg, 1, 1 << 24); break;
         case 'V': s.vocab = (int)mp_cli_i64(cmd, "--vocab", optarg, 1, 1 << 27); break;
@@ -101,7 +103,8 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             else return mp_cli_error(cmd, "--rope-scaling: '%s' is not none, llama3 or longrope", optarg);
             break;
         case 'T': s.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0001, 1e12); break;
-        case 'p': s.partial_rotary = mp_cli_double(cmd, "--partial-rotary", optarg, 1e-6, 1); break;
+        case 'p': s.partial_rotary = mp_cli_double(cmd, "--partial-rotary", optarg, 1e-6, 1); prf_given = 1; break;
+        case 'P': s.parallel_residual = 0; break;
         case 'y': s.tie = 1; break;
         case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
         case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
@@ -111,6 +114,10 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         }
     }
     if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
+    if (s.arch == MP_ARCH_GPTNEOX) { /* Pythia's shape unless told: one key/value head per query head, 25% rotary */
+        if (!kv_given) s.kv_heads = s.heads;
+        if (!prf_given) s.partial_rotary = 0.25;
+    }
     MpErr e;
     const char *out = argv[optind];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with

@@ -97,11 +97,13 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     /* smollm3 (HF SmolLM3ForCausalLM) is the Llama block with RoPE switched off in some layers
      * ("no_rope_layers", or every no_rope_layer_interval-th layer): read as llama */
     const int smollm3 = !strcmp(type, "smollm3");
+    /* GPT-NeoX (Pythia): model_type "gpt_neox", GGUF / --arch "gptneox" */
+    const char *want = smollm3 ? "llama" : !strcmp(type, "gpt_neox") ? "gptneox" : !strcmp(type, "gptneox") ? "-" : type;
     int a;
     for (a = 0; a < MP_ARCH_COUNT; a++)
-        if (!strcmp(smollm3 ? "llama" : type, mp_model_arch_name((MpArch)a))) break;
+        if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox)", path,
                           type);
     m->arch = (MpArch)a;
 
@@ -111,9 +113,11 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
+    const int neox = m->arch == MP_ARCH_GPTNEOX;
     json_t *act = json_object_get(root, "hidden_act");
-    if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), "silu")))
-        return mp_err_set(e, "%s: key \"hidden_act\": only \"silu\" is supported", path);
+    const char *want_act = neox ? "gelu" : "silu"; /* gpt_neox: exact (erf) GELU */
+    if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
+        return mp_err_set(e, "%s: key \"hidden_act\": only \"%s\" is supported for %s", path, want_act, type);
 
     int64_t v;
     if (cfg_int(root, "hidden_size", 1, 0, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
@@ -141,8 +145,8 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         return mp_err_set(e, "%s: num_attention_heads x head_dim is too large", path);
     if (cfg_int(root, "vocab_size", 1, 0, 1, CFG_MAX_VOCAB, &v, path, e)) return MP_ERR;
     m->vocab = (int)v;
-    if (cfg_num(root, "rms_norm_eps", 0, 1e-6, &m->norm_eps, path, e)) return MP_ERR;
-    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"rms_norm_eps\" is negative", path);
+    if (cfg_num(root, neox ? "layer_norm_eps" : "rms_norm_eps", 0, neox ? 1e-5 : 1e-6, &m->norm_eps, path, e)) return MP_ERR;
+    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"%s\" is negative", path, neox ? "layer_norm_eps" : "rms_norm_eps");
     /* absent: unknown (0); present, it must be a context (0 was taken for "unknown" silently) */
     if (cfg_int(root, "max_position_embeddings", 0, 0, 1, INT32_MAX, &v, path, e)) return MP_ERR;
     m->max_pos = (int)v;
@@ -151,7 +155,10 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
 
     int attn_bias = 0, mlp_bias = 0;
     if (cfg_bool(root, "attention_bias", 0, &attn_bias, path, e) || cfg_bool(root, "mlp_bias", 0, &mlp_bias, path, e)) return MP_ERR;
-    if (attn_bias) return mp_err_set(e, "%s: key \"attention_bias\": true is not supported for %s", path, type);
+    if (neox && cfg_bool(root, "attention_bias", 1, &attn_bias, path, e)) return MP_ERR;
+    if (neox && !attn_bias) return mp_err_set(e, "%s: key \"attention_bias\": false is not supported for %s", path, type);
+    if (attn_bias && !neox) return mp_err_set(e, "%s: key \"attention_bias\": true is not supported for %s", path, type);
+    if (neox && cfg_bool(root, "use_parallel_residual", 1, &m->parallel_residual, path, e)) return MP_ERR;
     if (mlp_bias) return mp_err_set(e, "%s: key \"mlp_bias\": true is not supported", path);
     mp_model_arch_features(m);
 
@@ -181,11 +188,14 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         rs_key = "rope_parameters";
     } else if (cfg_num(root, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) {
         return MP_ERR;
+    } else if (neox && !json_object_get(root, "rope_theta") && cfg_num(root, "rotary_emb_base", 0, 10000.0, &m->rope_theta, path, e)) {
+        return MP_ERR;
     }
     if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key \"rope_theta\" must be > 1", path);
     double prf;
-    if (cfg_num(root, "partial_rotary_factor", 0, 1.0, &prf, path, e)) return MP_ERR;
-    if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"partial_rotary_factor\" must be in (0, 1]", path);
+    const char *prf_key = neox && !json_object_get(root, "partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
+    if (cfg_num(root, prf_key, 0, neox ? 0.25 : 1.0, &prf, path, e)) return MP_ERR;
+    if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"%s\" must be in (0, 1]", path, prf_key);
     m->rot_dim = (int)(m->head_dim * prf);
     if (m->rot_dim < 2 || m->rot_dim % 2)
         return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);

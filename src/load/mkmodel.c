@@ -34,6 +34,7 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->shards = 1;
     s->partial_rotary = 1.0;
     s->norm_eps = 1e-5;
+    s->parallel_residual = 1;
 }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
@@ -58,6 +59,8 @@ void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t c
         offset = 1.0;
         break;
     case MP_ROLE_Q_BIAS: case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: scale = 0.1; break;
+    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_UP_BIAS: case MP_ROLE_DOWN_BIAS:
+    case MP_ROLE_OUTPUT_NORM_BIAS: scale = 0.1; break;
     default: scale = 1.0 / sqrt((double)cols); break;
     }
     double buf[256];
@@ -90,6 +93,7 @@ typedef struct MkTensor {
     MpRole part_role[3];
     int64_t part_rows[3];
     int permute_heads;       /* GGUF llama Q/K: rows written in interleaved order */
+    int interleave_hd;       /* HF gptneox query_key_value: per head [q, k, v] blocks of this many rows */
     int special;             /* MK_* */
     size_t nbytes;
 } MkTensor;
@@ -124,6 +128,11 @@ static MpWType mk_type2(const MpMkSpec *s, int64_t cols) {
 }
 
 static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
+    if (s->arch == MP_ARCH_GPTNEOX) /* K/V and their biases are rows of the fused Q / Q_BIAS tensor */
+        return r == MP_ROLE_ATTN_NORM || r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS || r == MP_ROLE_O || r == MP_ROLE_FFN_NORM ||
+               r == MP_ROLE_UP || r == MP_ROLE_DOWN || r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS ||
+               r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
+    if (r >= MP_ROLE_O_BIAS) return 0;
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
@@ -175,9 +184,20 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
         break;
     case MP_ROLE_UP: t->rows = s->ffn; break;
     case MP_ROLE_DOWN: t->rows = C; t->cols = s->ffn; break;
+    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
+    case MP_ROLE_OUTPUT_NORM_BIAS: t->ndim = 1; t->rows = C; break;
+    case MP_ROLE_UP_BIAS: t->ndim = 1; t->rows = s->ffn; break;
     default: return mp_err_set(e, "internal: role %d", (int)r);
     }
-    t->part_rows[0] = t->nparts == 1 ? t->rows : (r == MP_ROLE_Q ? Q : s->ffn);
+    if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) { /* fused [Q; K; V] (GGUF), per head (HF) */
+        t->nparts = 3;
+        t->part_role[1] = r == MP_ROLE_Q ? MP_ROLE_K : MP_ROLE_K_BIAS;
+        t->part_role[2] = r == MP_ROLE_Q ? MP_ROLE_V : MP_ROLE_V_BIAS;
+        t->part_rows[1] = t->part_rows[2] = KV;
+        t->rows = Q + 2 * KV;
+        if (!gguf) t->interleave_hd = (int)HD;
+    }
+    t->part_rows[0] = t->nparts == 1 ? t->rows : (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS ? Q : s->ffn);
     if (t->ndim == 1) t->cols = 1;
     int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL;
     if (gguf && llama_like && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
@@ -208,6 +228,7 @@ static int mk_build(const MpMkSpec *s, MkList *l, MpErr *e) {
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++)
             if (mk_role_in_arch(s, (MpRole)r) && mk_one(s, l, (MpRole)r, layer, e)) return MP_ERR;
     if (mk_one(s, l, MP_ROLE_OUTPUT_NORM, -1, e)) return MP_ERR;
+    if (s->arch == MP_ARCH_GPTNEOX && mk_one(s, l, MP_ROLE_OUTPUT_NORM_BIAS, -1, e)) return MP_ERR;
     if (!s->tie && mk_one(s, l, MP_ROLE_OUTPUT, -1, e)) return MP_ERR;
     if (gguf && s->rope_scaling == MP_ROPE_LLAMA3 && mk_special(s, l, "rope_freqs.weight", MK_ROPE_FREQS, e)) return MP_ERR;
     if (gguf && s->rope_scaling == MP_ROPE_LONGROPE &&
@@ -257,6 +278,16 @@ static void mk_rows(const MpMkSpec *s, const MkTensor *t, int64_t r0, int64_t n,
                 out[g] = tmp[h * hd + (gg % 2) * d2 + gg / 2];
             }
             free(tmp);
+        } else if (t->nparts > 1) { /* fused biases: each part is its role's vector */
+            int64_t off = 0, hd = t->interleave_hd;
+            for (int p = 0; p < t->nparts; p++) {
+                float *tmp = mp_malloc_or_die((size_t)t->part_rows[p] * sizeof *tmp, "bias");
+                mp_mk_row_stored(s, t->part_role[p], t->layer, 0, t->part_rows[p], tmp);
+                for (int64_t i = 0; i < t->part_rows[p]; i++) /* HF gptneox: head i/hd's block p */
+                    out[hd > 0 ? (i / hd) * t->nparts * hd + p * hd + i % hd : off + i] = tmp[i];
+                off += t->part_rows[p];
+                free(tmp);
+            }
         } else {
             mp_mk_row_stored(s, t->part_role[0], t->layer, 0, t->rows, out);
         }
@@ -269,7 +300,13 @@ static void mk_rows(const MpMkSpec *s, const MkTensor *t, int64_t r0, int64_t n,
             hf = h * hd + (gg % 2) * d2 + gg / 2;
         }
         int p = 0;
-        while (p < t->nparts - 1 && hf >= t->part_rows[p]) hf -= t->part_rows[p++];
+        if (t->interleave_hd > 0) { /* file row g: head g/(3 hd), part (g/hd)%3, row g%hd of that head */
+            const int64_t hd = t->interleave_hd;
+            p = (int)((g / hd) % t->nparts);
+            hf = (g / (t->nparts * hd)) * hd + g % hd;
+        } else {
+            while (p < t->nparts - 1 && hf >= t->part_rows[p]) hf -= t->part_rows[p++];
+        }
         mp_mk_row_stored(s, t->part_role[p], t->layer, hf, t->cols, out + (size_t)j * (size_t)t->cols);
     }
 }
@@ -315,7 +352,8 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 /* ================================================================ HF writer */
 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                               "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM"};
+                                               "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
+                                               "GPTNeoXForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
@@ -366,6 +404,19 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(rs, "long_factor", lf);
     }
     json_object_set_new(c, "rope_scaling", rs);
+    if (s->arch == MP_ARCH_GPTNEOX) { /* GPTNeoXConfig's own keys */
+        json_object_set_new(c, "model_type", json_string("gpt_neox"));
+        json_object_del(c, "num_key_value_heads");
+        json_object_del(c, "rms_norm_eps");
+        json_object_del(c, "rope_theta");
+        json_object_del(c, "head_dim");
+        json_object_set_new(c, "hidden_act", json_string("gelu"));
+        json_object_set_new(c, "layer_norm_eps", json_real(s->norm_eps));
+        json_object_set_new(c, "rotary_emb_base", json_real(mk_theta(s)));
+        json_object_set_new(c, "rotary_pct", json_real(s->partial_rotary));
+        json_object_set_new(c, "use_parallel_residual", json_boolean(s->parallel_residual));
+        json_object_set_new(c, "attention_bias", json_true());
+    }
     json_object_set_new(c, "torch_dtype", json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32"));
     char path[4096];
     int rc = mp_path_join(path, sizeof path, dir, "config.json", e);
@@ -575,9 +626,14 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
     mp_gguf_w_u32(&w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
     mp_gguf_w_u32(&w, KEY("attention.key_length"), (uint32_t)mk_head_dim(s));
     mp_gguf_w_u32(&w, KEY("attention.value_length"), (uint32_t)mk_head_dim(s));
-    mp_gguf_w_f32(&w, KEY("attention.layer_norm_rms_epsilon"), (float)s->norm_eps);
+    if (s->arch == MP_ARCH_GPTNEOX) {
+        mp_gguf_w_f32(&w, KEY("attention.layer_norm_epsilon"), (float)s->norm_eps);
+        mp_gguf_w_bool(&w, KEY("use_parallel_residual"), s->parallel_residual);
+    } else {
+        mp_gguf_w_f32(&w, KEY("attention.layer_norm_rms_epsilon"), (float)s->norm_eps);
+    }
     mp_gguf_w_f32(&w, KEY("rope.freq_base"), (float)mk_theta(s));
-    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3)
+    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_GPTNEOX)
         mp_gguf_w_u32(&w, KEY("rope.dimension_count"), (uint32_t)mk_rot_dim(s));
     if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL) mp_gguf_w_u32(&w, KEY("vocab_size"), (uint32_t)s->vocab);
     if (s->arch == MP_ARCH_PHI3) {
@@ -635,7 +691,11 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     if (s->rope_scaling != MP_ROPE_NONE && s->rope_scaling != MP_ROPE_LLAMA3 && s->rope_scaling != MP_ROPE_LONGROPE)
         return mp_err_set(e, "unsupported --rope-scaling");
     if (!(s->partial_rotary > 0 && s->partial_rotary <= 1)) return mp_err_set(e, "--partial-rotary must be in (0, 1]");
-    if (s->partial_rotary != 1 && s->arch != MP_ARCH_PHI3) return mp_err_set(e, "--partial-rotary is for --arch phi3");
+    if (s->partial_rotary != 1 && s->arch != MP_ARCH_PHI3 && s->arch != MP_ARCH_GPTNEOX)
+        return mp_err_set(e, "--partial-rotary is for --arch phi3 or gptneox");
+    if (s->arch == MP_ARCH_GPTNEOX && s->kv_heads != s->heads) return mp_err_set(e, "--arch gptneox has as many key/value heads as query heads");
+    if (s->arch == MP_ARCH_GPTNEOX && s->tie) return mp_err_set(e, "--tie: gptneox's output head (embed_out) is its own tensor");
+    if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
     int rd = mk_rot_dim(s);
     if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);
     if (!(s->norm_eps >= 0)) return mp_err_set(e, "bad norm eps");

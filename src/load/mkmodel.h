@@ -33,10 +33,11 @@ typedef struct MpMkSpec {
     int shards;                 /* HF only; 1 = single model.safetensors */
     MpRopeScaling rope_scaling; /* NONE, LLAMA3 (llama/mistral), LONGROPE (phi3) */
     double rope_theta;          /* 0: 500000 with llama3 scaling, else 10000 */
-    double partial_rotary;      /* phi3 partial_rotary_factor (1 = full) */
+    double partial_rotary;      /* phi3 partial_rotary_factor, gptneox rotary_pct (1 = full) */
     int tie;                    /* tie_word_embeddings */
     double norm_eps;
     int max_pos;                /* 0: 131072 with rope scaling, else 4096 */
+    int parallel_residual;      /* gptneox use_parallel_residual (default 1) */
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);

@@ -22,15 +22,17 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
                                                 "k",        "v",           "q_bias",   "k_bias",    "v_bias",
                                                 "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
-                                                "up",       "down",        "attn_post_norm", "ffn_post_norm"};
+                                                "up",       "down",        "attn_post_norm", "ffn_post_norm",
+                                                "o_bias",   "attn_norm_bias", "ffn_norm_bias", "up_bias",   "down_bias",
+                                                "output_norm_bias"};
 const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
-int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER; }
+int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER || r == MP_ROLE_OUTPUT_NORM_BIAS; }
 
 const char *mp_model_rope_scaling_name(MpRopeScaling s) {
     switch (s) {
@@ -49,12 +51,28 @@ static const char *hf_suffix[MP_ROLE_COUNT] = {
     "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.q_proj.bias",
     "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
     "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-    "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight"};
+    "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
+    "self_attn.o_proj.bias", "input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
+    "mlp.down_proj.bias", "model.norm.bias"};
 static const char *gguf_suffix[MP_ROLE_COUNT] = {
     "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
     "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
     "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-    "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight"};
+    "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight", "attn_output.bias", "attn_norm.bias",
+    "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "output_norm.bias"};
+/* GPT-NeoX's HF names (GPTNeoXForCausalLM; after "gpt_neox.layers.N." for layer roles); Q/K/V
+ * and their biases are rows of query_key_value; roles without a tensor are NULL. */
+static const char *neox_hf[MP_ROLE_COUNT] = {
+    [MP_ROLE_TOK_EMBD] = "gpt_neox.embed_in.weight", [MP_ROLE_OUTPUT_NORM] = "gpt_neox.final_layer_norm.weight",
+    [MP_ROLE_OUTPUT] = "embed_out.weight", [MP_ROLE_ATTN_NORM] = "input_layernorm.weight",
+    [MP_ROLE_Q] = "attention.query_key_value.weight", [MP_ROLE_K] = "attention.query_key_value.weight",
+    [MP_ROLE_V] = "attention.query_key_value.weight", [MP_ROLE_Q_BIAS] = "attention.query_key_value.bias",
+    [MP_ROLE_K_BIAS] = "attention.query_key_value.bias", [MP_ROLE_V_BIAS] = "attention.query_key_value.bias",
+    [MP_ROLE_O] = "attention.dense.weight", [MP_ROLE_FFN_NORM] = "post_attention_layernorm.weight",
+    [MP_ROLE_UP] = "mlp.dense_h_to_4h.weight", [MP_ROLE_DOWN] = "mlp.dense_4h_to_h.weight",
+    [MP_ROLE_O_BIAS] = "attention.dense.bias", [MP_ROLE_ATTN_NORM_BIAS] = "input_layernorm.bias",
+    [MP_ROLE_FFN_NORM_BIAS] = "post_attention_layernorm.bias", [MP_ROLE_UP_BIAS] = "mlp.dense_h_to_4h.bias",
+    [MP_ROLE_DOWN_BIAS] = "mlp.dense_4h_to_h.bias", [MP_ROLE_OUTPUT_NORM_BIAS] = "gpt_neox.final_layer_norm.bias"};
 
 void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap) {
     const char *const *suffix = fmt == MP_FORMAT_HF ? hf_suffix : gguf_suffix;
@@ -63,8 +81,12 @@ void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, cha
         sfx = fmt == MP_FORMAT_HF ? "self_attn.qkv_proj.weight" : "attn_qkv.weight";
     if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_GATE || role == MP_ROLE_UP))
         sfx = fmt == MP_FORMAT_HF ? "mlp.gate_up_proj.weight" : "ffn_up.weight";
-    if (role < MP_ROLE_FIRST_LAYER) snprintf(out, cap, "%s", sfx);
-    else snprintf(out, cap, fmt == MP_FORMAT_HF ? "model.layers.%d.%s" : "blk.%d.%s", layer, sfx);
+    const int neox = arch == MP_ARCH_GPTNEOX;
+    if (neox && fmt == MP_FORMAT_HF) sfx = neox_hf[role] ? neox_hf[role] : "?";
+    if (neox && fmt == MP_FORMAT_GGUF && role >= MP_ROLE_Q && role <= MP_ROLE_V_BIAS)
+        sfx = role >= MP_ROLE_Q_BIAS ? "attn_qkv.bias" : "attn_qkv.weight";
+    if (mp_model_role_is_global(role)) snprintf(out, cap, "%s", sfx);
+    else snprintf(out, cap, fmt == MP_FORMAT_HF ? (neox ? "gpt_neox.layers.%d.%s" : "model.layers.%d.%s") : "blk.%d.%s", layer, sfx);
 }
 
 /* Expected served shape of a role from the hyperparameters: returns ndim (1 or 2). */
@@ -84,6 +106,9 @@ static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) 
     case MP_ROLE_K_NORM: *rows = m->qk_norm_whole ? KV : m->head_dim; return 1;
     case MP_ROLE_GATE: case MP_ROLE_UP: *rows = m->ffn; *cols = C; return 2;
     case MP_ROLE_DOWN: *rows = C; *cols = m->ffn; return 2;
+    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
+    case MP_ROLE_OUTPUT_NORM_BIAS: *rows = C; return 1;
+    case MP_ROLE_UP_BIAS: *rows = m->ffn; return 1;
     default: return 0;
     }
 }
@@ -94,6 +119,11 @@ static int role_present(const MpModel *m, MpRole r) {
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return m->has_qk_norm;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return !m->no_pre_norm;
     if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return m->post_norm;
+    if (r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS || r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS ||
+        r == MP_ROLE_DOWN_BIAS)
+        return m->arch == MP_ARCH_GPTNEOX;
+    if (r == MP_ROLE_GATE) return !m->gelu_mlp;
+    if (r == MP_ROLE_OUTPUT_NORM_BIAS) return 0; /* global: bound on its own */
     return 1;
 }
 
@@ -103,6 +133,8 @@ void mp_model_arch_features(MpModel *m) {
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
     m->post_norm = m->arch == MP_ARCH_OLMO2;
+    m->layer_norm = m->gelu_mlp = m->arch == MP_ARCH_GPTNEOX;
+    m->has_qkv_bias |= m->arch == MP_ARCH_GPTNEOX;
 }
 
 /* ================================================================ RoPE (spec §2.2) */
@@ -221,7 +253,7 @@ static int alloc_layers(MpModel *m, MpErr *e) {
     m->layer = mp_try_calloc((size_t)m->n_layers * MP_ROLE_COUNT, sizeof *m->layer);
     if (!m->layer) return mp_err_set(e, "%s: out of memory", m->path);
     for (size_t i = 0; i < (size_t)m->n_layers * MP_ROLE_COUNT; i++) m->layer[i].tensor = -1;
-    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++) m->global[r].tensor = -1;
+    for (int r = 0; r < MP_ROLE_COUNT; r++) m->global[r].tensor = -1;
     return MP_OK;
 }
 
@@ -270,6 +302,43 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
         if (!mp_quant_known(t->type))
             return mp_err_set(e, "%s: tensor '%s': unsupported type", m->file_names[t->file], t->name);
     }
+    return MP_OK;
+}
+
+/* GPT-NeoX, both formats: every name from mp_model_stored_name; Q/K/V (and biases) are row
+ * slices of the fused query_key_value / attn_qkv: per head [q, k, v] blocks of HS rows in HF
+ * (GPTNeoXAttention's view), three contiguous blocks [Q; K; V] in GGUF (convert_hf_to_gguf
+ * reorders them). The final norm's bias is a global role. */
+static int bind_neox(MpModel *m, const char *cfg_name, MpErr *e) {
+    if (alloc_layers(m, e)) return MP_ERR;
+    char name[512];
+    const int hf = m->format == MP_FORMAT_HF;
+    static const MpRole globals[] = {MP_ROLE_TOK_EMBD, MP_ROLE_OUTPUT_NORM, MP_ROLE_OUTPUT, MP_ROLE_OUTPUT_NORM_BIAS};
+    for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++) {
+        const MpRole r = globals[i];
+        int64_t rows, cols;
+        int nd = role_shape(m, r, &rows, &cols);
+        if (r == MP_ROLE_OUTPUT && m->tie_embeddings) continue;
+        mp_model_stored_name(m->format, m->arch, r, -1, name, sizeof name);
+        if (bind(m, &m->global[r], name, nd, rows, cols, 0, rows, !hf && r == MP_ROLE_OUTPUT, cfg_name, e)) return MP_ERR;
+        if (r == MP_ROLE_OUTPUT && m->global[r].tensor < 0) m->tie_embeddings = 1;
+    }
+    const int64_t HS = m->head_dim, Q = (int64_t)m->n_heads * HS;
+    for (int l = 0; l < m->n_layers; l++)
+        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+            if (!role_present(m, (MpRole)r)) continue;
+            MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
+            int64_t rows, cols;
+            int nd = role_shape(m, (MpRole)r, &rows, &cols);
+            mp_model_stored_name(m->format, m->arch, (MpRole)r, l, name, sizeof name);
+            if (r >= MP_ROLE_Q && r <= MP_ROLE_V_BIAS) { /* NH == NKV: the three parts have Q rows */
+                const int part = (r - MP_ROLE_Q) % 3;
+                if (bind(m, ref, name, nd, 3 * Q, cols, hf ? part * HS : part * Q, rows, 0, cfg_name, e)) return MP_ERR;
+                if (hf) ref->qkv_interleave = (int)HS;
+            } else if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) {
+                return MP_ERR;
+            }
+        }
     return MP_OK;
 }
 
@@ -376,6 +445,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     if (rc) return MP_ERR;
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
+    if (m->arch == MP_ARCH_GPTNEOX) return bind_neox(m, "config.json", e);
     return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
                     phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
 }
@@ -469,7 +539,8 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     else if (!strcmp(arch, "qwen3")) m->arch = MP_ARCH_QWEN3;
     else if (!strcmp(arch, "phi3")) m->arch = MP_ARCH_PHI3;
     else if (!strcmp(arch, "olmo2")) m->arch = MP_ARCH_OLMO2;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2)", g->path, arch);
+    else if (!strcmp(arch, "gptneox")) m->arch = MP_ARCH_GPTNEOX;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -495,8 +566,17 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (gguf_int(g, arch, "attention.value_length", 0, m->head_dim, 1, 1 << 24, &v, e)) return MP_ERR;
     if (v != m->head_dim) return mp_err_set(e, "%s: key '%s.attention.value_length' differs from key_length: not supported", g->path, arch);
     if ((int64_t)m->n_heads * m->head_dim > (1 << 24)) return mp_err_set(e, "%s: head_count x key_length is too large", g->path);
-    if (gguf_num(g, arch, "attention.layer_norm_rms_epsilon", 1, 0, &m->norm_eps, e)) return MP_ERR;
-    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key '%s.attention.layer_norm_rms_epsilon' is negative", g->path, arch);
+    const char *eps_key = m->arch == MP_ARCH_GPTNEOX ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if (gguf_num(g, arch, eps_key, 1, 0, &m->norm_eps, e)) return MP_ERR;
+    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key '%s.%s' is negative", g->path, arch, eps_key);
+    if (m->arch == MP_ARCH_GPTNEOX) { /* llama.cpp's default: parallel */
+        const MpGgufKv *pr;
+        m->parallel_residual = 1;
+        if (gguf_key(g, arch, "use_parallel_residual", &pr)) {
+            if (pr->type != MP_GGUF_BOOL) return mp_err_set(e, "%s: key '%s.use_parallel_residual' is not a boolean", g->path, arch);
+            m->parallel_residual = pr->u != 0;
+        }
+    }
     if (gguf_num(g, arch, "rope.freq_base", 0, 10000.0, &m->rope_theta, e)) return MP_ERR;
     if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key '%s.rope.freq_base' must be > 1", g->path, arch);
     if (gguf_int(g, arch, "rope.dimension_count", 0, m->head_dim, 2, m->head_dim, &v, e)) return MP_ERR;
@@ -585,6 +665,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
+    if (m->arch == MP_ARCH_GPTNEOX) return bind_neox(m, "the GGUF metadata", e);
     if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
     if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
@@ -644,7 +725,7 @@ int mp_model_open(MpModel *m, const char *path, MpErr *e) {
 static const MpModelRef *model_ref(const MpModel *m, MpRole role, int layer) {
     const MpModelRef *r;
     if ((unsigned)role >= MP_ROLE_COUNT) return NULL;
-    if (role < MP_ROLE_FIRST_LAYER) {
+    if (mp_model_role_is_global(role)) {
         if (role == MP_ROLE_OUTPUT && m->tie_embeddings) role = MP_ROLE_TOK_EMBD;
         r = &m->global[role];
     } else {
@@ -673,6 +754,7 @@ static void count_read(MpModel *m, size_t n) { __atomic_fetch_add(&m->bytes_read
 /* Stored row of served row j (undoing the llama GGUF interleave within each head):
  * HF_row[p*d2 + i] = GGUF_row[2i + p]. */
 static int64_t src_row(const MpModelRef *r, int64_t j) {
+    if (r->qkv_interleave > 0) return r->row0 + (j / r->qkv_interleave) * 3 * r->qkv_interleave + j % r->qkv_interleave;
     if (r->unpermute_heads <= 0) return r->row0 + j;
     int64_t hd = r->rows / r->unpermute_heads, d2 = hd / 2, h = j / hd, jj = j % hd;
     int64_t p = jj / d2, i = jj % d2;
@@ -722,7 +804,7 @@ const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t 
     const MpModelRef *r = model_ref(m, role, layer);
     if (!r) return NULL;
     const MpModelTensor *t = &m->tensors[r->tensor];
-    if (t->type != MP_WT_F32 || r->unpermute_heads > 0 || ((uintptr_t)t->data % sizeof(float))) return NULL;
+    if (t->type != MP_WT_F32 || r->unpermute_heads > 0 || r->qkv_interleave > 0 || ((uintptr_t)t->data % sizeof(float))) return NULL;
     if (shape) {
         shape[0] = r->rows;
         shape[1] = r->cols;
@@ -753,6 +835,7 @@ static uint64_t param_count_config(const MpModel *m) {
         if (!role_present(m, (MpRole)r) || !role_shape(m, (MpRole)r, &rows, &cols)) continue;
         n += (uint64_t)m->n_layers * (uint64_t)rows * (uint64_t)cols;
     }
+    if (m->layer_norm) n += (uint64_t)m->dim; /* OUTPUT_NORM_BIAS */
     return n;
 }
 
@@ -787,6 +870,7 @@ uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers) {
     for (int l = 0; l < n_layers; l++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
             int64_t s[2];
+            if (mp_model_role_is_global((MpRole)r)) continue;
             if (m->n_tensors == 0) { /* mp_model_open_config: shapes from the hyperparameters */
                 if (role_present(m, (MpRole)r) && role_shape(m, (MpRole)r, &s[0], &s[1])) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
             } else if (mp_model_shape(m, (MpRole)r, l, s)) {
@@ -837,7 +921,7 @@ int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
     if (n_layers > m->n_layers) n_layers = m->n_layers;
     unsigned char *seen = mp_try_calloc(m->n_tensors ? m->n_tensors : 1, 1);
     if (!seen) return mp_err_set(e, "%s: out of memory", m->path);
-    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++)
+    for (int r = 0; r < MP_ROLE_COUNT; r++)
         if (m->global[r].tensor >= 0 && (size_t)m->global[r].tensor < m->n_tensors) seen[m->global[r].tensor] = 1;
     for (int l = 0; l < n_layers && m->layer; l++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {

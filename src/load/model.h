@@ -38,6 +38,9 @@ typedef enum MpArch {
     MP_ARCH_PHI3,      /* fused qkv_proj and gate_up_proj (Phi-3, Phi-4) */
     MP_ARCH_OLMO2,     /* Olmo2ForCausalLM: q/k RMSNorm over the whole projection, norms after
                           attention and after the MLP (no pre-norms) */
+    MP_ARCH_GPTNEOX,   /* GPTNeoXForCausalLM (Pythia), HF model_type "gpt_neox": LayerNorm with bias,
+                          fused QKV (HF: interleaved per head), partial rotary, parallel residual,
+                          GELU MLP with biases, untied head */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -72,6 +75,13 @@ typedef enum MpRole {
     MP_ROLE_DOWN,         /* [C, FF]                         down_proj / ffn_down */
     MP_ROLE_ATTN_POST_NORM, /* [C]  olmo2 post_attention_layernorm / post_attention_norm */
     MP_ROLE_FFN_POST_NORM,  /* [C]  olmo2 post_feedforward_layernorm / post_ffw_norm */
+    MP_ROLE_O_BIAS,         /* [C]  gptneox attention.dense.bias / attn_output.bias */
+    MP_ROLE_ATTN_NORM_BIAS, /* [C]  gptneox input_layernorm.bias / attn_norm.bias */
+    MP_ROLE_FFN_NORM_BIAS,  /* [C]  gptneox post_attention_layernorm.bias / ffn_norm.bias */
+    MP_ROLE_UP_BIAS,        /* [FF] gptneox mlp.dense_h_to_4h.bias / ffn_up.bias */
+    MP_ROLE_DOWN_BIAS,      /* [C]  gptneox mlp.dense_4h_to_h.bias / ffn_down.bias */
+    MP_ROLE_OUTPUT_NORM_BIAS, /* [C] GLOBAL (see mp_model_role_is_global): gptneox
+                                 final_layer_norm.bias / output_norm.bias */
     MP_ROLE_COUNT
 } MpRole;
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
@@ -93,6 +103,8 @@ typedef struct MpModelRef {
     int ndim;             /* shape of the served tensor: 1 ([rows]) or 2 ([rows, cols]) */
     int64_t row0, rows, cols;
     int unpermute_heads;  /* >0: GGUF llama Q/K: undo the interleave permutation over this many heads */
+    int qkv_interleave;   /* >0: HF gptneox query_key_value: rows stored per head as [q, k, v] blocks
+                             of this many rows (HS); served row j is stored row row0 + (j/HS)*3*HS + j%HS */
 } MpModelRef;
 
 typedef struct MpModel {
@@ -115,6 +127,9 @@ typedef struct MpModel {
     int qk_norm_whole;    /* olmo2: q/k norm over all heads' values at once ([NH*HS], [NKV*HS]) */
     int no_pre_norm;      /* olmo2: no norm before attention nor before the MLP */
     int post_norm;        /* olmo2: norms of the attention and MLP outputs before the residual add */
+    int layer_norm;       /* gptneox: LayerNorm (mean removed) with bias, not RMSNorm */
+    int gelu_mlp;         /* gptneox: up (+bias) -> exact GELU -> down (+bias); no gate */
+    int parallel_residual;/* gptneox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)) */
     int tie_embeddings;   /* output projection = embedding */
     int bos_id, eos_id;   /* -1 unknown */
     /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
@@ -137,7 +152,7 @@ typedef struct MpModel {
     MpGguf *gguf;              /* GGUF file, else NULL */
     MpModelTensor *tensors;    /* [n_tensors] every tensor of every file */
     size_t n_tensors;
-    MpModelRef global[MP_ROLE_FIRST_LAYER];   /* TOK_EMBD, OUTPUT_NORM, OUTPUT */
+    MpModelRef global[MP_ROLE_COUNT];         /* TOK_EMBD, OUTPUT_NORM, OUTPUT, OUTPUT_NORM_BIAS (other entries unused) */
     MpModelRef *layer;         /* [L * MP_ROLE_COUNT] owned */
     size_t bytes_read;         /* tensor bytes read through the accessors so far */
 } MpModel;

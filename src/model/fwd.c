@@ -55,7 +55,7 @@ static FwdDims fwd_dims(const MpModel *m, const MpFwdConfig *cfg) {
 
 /* Weights: layers [0, L) and (logits) the output head. */
 static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm, MpFwdMat *lm_head,
-                               const MpModel *m, const MpFwdConfig *cfg) {
+                               const MpModel *m, const MpFwdConfig *cfg, float **out_norm_b) {
     const FwdDims d = fwd_dims(m, cfg);
     const int64_t qo = (int64_t)d.NH * d.HS, kvo = (int64_t)d.NKV * d.HS;
     const int b = cfg->compute == MP_FWD_COMPUTE_BF16;
@@ -81,13 +81,22 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
             ly->attn_post_norm = fwd_carve(c, (size_t)d.C);
             ly->ffn_post_norm = fwd_carve(c, (size_t)d.C);
         }
-        fwd_mat(c, &ly->gate, d.FF, d.C, b);
+        if (!m->gelu_mlp) fwd_mat(c, &ly->gate, d.FF, d.C, b);
         fwd_mat(c, &ly->up, d.FF, d.C, b);
         fwd_mat(c, &ly->down, d.C, d.FF, b);
+        if (m->layer_norm) { /* gptneox: LayerNorm biases and every Linear's bias */
+            ly->attn_norm_b = fwd_carve(c, (size_t)d.C);
+            ly->ffn_norm_b = fwd_carve(c, (size_t)d.C);
+            ly->o_bias = fwd_carve(c, (size_t)d.C);
+            ly->up_bias = fwd_carve(c, (size_t)d.FF);
+            ly->down_bias = fwd_carve(c, (size_t)d.C);
+        }
     }
+    *out_norm_b = NULL;
     if (cfg->logits) {
         *out_norm = fwd_carve(c, (size_t)d.C);
         fwd_mat(c, lm_head, d.V, d.C, b);
+        if (m->layer_norm) *out_norm_b = fwd_carve(c, (size_t)d.C);
     }
 }
 
@@ -108,17 +117,18 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->cos_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
+    f->xp = m->parallel_residual ? fwd_carve(c, T * d.C) : NULL;
     f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * mp_fwd_attn_keys_floats(d.HS, (int)T)) : NULL;
     f->vc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * T * d.NKV * d.HS) : NULL;
 }
 
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
     FwdCarve cw = {0}, ca = {0};
-    float *on;
+    float *on, *onb;
     MpFwdMat lm;
     MpFwd f;
     memset(&f, 0, sizeof f);
-    fwd_layout_weights(&cw, NULL, &on, &lm, m, cfg);
+    fwd_layout_weights(&cw, NULL, &on, &lm, m, cfg, &onb);
     fwd_layout_acts(&ca, &f, m, cfg);
     *weights = (uint64_t)cw.used * 4;
     *acts = (uint64_t)ca.used * 4;
@@ -208,13 +218,19 @@ static int fwd_load(MpFwd *f, MpErr *e) {
         if (rc == MP_OK && ly->ffn_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
         if (rc == MP_OK && ly->attn_post_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_POST_NORM, l, ly->attn_post_norm, f->C, e);
         if (rc == MP_OK && ly->ffn_post_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_POST_NORM, l, ly->ffn_post_norm, f->C, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
+        if (rc == MP_OK && !m->gelu_mlp) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
+        if (rc == MP_OK && ly->attn_norm_b) rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM_BIAS, l, ly->attn_norm_b, f->C, e);
+        if (rc == MP_OK && ly->ffn_norm_b) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM_BIAS, l, ly->ffn_norm_b, f->C, e);
+        if (rc == MP_OK && ly->o_bias) rc = fwd_load_vec(m, MP_ROLE_O_BIAS, l, ly->o_bias, f->C, e);
+        if (rc == MP_OK && ly->up_bias) rc = fwd_load_vec(m, MP_ROLE_UP_BIAS, l, ly->up_bias, f->FF, e);
+        if (rc == MP_OK && ly->down_bias) rc = fwd_load_vec(m, MP_ROLE_DOWN_BIAS, l, ly->down_bias, f->C, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
     }
     if (rc == MP_OK && f->cfg.logits) {
         rc = fwd_load_vec(m, MP_ROLE_OUTPUT_NORM, 0, f->out_norm, f->C, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_OUTPUT, 0, &f->lm_head, scratch, cap, e);
+        if (rc == MP_OK && f->out_norm_b) rc = fwd_load_vec(m, MP_ROLE_OUTPUT_NORM_BIAS, 0, f->out_norm_b, f->C, e);
     }
     free(scratch);
     return rc;
@@ -255,7 +271,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     f->layers = calloc((size_t)cfg->n_layers, sizeof *f->layers);
     if (!f->layers) return mp_err_set(e, "out of memory");
     FwdCarve cw = {0}, ca = {0};
-    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg);
+    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
     fwd_layout_acts(&ca, f, m, cfg);
     f->wfloats = cw.used;
     f->afloats = ca.used;
@@ -271,7 +287,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     cw.used = 0;
     ca.base = f->ablock;
     ca.used = 0;
-    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg);
+    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
     fwd_layout_acts(&ca, f, m, cfg);
     if (fwd_load(f, e) != MP_OK) {
         mp_fwd_free(f);
@@ -323,6 +339,17 @@ static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int 
     }
 #pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
     for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
+}
+
+/* The block's norm of rows [t0, T): RMSNorm, or LayerNorm with bias b (gptneox). */
+static void fwd_norm(const MpFwd *f, float *y, const float *x, const float *w, const float *b, int t0, int T) {
+    if (!f->m->layer_norm) {
+        fwd_norm_rows(y, x, w, t0, T, f->C, f->m->norm_eps);
+        return;
+    }
+    const int n = f->C;
+#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++) mp_fwd_layernorm(y + (size_t)t * n, x + (size_t)t * n, w, b, n, f->m->norm_eps);
 }
 
 /* bf16 compute: a Linear input x [T, n] (row stride ld) rounded to bf16 in place (it is read by
@@ -460,15 +487,39 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
+    fwd_add_bias(f->xn, f->C, ly->o_bias, f->C, t0, r.T); /* gptneox */
     if (ly->attn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->attn_post_norm, t0, r.T, f->C, f->m->norm_eps); /* olmo2 */
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_RESID_MID, f->x, f->C);
 }
 
+/* GPT-NeoX's MLP on the normed rows in f->xn: up (+bias) -> exact GELU -> down (+bias), added to x. */
+static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
+    const int n = T - t0;
+    float *xn = f->xn + (size_t)t0 * f->C, *up = f->up + (size_t)t0 * f->FF;
+    fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
+    mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
+    fwd_add_bias(f->up, f->FF, ly->up_bias, f->FF, t0, T);
+#pragma omp parallel for schedule(static) if ((double)n * f->FF * 10 > FWD_PAR_MIN)
+    for (int t = t0; t < T; t++) mp_fwd_gelu_erf(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    fwd_linear_input(f, f->up, f->FF, t0, T, f->FF);
+    mp_fwd_matmul(xn, f->C, up, f->FF, &ly->down, n);
+    fwd_add_bias(f->xn, f->C, ly->down_bias, f->C, t0, T);
+    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+}
+
 static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     const int t0 = r.t0, T = r.T, n = T - t0;
     float *xn = f->xn + (size_t)t0 * f->C, *gate = f->gate + (size_t)t0 * f->FF, *up = f->up + (size_t)t0 * f->FF;
+    if (f->m->gelu_mlp) { /* gptneox: input = ln2 of the layer's input (parallel) or of x now */
+        if (f->xp) memcpy(xn, f->xp + (size_t)t0 * f->C, sizeof(float) * (size_t)n * f->C);
+        else fwd_norm(f, f->xn, f->x, ly->ffn_norm, ly->ffn_norm_b, t0, T);
+        fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
+        fwd_mlp_gelu(f, ly, t0, T);
+        fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
+        return;
+    }
     fwd_norm_rows(f->xn, f->x, ly->ffn_norm, t0, T, f->C, f->m->norm_eps);
     fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
@@ -499,14 +550,15 @@ static int fwd_embed(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
 static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
     for (int l = 0; l < f->cfg.n_layers; l++) {
         const MpFwdLayer *ly = &f->layers[l];
-        fwd_norm_rows(f->xn, f->x, ly->attn_norm, r.t0, r.T, f->C, f->m->norm_eps);
+        if (f->xp) fwd_norm(f, f->xp, f->x, ly->ffn_norm, ly->ffn_norm_b, r.t0, r.T); /* parallel residual: ln2(x) before attention */
+        fwd_norm(f, f->xn, f->x, ly->attn_norm, ly->attn_norm_b, r.t0, r.T);
         fwd_capture(f, r, l, MP_FWD_AT_ATTN_IN, f->xn, f->C);
         const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
         fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
         if (!last) fwd_mlp(f, ly, l, r);
     }
     if (f->cfg.logits) {
-        fwd_norm_rows(f->xn, f->x, f->out_norm, r.t0, r.T, f->C, f->m->norm_eps);
+        fwd_norm(f, f->xn, f->x, f->out_norm, f->out_norm_b, r.t0, r.T);
         fwd_linear_input(f, f->xn, f->C, r.t0, r.T, f->C);
         mp_fwd_matmul(f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
     }

@@ -91,6 +91,9 @@ typedef struct MpFwdLayer {
     float *q_bias, *k_bias, *v_bias; /* [NH*HS], [NKV*HS], [NKV*HS]; NULL unless qwen2 */
     float *q_norm, *k_norm;    /* [HS] (qwen3); [NH*HS], [NKV*HS] (olmo2); else NULL */
     float *attn_post_norm, *ffn_post_norm; /* [C] olmo2: norms of the block outputs; else NULL */
+    float *attn_norm_b, *ffn_norm_b; /* [C] gptneox LayerNorm biases; else NULL */
+    float *o_bias, *down_bias; /* [C] gptneox; else NULL */
+    float *up_bias;            /* [FF] gptneox; else NULL (gptneox has no gate: `gate` unused) */
     float *ffn_norm;           /* [C]; NULL in olmo2 */
     MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF] */
 } MpFwdLayer;
@@ -102,6 +105,7 @@ typedef struct MpFwd {
     /* weights: one block (wblock), carved */
     MpFwdLayer *layers;        /* [n_layers] owned */
     float *out_norm;           /* [C] (logits only) */
+    float *out_norm_b;         /* [C] gptneox final LayerNorm bias (logits only); else NULL */
     MpFwdMat lm_head;          /* [V, C] (logits only) */
     float *wblock;
     size_t wfloats;
@@ -116,6 +120,7 @@ typedef struct MpFwd {
     float *scores;             /* [NH, T, T] one sequence's scores, then probabilities */
     float *ao;                 /* [T, NH*HS] attention output before o_proj */
     float *gate, *up;          /* [T, FF] */
+    float *xp;                 /* [T, C] gptneox parallel residual: the MLP's normed input; else NULL */
     float *cos_t, *sin_t;      /* [T, R/2] */
     float *logits;             /* [T, V] (logits only) */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */

@@ -530,6 +530,22 @@ void mp_fwd_swiglu(float *out, const float *g, const float *u, size_t n) {
     }
 }
 
+void mp_fwd_layernorm(float *y, const float *x, const float *weight, const float *bias, int n, double eps) {
+    double sum = 0, ss = 0;
+    for (int i = 0; i < n; i++) sum += (double)x[i];
+    const double mean = sum / n;
+    for (int i = 0; i < n; i++) ss += ((double)x[i] - mean) * ((double)x[i] - mean);
+    const float inv = (float)(1.0 / sqrt(ss / n + eps)), mf = (float)mean;
+    for (int i = 0; i < n; i++) {
+        const float v = (x[i] - mf) * inv;
+        y[i] = (weight ? weight[i] * v : v) + (bias ? bias[i] : 0.0f);
+    }
+}
+
+void mp_fwd_gelu_erf(float *out, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = (float)(0.5 * (double)x[i] * (1.0 + erf((double)x[i] * 0.70710678118654752440)));
+}
+
 /* ================================================================ attention */
 
 void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk, int HS, int T,

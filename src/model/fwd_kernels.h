@@ -141,5 +141,11 @@ void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int6
 
 /* silu(g) · u elementwise: out [n] (may alias g). */
 void mp_fwd_swiglu(float *out, const float *g, const float *u, size_t n);
+/* LayerNorm with bias (GPT-NeoX): (x - mean) / sqrt(var + eps) · weight + bias, mean and (biased)
+ * variance in double; y may alias x. */
+void mp_fwd_layernorm(float *y, const float *x, const float *weight, const float *bias, int n, double eps);
+/* out[i] = GELU(x[i]) exactly, x · Φ(x) = x/2 · (1 + erf(x/√2)) (torch's default, GPT-NeoX);
+ * out may alias x. */
+void mp_fwd_gelu_erf(float *out, const float *x, size_t n);
 
 #endif

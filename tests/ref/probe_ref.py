@@ -15,7 +15,8 @@ shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on tok
                             -sum_j p[i, j] ln p[i, j] (nats; 0 ln 0 = 0)
 Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
 qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the whole projection,
-norms of the attention and MLP outputs before the residual add, no pre-norms). RoPE scaling: default, linear, llama3, longrope.
+norms of the attention and MLP outputs before the residual add, no pre-norms), gpt_neox (Pythia:
+LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP). RoPE scaling: default, linear, llama3, longrope.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -136,8 +137,68 @@ def rmsnorm(x, w, eps):
 
 # ---------------------------------------------------------------- forward (model-formats §2.1)
 
+def layernorm(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(var + eps) * w + b
+
+
+def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
+    """GPT-NeoX (GPTNeoXForCausalLM): LayerNorm with bias, query_key_value viewed per head as
+    [q, k, v] blocks, rotate-half RoPE on the first rotary_pct of each head, exact GELU MLP,
+    x + attn(ln1(x)) + mlp(ln2(x)) when use_parallel_residual, else the two in sequence."""
+    C = cfg["hidden_size"]
+    NH = cfg["num_attention_heads"]
+    HS = C // NH
+    eps = cfg.get("layer_norm_eps", 1e-5)
+    L = cfg["num_hidden_layers"]
+    S = ids.shape[0]
+    c2 = dict(cfg, partial_rotary_factor=cfg.get("rotary_pct", 0.25), rope_theta=cfg.get("rotary_emb_base", 10000.0))
+    inv, _, rdim = rope_inv_freq(c2, HS, S)
+    fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
+    x = W["gpt_neox.embed_in.weight"][ids]
+    deepest = max(layers_wanted) if not want_logits else L
+    scores_out, probs_out = {}, {}
+    gelu = lambda t: 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
+    for li in range(deepest):
+        p = f"gpt_neox.layers.{li}."
+        h = layernorm(x, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"], eps)
+        qkv = h @ W[p + "attention.query_key_value.weight"].T + W[p + "attention.query_key_value.bias"]
+        qkv = qkv.view(S, NH, 3 * HS).transpose(0, 1)     # [NH, S, 3 HS]
+        q, k, v = qkv[..., :HS], qkv[..., HS:2 * HS], qkv[..., 2 * HS:]
+        if use_rope:
+            q, k = rope(q, cos, sin, rdim), rope(k, cos, sin, rdim)
+        sc = (q @ k.transpose(1, 2)) / math.sqrt(HS)
+        sc = sc.masked_fill(~mask, float("-inf"))
+        if (li + 1) in layers_wanted:
+            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
+        pr = torch.softmax(sc, dim=-1)
+        if (li + 1) in layers_wanted:
+            probs_out[li + 1] = pr
+        o = (pr @ v).transpose(0, 1).reshape(S, C)
+        a = o @ W[p + "attention.dense.weight"].T + W[p + "attention.dense.bias"]
+        mlp = lambda t: gelu(t @ W[p + "mlp.dense_h_to_4h.weight"].T + W[p + "mlp.dense_h_to_4h.bias"]) @ \
+            W[p + "mlp.dense_4h_to_h.weight"].T + W[p + "mlp.dense_4h_to_h.bias"]
+        ln2 = lambda t: layernorm(t, W[p + "post_attention_layernorm.weight"], W[p + "post_attention_layernorm.bias"], eps)
+        if cfg.get("use_parallel_residual", True):
+            x = x + a + mlp(ln2(x))
+        else:
+            x = x + a
+            x = x + mlp(ln2(x))
+    logits = None
+    if want_logits:
+        xn = layernorm(x, W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"], eps)
+        logits = xn @ W["embed_out.weight"].T
+    return scores_out, probs_out, logits
+
+
 def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     arch = cfg["model_type"]
+    if arch == "gpt_neox":
+        return forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     C = cfg["hidden_size"]
     NH = cfg["num_attention_heads"]
     NKV = cfg.get("num_key_value_heads", NH)

@@ -10,6 +10,7 @@
  * (llama.cpp).
  */
 #include "test_load_util.h"
+#include "test_model_util.h" /* model_make, ids_write */
 
 #include "model/fwd.h" /* mp_fwd_plan_bytes */
 
@@ -23,6 +24,10 @@ typedef struct Published {
 } Published;
 
 static const Published published[] = {
+    /* Gemma 2 (tied: the embedding counted once): 2,614,341,888 and 9,241,705,984; layer = q, o
+     * 2 x C x NH*HS, k, v 2 x C x NKV*HS, GeGLU 3 x C x FF, four norms 4C */
+    {"gemma-2-2b.json", "gemma2", 2614341888ull, 2ull * 2304 * 2048 + 2ull * 2304 * 1024 + 3ull * 2304 * 9216 + 4 * 2304},
+    {"gemma-2-9b.json", "gemma2", 9241705984ull, 2ull * 3584 * 4096 + 2ull * 3584 * 2048 + 3ull * 3584 * 14336 + 4 * 3584},
     /* OLMo-2-1124-7B: "7.3B"; exact = 2 x 100352 x 4096 (embed, lm_head) + 4096 (final norm) +
      * 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (MLP) + 4 x 4096 (q/k norms
      * over the whole projection, two post-norms) */
@@ -68,6 +73,29 @@ static void test_published_configs(void **state) {
         if (!(w >= 2 * p->layer_params * 4 && rel < 1e-4)) fail_msg("%s: forward plan %llu bytes of weights", p->file, (unsigned long long)w);
         mp_model_free(&m);
     }
+    /* Gemma 2's scales from the published values: sqrt(2304) = 48, query_pre_attn_scalar 256 */
+    char out[16384];
+    assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", FIX "gemma-2-2b.json"), 0);
+    if (!strstr(out, "embeddings x 48, attention scale 0.0625, soft-capping 50 (scores) / 30 (logits)"))
+        fail_msg("gemma-2-2b scales:\n%s", out);
+}
+
+/* probe on a soft-capped Gemma 2 says in meta.json that the maps hold the capped scores */
+static void test_softcap_meta(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char model[512], ids[512], out[8192], meta[512];
+    snprintf(model, sizeof model, "%s/g2", d);
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    model_make(model, "--arch gemma2 --layers 2 --vocab 300 --attn-softcap 1.5");
+    ids_write(ids, 2, 16, 300, -1, 3);
+    if (mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/p --quiet", model, ids, d) != 0) fail_msg("probe: %s", out);
+    snprintf(meta, sizeof meta, "%s/p/meta.json", d);
+    size_t n;
+    uint8_t *b = lt_slurp(meta, &n);
+    b[n] = 0;
+    if (!strstr((char *)b, "\"scores_are\": \"soft-capped") || !strstr((char *)b, "\"attn_softcap\": 1.5")) fail_msg("meta.json: %s", (char *)b);
+    free(b);
 }
 
 /* Unknown families: one line naming the type and listing what is supported, exit 2. */
@@ -118,6 +146,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_published_configs),
         cmocka_unit_test(test_unknown_family),
+        cmocka_unit_test(test_softcap_meta),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -89,6 +89,8 @@ static int lt_model_matches_spec(MpModel *m, const MpMkSpec *s) {
             if (nd == 1) mp_mk_row_stored(s, gr, l, 0, sh[0], y);
             else
                 for (int64_t i = 0; i < sh[0]; i++) mp_mk_row_stored(s, gr, l, i, sh[1], y + i * sh[1]);
+            if (m->arch == MP_ARCH_GEMMA2 && nd == 1) /* Gemma's norms are served as 1 + w from both formats */
+                for (size_t i = 0; i < cnt; i++) y[i] = 1.0f + y[i];
             if (memcmp(x, y, cnt * sizeof *x)) {
                 size_t k = 0;
                 while (x[k] == y[k]) k++;
@@ -148,6 +150,11 @@ static MpMkSpec lt_spec(MpArch arch, MpFormat fmt, MpWType dt, int layers, uint6
     s.ffn = 96;
     s.vocab = 300;
     s.seed = seed;
+    if (arch == MP_ARCH_GPTNEOX) { /* Pythia's shape: as many key/value heads as query heads, 25% rotary */
+        s.kv_heads = s.heads;
+        s.partial_rotary = 0.25;
+    }
+    if (arch == MP_ARCH_GEMMA2) s.tie = 1; /* Gemma's head is its embedding */
     return s;
 }
 

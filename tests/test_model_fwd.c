@@ -43,6 +43,9 @@ static const RefCase ref_cases[] = {
     {"gptneox", "--arch gptneox --layers 2 --vocab 300 --seed 12", "", "", 2, 24, 1, NULL},
     {"gptneox-sequential-half-rotary", "--arch gptneox --layers 2 --vocab 300 --seed 14 --no-parallel-residual --partial-rotary 0.5", "", "", 2, 24, 1, NULL},
     {"gptneox-no-rope", "--arch gptneox --layers 2 --vocab 300 --seed 15", "--no-rope", "--no-rope", 2, 20, 0, NULL},
+    {"gemma2", "--arch gemma2 --layers 2 --head-dim 32 --vocab 300 --seed 16", "", "", 2, 24, 1, NULL},
+    {"gemma2-capped-bf16", "--arch gemma2 --layers 2 --vocab 300 --seed 17 --attn-softcap 1.5 --final-softcap 4 --dtype bf16", "", "", 2, 24, 1, NULL},
+    {"gemma2-capped-bidirectional", "--arch gemma2 --layers 2 --vocab 300 --seed 18 --attn-softcap 1.5", "--bidirectional", "--bidirectional", 2, 20, 0, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
 };
 
@@ -115,7 +118,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"phi3", "--arch phi3"},
                               {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
                               {"olmo2", "--arch olmo2"},
-                              {"gptneox", "--arch gptneox --kv-heads 4"}};
+                              {"gptneox", "--arch gptneox --kv-heads 4"},
+                              {"gemma2", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

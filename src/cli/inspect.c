@@ -105,7 +105,11 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     if (m->post_norm || m->layer_norm) /* families whose block differs from Llama's */
         printf("block:          %s\n", m->layer_norm ? (m->parallel_residual ? "LayerNorm with bias, parallel residual x + attn(ln1(x)) + mlp(ln2(x)), GELU MLP with biases"
                                                                               : "LayerNorm with bias, attention then MLP, GELU MLP with biases")
-                                                     : "RMSNorm of the attention and MLP outputs before each residual add (no pre-norm), q/k RMSNorm over the whole projection");
+                                     : m->geglu ? "RMSNorm (1 + w) before and after attention and MLP, GeGLU (tanh GELU)"
+                                                : "RMSNorm of the attention and MLP outputs before each residual add (no pre-norm), q/k RMSNorm over the whole projection");
+    if (m->embed_scale > 0)
+        printf("gemma:          embeddings x %.7g, attention scale %.7g, soft-capping %g (scores) / %g (logits); 0 = none\n",
+               m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap);
     printf("max positions:  %d\n", m->max_pos);
     if (m->sliding_window) printf("sliding window: %d (sequences longer than this are not supported)\n", m->sliding_window);
     else printf("sliding window: none\n");

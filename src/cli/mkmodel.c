@@ -22,7 +22,8 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox (default llama)\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma2\n"
+    "                    (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
     "  --heads H         query heads (default 4)\n"
@@ -42,6 +43,9 @@ static const char *mkmodel_help =
     "  --partial-rotary X  phi3 partial_rotary_factor, gptneox rotary_pct, in (0, 1] (default 1;\n"
     "                    gptneox 0.25 as Pythia)\n"
     "  --no-parallel-residual  gptneox: attention then MLP in sequence (default parallel, as Pythia)\n"
+    "  --attn-softcap X  gemma2 attn_logit_softcapping (default 50; 0 = none)\n"
+    "  --final-softcap X gemma2 final_logit_softcapping (default 30; 0 = none)\n"
+    "  --sliding-window N  gemma2 sliding_window of its local layers (default 4096)\n"
     "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
     "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
     "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n"
@@ -64,6 +68,8 @@ int mp_cmd_mkmodel(int argc, char **argv) {
                                          {"partial-rotary", required_argument, 0, 'p'}, {"tie", no_argument, 0, 'y'},
                                          {"norm-eps", required_argument, 0, 'e'},   {"max-pos", required_argument, 0, 'm'},
                                          {"force", no_argument, 0, 'z'},            {"no-parallel-residual", no_argument, 0, 'P'},
+                                         {"attn-softcap", required_argument, 0, 'A'}, {"final-softcap", required_argument, 0, 'B'},
+                                         {"sliding-window", required_argument, 0, 'W'},
                                          {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -74,7 +80,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma2", optarg);
             s.arch = (MpArch)a;
             break;
         }
@@ -105,6 +111,9 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         case 'T': s.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0001, 1e12); break;
         case 'p': s.partial_rotary = mp_cli_double(cmd, "--partial-rotary", optarg, 1e-6, 1); prf_given = 1; break;
         case 'P': s.parallel_residual = 0; break;
+        case 'A': s.attn_softcap = mp_cli_double(cmd, "--attn-softcap", optarg, 0, 1e6); break;
+        case 'B': s.final_softcap = mp_cli_double(cmd, "--final-softcap", optarg, 0, 1e6); break;
+        case 'W': s.sliding_window = (int)mp_cli_i64(cmd, "--sliding-window", optarg, 1, INT32_MAX); break;
         case 'y': s.tie = 1; break;
         case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
         case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
@@ -118,6 +127,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         if (!kv_given) s.kv_heads = s.heads;
         if (!prf_given) s.partial_rotary = 0.25;
     }
+    if (s.arch == MP_ARCH_GEMMA2) s.tie = 1; /* Gemma's head is its embedding */
     MpErr e;
     const char *out = argv[optind];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with

@@ -468,6 +468,11 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "head_dim", json_integer(m->head_dim));
     json_object_set_new(j, "causal", json_boolean(s->causal));
     json_object_set_new(j, "rope", json_boolean(s->rope));
+    if (m->attn_softcap > 0) { /* gemma2: which scores the maps hold */
+        json_object_set_new(j, "scores_are", json_string("soft-capped: c * tanh(s / c) of the scaled scores s, with c = "
+                                                         "attn_logit_softcapping (meta: attn_softcap); what the softmax receives"));
+        json_object_set_new(j, "attn_softcap", json_real(m->attn_softcap));
+    }
     json_object_set_new(j, "per_head", json_boolean(r->per_head));
     json_object_set_new(j, "threads", json_integer(s->threads));
     json_object_set_new(j, "mpi_ranks", json_integer(mp_mpi_size()));

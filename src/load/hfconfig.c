@@ -89,6 +89,29 @@ static int cfg_factor_list(json_t *obj, const char *key, size_t n, double **out,
     return MP_OK;
 }
 
+/* Gemma 2: the scales and caps. Every other layer is a sliding-window layer (window
+ * "sliding_window"); recorded in MpModel.sliding_window, so sequences longer than the window are
+ * refused by the forward pass (windowed maps are not implemented). */
+static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    int64_t v;
+    double q;
+    if (cfg_int(root, "sliding_window", 0, 4096, 1, INT32_MAX, &v, path, e)) return MP_ERR;
+    m->sliding_window = (int)v;
+    if (cfg_num(root, "query_pre_attn_scalar", 0, 256, &q, path, e)) return MP_ERR;
+    if (!(q > 0)) return mp_err_set(e, "%s: key \"query_pre_attn_scalar\" must be > 0", path);
+    m->attn_scale = 1.0 / sqrt(q);
+    if (cfg_num(root, "attn_logit_softcapping", 0, 0, &m->attn_softcap, path, e) ||
+        cfg_num(root, "final_logit_softcapping", 0, 0, &m->final_softcap, path, e))
+        return MP_ERR;
+    if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a soft-capping value is negative", path);
+    /* Gemma2Model: hidden * torch.tensor(sqrt(hidden_size), dtype=hidden.dtype) */
+    json_t *dt = json_object_get(root, "torch_dtype");
+    const char *d = json_is_string(dt) ? json_string_value(dt) : "float32";
+    const float s = (float)sqrt((double)m->dim);
+    m->embed_scale = !strcmp(d, "bfloat16") ? mp_bf16_to_f32(mp_f32_to_bf16(s)) : !strcmp(d, "float16") ? mp_f16_to_f32(mp_f32_to_f16(s)) : s;
+    return MP_OK;
+}
+
 static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     if (!json_is_object(root)) return mp_err_set(e, "%s: not a JSON object", path);
     json_t *mt = json_object_get(root, "model_type");
@@ -103,7 +126,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma2)", path,
                           type);
     m->arch = (MpArch)a;
 
@@ -113,9 +136,9 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
-    const int neox = m->arch == MP_ARCH_GPTNEOX;
-    json_t *act = json_object_get(root, "hidden_act");
-    const char *want_act = neox ? "gelu" : "silu"; /* gpt_neox: exact (erf) GELU */
+    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma = m->arch == MP_ARCH_GEMMA2;
+    json_t *act = json_object_get(root, gemma && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
+    const char *want_act = neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu"; /* gpt_neox: exact (erf) GELU */
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
         return mp_err_set(e, "%s: key \"hidden_act\": only \"%s\" is supported for %s", path, want_act, type);
 
@@ -150,7 +173,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     /* absent: unknown (0); present, it must be a context (0 was taken for "unknown" silently) */
     if (cfg_int(root, "max_position_embeddings", 0, 0, 1, INT32_MAX, &v, path, e)) return MP_ERR;
     m->max_pos = (int)v;
-    if (cfg_bool(root, "tie_word_embeddings", 0, &m->tie_embeddings, path, e)) return MP_ERR;
+    if (cfg_bool(root, "tie_word_embeddings", gemma, &m->tie_embeddings, path, e)) return MP_ERR; /* Gemma: tied by default */
     if (cfg_token(root, "bos_token_id", &m->bos_id, path, e) || cfg_token(root, "eos_token_id", &m->eos_id, path, e)) return MP_ERR;
 
     int attn_bias = 0, mlp_bias = 0;
@@ -167,7 +190,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
     if (use_sw) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported", path);
     json_t *lt = json_object_get(root, "layer_types");
-    if (json_is_array(lt)) {
+    if (json_is_array(lt) && !gemma) {
         size_t i;
         json_t *x;
         json_array_foreach(lt, i, x) if (json_is_string(x) && strcmp(json_string_value(x), "full_attention"))
@@ -177,6 +200,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (cfg_int(root, "sliding_window", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
         m->sliding_window = (int)v;
     }
+    if (gemma && cfg_gemma(m, root, path, e)) return MP_ERR;
 
     /* RoPE: transformers v5 "rope_parameters" or v4 rope_theta + rope_scaling */
     json_t *rp = json_object_get(root, "rope_parameters");

@@ -35,7 +35,12 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->partial_rotary = 1.0;
     s->norm_eps = 1e-5;
     s->parallel_residual = 1;
+    s->attn_softcap = 50.0;
+    s->final_softcap = 30.0;
+    s->sliding_window = 4096;
 }
+
+static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
 static int mk_rot_dim(const MpMkSpec *s) { return (int)(mk_head_dim(s) * s->partial_rotary); }
@@ -56,7 +61,7 @@ void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t c
     case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM:
     case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM:
         scale = 0.1;
-        offset = 1.0;
+        offset = mk_gemma(s) ? 0.0 : 1.0; /* Gemma stores w of its (1 + w) norms */
         break;
     case MP_ROLE_Q_BIAS: case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: scale = 0.1; break;
     case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_UP_BIAS: case MP_ROLE_DOWN_BIAS:
@@ -94,6 +99,7 @@ typedef struct MkTensor {
     int64_t part_rows[3];
     int permute_heads;       /* GGUF llama Q/K: rows written in interleaved order */
     int interleave_hd;       /* HF gptneox query_key_value: per head [q, k, v] blocks of this many rows */
+    int plus_one;            /* GGUF gemma norms: 1 + w stored (as convert_hf_to_gguf writes them) */
     int special;             /* MK_* */
     size_t nbytes;
 } MkTensor;
@@ -133,6 +139,8 @@ static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
                r == MP_ROLE_UP || r == MP_ROLE_DOWN || r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS ||
                r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
     if (r >= MP_ROLE_O_BIAS) return 0;
+    if (mk_gemma(s) && r == MP_ROLE_OUTPUT) return 0; /* tied */
+    if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return 1;
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
@@ -202,6 +210,7 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL;
     if (gguf && llama_like && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
     if (gguf && llama_like && (r == MP_ROLE_K || r == MP_ROLE_K_BIAS)) t->permute_heads = s->kv_heads;
+    if (gguf && mk_gemma(s) && t->ndim == 1) t->plus_one = 1;
     if (!gguf) t->type = s->dtype;
     else t->type = t->ndim == 1 ? MP_WT_F32 : mk_type2(s, t->cols);
     return MP_OK;
@@ -290,6 +299,8 @@ static void mk_rows(const MpMkSpec *s, const MkTensor *t, int64_t r0, int64_t n,
             }
         } else {
             mp_mk_row_stored(s, t->part_role[0], t->layer, 0, t->rows, out);
+            if (t->plus_one)
+                for (int64_t i = 0; i < t->rows; i++) out[i] = 1.0f + out[i];
         }
         return;
     }
@@ -353,7 +364,7 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
-                                               "GPTNeoXForCausalLM"};
+                                               "GPTNeoXForCausalLM", "Gemma2ForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
@@ -404,6 +415,15 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(rs, "long_factor", lf);
     }
     json_object_set_new(c, "rope_scaling", rs);
+    if (mk_gemma(s)) { /* Gemma2Config: scaled like llama.cpp reads it (query_pre_attn_scalar = head dim) */
+        json_object_set_new(c, "hidden_act", json_string("gelu_pytorch_tanh"));
+        json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+        json_object_set_new(c, "query_pre_attn_scalar", json_integer(mk_head_dim(s)));
+        json_object_set_new(c, "attn_logit_softcapping", s->attn_softcap > 0 ? json_real(s->attn_softcap) : json_null());
+        json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
+        json_object_set_new(c, "sliding_window", json_integer(s->sliding_window));
+        json_object_set_new(c, "tie_word_embeddings", json_true());
+    }
     if (s->arch == MP_ARCH_GPTNEOX) { /* GPTNeoXConfig's own keys */
         json_object_set_new(c, "model_type", json_string("gpt_neox"));
         json_object_del(c, "num_key_value_heads");
@@ -626,6 +646,11 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
     mp_gguf_w_u32(&w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
     mp_gguf_w_u32(&w, KEY("attention.key_length"), (uint32_t)mk_head_dim(s));
     mp_gguf_w_u32(&w, KEY("attention.value_length"), (uint32_t)mk_head_dim(s));
+    if (mk_gemma(s)) {
+        if (s->attn_softcap > 0) mp_gguf_w_f32(&w, KEY("attn_logit_softcapping"), (float)s->attn_softcap);
+        if (s->final_softcap > 0) mp_gguf_w_f32(&w, KEY("final_logit_softcapping"), (float)s->final_softcap);
+        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window);
+    }
     if (s->arch == MP_ARCH_GPTNEOX) {
         mp_gguf_w_f32(&w, KEY("attention.layer_norm_epsilon"), (float)s->norm_eps);
         mp_gguf_w_bool(&w, KEY("use_parallel_residual"), s->parallel_residual);
@@ -695,6 +720,8 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
         return mp_err_set(e, "--partial-rotary is for --arch phi3 or gptneox");
     if (s->arch == MP_ARCH_GPTNEOX && s->kv_heads != s->heads) return mp_err_set(e, "--arch gptneox has as many key/value heads as query heads");
     if (s->arch == MP_ARCH_GPTNEOX && s->tie) return mp_err_set(e, "--tie: gptneox's output head (embed_out) is its own tensor");
+    if (mk_gemma(s) && !s->tie) return mp_err_set(e, "internal: gemma is tied");
+    if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 1) return mp_err_set(e, "bad soft-capping or sliding window");
     if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
     int rd = mk_rot_dim(s);
     if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);

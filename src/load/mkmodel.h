@@ -38,6 +38,8 @@ typedef struct MpMkSpec {
     double norm_eps;
     int max_pos;                /* 0: 131072 with rope scaling, else 4096 */
     int parallel_residual;      /* gptneox use_parallel_residual (default 1) */
+    double attn_softcap, final_softcap; /* gemma2 soft-capping (defaults 50, 30 as Gemma 2) */
+    int sliding_window;         /* gemma2 sliding_window (default 4096) */
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);

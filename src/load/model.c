@@ -22,7 +22,7 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
@@ -83,6 +83,7 @@ void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, cha
         sfx = fmt == MP_FORMAT_HF ? "mlp.gate_up_proj.weight" : "ffn_up.weight";
     const int neox = arch == MP_ARCH_GPTNEOX;
     if (neox && fmt == MP_FORMAT_HF) sfx = neox_hf[role] ? neox_hf[role] : "?";
+    if (arch == MP_ARCH_GEMMA2 && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_NORM) sfx = "pre_feedforward_layernorm.weight";
     if (neox && fmt == MP_FORMAT_GGUF && role >= MP_ROLE_Q && role <= MP_ROLE_V_BIAS)
         sfx = role >= MP_ROLE_Q_BIAS ? "attn_qkv.bias" : "attn_qkv.weight";
     if (mp_model_role_is_global(role)) snprintf(out, cap, "%s", sfx);
@@ -132,7 +133,8 @@ void mp_model_arch_features(MpModel *m) {
     m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2;
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
-    m->post_norm = m->arch == MP_ARCH_OLMO2;
+    m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2;
+    m->geglu = m->arch == MP_ARCH_GEMMA2;
     m->layer_norm = m->gelu_mlp = m->arch == MP_ARCH_GPTNEOX;
     m->has_qkv_bias |= m->arch == MP_ARCH_GPTNEOX;
 }
@@ -309,7 +311,7 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
  * slices of the fused query_key_value / attn_qkv: per head [q, k, v] blocks of HS rows in HF
  * (GPTNeoXAttention's view), three contiguous blocks [Q; K; V] in GGUF (convert_hf_to_gguf
  * reorders them). The final norm's bias is a global role. */
-static int bind_neox(MpModel *m, const char *cfg_name, MpErr *e) {
+static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
     if (alloc_layers(m, e)) return MP_ERR;
     char name[512];
     const int hf = m->format == MP_FORMAT_HF;
@@ -318,7 +320,7 @@ static int bind_neox(MpModel *m, const char *cfg_name, MpErr *e) {
         const MpRole r = globals[i];
         int64_t rows, cols;
         int nd = role_shape(m, r, &rows, &cols);
-        if (r == MP_ROLE_OUTPUT && m->tie_embeddings) continue;
+        if ((r == MP_ROLE_OUTPUT && m->tie_embeddings) || (r == MP_ROLE_OUTPUT_NORM_BIAS && !m->layer_norm)) continue;
         mp_model_stored_name(m->format, m->arch, r, -1, name, sizeof name);
         if (bind(m, &m->global[r], name, nd, rows, cols, 0, rows, !hf && r == MP_ROLE_OUTPUT, cfg_name, e)) return MP_ERR;
         if (r == MP_ROLE_OUTPUT && m->global[r].tensor < 0) m->tie_embeddings = 1;
@@ -331,14 +333,17 @@ static int bind_neox(MpModel *m, const char *cfg_name, MpErr *e) {
             int64_t rows, cols;
             int nd = role_shape(m, (MpRole)r, &rows, &cols);
             mp_model_stored_name(m->format, m->arch, (MpRole)r, l, name, sizeof name);
-            if (r >= MP_ROLE_Q && r <= MP_ROLE_V_BIAS) { /* NH == NKV: the three parts have Q rows */
+            if (m->arch == MP_ARCH_GPTNEOX && r >= MP_ROLE_Q && r <= MP_ROLE_V_BIAS) { /* NH == NKV: the three parts have Q rows */
                 const int part = (r - MP_ROLE_Q) % 3;
                 if (bind(m, ref, name, nd, 3 * Q, cols, hf ? part * HS : part * Q, rows, 0, cfg_name, e)) return MP_ERR;
                 if (hf) ref->qkv_interleave = (int)HS;
             } else if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) {
                 return MP_ERR;
             }
+            /* HF Gemma keeps w of its (1 + w) norms; GGUF stores 1 + w (convert_hf_to_gguf) */
+            ref->add_one = hf && m->arch == MP_ARCH_GEMMA2 && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
         }
+    if (hf && m->arch == MP_ARCH_GEMMA2) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1;
     return MP_OK;
 }
 
@@ -445,7 +450,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     if (rc) return MP_ERR;
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX) return bind_neox(m, "config.json", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2) return bind_named(m, "config.json", e);
     return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
                     phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
 }
@@ -540,7 +545,8 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     else if (!strcmp(arch, "phi3")) m->arch = MP_ARCH_PHI3;
     else if (!strcmp(arch, "olmo2")) m->arch = MP_ARCH_OLMO2;
     else if (!strcmp(arch, "gptneox")) m->arch = MP_ARCH_GPTNEOX;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox)", g->path, arch);
+    else if (!strcmp(arch, "gemma2")) m->arch = MP_ARCH_GEMMA2;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma2)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -591,6 +597,15 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
     if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
     mp_model_arch_features(m);
+    if (m->arch == MP_ARCH_GEMMA2) { /* llama.cpp's gemma2: f32 sqrt(C), its attention-scale rule, the caps */
+        m->embed_scale = sqrtf((float)m->dim);
+        m->attn_scale = m->n_layers == 46 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
+        if (gguf_num(g, arch, "attn_logit_softcapping", 0, 0, &m->attn_softcap, e) ||
+            gguf_num(g, arch, "final_logit_softcapping", 0, 0, &m->final_softcap, e))
+            return MP_ERR;
+        if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a negative soft-capping value", g->path);
+        if (!m->sliding_window) m->sliding_window = 4096; /* llama.cpp's default for gemma2 */
+    }
 
     /* vocab from the embedding (ne[1]) */
     const MpGgufTensor *te = mp_gguf_find_tensor(g, "token_embd.weight");
@@ -665,7 +680,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX) return bind_neox(m, "the GGUF metadata", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2) return bind_named(m, "the GGUF metadata", e);
     if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
     if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
@@ -774,7 +789,7 @@ int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n,
         if (!tmp) return mp_err_set(e, "out of memory");
         mp_quant_dequant(tmp, t->data, t->type, (size_t)total);
         count_read(m, t->nbytes);
-        for (int64_t j = 0; j < n; j++) out[j] = tmp[src_row(r, r0 + j)];
+        for (int64_t j = 0; j < n; j++) out[j] = r->add_one ? 1.0f + tmp[src_row(r, r0 + j)] : tmp[src_row(r, r0 + j)];
         free(tmp);
         return MP_OK;
     }
@@ -804,7 +819,7 @@ const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t 
     const MpModelRef *r = model_ref(m, role, layer);
     if (!r) return NULL;
     const MpModelTensor *t = &m->tensors[r->tensor];
-    if (t->type != MP_WT_F32 || r->unpermute_heads > 0 || r->qkv_interleave > 0 || ((uintptr_t)t->data % sizeof(float))) return NULL;
+    if (t->type != MP_WT_F32 || r->unpermute_heads > 0 || r->qkv_interleave > 0 || r->add_one || ((uintptr_t)t->data % sizeof(float))) return NULL;
     if (shape) {
         shape[0] = r->rows;
         shape[1] = r->cols;

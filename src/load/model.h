@@ -41,6 +41,10 @@ typedef enum MpArch {
     MP_ARCH_GPTNEOX,   /* GPTNeoXForCausalLM (Pythia), HF model_type "gpt_neox": LayerNorm with bias,
                           fused QKV (HF: interleaved per head), partial rotary, parallel residual,
                           GELU MLP with biases, untied head */
+    MP_ARCH_GEMMA2,    /* Gemma2ForCausalLM: embeddings x sqrt(C), RMSNorm with (1 + w) (GGUF stores
+                          1 + w), norms before and after attention and MLP, GeGLU (tanh GELU),
+                          query_pre_attn_scalar, attention and final logit soft-capping, sliding-window
+                          layers alternating with global ones, tied head */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -103,6 +107,7 @@ typedef struct MpModelRef {
     int ndim;             /* shape of the served tensor: 1 ([rows]) or 2 ([rows, cols]) */
     int64_t row0, rows, cols;
     int unpermute_heads;  /* >0: GGUF llama Q/K: undo the interleave permutation over this many heads */
+    int add_one;          /* 1: HF gemma norm weight, served as 1 + w (f32) */
     int qkv_interleave;   /* >0: HF gptneox query_key_value: rows stored per head as [q, k, v] blocks
                              of this many rows (HS); served row j is stored row row0 + (j/HS)*3*HS + j%HS */
 } MpModelRef;
@@ -130,6 +135,13 @@ typedef struct MpModel {
     int layer_norm;       /* gptneox: LayerNorm (mean removed) with bias, not RMSNorm */
     int gelu_mlp;         /* gptneox: up (+bias) -> exact GELU -> down (+bias); no gate */
     int parallel_residual;/* gptneox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)) */
+    int geglu;            /* gemma: gelu_pytorch_tanh(gate) * up instead of SwiGLU */
+    double embed_scale;   /* gemma: embeddings x this (sqrt(C), in the checkpoint's dtype for HF as
+                             Gemma2Model does; f32 for GGUF as llama.cpp does); 0 = none */
+    double attn_scale;    /* gemma: query_pre_attn_scalar^-1/2 (GGUF: llama.cpp's rule); 0 = 1/sqrt(HS) */
+    double attn_softcap;  /* gemma2 attn_logit_softcapping: scores -> c tanh(s / c) before the mask
+                             and softmax (the maps hold these capped scores); 0 = none */
+    double final_softcap; /* gemma2 final_logit_softcapping on the logits; 0 = none */
     int tie_embeddings;   /* output projection = embedding */
     int bos_id, eos_id;   /* -1 unknown */
     /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */

@@ -445,7 +445,8 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
     const int NH = f->NH, HS = f->HS, rep = NH / f->NKV, causal = f->cfg.causal;
     const int t0 = r.t0, T = r.T, n = T - t0, ldt = kv->ldt;
     const int64_t ldq = (int64_t)NH * HS;
-    const float scale = (float)(1.0 / sqrt((double)HS));
+    const float scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)); /* gemma: query_pre_attn_scalar */
+    const float cap = (float)f->m->attn_softcap;
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
     const double attn_work = (double)NH * n * T * HS;
     (void)attn_work; /* only read by the OpenMP if() clauses */
@@ -455,6 +456,8 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
             mp_fwd_attn_scores(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq, kv->kp + (size_t)(h / rep) * kv->kpf,
                                HS, ldt, causal, scale, i0, i1);
+            if (cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
+                for (int i = i0; i < i1; i++) mp_fwd_softcap(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, causal ? (size_t)i + 1 : (size_t)T, cap);
         }
     if (hook) hook(ctx, layer, f->scores, NH, T);
     if (scores_only) return;
@@ -525,9 +528,12 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
     mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
+    const int geglu = f->m->geglu; /* gemma */
 #pragma omp parallel for schedule(static) if ((double)n * f->FF * 10 > FWD_PAR_MIN)
-    for (int t = t0; t < T; t++)
-        mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    for (int t = t0; t < T; t++) {
+        if (geglu) mp_fwd_geglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+        else mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    }
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
     if (ly->ffn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->ffn_post_norm, t0, T, f->C, f->m->norm_eps); /* olmo2 */
@@ -542,6 +548,8 @@ static int fwd_embed(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
     for (int t = t0; t < T; t++) {
         if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
         if (mp_model_rows_f32(f->m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
+        if (f->m->embed_scale > 0) /* gemma: x sqrt(C) */
+            for (int c = 0; c < f->C; c++) f->x[(size_t)t * f->C + c] *= (float)f->m->embed_scale;
     }
     return MP_OK;
 }
@@ -561,6 +569,8 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
         fwd_norm(f, f->xn, f->x, f->out_norm, f->out_norm_b, r.t0, r.T);
         fwd_linear_input(f, f->xn, f->C, r.t0, r.T, f->C);
         mp_fwd_matmul(f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
+        if (f->m->final_softcap > 0) /* gemma2 */
+            mp_fwd_softcap(f->logits + (size_t)r.t0 * f->V, (size_t)(r.T - r.t0) * (size_t)f->V, (float)f->m->final_softcap);
     }
 }
 

@@ -546,6 +546,17 @@ void mp_fwd_gelu_erf(float *out, const float *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = (float)(0.5 * (double)x[i] * (1.0 + erf((double)x[i] * 0.70710678118654752440)));
 }
 
+void mp_fwd_geglu(float *out, const float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float x = g[i], c = 0.7978845608028654f; /* sqrt(2/pi) */
+        out[i] = 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+void mp_fwd_softcap(float *x, size_t n, float cap) {
+    for (size_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 /* ================================================================ attention */
 
 void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk, int HS, int T,

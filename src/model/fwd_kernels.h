@@ -147,5 +147,10 @@ void mp_fwd_layernorm(float *y, const float *x, const float *weight, const float
 /* out[i] = GELU(x[i]) exactly, x · Φ(x) = x/2 · (1 + erf(x/√2)) (torch's default, GPT-NeoX);
  * out may alias x. */
 void mp_fwd_gelu_erf(float *out, const float *x, size_t n);
+/* out[i] = gelu_tanh(g[i]) · u[i] (Gemma's GeGLU; torch's gelu approximate="tanh" in f32:
+ * g/2 · (1 + tanh(√(2/π) · (g + 0.044715 g³)))); out may alias g. */
+void mp_fwd_geglu(float *out, const float *g, const float *u, size_t n);
+/* x[i] = cap · tanh(x[i] / cap) in f32 (Gemma 2's soft-capping), for i < n. */
+void mp_fwd_softcap(float *x, size_t n, float cap);
 
 #endif

@@ -16,7 +16,8 @@ shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on tok
 Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
 qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the whole projection,
 norms of the attention and MLP outputs before the residual add, no pre-norms), gpt_neox (Pythia:
-LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP). RoPE scaling: default, linear, llama3, longrope.
+LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP),
+gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping). RoPE scaling: default, linear, llama3, longrope.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -195,8 +196,71 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     return scores_out, probs_out, logits
 
 
+def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
+    """Gemma 2 (Gemma2ForCausalLM): embeddings x sqrt(C) (the factor rounded to the checkpoint's
+    dtype), RMSNorm with (1 + w) before and after attention and MLP, scores scaled by
+    query_pre_attn_scalar^-1/2 then soft-capped c tanh(s / c) (the map holds these, what the
+    softmax receives), GeGLU with the tanh GELU, tied head, final logits soft-capped. Sequences
+    are no longer than the sliding window, so local and global layers attend alike."""
+    C = cfg["hidden_size"]
+    NH = cfg["num_attention_heads"]
+    NKV = cfg.get("num_key_value_heads", NH)
+    HS = cfg.get("head_dim") or C // NH
+    eps = cfg["rms_norm_eps"]
+    L = cfg["num_hidden_layers"]
+    S = ids.shape[0]
+    rep = NH // NKV
+    assert S <= cfg.get("sliding_window", 4096), "the reference runs sequences within the sliding window"
+    inv, _, rdim = rope_inv_freq(cfg, HS, S)
+    fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
+    dt = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(cfg.get("torch_dtype"), torch.float32)
+    norm_c = torch.tensor(C ** 0.5, dtype=dt).to(DT)
+    x = W["model.embed_tokens.weight"][ids] * norm_c
+    gnorm = lambda t, w: rmsnorm(t, 1.0 + w, eps)
+    gelu_tanh = lambda t: 0.5 * t * (1 + torch.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))
+    a_cap, f_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
+    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+    deepest = max(layers_wanted) if not want_logits else L
+    scores_out, probs_out = {}, {}
+    for li in range(deepest):
+        p = f"model.layers.{li}."
+        h = gnorm(x, W[p + "input_layernorm.weight"])
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(S, NH, HS).transpose(0, 1)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(S, NKV, HS).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(S, NKV, HS).transpose(0, 1)
+        if use_rope:
+            q, k = rope(q, cos, sin, rdim), rope(k, cos, sin, rdim)
+        k = k[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
+        v = v[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
+        sc = (q @ k.transpose(1, 2)) * scale
+        if a_cap:
+            sc = torch.tanh(sc / a_cap) * a_cap
+        sc = sc.masked_fill(~mask, float("-inf"))
+        if (li + 1) in layers_wanted:
+            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
+        pr = torch.softmax(sc, dim=-1)
+        if (li + 1) in layers_wanted:
+            probs_out[li + 1] = pr
+        o = (pr @ v).transpose(0, 1).reshape(S, NH * HS) @ W[p + "self_attn.o_proj.weight"].T
+        x = x + gnorm(o, W[p + "post_attention_layernorm.weight"])
+        h = gnorm(x, W[p + "pre_feedforward_layernorm.weight"])
+        y = (gelu_tanh(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
+        x = x + gnorm(y, W[p + "post_feedforward_layernorm.weight"])
+    logits = None
+    if want_logits:
+        logits = gnorm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
+        if f_cap:
+            logits = torch.tanh(logits / f_cap) * f_cap
+    return scores_out, probs_out, logits
+
+
 def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     arch = cfg["model_type"]
+    if arch == "gemma2":
+        return forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     if arch == "gpt_neox":
         return forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     C = cfg["hidden_size"]

@@ -28,6 +28,10 @@ static const Published published[] = {
      * 2 x C x NH*HS, k, v 2 x C x NKV*HS, GeGLU 3 x C x FF, four norms 4C */
     {"gemma-2-2b.json", "gemma2", 2614341888ull, 2ull * 2304 * 2048 + 2ull * 2304 * 1024 + 3ull * 2304 * 9216 + 4 * 2304},
     {"gemma-2-9b.json", "gemma2", 9241705984ull, 2ull * 3584 * 4096 + 2ull * 3584 * 2048 + 3ull * 3584 * 14336 + 4 * 3584},
+    /* Gemma 3 (text model; tied): 999,885,952 for 1b; 4b's language model 3,880,263,168 (the
+     * checkpoint adds the SigLIP vision tower); layer as Gemma 2 + per-head q/k norms 2 x 256 */
+    {"gemma-3-1b.json", "gemma3", 999885952ull, 2ull * 1152 * 1024 + 2ull * 1152 * 256 + 3ull * 1152 * 6912 + 4 * 1152 + 2 * 256},
+    {"gemma-3-4b.json", "gemma3", 3880263168ull, 2ull * 2560 * 2048 + 2ull * 2560 * 1024 + 3ull * 2560 * 10240 + 4 * 2560 + 2 * 256},
     /* OLMo-2-1124-7B: "7.3B"; exact = 2 x 100352 x 4096 (embed, lm_head) + 4096 (final norm) +
      * 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (MLP) + 4 x 4096 (q/k norms
      * over the whole projection, two post-norms) */
@@ -78,6 +82,14 @@ static void test_published_configs(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", FIX "gemma-2-2b.json"), 0);
     if (!strstr(out, "embeddings x 48, attention scale 0.0625, soft-capping 50 (scores) / 30 (logits)"))
         fail_msg("gemma-2-2b scales:\n%s", out);
+    /* Gemma 3 4b from the multimodal config's sparse text_config: Gemma3TextConfig's defaults
+     * (8 heads, 4 kv, head_dim 256, vocab 262208), sqrt(2560) = 50.596 rounded to bf16 = 50.5
+     * as Gemma3TextScaledWordEmbedding does in the checkpoint's dtype; global RoPE linear x8
+     * (theta 1e6), local layers (all but every 6th: 29 of 34, window 1024) base 10000 unscaled */
+    assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", FIX "gemma-3-4b.json"), 0);
+    if (!strstr(out, "embeddings x 50.5,") || !strstr(out, "heads:          8 query, 4 key/value (GQA group 2), head_dim 256") ||
+        !strstr(out, "sliding window: 1024") || !strstr(out, "local layers:   29 of 34 (RoPE base 10000)") || !strstr(out, "scaling linear (factor 8)"))
+        fail_msg("gemma-3-4b:\n%s", out);
 }
 
 /* probe on a soft-capped Gemma 2 says in meta.json that the maps hold the capped scores */

@@ -46,6 +46,7 @@ static const RefCase ref_cases[] = {
     {"gemma2", "--arch gemma2 --layers 2 --head-dim 32 --vocab 300 --seed 16", "", "", 2, 24, 1, NULL},
     {"gemma2-capped-bf16", "--arch gemma2 --layers 2 --vocab 300 --seed 17 --attn-softcap 1.5 --final-softcap 4 --dtype bf16", "", "", 2, 24, 1, NULL},
     {"gemma2-capped-bidirectional", "--arch gemma2 --layers 2 --vocab 300 --seed 18 --attn-softcap 1.5", "--bidirectional", "--bidirectional", 2, 20, 0, NULL},
+    {"gemma3", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 19 --rope-theta 1000000", "", "", 2, 24, 1, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
 };
 
@@ -94,7 +95,7 @@ static void test_against_torch(void **state) {
                              pout, k->probe);
         if (rc != 0) fail_msg("%s: probe failed (%d): %s", k->name, rc, out);
         rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/probe_ref.py %s %s %s --layers %s %s %s", MP_SOURCE_DIR, model,
-                ids, d, strstr(k->mk, "--layers 3") ? "1,2,3" : "1,2", k->ref, k->logits ? "--logits" : "");
+                ids, d, strstr(k->mk, "--layers 3") ? "1,2,3" : strstr(k->mk, "--layers 6") ? "1,2,3,4,5,6" : "1,2", k->ref, k->logits ? "--logits" : "");
         if (rc != 0) fail_msg("%s: probe_ref.py failed (%d): %s", k->name, rc, out);
         snprintf(a, sizeof a, "%s/scores_heads.npy", pout);
         snprintf(b, sizeof b, "%s/ref_scores_heads.npy", d);
@@ -119,7 +120,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"phi3-longrope", "--arch phi3 --rope-scaling longrope"},
                               {"olmo2", "--arch olmo2"},
                               {"gptneox", "--arch gptneox --kv-heads 4"},
-                              {"gemma2", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4"}};
+                              {"gemma2", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4"},
+                              {"gemma3", "--arch gemma3 --layers 6 --rope-theta 1000000"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

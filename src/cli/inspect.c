@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #include "cli/cli.h"     /* mp_cli_* */
@@ -107,6 +108,12 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
                                                                               : "LayerNorm with bias, attention then MLP, GELU MLP with biases")
                                      : m->geglu ? "RMSNorm (1 + w) before and after attention and MLP, GeGLU (tanh GELU)"
                                                 : "RMSNorm of the attention and MLP outputs before each residual add (no pre-norm), q/k RMSNorm over the whole projection");
+    if (m->layer_local) {
+        int nl = 0;
+        for (int l = 0; l < m->n_layers; l++) nl += m->layer_local[l];
+        printf("local layers:   %d of %d (RoPE base %g)\n", nl, m->n_layers,
+               m->inv_freq_local && m->rot_dim >= 4 ? pow((double)m->inv_freq_local[1], -(double)m->rot_dim / 2.0) : 0.0);
+    }
     if (m->embed_scale > 0)
         printf("gemma:          embeddings x %.7g, attention scale %.7g, soft-capping %g (scores) / %g (logits); 0 = none\n",
                m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap);

@@ -22,7 +22,7 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma2\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma2 | gemma3\n"
     "                    (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
@@ -45,7 +45,8 @@ static const char *mkmodel_help =
     "  --no-parallel-residual  gptneox: attention then MLP in sequence (default parallel, as Pythia)\n"
     "  --attn-softcap X  gemma2 attn_logit_softcapping (default 50; 0 = none)\n"
     "  --final-softcap X gemma2 final_logit_softcapping (default 30; 0 = none)\n"
-    "  --sliding-window N  gemma2 sliding_window of its local layers (default 4096)\n"
+    "  --sliding-window N  gemma2/3 sliding_window of their local layers (default 4096)\n"
+    "                    (gemma3: local layers 5 of 6 with RoPE base 10000, global ones --rope-theta)\n"
     "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
     "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
     "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n"
@@ -80,7 +81,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma2", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma2, gemma3", optarg);
             s.arch = (MpArch)a;
             break;
         }
@@ -127,7 +128,11 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         if (!kv_given) s.kv_heads = s.heads;
         if (!prf_given) s.partial_rotary = 0.25;
     }
-    if (s.arch == MP_ARCH_GEMMA2) s.tie = 1; /* Gemma's head is its embedding */
+    if (s.arch == MP_ARCH_GEMMA2 || s.arch == MP_ARCH_GEMMA3) s.tie = 1; /* Gemma's head is its embedding */
+    if (s.arch == MP_ARCH_GEMMA3) { /* no soft-capping in Gemma 3 */
+        s.attn_softcap = 0;
+        s.final_softcap = 0;
+    }
     MpErr e;
     const char *out = argv[optind];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with

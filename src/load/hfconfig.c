@@ -112,6 +112,28 @@ static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
     return MP_OK;
 }
 
+/* Gemma 3's local layers: "layer_types" (sliding_attention / full_attention) or every layer but
+ * each sliding_window_pattern-th; their RoPE base rope_local_base_freq, unscaled. */
+static int cfg_gemma3_local(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    double lb;
+    int64_t period;
+    if (cfg_num(root, "rope_local_base_freq", 0, 10000.0, &lb, path, e)) return MP_ERR;
+    if (cfg_int(root, "sliding_window_pattern", 0, 6, 1, 4096, &period, path, e)) return MP_ERR;
+    if (mp_model_local_layers(m, (int)period, lb, e)) return mp_err_prefix(e, "%s", path);
+    json_t *lt = json_object_get(root, "layer_types");
+    if (json_is_array(lt)) {
+        if (json_array_size(lt) != (size_t)m->n_layers)
+            return mp_err_set(e, "%s: key \"layer_types\" must list the %d layers", path, m->n_layers);
+        for (int l = 0; l < m->n_layers; l++) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)l));
+            if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
+                return mp_err_set(e, "%s: key \"layer_types\"[%d] is not sliding_attention or full_attention", path, l);
+            m->layer_local[l] = !strcmp(t, "sliding_attention");
+        }
+    }
+    return MP_OK;
+}
+
 static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     if (!json_is_object(root)) return mp_err_set(e, "%s: not a JSON object", path);
     json_t *mt = json_object_get(root, "model_type");
@@ -126,7 +148,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma2)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma2, gemma3_text, gemma3)", path,
                           type);
     m->arch = (MpArch)a;
 
@@ -136,7 +158,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
-    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma = m->arch == MP_ARCH_GEMMA2;
+    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
     json_t *act = json_object_get(root, gemma && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
     const char *want_act = neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu"; /* gpt_neox: exact (erf) GELU */
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
@@ -304,13 +326,41 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int rc = mp_model_rope_init(m, sf, lf, e);
     free(sf);
     free(lf);
+    if (rc == MP_OK && m->arch == MP_ARCH_GEMMA3) rc = cfg_gemma3_local(m, root, path, e);
     return rc;
+}
+
+/* Gemma 3 as Gemma3TextConfig reads it: the multimodal "gemma3" config keeps its text model in
+ * "text_config", and both leave out keys whose defaults the class supplies. Returns a new object:
+ * the defaults, overlaid with the text config (torch_dtype from the outer config if needed). */
+static json_t *gemma3_text(json_t *root) {
+    json_t *src = root, *tc = json_object_get(root, "text_config");
+    if (json_is_object(tc)) src = tc;
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:s, s:b}", "model_type", "gemma3",
+                          "vocab_size", 262208, "num_attention_heads", 8, "num_key_value_heads", 4, "head_dim", 256,
+                          "max_position_embeddings", 131072, "rms_norm_eps", 1e-6, "rope_theta", 1e6, "query_pre_attn_scalar", 256,
+                          "sliding_window", 4096, "sliding_window_pattern", 6, "hidden_activation", "gelu_pytorch_tanh",
+                          "tie_word_embeddings", 1);
+    if (!o) return NULL;
+    json_object_update(o, src);
+    json_object_set_new(o, "model_type", json_string("gemma3"));
+    static const char *outer[] = {"torch_dtype", "bos_token_id", "eos_token_id"}; /* kept by the outer config */
+    for (size_t i = 0; i < 3 && src != root; i++)
+        if (!json_object_get(src, outer[i]) && json_object_get(root, outer[i])) json_object_set(o, outer[i], json_object_get(root, outer[i]));
+    return o;
 }
 
 int mp_hfconfig_parse(MpModel *m, const char *text, size_t n, const char *path, MpErr *e) {
     json_error_t je;
     json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     if (!root) return mp_json_err(e, path, &je);
+    json_t *mt = json_is_object(root) ? json_object_get(root, "model_type") : NULL;
+    if (json_is_string(mt) && (!strcmp(json_string_value(mt), "gemma3") || !strcmp(json_string_value(mt), "gemma3_text"))) {
+        json_t *g = gemma3_text(root);
+        json_decref(root);
+        if (!g) return mp_err_set(e, "%s: out of memory", path);
+        root = g;
+    }
     int rc = cfg_parse(m, root, path, e);
     json_decref(root);
     return rc;

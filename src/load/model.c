@@ -22,7 +22,7 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
@@ -83,7 +83,8 @@ void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, cha
         sfx = fmt == MP_FORMAT_HF ? "mlp.gate_up_proj.weight" : "ffn_up.weight";
     const int neox = arch == MP_ARCH_GPTNEOX;
     if (neox && fmt == MP_FORMAT_HF) sfx = neox_hf[role] ? neox_hf[role] : "?";
-    if (arch == MP_ARCH_GEMMA2 && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_NORM) sfx = "pre_feedforward_layernorm.weight";
+    if ((arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3) && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_NORM)
+        sfx = "pre_feedforward_layernorm.weight";
     if (neox && fmt == MP_FORMAT_GGUF && role >= MP_ROLE_Q && role <= MP_ROLE_V_BIAS)
         sfx = role >= MP_ROLE_Q_BIAS ? "attn_qkv.bias" : "attn_qkv.weight";
     if (mp_model_role_is_global(role)) snprintf(out, cap, "%s", sfx);
@@ -133,8 +134,9 @@ void mp_model_arch_features(MpModel *m) {
     m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2;
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
-    m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2;
-    m->geglu = m->arch == MP_ARCH_GEMMA2;
+    m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
+    m->geglu = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
+    m->has_qk_norm |= m->arch == MP_ARCH_GEMMA3;
     m->layer_norm = m->gelu_mlp = m->arch == MP_ARCH_GPTNEOX;
     m->has_qkv_bias |= m->arch == MP_ARCH_GPTNEOX;
 }
@@ -185,7 +187,26 @@ int mp_model_rope_init(MpModel *m, const double *short_factor, const double *lon
 
 /* ================================================================ validation helpers */
 
+int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e) {
+    free(m->layer_local);
+    free(m->inv_freq_local);
+    m->inv_freq_local = NULL;
+    m->layer_local = malloc((size_t)m->n_layers);
+    if (!m->layer_local) return mp_err_set(e, "out of memory");
+    for (int l = 0; l < m->n_layers; l++) m->layer_local[l] = (unsigned char)(period > 0 && (l + 1) % period != 0);
+    if (local_base > 0) {
+        if (!(local_base > 1)) return mp_err_set(e, "%s: the local RoPE base must be > 1", m->path);
+        const int half = m->rot_dim / 2;
+        m->inv_freq_local = mp_try_calloc((size_t)(half > 0 ? half : 1), sizeof(float));
+        if (!m->inv_freq_local) return mp_err_set(e, "out of memory for the RoPE table");
+        for (int i = 0; i < half; i++) m->inv_freq_local[i] = (float)(1.0 / pow(local_base, (2.0 * i) / m->rot_dim));
+    }
+    return MP_OK;
+}
+
 void mp_model_free(MpModel *m) {
+    free(m->inv_freq_local);
+    free(m->layer_local);
     free(m->inv_freq);
     free(m->inv_freq_long);
     free(m->rope_layer);
@@ -341,9 +362,9 @@ static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
                 return MP_ERR;
             }
             /* HF Gemma keeps w of its (1 + w) norms; GGUF stores 1 + w (convert_hf_to_gguf) */
-            ref->add_one = hf && m->arch == MP_ARCH_GEMMA2 && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
+            ref->add_one = hf && (m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
         }
-    if (hf && m->arch == MP_ARCH_GEMMA2) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1;
+    if (hf && (m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3)) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1;
     return MP_OK;
 }
 
@@ -450,7 +471,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     if (rc) return MP_ERR;
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2) return bind_named(m, "config.json", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) return bind_named(m, "config.json", e);
     return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
                     phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
 }
@@ -546,7 +567,8 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     else if (!strcmp(arch, "olmo2")) m->arch = MP_ARCH_OLMO2;
     else if (!strcmp(arch, "gptneox")) m->arch = MP_ARCH_GPTNEOX;
     else if (!strcmp(arch, "gemma2")) m->arch = MP_ARCH_GEMMA2;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma2)", g->path, arch);
+    else if (!strcmp(arch, "gemma3")) m->arch = MP_ARCH_GEMMA3;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma2, gemma3)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -597,6 +619,14 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
     if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
     mp_model_arch_features(m);
+    if (m->arch == MP_ARCH_GEMMA3) { /* llama.cpp's gemma3: the 27B rule (62 layers), local layers 5 of 6 with base 10000 */
+        m->embed_scale = sqrtf((float)m->dim);
+        m->attn_scale = m->n_layers == 62 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
+        if (!m->sliding_window) return mp_err_set(e, "%s: missing key '%s.attention.sliding_window'", g->path, arch);
+        double lb = 10000.0;
+        if (gguf_num(g, arch, "rope.freq_base_swa", 0, 10000.0, &lb, e)) return MP_ERR;
+        if (mp_model_local_layers(m, 6, lb, e)) return MP_ERR;
+    }
     if (m->arch == MP_ARCH_GEMMA2) { /* llama.cpp's gemma2: f32 sqrt(C), its attention-scale rule, the caps */
         m->embed_scale = sqrtf((float)m->dim);
         m->attn_scale = m->n_layers == 46 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
@@ -680,7 +710,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2) return bind_named(m, "the GGUF metadata", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) return bind_named(m, "the GGUF metadata", e);
     if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
     if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */

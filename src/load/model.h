@@ -45,6 +45,9 @@ typedef enum MpArch {
                           1 + w), norms before and after attention and MLP, GeGLU (tanh GELU),
                           query_pre_attn_scalar, attention and final logit soft-capping, sliding-window
                           layers alternating with global ones, tied head */
+    MP_ARCH_GEMMA3,    /* Gemma3ForCausalLM (model_type gemma3_text; gemma3's text_config): Gemma 2's
+                          block without soft-capping, per-head (1 + w) q/k norms, five sliding-window
+                          layers per global one, local layers with their own RoPE base */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -154,6 +157,9 @@ typedef struct MpModel {
     double rope_attn_factor;   /* multiplies cos and sin (longrope); 1 otherwise */
     float *inv_freq;           /* [R/2] owned: the table for sequences <= rope_orig_ctx (or any) */
     float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
+    float *inv_freq_local;     /* [R/2] owned, gemma3: the table of the sliding-window layers
+                                  (rope_local_base_freq, unscaled); NULL otherwise */
+    unsigned char *layer_local;/* [L] owned, gemma2/3: 1 for a sliding-window layer; NULL = none */
     unsigned char *rope_layer; /* [L] owned: 1 where RoPE is applied, 0 in NoPE layers (HF config
                                   "no_rope_layers", as SmolLM3 and `maskpos train --pos none`
                                   write it); NULL = RoPE in every layer (GGUF has no such key) */
@@ -182,6 +188,9 @@ int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const ch
 void mp_model_free(MpModel *m); /* accepts a zeroed struct */
 
 const char *mp_model_arch_name(MpArch a);      /* "llama", "qwen3", ... */
+/* Gemma: layer l is a sliding-window (local) layer unless (l + 1) % period == 0; local_base > 0
+ * also builds inv_freq_local (unscaled, base local_base). Used by both readers. */
+int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e);
 /* Sets the per-arch feature flags (has_qkv_bias, has_qk_norm, qk_norm_whole, no_pre_norm,
  * post_norm) from m->arch; both readers call it. */
 void mp_model_arch_features(MpModel *m);

@@ -118,6 +118,8 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
     f->xp = m->parallel_residual ? fwd_carve(c, T * d.C) : NULL;
+    f->cos_l = m->inv_freq_local ? fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1)) : NULL;
+    f->sin_l = m->inv_freq_local ? fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1)) : NULL;
     f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * mp_fwd_attn_keys_floats(d.HS, (int)T)) : NULL;
     f->vc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * T * d.NKV * d.HS) : NULL;
 }
@@ -402,6 +404,9 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     const double eps = f->m->norm_eps;
     /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
     const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
+    /* gemma3: the sliding-window layers rotate with their own base */
+    const int local = f->cos_l && f->m->layer_local && f->m->layer_local[layer];
+    const float *cos_t = local ? f->cos_l : f->cos_t, *sin_t = local ? f->sin_l : f->sin_t;
     float *xn = f->xn + (size_t)t0 * f->C;
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     mp_fwd_matmul(f->q + (size_t)t0 * ldq, ldq, xn, f->C, &ly->q, n);
@@ -419,12 +424,12 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
             if (ly->q_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
-            if (rope) mp_fwd_rope(qh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+            if (rope) mp_fwd_rope(qh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
         }
         for (int h = 0; h < NKV; h++) {
             float *kh = f->k + t * ldk + (int64_t)h * HS;
             if (ly->k_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
-            if (rope) mp_fwd_rope(kh, f->cos_t + (size_t)t * (R / 2), f->sin_t + (size_t)t * (R / 2), R);
+            if (rope) mp_fwd_rope(kh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
             mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
         }
@@ -583,6 +588,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
         mp_fwd_rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
     }
     fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx);
     return MP_OK;
@@ -599,8 +605,10 @@ int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
     if (fwd_embed(f, ids, t0, T, e) != MP_OK) return MP_ERR;
     /* a new sequence: the table of every position (rows do not depend on the length; mp_fwd_run
      * may have written the same rows in between) */
-    if (t0 == 0 && f->cfg.rope && f->R > 0)
+    if (t0 == 0 && f->cfg.rope && f->R > 0) {
         mp_fwd_rope_table(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
+    }
     fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL);
     return MP_OK;
 }

@@ -122,6 +122,7 @@ typedef struct MpFwd {
     float *gate, *up;          /* [T, FF] */
     float *xp;                 /* [T, C] gptneox parallel residual: the MLP's normed input; else NULL */
     float *cos_t, *sin_t;      /* [T, R/2] */
+    float *cos_l, *sin_l;      /* [T, R/2] gemma3: the local (sliding-window) layers' table; else NULL */
     float *logits;             /* [T, V] (logits only) */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */

@@ -17,7 +17,8 @@ Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm
 qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the whole projection,
 norms of the attention and MLP outputs before the residual add, no pre-norms), gpt_neox (Pythia:
 LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP),
-gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping). RoPE scaling: default, linear, llama3, longrope.
+gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping),
+gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base). RoPE scaling: default, linear, llama3, longrope.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -211,10 +212,19 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     S = ids.shape[0]
     rep = NH // NKV
     assert S <= cfg.get("sliding_window", 4096), "the reference runs sequences within the sliding window"
-    inv, _, rdim = rope_inv_freq(cfg, HS, S)
-    fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
-    emb = torch.cat([fr, fr], dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    g3 = cfg["model_type"] == "gemma3_text"
+
+    def table(c):
+        inv, _, rdim = rope_inv_freq(c, HS, S)
+        fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
+        emb = torch.cat([fr, fr], dim=-1)
+        return emb.cos(), emb.sin(), rdim
+    cos, sin, rdim = table(cfg)
+    # Gemma 3: sliding-window layers rotate with rope_local_base_freq, unscaled
+    cos_l, sin_l, _ = table(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0), rope_scaling=None))
+    pattern = cfg.get("sliding_window_pattern", 6)
+    local = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
+        [bool((i + 1) % pattern) for i in range(L)]
     mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
     dt = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(cfg.get("torch_dtype"), torch.float32)
     norm_c = torch.tensor(C ** 0.5, dtype=dt).to(DT)
@@ -231,8 +241,12 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         q = (h @ W[p + "self_attn.q_proj.weight"].T).view(S, NH, HS).transpose(0, 1)
         k = (h @ W[p + "self_attn.k_proj.weight"].T).view(S, NKV, HS).transpose(0, 1)
         v = (h @ W[p + "self_attn.v_proj.weight"].T).view(S, NKV, HS).transpose(0, 1)
+        if g3:   # per-head (1 + w) RMSNorm of q and k before RoPE
+            q = gnorm(q, W[p + "self_attn.q_norm.weight"])
+            k = gnorm(k, W[p + "self_attn.k_norm.weight"])
         if use_rope:
-            q, k = rope(q, cos, sin, rdim), rope(k, cos, sin, rdim)
+            c, s_ = (cos_l, sin_l) if (g3 and local[li]) else (cos, sin)
+            q, k = rope(q, c, s_, rdim), rope(k, c, s_, rdim)
         k = k[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
         v = v[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
         sc = (q @ k.transpose(1, 2)) * scale
@@ -259,7 +273,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
 
 def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     arch = cfg["model_type"]
-    if arch == "gemma2":
+    if arch in ("gemma2", "gemma3_text"):
         return forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     if arch == "gpt_neox":
         return forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)

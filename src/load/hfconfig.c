@@ -177,6 +177,9 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     m->n_kv_heads = (int)v;
     if (m->n_heads % m->n_kv_heads)
         return mp_err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, m->n_heads, m->n_kv_heads);
+    if (neox && m->n_kv_heads != m->n_heads)
+        return mp_err_set(e, "%s: gpt_neox has one key/value head per query head (num_key_value_heads %d, num_attention_heads %d)",
+                          path, m->n_kv_heads, m->n_heads);
     json_t *hd = json_object_get(root, "head_dim");
     if (hd && !json_is_null(hd)) {
         if (cfg_int(root, "head_dim", 1, 0, 2, CFG_MAX_DIM, &v, path, e)) return MP_ERR;

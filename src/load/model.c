@@ -333,6 +333,9 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
  * (GPTNeoXAttention's view), three contiguous blocks [Q; K; V] in GGUF (convert_hf_to_gguf
  * reorders them). The final norm's bias is a global role. */
 static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
+    if (m->arch == MP_ARCH_GPTNEOX && m->n_kv_heads != m->n_heads)
+        return mp_err_set(e, "%s: gptneox with %d key/value heads for %d query heads: GPT-NeoX has one per query head", m->path,
+                          m->n_kv_heads, m->n_heads);
     if (alloc_layers(m, e)) return MP_ERR;
     char name[512];
     const int hf = m->format == MP_FORMAT_HF;

@@ -32,6 +32,9 @@ static const Published published[] = {
      * checkpoint adds the SigLIP vision tower); layer as Gemma 2 + per-head q/k norms 2 x 256 */
     {"gemma-3-1b.json", "gemma3", 999885952ull, 2ull * 1152 * 1024 + 2ull * 1152 * 256 + 3ull * 1152 * 6912 + 4 * 1152 + 2 * 256},
     {"gemma-3-4b.json", "gemma3", 3880263168ull, 2ull * 2560 * 2048 + 2ull * 2560 * 1024 + 3ull * 2560 * 10240 + 4 * 2560 + 2 * 256},
+    /* Gemma (1) 2b: 2,506,172,416 (tied); layer = q, o 2 x 2048 x 2048, k, v 2 x 2048 x 256, GeGLU
+     * 3 x 2048 x 16384, two norms */
+    {"gemma-2b.json", "gemma", 2506172416ull, 2ull * 2048 * 2048 + 2ull * 2048 * 256 + 3ull * 2048 * 16384 + 2 * 2048},
     /* OLMo-2-1124-7B: "7.3B"; exact = 2 x 100352 x 4096 (embed, lm_head) + 4096 (final norm) +
      * 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (MLP) + 4 x 4096 (q/k norms
      * over the whole projection, two post-norms) */

@@ -370,8 +370,8 @@ static void test_gguf_malformed(void **state) {
     lt_inspect_fails(p, "missing key 'llama.block_count'", NULL);
     RESET();
     WRITE(n);
-    PATCHB(p, "\x05\0\0\0\0\0\0\0llama", "\x05\0\0\0\0\0\0\0gemma");
-    lt_inspect_fails(p, "general.architecture 'gemma' is not supported", NULL);
+    PATCHB(p, "\x05\0\0\0\0\0\0\0llama", "\x05\0\0\0\0\0\0\0mamba");
+    lt_inspect_fails(p, "general.architecture 'mamba' is not supported", NULL);
     RESET();
     WRITE(n);
     PATCHB(p, "general.alignment\x04\0\0\0\x20", "general.alignment\x04\0\0\0\x21");

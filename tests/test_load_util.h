@@ -89,7 +89,7 @@ static int lt_model_matches_spec(MpModel *m, const MpMkSpec *s) {
             if (nd == 1) mp_mk_row_stored(s, gr, l, 0, sh[0], y);
             else
                 for (int64_t i = 0; i < sh[0]; i++) mp_mk_row_stored(s, gr, l, i, sh[1], y + i * sh[1]);
-            if ((m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) && nd == 1) /* Gemma's norms: 1 + w from both formats */
+            if ((m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA) && nd == 1) /* Gemma's norms: 1 + w from both formats */
                 for (size_t i = 0; i < cnt; i++) y[i] = 1.0f + y[i];
             if (memcmp(x, y, cnt * sizeof *x)) {
                 size_t k = 0;
@@ -154,8 +154,8 @@ static MpMkSpec lt_spec(MpArch arch, MpFormat fmt, MpWType dt, int layers, uint6
         s.kv_heads = s.heads;
         s.partial_rotary = 0.25;
     }
-    if (arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3) s.tie = 1; /* Gemma's head is its embedding */
-    if (arch == MP_ARCH_GEMMA3) s.attn_softcap = s.final_softcap = 0;
+    if (arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3 || arch == MP_ARCH_GEMMA) s.tie = 1; /* Gemma's head is its embedding */
+    if (arch == MP_ARCH_GEMMA3 || arch == MP_ARCH_GEMMA) s.attn_softcap = s.final_softcap = 0;
     return s;
 }
 

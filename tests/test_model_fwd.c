@@ -47,6 +47,7 @@ static const RefCase ref_cases[] = {
     {"gemma2-capped-bf16", "--arch gemma2 --layers 2 --vocab 300 --seed 17 --attn-softcap 1.5 --final-softcap 4 --dtype bf16", "", "", 2, 24, 1, NULL},
     {"gemma2-capped-bidirectional", "--arch gemma2 --layers 2 --vocab 300 --seed 18 --attn-softcap 1.5", "--bidirectional", "--bidirectional", 2, 20, 0, NULL},
     {"gemma3", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 19 --rope-theta 1000000", "", "", 2, 24, 1, NULL},
+    {"gemma", "--arch gemma --layers 2 --head-dim 32 --vocab 300 --seed 20", "", "", 2, 24, 1, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
 };
 
@@ -121,7 +122,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"olmo2", "--arch olmo2"},
                               {"gptneox", "--arch gptneox --kv-heads 4"},
                               {"gemma2", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4"},
-                              {"gemma3", "--arch gemma3 --layers 6 --rope-theta 1000000"}};
+                              {"gemma3", "--arch gemma3 --layers 6 --rope-theta 1000000"},
+                              {"gemma", "--arch gemma"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

@@ -44,6 +44,7 @@ static void test_logprobs_match_llama_cpp(void **state) {
                               {"gemma2", "--arch gemma2 --head-dim 32", 5e-3},
                               {"gemma2-capped", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4", 5e-3},
                               {"gemma3", "--arch gemma3 --layers 6 --head-dim 32 --rope-theta 1000000", 5e-3},
+                              {"gemma", "--arch gemma --head-dim 32", 5e-3},
                               {"gptneox-sequential", "--arch gptneox --kv-heads 4 --no-parallel-residual --partial-rotary 0.5", 2e-3}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };

@@ -22,7 +22,8 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma2 | gemma3\n"
+    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma | gemma2 |\n"
+    "                    gemma3\n"
     "                    (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
@@ -81,7 +82,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma2, gemma3", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3", optarg);
             s.arch = (MpArch)a;
             break;
         }
@@ -128,8 +129,8 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         if (!kv_given) s.kv_heads = s.heads;
         if (!prf_given) s.partial_rotary = 0.25;
     }
-    if (s.arch == MP_ARCH_GEMMA2 || s.arch == MP_ARCH_GEMMA3) s.tie = 1; /* Gemma's head is its embedding */
-    if (s.arch == MP_ARCH_GEMMA3) { /* no soft-capping in Gemma 3 */
+    if (s.arch == MP_ARCH_GEMMA2 || s.arch == MP_ARCH_GEMMA3 || s.arch == MP_ARCH_GEMMA) s.tie = 1; /* Gemma's head is its embedding */
+    if (s.arch == MP_ARCH_GEMMA3 || s.arch == MP_ARCH_GEMMA) { /* no soft-capping in Gemma 1 and 3 */
         s.attn_softcap = 0;
         s.final_softcap = 0;
     }

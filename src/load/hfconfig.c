@@ -95,14 +95,17 @@ static int cfg_factor_list(json_t *obj, const char *key, size_t n, double **out,
 static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int64_t v;
     double q;
-    if (cfg_int(root, "sliding_window", 0, 4096, 1, INT32_MAX, &v, path, e)) return MP_ERR;
-    m->sliding_window = (int)v;
-    if (cfg_num(root, "query_pre_attn_scalar", 0, 256, &q, path, e)) return MP_ERR;
-    if (!(q > 0)) return mp_err_set(e, "%s: key \"query_pre_attn_scalar\" must be > 0", path);
-    m->attn_scale = 1.0 / sqrt(q);
-    if (cfg_num(root, "attn_logit_softcapping", 0, 0, &m->attn_softcap, path, e) ||
-        cfg_num(root, "final_logit_softcapping", 0, 0, &m->final_softcap, path, e))
-        return MP_ERR;
+    if (m->arch == MP_ARCH_GEMMA) m->attn_scale = 1.0 / sqrt((double)m->head_dim); /* Gemma 1: no window, no caps */
+    if (m->arch != MP_ARCH_GEMMA) {
+        if (cfg_int(root, "sliding_window", 0, 4096, 1, INT32_MAX, &v, path, e)) return MP_ERR;
+        m->sliding_window = (int)v;
+        if (cfg_num(root, "query_pre_attn_scalar", 0, 256, &q, path, e)) return MP_ERR;
+        if (!(q > 0)) return mp_err_set(e, "%s: key \"query_pre_attn_scalar\" must be > 0", path);
+        m->attn_scale = 1.0 / sqrt(q);
+        if (cfg_num(root, "attn_logit_softcapping", 0, 0, &m->attn_softcap, path, e) ||
+            cfg_num(root, "final_logit_softcapping", 0, 0, &m->final_softcap, path, e))
+            return MP_ERR;
+    }
     if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a soft-capping value is negative", path);
     /* Gemma2Model: hidden * torch.tensor(sqrt(hidden_size), dtype=hidden.dtype) */
     json_t *dt = json_object_get(root, "torch_dtype");
@@ -148,7 +151,7 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma2, gemma3_text, gemma3)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3)", path,
                           type);
     m->arch = (MpArch)a;
 
@@ -158,9 +161,14 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
-    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
+    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma1 = m->arch == MP_ARCH_GEMMA;
+    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || gemma1;
     json_t *act = json_object_get(root, gemma && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
-    const char *want_act = neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu"; /* gpt_neox: exact (erf) GELU */
+    /* gpt_neox: exact (erf) GELU; Gemma 1's released configs say hidden_act "gelu", which
+     * GemmaModel runs as the tanh GELU unless hidden_activation says otherwise */
+    const char *want_act = neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu";
+    if (gemma1 && act && json_is_string(act) && !strcmp(json_string_value(act), "gelu") && !json_object_get(root, "hidden_activation"))
+        act = NULL;
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
         return mp_err_set(e, "%s: key \"hidden_act\": only \"%s\" is supported for %s", path, want_act, type);
 

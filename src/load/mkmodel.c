@@ -40,7 +40,7 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->sliding_window = 4096;
 }
 
-static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3; }
+static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
 static int mk_rot_dim(const MpMkSpec *s) { return (int)(mk_head_dim(s) * s->partial_rotary); }
@@ -140,7 +140,7 @@ static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
                r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
     if (r >= MP_ROLE_O_BIAS) return 0;
     if (mk_gemma(s) && r == MP_ROLE_OUTPUT) return 0; /* tied */
-    if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return 1;
+    if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return s->arch != MP_ARCH_GEMMA;
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2 || s->arch == MP_ARCH_GEMMA3;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
@@ -364,7 +364,8 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
-                                               "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"};
+                                               "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
+                                               "GemmaForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
@@ -423,6 +424,12 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
         json_object_set_new(c, "sliding_window", json_integer(s->sliding_window));
         json_object_set_new(c, "tie_word_embeddings", json_true());
+        if (s->arch == MP_ARCH_GEMMA) { /* Gemma 1: none of Gemma 2's scales, caps or windows */
+            json_object_del(c, "query_pre_attn_scalar");
+            json_object_del(c, "attn_logit_softcapping");
+            json_object_del(c, "final_logit_softcapping");
+            json_object_del(c, "sliding_window");
+        }
         if (s->arch == MP_ARCH_GEMMA3) { /* local layers 5 of 6, base 10000 (llama.cpp's fixed value) */
             json_object_set_new(c, "model_type", json_string("gemma3_text"));
             json_object_set_new(c, "sliding_window_pattern", json_integer(6));
@@ -651,7 +658,7 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
     mp_gguf_w_u32(&w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
     mp_gguf_w_u32(&w, KEY("attention.key_length"), (uint32_t)mk_head_dim(s));
     mp_gguf_w_u32(&w, KEY("attention.value_length"), (uint32_t)mk_head_dim(s));
-    if (mk_gemma(s)) {
+    if (mk_gemma(s) && s->arch != MP_ARCH_GEMMA) {
         if (s->attn_softcap > 0) mp_gguf_w_f32(&w, KEY("attn_logit_softcapping"), (float)s->attn_softcap);
         if (s->final_softcap > 0) mp_gguf_w_f32(&w, KEY("final_logit_softcapping"), (float)s->final_softcap);
         mp_gguf_w_u32(&w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window);
@@ -727,7 +734,7 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     if (s->arch == MP_ARCH_GPTNEOX && s->kv_heads != s->heads) return mp_err_set(e, "--arch gptneox has as many key/value heads as query heads");
     if (s->arch == MP_ARCH_GPTNEOX && s->tie) return mp_err_set(e, "--tie: gptneox's output head (embed_out) is its own tensor");
     if (mk_gemma(s) && !s->tie) return mp_err_set(e, "internal: gemma is tied");
-    if (s->arch == MP_ARCH_GEMMA3 && (s->attn_softcap > 0 || s->final_softcap > 0))
+    if ((s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA) && (s->attn_softcap > 0 || s->final_softcap > 0))
         return mp_err_set(e, "--attn-softcap / --final-softcap are for --arch gemma2 (Gemma 3 has none)");
     if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 1) return mp_err_set(e, "bad soft-capping or sliding window");
     if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");

@@ -22,7 +22,7 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
@@ -135,7 +135,7 @@ void mp_model_arch_features(MpModel *m) {
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
     m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
-    m->geglu = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
+    m->geglu = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
     m->has_qk_norm |= m->arch == MP_ARCH_GEMMA3;
     m->layer_norm = m->gelu_mlp = m->arch == MP_ARCH_GPTNEOX;
     m->has_qkv_bias |= m->arch == MP_ARCH_GPTNEOX;
@@ -365,9 +365,9 @@ static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
                 return MP_ERR;
             }
             /* HF Gemma keeps w of its (1 + w) norms; GGUF stores 1 + w (convert_hf_to_gguf) */
-            ref->add_one = hf && (m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
+            ref->add_one = hf && m->geglu && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
         }
-    if (hf && (m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3)) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1;
+    if (hf && m->geglu) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1; /* every Gemma */
     return MP_OK;
 }
 
@@ -474,7 +474,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     if (rc) return MP_ERR;
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) return bind_named(m, "config.json", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "config.json", e);
     return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
                     phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
 }
@@ -571,7 +571,8 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     else if (!strcmp(arch, "gptneox")) m->arch = MP_ARCH_GPTNEOX;
     else if (!strcmp(arch, "gemma2")) m->arch = MP_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3")) m->arch = MP_ARCH_GEMMA3;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma2, gemma3)", g->path, arch);
+    else if (!strcmp(arch, "gemma")) m->arch = MP_ARCH_GEMMA;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -622,6 +623,10 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
     if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
     mp_model_arch_features(m);
+    if (m->arch == MP_ARCH_GEMMA) { /* llama.cpp's gemma: f32 sqrt(C), 1/sqrt(HS) */
+        m->embed_scale = sqrtf((float)m->dim);
+        m->attn_scale = 1.0 / sqrt((double)m->head_dim);
+    }
     if (m->arch == MP_ARCH_GEMMA3) { /* llama.cpp's gemma3: the 27B rule (62 layers), local layers 5 of 6 with base 10000 */
         m->embed_scale = sqrtf((float)m->dim);
         m->attn_scale = m->n_layers == 62 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
@@ -713,7 +718,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3) return bind_named(m, "the GGUF metadata", e);
+    if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "the GGUF metadata", e);
     if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
     if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */

@@ -48,6 +48,8 @@ typedef enum MpArch {
     MP_ARCH_GEMMA3,    /* Gemma3ForCausalLM (model_type gemma3_text; gemma3's text_config): Gemma 2's
                           block without soft-capping, per-head (1 + w) q/k norms, five sliding-window
                           layers per global one, local layers with their own RoPE base */
+    MP_ARCH_GEMMA,     /* GemmaForCausalLM (Gemma 1): x sqrt(C), (1 + w) pre-norms only, GeGLU (tanh
+                          GELU), 1/sqrt(HS), tied head, no soft-capping nor sliding window */
     MP_ARCH_COUNT
 } MpArch;
 

@@ -18,7 +18,8 @@ qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the 
 norms of the attention and MLP outputs before the residual add, no pre-norms), gpt_neox (Pythia:
 LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP),
 gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping),
-gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base). RoPE scaling: default, linear, llama3, longrope.
+gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base),
+gemma (Gemma 1: x sqrt(C), (1 + w) pre-norms, GeGLU, 1/sqrt(head_dim)). RoPE scaling: default, linear, llama3, longrope.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -211,8 +212,9 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     L = cfg["num_hidden_layers"]
     S = ids.shape[0]
     rep = NH // NKV
-    assert S <= cfg.get("sliding_window", 4096), "the reference runs sequences within the sliding window"
+    assert S <= (cfg.get("sliding_window") or 4096), "the reference runs sequences within the sliding window"
     g3 = cfg["model_type"] == "gemma3_text"
+    g1 = cfg["model_type"] == "gemma"   # Gemma 1: pre-norms only (Llama's names), 1/sqrt(head_dim)
 
     def table(c):
         inv, _, rdim = rope_inv_freq(c, HS, S)
@@ -232,7 +234,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     gnorm = lambda t, w: rmsnorm(t, 1.0 + w, eps)
     gelu_tanh = lambda t: 0.5 * t * (1 + torch.tanh(math.sqrt(2 / math.pi) * (t + 0.044715 * t ** 3)))
     a_cap, f_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
-    scale = cfg.get("query_pre_attn_scalar", 256) ** -0.5
+    scale = HS ** -0.5 if g1 else cfg.get("query_pre_attn_scalar", 256) ** -0.5
     deepest = max(layers_wanted) if not want_logits else L
     scores_out, probs_out = {}, {}
     for li in range(deepest):
@@ -259,10 +261,10 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         if (li + 1) in layers_wanted:
             probs_out[li + 1] = pr
         o = (pr @ v).transpose(0, 1).reshape(S, NH * HS) @ W[p + "self_attn.o_proj.weight"].T
-        x = x + gnorm(o, W[p + "post_attention_layernorm.weight"])
-        h = gnorm(x, W[p + "pre_feedforward_layernorm.weight"])
+        x = x + (o if g1 else gnorm(o, W[p + "post_attention_layernorm.weight"]))
+        h = gnorm(x, W[p + ("post_attention_layernorm.weight" if g1 else "pre_feedforward_layernorm.weight")])
         y = (gelu_tanh(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
-        x = x + gnorm(y, W[p + "post_feedforward_layernorm.weight"])
+        x = x + (y if g1 else gnorm(y, W[p + "post_feedforward_layernorm.weight"]))
     logits = None
     if want_logits:
         logits = gnorm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
@@ -273,7 +275,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
 
 def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     arch = cfg["model_type"]
-    if arch in ("gemma2", "gemma3_text"):
+    if arch in ("gemma", "gemma2", "gemma3_text"):
         return forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     if arch == "gpt_neox":
         return forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)

@@ -1,7 +1,7 @@
 # maskpos — build, test and sanitizer targets.
 #
 #   make            release-ish build of build/maskpos and build/libmaskpos.a (-O2 -g)
-#   make test       build and run the C test suite (cmocka); closing line "N passed, N failed"
+#   make test       build and run the C test suite (cmocka); closing line "N passed, N failed, N skipped (...)"
 #   make asan       the same suite built with AddressSanitizer + UBSan in build-asan/
 #   make debug      -O0 -g with sanitizers, binary only, in build-debug/
 #   make release    -O3 -march=native, in build-release/ (not portable: for local benchmarks)
@@ -120,3 +120,44 @@ fuzz: $(BUILD)/maskpos
 
 clean:
 	rm -rf build build-asan build-debug build-release build-noomp build-fuzz build-mpi
+
+# ---- shared library, pkg-config file and install (the public C API: include/maskpos.h, src/api/)
+#   make                      also builds build/libmaskpos.so -> libmaskpos.so.0 -> libmaskpos.so.0.1.0
+#   make install PREFIX=DIR   bin/maskpos, lib/libmaskpos.{so*,a}, include/maskpos.h,
+#                             lib/pkgconfig/maskpos.pc and the Python package (PYTHONDIR)
+# Every object is position-independent (one set of objects serves the static library, the binary,
+# the tests and the shared library) and hidden by default: libmaskpos.so exports only the
+# MASKPOS_API functions of include/maskpos.h. Neither flag changes a computed bit.
+CFLAGS += -fPIC -fvisibility=hidden
+MP_VERSION_FULL := $(shell sed -n 's/^\#define MP_VERSION "\(.*\)"/\1/p' src/core/json.h)
+MP_SONAME := libmaskpos.so.$(firstword $(subst ., ,$(MP_VERSION_FULL)))
+MP_SOFILE := libmaskpos.so.$(MP_VERSION_FULL)
+all: $(BUILD)/libmaskpos.so
+test: $(BUILD)/libmaskpos.so
+$(BUILD)/$(MP_SOFILE): $(LIB_OBJ) src/api/maskpos.map
+	$(CC) -shared -Wl,-soname,$(MP_SONAME) -Wl,--no-undefined -Wl,--version-script=src/api/maskpos.map -o $@ $(LIB_OBJ) $(LDFLAGS) $(LDLIBS)
+$(BUILD)/libmaskpos.so: $(BUILD)/$(MP_SOFILE)
+	ln -sf $(MP_SOFILE) $(BUILD)/$(MP_SONAME)
+	ln -sf $(MP_SONAME) $@
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+PYTHON ?= /usr/bin/python3
+MP_PYVER := $(shell $(PYTHON) -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null || echo python3)
+PYTHONDIR ?= $(PREFIX)/lib/$(MP_PYVER)/dist-packages
+.PHONY: install
+install: $(BUILD)/maskpos $(BUILD)/libmaskpos.so $(BUILD)/libmaskpos.a
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	    $(DESTDIR)$(PYTHONDIR)/maskpos
+	install -m 755 $(BUILD)/maskpos $(DESTDIR)$(PREFIX)/bin/maskpos
+	install -m 755 $(BUILD)/$(MP_SOFILE) $(DESTDIR)$(PREFIX)/lib/$(MP_SOFILE)
+	ln -sf $(MP_SOFILE) $(DESTDIR)$(PREFIX)/lib/$(MP_SONAME)
+	ln -sf $(MP_SONAME) $(DESTDIR)$(PREFIX)/lib/libmaskpos.so
+	install -m 644 $(BUILD)/libmaskpos.a $(DESTDIR)$(PREFIX)/lib/libmaskpos.a
+	install -m 644 include/maskpos.h $(DESTDIR)$(PREFIX)/include/maskpos.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(MP_VERSION_FULL)|' \
+	    -e 's|@LIBS_PRIVATE@|$(filter -fopenmp,$(OMP_FLAGS)) $(MPI_LIBS) -lm|' \
+	    -e 's|@REQUIRES_PRIVATE@|$(PKGS)|' src/api/maskpos.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/maskpos.pc
+	install -m 644 python/maskpos/*.py $(DESTDIR)$(PYTHONDIR)/maskpos/
+	printf '# written by make install: where this copy of the package finds its library\nLIBDIR = "%s"\n' \
+	    '$(PREFIX)/lib' > $(DESTDIR)$(PYTHONDIR)/maskpos/_libdir.py

@@ -1,25 +1,134 @@
-/* maskpos.h — the public interface of libmaskpos (build/libmaskpos.a).
+/* maskpos.h — the public C API of libmaskpos: run the theory, a simulation or a probe of a model,
+ * read the results, load a saved run. The same API is what the Python module (python/maskpos)
+ * sees through ctypes.
  *
- * Compile with -Iinclude -Isrc and link build/libmaskpos.a plus `pkg-config --libs cairo jansson
- * libpcre2-8 libutf8proc` and -lm (and -fopenmp when the library was built with OpenMP).
- * Each module header documents its functions; they are grouped here by pipeline stage.
+ *   cc prog.c $(pkg-config --cflags --libs maskpos)        (after `make install PREFIX=...`)
+ *
+ * Implements: opaque handles (MaskposConfig, MaskposModel, MaskposResult) and plain C types only;
+ * no other header of the project or of a third party is needed. libmaskpos.so.0 exports exactly
+ * the functions below (every other symbol of the library is hidden).
+ * Conventions:
+ *   - functions that can fail return MASKPOS_OK (0) or MASKPOS_ERR (-1) (MASKPOS_STOPPED (-2)
+ *     when a progress callback asked to stop); maskpos_last_error() then gives the one-line
+ *     message `maskpos <command>` prints after "error: " for the same input (kept per thread);
+ *   - settings are strings named like the command's flags without the dashes ("batch", "alpha",
+ *     "rope-theta" or "rope_theta"), with the command's defaults and checks; a switch takes
+ *     "1"/"0" ("true"/"false", "on"/"off" too);
+ *   - arrays belong to their result (valid until maskpos_result_free); C order, little-endian.
+ * Does not: print, draw figures, or call exit(); a result is written only by maskpos_result_save.
+ * Tested by: tests/test_api.c (this header alone), tests/test_pyapi.c (python/tests: equality
+ * with the command line byte for byte), examples/ (built against an installed copy).
+ * Docs: docs/c-api.md, docs/python.md.
  */
 #ifndef MASKPOS_H
 #define MASKPOS_H
 
-/* core: errors (MpErr, MP_OK/MP_ERR), counter-based RNG, .npy files, JSON meta, progress */
-#include "core/err.h"
-#include "core/json.h"
-#include "core/npy.h"
-#include "core/progress.h"
-#include "core/rng.h"
-#include "core/util.h"
+#include <stdint.h>
 
-/* kernels: positional-map statistics (diagonal-mean normalisation, NRI) */
-#include "kernels/posmap.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
 
-/* sim: the closed form and the Monte-Carlo parameter-free decoder */
-#include "sim/simulate.h"
-#include "sim/theory.h"
+#if defined(__GNUC__)
+#define MASKPOS_API __attribute__((visibility("default")))
+#else
+#define MASKPOS_API
+#endif
+
+#define MASKPOS_OK 0
+#define MASKPOS_ERR (-1)
+#define MASKPOS_STOPPED (-2) /* the progress callback returned nonzero: no result */
+
+/* Element types of result arrays (the .npy descr in brackets). */
+typedef enum MaskposDtype {
+    MASKPOS_F64 = 0, /* <f8 */
+    MASKPOS_F32 = 1, /* <f4 */
+    MASKPOS_I32 = 2, /* <i4 */
+    MASKPOS_I64 = 3, /* <i8 */
+    MASKPOS_U32 = 4, /* <u4 */
+    MASKPOS_U8 = 5,  /* |u1 */
+    MASKPOS_U16 = 6, /* <u2 */
+    MASKPOS_I16 = 7, /* <i2 */
+} MaskposDtype;
+
+#define MASKPOS_MAX_DIMS 8
+
+typedef struct MaskposConfig MaskposConfig; /* the settings of one job */
+typedef struct MaskposModel MaskposModel;   /* an open checkpoint (HF folder or .gguf) */
+typedef struct MaskposResult MaskposResult; /* arrays, statistics and meta of one run */
+
+/* Progress of a job: work done so far and the total (sequences for simulate and probe), called
+ * from the thread that started the job, at least once before the first unit and once at the end.
+ * Return 0 to go on, nonzero to stop: the job then returns MASKPOS_STOPPED at its next unit
+ * boundary ("stopped by the caller"). */
+typedef int (*MaskposProgressFn)(void *user, int64_t done, int64_t total);
+
+/* "0.1.0" (also the soname's version: libmaskpos.so.0). */
+MASKPOS_API const char *maskpos_version(void);
+/* The message of this thread's last failed call ("" when none failed yet). */
+MASKPOS_API const char *maskpos_last_error(void);
+
+/* ---------------------------------------------------------------- settings */
+/* job: "theory", "simulate" or "probe"; the command's defaults. NULL on an unknown job. */
+MASKPOS_API MaskposConfig *maskpos_config_new(const char *job);
+MASKPOS_API void maskpos_config_free(MaskposConfig *c);
+/* Sets one setting from its text, checked as the command line checks the flag of that name.
+ *   theory:   alpha, n, layers
+ *   simulate: batch, seq, dim, layers, alpha (one value), norm, scale, rope, rope-theta,
+ *             bidirectional, seed, threads, layer-form, residual
+ *   probe:    layers, per-head, bidirectional, no-rope, probs, recency, compute, allow-long,
+ *             threads, max-mem-gib, n, seq, tokens (a token file), data (documents),
+ *             tokenizer, field, whole, shuffle, seed, no-special, pack */
+MASKPOS_API int maskpos_config_set(MaskposConfig *c, const char *key, const char *value);
+
+/* ---------------------------------------------------------------- jobs */
+/* The closed form (layer2_scores [n,n], z, g, h [n]) and, with layers > 0, the infinite-width
+ * recursion (layer_scores [L,n,n]). */
+MASKPOS_API int maskpos_theory(const MaskposConfig *c, MaskposResult **out);
+/* The parameter-free decoder by Monte Carlo: scores, scores_se, probs, scores_diagnorm [L,S,S]
+ * (the bits `maskpos simulate` writes for the same settings, any thread count). progress may be
+ * NULL. */
+MASKPOS_API int maskpos_simulate(const MaskposConfig *c, MaskposProgressFn progress, void *user,
+                                 MaskposResult **out);
+
+MASKPOS_API int maskpos_model_open(const char *path, MaskposModel **out);
+MASKPOS_API void maskpos_model_close(MaskposModel *m);
+/* Model layers, query heads, trained context (0 when the checkpoint does not state it), vocab. */
+MASKPOS_API int maskpos_model_info(const MaskposModel *m, int *layers, int *heads, int64_t *context,
+                                   int64_t *vocab);
+/* The probe of `maskpos probe`: scores, scores_diagnorm, scores_se [L,S,S] (scores_heads
+ * [L,H,S,S] with per-head, probs... with probs). Tokens: ids [n, seq] (int32, borrowed for the
+ * call) when ids is not NULL, else the "tokens" or "data" setting. progress may be NULL. */
+MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int32_t *ids, int64_t n,
+                              int seq, MaskposProgressFn progress, void *user, MaskposResult **out);
+
+/* A finished run folder written by maskpos (its meta.json marks it complete): every .npy the
+ * meta lists, and the meta. */
+MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out);
+
+/* ---------------------------------------------------------------- results */
+MASKPOS_API void maskpos_result_free(MaskposResult *r);
+/* "theory", "simulate", "probe", or the "kind" of a loaded run's meta.json. */
+MASKPOS_API const char *maskpos_result_kind(const MaskposResult *r);
+MASKPOS_API int maskpos_result_narrays(const MaskposResult *r);
+/* Name of array i < narrays (its file name without .npy), NULL when out of range. */
+MASKPOS_API const char *maskpos_result_array_name(const MaskposResult *r, int i);
+/* The array called name: its data (NULL + last error when there is none), dtype, ndim and shape
+ * (room for MASKPOS_MAX_DIMS); any output pointer may be NULL. */
+MASKPOS_API const void *maskpos_result_array(const MaskposResult *r, const char *name, int *dtype,
+                                             int *ndim, int64_t *shape);
+/* meta.json of the run as text (what maskpos_result_save writes, or what the folder held). */
+MASKPOS_API const char *maskpos_result_meta(const MaskposResult *r);
+/* Statistic `name` (a key of meta.json "stats": "nri", "residue_z_rms", ...) of the i-th map
+ * (i < maskpos_result_nstats); NaN when absent or null. */
+MASKPOS_API int maskpos_result_nstats(const MaskposResult *r);
+MASKPOS_API double maskpos_result_stat(const MaskposResult *r, int i, const char *name);
+/* Writes the run folder the command writes (the same .npy bytes; meta.json last), claiming dir
+ * as the command does: a folder holding another run is refused unless force. */
+MASKPOS_API int maskpos_result_save(const MaskposResult *r, const char *dir, int force);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

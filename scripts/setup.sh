@@ -32,6 +32,7 @@ test_pkgs=(
   chromium                              # headless browser check of report.html
   clang libclang-rt-14-dev              # libFuzzer runs of the parsers (tests/fuzz)
   strace                                # tests/test_core.c: atomic writes fsync file and folder
+  python3-pytest python3-pip python3-setuptools  # python/tests (tests/test_pyapi.c), offline pip install (tests/test_install.c)
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
 if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread); fi

@@ -1,50 +1,214 @@
 /* test_api.c — a program written against include/maskpos.h alone, as a library user would:
  * theory → simulate → statistics, checking the library's documented contracts (NaN above the
- * diagonal, rows of probabilities summing to 1, standard errors shrinking like 1/√B). */
+ * diagonal, rows of probabilities summing to 1, standard errors shrinking like 1/√B), and the API's
+ * own: settings refused with the command's message, a result saved and loaded back bit for bit and
+ * equal to the command line's folder, a stop asked by the progress callback, theory against its
+ * closed form. */
 #include "testutil.h"
 
 #include "maskpos.h"
 
+static MaskposConfig *sim_config(int seq, int dim, int layers, const char *alpha, const char *batch) {
+    char s[16], d[16], l[16];
+    snprintf(s, sizeof s, "%d", seq);
+    snprintf(d, sizeof d, "%d", dim);
+    snprintf(l, sizeof l, "%d", layers);
+    MaskposConfig *c = maskpos_config_new("simulate");
+    assert_non_null(c);
+    assert_int_equal(maskpos_config_set(c, "seq", s), MASKPOS_OK);
+    assert_int_equal(maskpos_config_set(c, "dim", d), MASKPOS_OK);
+    assert_int_equal(maskpos_config_set(c, "layers", l), MASKPOS_OK);
+    assert_int_equal(maskpos_config_set(c, "alpha", alpha), MASKPOS_OK);
+    assert_int_equal(maskpos_config_set(c, "batch", batch), MASKPOS_OK);
+    return c;
+}
+
+static const double *array3(const MaskposResult *r, const char *name, int64_t L, int64_t S) {
+    int dt = -1, nd = 0;
+    int64_t shp[MASKPOS_MAX_DIMS] = {0};
+    const double *a = maskpos_result_array(r, name, &dt, &nd, shp);
+    assert_non_null(a);
+    assert_int_equal(dt, MASKPOS_F64);
+    assert_int_equal(nd, 3);
+    assert_true(shp[0] == L && shp[1] == S && shp[2] == S);
+    return a;
+}
+
 static void test_library_round_trip(void **state) {
     (void)state;
-    MpErr e;
-    MpTheory t;
-    assert_int_equal(mp_theory_init(&t, 0.1, 6, &e), MP_OK);
-    MpSimConfig c;
-    mp_sim_config_default(&c);
-    c.seq = 6;
-    c.dim = 16;
-    c.layers = 2;
-    c.alpha = 0.1;
     double se_small = 0, se_big = 0;
     for (int k = 0; k < 2; k++) {
-        c.batch = k ? 1600 : 400;
-        MpSimResult r;
-        assert_int_equal(mp_sim_run(&r, &c, &e), MP_OK);
+        MaskposConfig *c = sim_config(6, 16, 2, "0.1", k ? "1600" : "400");
+        MaskposResult *r = NULL;
+        assert_int_equal(maskpos_simulate(c, NULL, NULL, &r), MASKPOS_OK);
+        const double *probs = array3(r, "probs", 2, 6), *scores = array3(r, "scores", 2, 6);
+        const double *se = array3(r, "scores_se", 2, 6);
         for (int i = 0; i < 6; i++) {
             double s = 0;
             for (int j = 0; j < 6; j++) {
-                s += r.probs[i * 6 + j];
-                if (j > i) assert_true(isnan(r.scores[i * 6 + j]));
+                s += probs[i * 6 + j];
+                if (j > i) assert_true(isnan(scores[i * 6 + j]));
             }
             assert_true(fabs(s - 1) < 1e-12);
         }
-        double se = r.se[36 + 5 * 6 + 0];
-        if (k) se_big = se;
-        else se_small = se;
-        mp_sim_result_free(&r);
+        if (k) se_big = se[36 + 5 * 6 + 0];
+        else se_small = se[36 + 5 * 6 + 0];
+        assert_int_equal(maskpos_result_nstats(r), 2);
+        assert_true(maskpos_result_stat(r, 1, "nri") >= 0 && maskpos_result_stat(r, 1, "nri") <= 1);
+        assert_true(isnan(maskpos_result_stat(r, 1, "no_such_statistic")));
+        maskpos_result_free(r);
+        maskpos_config_free(c);
     }
     /* 4× the sequences → about half the standard error */
     assert_true(se_big / se_small > 0.4 && se_big / se_small < 0.6);
-    mp_theory_free(&t);
-    /* bad configurations are rejected, not clamped */
-    c.alpha = 1.0;
-    MpSimResult r;
-    assert_int_equal(mp_sim_run(&r, &c, &e), MP_ERR);
-    assert_non_null(strstr(e.msg, "alpha"));
+}
+
+/* Bad settings are rejected, not clamped, with the message `maskpos simulate` prints. */
+static void test_errors_are_the_commands(void **state) {
+    (void)state;
+    MaskposConfig *c = maskpos_config_new("simulate");
+    assert_int_equal(maskpos_config_set(c, "alpha", "1.0"), MASKPOS_ERR);
+    assert_string_equal(maskpos_last_error(), "--alpha: 1 is outside [0, 1)");
+    char out[4096];
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --alpha 1.0"), 2);
+    assert_non_null(strstr(out, "maskpos simulate: error: --alpha: 1 is outside [0, 1)"));
+    assert_int_equal(maskpos_config_set(c, "batch", "0"), MASKPOS_ERR);
+    assert_string_equal(maskpos_last_error(), "--batch: 0 is outside [1, 1099511627776]");
+    assert_int_equal(maskpos_config_set(c, "norm", "l3"), MASKPOS_ERR);
+    assert_string_equal(maskpos_last_error(), "--norm: 'l3' is not l2, layernorm or none");
+    assert_int_equal(maskpos_config_set(c, "colour", "red"), MASKPOS_ERR);
+    assert_string_equal(maskpos_last_error(), "unknown option or missing value: '--colour' (see 'maskpos simulate --help')");
+    /* a refused value leaves the setting as it was; an odd --dim with --rope is refused at the run */
+    assert_int_equal(maskpos_config_set(c, "rope", "1"), MASKPOS_OK);
+    assert_int_equal(maskpos_config_set(c, "dim", "7"), MASKPOS_OK);
+    MaskposResult *r = (MaskposResult *)c; /* overwritten with NULL on failure */
+    assert_int_equal(maskpos_simulate(c, NULL, NULL, &r), MASKPOS_ERR);
+    assert_null(r);
+    assert_string_equal(maskpos_last_error(), "--rope needs an even --dim (got 7)");
+    maskpos_config_free(c);
+    assert_null(maskpos_config_new("train-a-dragon"));
+    MaskposResult *l = NULL;
+    assert_int_equal(maskpos_load("/nonexistent-folder", &l), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "/nonexistent-folder: no meta.json"));
+    MaskposModel *m = NULL;
+    assert_int_equal(maskpos_model_open("/nonexistent-model.gguf", &m), MASKPOS_ERR);
+    assert_null(m);
+    assert_non_null(strstr(maskpos_last_error(), "/nonexistent-model.gguf"));
+}
+
+typedef struct Calls {
+    int n, stop_at;
+    int64_t last, total;
+    int increasing;
+} Calls;
+
+static int count_calls(void *user, int64_t done, int64_t total) {
+    Calls *c = user;
+    c->increasing &= c->n == 0 || done > c->last;
+    c->n++;
+    c->last = done;
+    c->total = total;
+    return c->stop_at && c->n == c->stop_at;
+}
+
+/* One thread: the callback sees 0, then every block of 64 sequences, in order; a nonzero return
+ * stops the run (no result, "stopped by the caller"), at the first call or midway. */
+static void test_progress_stop(void **state) {
+    (void)state;
+    MaskposConfig *c = sim_config(6, 16, 2, "0", "640");
+    assert_int_equal(maskpos_config_set(c, "threads", "1"), MASKPOS_OK);
+    MaskposResult *r = NULL;
+    Calls all = {0, 0, -1, 0, 1};
+    assert_int_equal(maskpos_simulate(c, count_calls, &all, &r), MASKPOS_OK);
+    assert_int_equal(all.n, 1 + 640 / 64);
+    assert_true(all.increasing && all.last == 640 && all.total == 640);
+    maskpos_result_free(r);
+    for (int stop_at = 1; stop_at <= 3; stop_at += 2) {
+        Calls some = {0, stop_at, -1, 0, 1};
+        r = (MaskposResult *)c;
+        assert_int_equal(maskpos_simulate(c, count_calls, &some, &r), MASKPOS_STOPPED);
+        assert_null(r);
+        assert_int_equal(some.n, stop_at);
+        assert_string_equal(maskpos_last_error(), "stopped by the caller");
+    }
+    maskpos_config_free(c);
+}
+
+/* Saved through the API = written by the command, byte for byte (the .npy files); loaded back =
+ * the same arrays. */
+static void test_save_load_equals_cli(void **state) {
+    (void)state;
+    char out[8192];
+    const char *dir = mp_test_tmpdir();
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --batch 300 --seq 8 --dim 16 --layers 2 --alpha 0.3 --rope --quiet --out %s/cli", dir), 0);
+    MaskposConfig *c = sim_config(8, 16, 2, "0.3", "300");
+    assert_int_equal(maskpos_config_set(c, "rope", "true"), MASKPOS_OK);
+    MaskposResult *r = NULL;
+    assert_int_equal(maskpos_simulate(c, NULL, NULL, &r), MASKPOS_OK);
+    char api_dir[600];
+    snprintf(api_dir, sizeof api_dir, "%s/api", dir);
+    assert_int_equal(maskpos_result_save(r, api_dir, 0), MASKPOS_OK);
+    assert_int_equal(maskpos_result_save(r, api_dir, 0), MASKPOS_ERR); /* one run per folder */
+    assert_non_null(strstr(maskpos_last_error(), api_dir));
+    assert_int_equal(maskpos_result_save(r, api_dir, 1), MASKPOS_OK);
+    const char *files[] = {"scores", "scores_se", "probs", "scores_diagnorm"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(mp_test_shell(out, sizeof out, "cmp %s/cli/%s.npy %s/api/%s.npy", dir, files[i], dir, files[i]), 0);
+    /* the meta names the same settings (and the command line that gives them) */
+    const char *meta = maskpos_result_meta(r);
+    assert_non_null(meta);
+    assert_non_null(strstr(meta, "\"rope\": true"));
+    assert_non_null(strstr(meta, "\"--rope\""));
+    MaskposResult *l = NULL;
+    assert_int_equal(maskpos_load(api_dir, &l), MASKPOS_OK);
+    assert_string_equal(maskpos_result_kind(l), "simulate");
+    assert_int_equal(maskpos_result_narrays(l), 4);
+    for (int i = 0; i < 4; i++) {
+        const double *a = array3(r, files[i], 2, 8), *b = array3(l, files[i], 2, 8);
+        assert_memory_equal(a, b, 2 * 8 * 8 * sizeof(double));
+    }
+    assert_true(maskpos_result_stat(l, 0, "nri") == maskpos_result_stat(r, 0, "nri"));
+    maskpos_result_free(l);
+    maskpos_result_free(r);
+    maskpos_config_free(c);
+    mp_test_shell(NULL, 0, "rm -rf %s", dir);
+}
+
+/* The theory's layer-2 map against its closed form S(2)_ij = g(i)/(h(i)h(j)) at α = 0:
+ * Z_i = e + (i−1), g(i) = 2/Z_i, h(i)² = 1 + (2e + 1)/Z_i + (e² − e)/Z_i² (docs/theory.md). */
+static void test_theory_closed_form(void **state) {
+    (void)state;
+    MaskposConfig *c = maskpos_config_new("theory");
+    assert_int_equal(maskpos_config_set(c, "n", "5"), MASKPOS_OK);
+    MaskposResult *r = NULL;
+    assert_int_equal(maskpos_theory(c, &r), MASKPOS_OK);
+    int nd = 0;
+    int64_t shp[MASKPOS_MAX_DIMS];
+    const double *s2 = maskpos_result_array(r, "layer2_scores", NULL, &nd, shp);
+    assert_true(s2 && nd == 2 && shp[0] == 5 && shp[1] == 5);
+    assert_null(maskpos_result_array(r, "layer_scores", NULL, NULL, NULL)); /* no --layers */
+    const double e1 = exp(1.0);
+    double h[5], g[5];
+    for (int i = 0; i < 5; i++) {
+        const double z = e1 + i;
+        g[i] = 2 / z;
+        h[i] = sqrt(1 + (2 * e1 + 1) / z + (e1 * e1 - e1) / (z * z));
+    }
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 5; j++) {
+            const double v = s2[i * 5 + j];
+            if (j > i) assert_true(isnan(v));
+            else if (j == i) assert_true(fabs(v - 1) < 1e-12);
+            else assert_true(fabs(v - g[i] / (h[i] * h[j])) < 1e-12);
+        }
+    assert_true(fabs(s2[2 * 5 + 1] - 0.150818) < 1e-6); /* README: S32 = 0.150818 */
+    maskpos_result_free(r);
+    maskpos_config_free(c);
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_library_round_trip)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_library_round_trip), cmocka_unit_test(test_errors_are_the_commands),
+                                       cmocka_unit_test(test_progress_stop), cmocka_unit_test(test_save_load_equals_cli),
+                                       cmocka_unit_test(test_theory_closed_form)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

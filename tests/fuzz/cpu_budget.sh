@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# cpu_budget.sh — a fuzz campaign measured in CPU time, not wall time, for a shared machine:
+# each target runs under nice 19 until its process has used SECONDS of CPU (user + sys, read
+# from /proc/PID/stat), then gets SIGINT (libFuzzer prints its final stats when interrupted).
+#
+#   make -f tests/fuzz/Makefile all corpus-ours corpus-tok FUZZ_BUILD=build-fuzz-campaign
+#   tests/fuzz/cpu_budget.sh build-fuzz-campaign 600 gguf tok config ...
+# Logs go to BUILD/campaign_<target>.log; the last line of each is
+#   stat::cpu_seconds_measured: N wall W rc R      (R = 72: interrupted, as planned)
+set -u
+B=$1; budget=$2; shift 2
+export FUZZ_FIXTURES=$(cd "$B" && pwd)/fixtures TMPDIR=/dev/shm
+tck=$(getconf CLK_TCK)
+for t in "$@"; do
+  mkdir -p "$B/found_$t"
+  log=$B/campaign_$t.log
+  start=$(date +%s)
+  nice -n 19 "$B/fuzz_$t" -max_total_time=1000000 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+      -artifact_prefix="$B/crash_$t-" "$B/found_$t" "$B/corpus/$t" > "$log" 2>&1 &
+  pid=$! cpu=0
+  while kill -0 $pid 2>/dev/null; do
+    sleep 5
+    read -r ut st < <(awk '{print $14, $15}' /proc/$pid/stat 2>/dev/null || echo "0 0")
+    cpu=$(( (ut + st) / tck ))
+    if [ "$cpu" -ge "$budget" ]; then kill -INT $pid; break; fi
+  done
+  wait $pid; rc=$?
+  echo "stat::cpu_seconds_measured: $cpu wall $(( $(date +%s) - start )) rc $rc" >> "$log"
+  tail -n 1 "$log"
+done
+if ls "$B"/crash_* > /dev/null 2>&1; then echo "crashing inputs:"; ls "$B"/crash_*; exit 1; fi

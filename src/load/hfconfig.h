@@ -18,7 +18,7 @@
 #include <stddef.h>
 
 #include "core/err.h"   /* MpErr */
-#include "load/model.h" /* MpModel */
+#include "load/arch.h" /* MpModel, mp_model_rope_init */
 
 /* Fills m's hyperparameters and RoPE tables from the JSON text[n]; path names the file in
  * messages. On error m may hold a partial RoPE table: mp_model_free() it. */

@@ -1,8 +1,8 @@
 /* model.h — the one model description every checkpoint reader fills (HF safetensors or GGUF).
  *
  * Implements: mp_model_open() for an HF directory (config.json + model.safetensors or sharded
- * model-*.safetensors with model.safetensors.index.json) or a .gguf file; the architecture
- * hyperparameters; the RoPE inverse-frequency table (spec §2.2, HF convention); and lazy access to
+ * model-*.safetensors with model.safetensors.index.json) or a .gguf file, filling the description
+ * of arch.h (hyperparameters from config.json via hfconfig.c, or from GGUF keys); and lazy access to
  * any weight by (role, layer), dequantised to f32, in HF orientation, whatever the file stores:
  *   - phi3's fused qkv_proj / gate_up_proj are served as separate Q, K, V, GATE, UP row slices;
  *   - GGUF llama Q/K rows (permuted by convert_hf_to_gguf for interleaved RoPE) are un-permuted,
@@ -25,157 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h"       /* MpErr, MP_OK/MP_ERR */
-#include "load/gguf.h"      /* MpGguf */
-#include "load/quant.h"     /* MpWType */
-#include "load/safetensors.h" /* MpSt */
-
-typedef enum MpArch {
-    MP_ARCH_LLAMA = 0, /* LlamaForCausalLM; GGUF arch "llama" */
-    MP_ARCH_MISTRAL,   /* MistralForCausalLM; written to GGUF as "llama" */
-    MP_ARCH_QWEN2,     /* q/k/v biases */
-    MP_ARCH_QWEN3,     /* per-head q_norm/k_norm before RoPE */
-    MP_ARCH_PHI3,      /* fused qkv_proj and gate_up_proj (Phi-3, Phi-4) */
-    MP_ARCH_OLMO2,     /* Olmo2ForCausalLM: q/k RMSNorm over the whole projection, norms after
-                          attention and after the MLP (no pre-norms) */
-    MP_ARCH_GPTNEOX,   /* GPTNeoXForCausalLM (Pythia), HF model_type "gpt_neox": LayerNorm with bias,
-                          fused QKV (HF: interleaved per head), partial rotary, parallel residual,
-                          GELU MLP with biases, untied head */
-    MP_ARCH_GEMMA2,    /* Gemma2ForCausalLM: embeddings x sqrt(C), RMSNorm with (1 + w) (GGUF stores
-                          1 + w), norms before and after attention and MLP, GeGLU (tanh GELU),
-                          query_pre_attn_scalar, attention and final logit soft-capping, sliding-window
-                          layers alternating with global ones, tied head */
-    MP_ARCH_GEMMA3,    /* Gemma3ForCausalLM (model_type gemma3_text; gemma3's text_config): Gemma 2's
-                          block without soft-capping, per-head (1 + w) q/k norms, five sliding-window
-                          layers per global one, local layers with their own RoPE base */
-    MP_ARCH_GEMMA,     /* GemmaForCausalLM (Gemma 1): x sqrt(C), (1 + w) pre-norms only, GeGLU (tanh
-                          GELU), 1/sqrt(HS), tied head, no soft-capping nor sliding window */
-    MP_ARCH_COUNT
-} MpArch;
-
-typedef enum MpFormat { MP_FORMAT_HF = 0, MP_FORMAT_GGUF } MpFormat;
-
-typedef enum MpRopeScaling {
-    MP_ROPE_NONE = 0,    /* default: inv_freq[i] = theta^(-2i/R) */
-    MP_ROPE_LINEAR,      /* default / factor */
-    MP_ROPE_LLAMA3,      /* Llama-3.1 smooth low-frequency scaling (HF rope_scaling llama3) */
-    MP_ROPE_FREQ_FACTORS,/* GGUF rope_freqs.weight: default / rope_freqs[i] (what llama3 becomes) */
-    MP_ROPE_LONGROPE,    /* Phi-3 longrope: short/long factor tables, cos/sin * attn_factor */
-} MpRopeScaling;
-
-/* Per-layer tensor roles. Global roles (layer argument ignored) come first. */
-typedef enum MpRole {
-    MP_ROLE_TOK_EMBD = 0, /* [V, C]                          model.embed_tokens / token_embd */
-    MP_ROLE_OUTPUT_NORM,  /* [C]                             model.norm / output_norm */
-    MP_ROLE_OUTPUT,       /* [V, C]                          lm_head / output (tied: TOK_EMBD) */
-    MP_ROLE_ATTN_NORM,    /* [C]                             input_layernorm / attn_norm */
-    MP_ROLE_Q,            /* [NH*HS, C]                      q_proj (phi3: rows of qkv_proj) */
-    MP_ROLE_K,            /* [NKV*HS, C]                     k_proj */
-    MP_ROLE_V,            /* [NKV*HS, C]                     v_proj */
-    MP_ROLE_Q_BIAS,       /* [NH*HS]     qwen2 only */
-    MP_ROLE_K_BIAS,       /* [NKV*HS]    qwen2 only */
-    MP_ROLE_V_BIAS,       /* [NKV*HS]    qwen2 only */
-    MP_ROLE_O,            /* [C, NH*HS]                      o_proj / attn_output */
-    MP_ROLE_Q_NORM,       /* [HS]        qwen3, shared by all heads; olmo2: [NH*HS] */
-    MP_ROLE_K_NORM,       /* [HS]        qwen3; olmo2: [NKV*HS] */
-    MP_ROLE_FFN_NORM,     /* [C]                             post_attention_layernorm / ffn_norm */
-    MP_ROLE_GATE,         /* [FF, C]                         gate_proj (phi3: rows [0,FF) of gate_up) */
-    MP_ROLE_UP,           /* [FF, C]                         up_proj (phi3: rows [FF,2FF)) */
-    MP_ROLE_DOWN,         /* [C, FF]                         down_proj / ffn_down */
-    MP_ROLE_ATTN_POST_NORM, /* [C]  olmo2 post_attention_layernorm / post_attention_norm */
-    MP_ROLE_FFN_POST_NORM,  /* [C]  olmo2 post_feedforward_layernorm / post_ffw_norm */
-    MP_ROLE_O_BIAS,         /* [C]  gptneox attention.dense.bias / attn_output.bias */
-    MP_ROLE_ATTN_NORM_BIAS, /* [C]  gptneox input_layernorm.bias / attn_norm.bias */
-    MP_ROLE_FFN_NORM_BIAS,  /* [C]  gptneox post_attention_layernorm.bias / ffn_norm.bias */
-    MP_ROLE_UP_BIAS,        /* [FF] gptneox mlp.dense_h_to_4h.bias / ffn_up.bias */
-    MP_ROLE_DOWN_BIAS,      /* [C]  gptneox mlp.dense_4h_to_h.bias / ffn_down.bias */
-    MP_ROLE_OUTPUT_NORM_BIAS, /* [C] GLOBAL (see mp_model_role_is_global): gptneox
-                                 final_layer_norm.bias / output_norm.bias */
-    MP_ROLE_COUNT
-} MpRole;
-#define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
-
-/* One tensor as stored in a file (borrowed view into the mmap). */
-typedef struct MpModelTensor {
-    const char *name;     /* borrowed from the MpSt / MpGguf that owns it */
-    MpWType type;
-    int ndim;             /* 0..8 (safetensors allows up to MP_ST_MAX_DIMS; GGUF 1..4) */
-    int64_t shape[8];     /* HF orientation, outermost first (GGUF ne reversed) */
-    const uint8_t *data;  /* nbytes bytes inside the mapped file */
-    size_t nbytes;
-    int file;             /* index into MpModel.file_names */
-} MpModelTensor;
-
-/* Where (role, layer) lives: a row slice of one stored tensor. */
-typedef struct MpModelRef {
-    int tensor;           /* index into MpModel.tensors, -1 when the role is absent */
-    int ndim;             /* shape of the served tensor: 1 ([rows]) or 2 ([rows, cols]) */
-    int64_t row0, rows, cols;
-    int unpermute_heads;  /* >0: GGUF llama Q/K: undo the interleave permutation over this many heads */
-    int add_one;          /* 1: HF gemma norm weight, served as 1 + w (f32) */
-    int qkv_interleave;   /* >0: HF gptneox query_key_value: rows stored per head as [q, k, v] blocks
-                             of this many rows (HS); served row j is stored row row0 + (j/HS)*3*HS + j%HS */
-} MpModelRef;
-
-typedef struct MpModel {
-    char path[4096];
-    MpFormat format;
-    MpArch arch;
-    /* hyperparameters */
-    int n_layers;         /* L */
-    int dim;              /* C */
-    int n_heads;          /* NH */
-    int n_kv_heads;       /* NKV */
-    int head_dim;         /* HS (config head_dim, else C/NH) */
-    int ffn;              /* FF */
-    int vocab;            /* V (rows of the embedding) */
-    double norm_eps;      /* rms_norm_eps */
-    int max_pos;          /* max_position_embeddings / context_length (0 unknown) */
-    int sliding_window;   /* 0 none; else attention is windowed for sequences longer than this */
-    int has_qkv_bias;     /* qwen2 */
-    int has_qk_norm;      /* qwen3 (per head), olmo2 (whole projection) */
-    int qk_norm_whole;    /* olmo2: q/k norm over all heads' values at once ([NH*HS], [NKV*HS]) */
-    int no_pre_norm;      /* olmo2: no norm before attention nor before the MLP */
-    int post_norm;        /* olmo2: norms of the attention and MLP outputs before the residual add */
-    int layer_norm;       /* gptneox: LayerNorm (mean removed) with bias, not RMSNorm */
-    int gelu_mlp;         /* gptneox: up (+bias) -> exact GELU -> down (+bias); no gate */
-    int parallel_residual;/* gptneox use_parallel_residual: x + attn(ln1(x)) + mlp(ln2(x)) */
-    int geglu;            /* gemma: gelu_pytorch_tanh(gate) * up instead of SwiGLU */
-    double embed_scale;   /* gemma: embeddings x this (sqrt(C), in the checkpoint's dtype for HF as
-                             Gemma2Model does; f32 for GGUF as llama.cpp does); 0 = none */
-    double attn_scale;    /* gemma: query_pre_attn_scalar^-1/2 (GGUF: llama.cpp's rule); 0 = 1/sqrt(HS) */
-    double attn_softcap;  /* gemma2 attn_logit_softcapping: scores -> c tanh(s / c) before the mask
-                             and softmax (the maps hold these capped scores); 0 = none */
-    double final_softcap; /* gemma2 final_logit_softcapping on the logits; 0 = none */
-    int tie_embeddings;   /* output projection = embedding */
-    int bos_id, eos_id;   /* -1 unknown */
-    /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
-    int rot_dim;          /* R = int(HS * partial_rotary_factor) */
-    double rope_theta;
-    MpRopeScaling rope_scaling;
-    double rope_factor;        /* linear/llama3 factor; longrope: max_pos/orig */
-    double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
-    int rope_orig_ctx;         /* llama3/longrope original_max_position_embeddings */
-    double rope_attn_factor;   /* multiplies cos and sin (longrope); 1 otherwise */
-    float *inv_freq;           /* [R/2] owned: the table for sequences <= rope_orig_ctx (or any) */
-    float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
-    float *inv_freq_local;     /* [R/2] owned, gemma3: the table of the sliding-window layers
-                                  (rope_local_base_freq, unscaled); NULL otherwise */
-    unsigned char *layer_local;/* [L] owned, gemma2/3: 1 for a sliding-window layer; NULL = none */
-    unsigned char *rope_layer; /* [L] owned: 1 where RoPE is applied, 0 in NoPE layers (HF config
-                                  "no_rope_layers", as SmolLM3 and `maskpos train --pos none`
-                                  write it); NULL = RoPE in every layer (GGUF has no such key) */
-    /* storage */
-    int n_files;
-    char **file_names;         /* [n_files] owned paths */
-    MpSt *st;                  /* [n_files] safetensors shards (HF), else NULL */
-    MpGguf *gguf;              /* GGUF file, else NULL */
-    MpModelTensor *tensors;    /* [n_tensors] every tensor of every file */
-    size_t n_tensors;
-    MpModelRef global[MP_ROLE_COUNT];         /* TOK_EMBD, OUTPUT_NORM, OUTPUT, OUTPUT_NORM_BIAS (other entries unused) */
-    MpModelRef *layer;         /* [L * MP_ROLE_COUNT] owned */
-    size_t bytes_read;         /* tensor bytes read through the accessors so far */
-} MpModel;
+#include "core/err.h"   /* MpErr, MP_OK/MP_ERR */
+#include "load/arch.h"  /* MpModel, MpArch, MpRole, ...: the description types */
 
 /* Opens an HF directory (or a file inside one) or a GGUF file. Everything is validated:
  * config keys, tensor presence, dtypes and shapes against the config, offsets against the file.
@@ -189,15 +40,7 @@ int mp_model_open_config(MpModel *m, const char *path, MpErr *e);
 int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const char *name, MpErr *e);
 void mp_model_free(MpModel *m); /* accepts a zeroed struct */
 
-const char *mp_model_arch_name(MpArch a);      /* "llama", "qwen3", ... */
-/* Gemma: layer l is a sliding-window (local) layer unless (l + 1) % period == 0; local_base > 0
- * also builds inv_freq_local (unscaled, base local_base). Used by both readers. */
-int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e);
-/* Sets the per-arch feature flags (has_qkv_bias, has_qk_norm, qk_norm_whole, no_pre_norm,
- * post_norm) from m->arch; both readers call it. */
-void mp_model_arch_features(MpModel *m);
 const char *mp_model_role_name(MpRole r);      /* "q", "k_norm", ... */
-const char *mp_model_rope_scaling_name(MpRopeScaling s);
 int mp_model_role_is_global(MpRole r);
 /* Name of the stored tensor holding (role, layer) in a file of format fmt for arch, e.g.
  * "model.layers.3.self_attn.q_proj.weight" / "blk.3.attn_q.weight"; phi3's Q/K/V and GATE/UP
@@ -239,8 +82,5 @@ uint64_t mp_model_param_count(const MpModel *m);
  * layers keeps resident after dequantisation (the embedding is read row by row, not counted). */
 uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers);
 
-/* RoPE table from hyperparameters (spec §2.2): fills inv_freq[R/2] (and inv_freq_long for
- * longrope, from the factor lists given, each R/2 long). Exposed for tests. */
-int mp_model_rope_init(MpModel *m, const double *short_factor, const double *long_factor, MpErr *e);
 
 #endif

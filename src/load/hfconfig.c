@@ -137,7 +137,9 @@ static int cfg_gemma3_local(MpModel *m, json_t *root, const char *path, MpErr *e
     return MP_OK;
 }
 
-static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
+/* model_type → arch, refusing what is not read; the activation the family runs. *type_out: the
+ * model_type string (borrowed from root). */
+static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char *path, MpErr *e) {
     if (!json_is_object(root)) return mp_err_set(e, "%s: not a JSON object", path);
     json_t *mt = json_object_get(root, "model_type");
     if (!json_is_string(mt)) return mp_err_set(e, "%s: missing or non-string key \"model_type\"", path);
@@ -171,7 +173,14 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         act = NULL;
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
         return mp_err_set(e, "%s: key \"hidden_act\": only \"%s\" is supported for %s", path, want_act, type);
+    *type_out = type;
+    return MP_OK;
+}
 
+/* Sizes, norms, tying, tokens and biases; sets the feature flags. */
+static int cfg_dims(MpModel *m, json_t *root, const char *type, const char *path, MpErr *e) {
+    const int neox = m->arch == MP_ARCH_GPTNEOX;
+    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
     int64_t v;
     if (cfg_int(root, "hidden_size", 1, 0, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
     m->dim = (int)v;
@@ -217,7 +226,13 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     if (neox && cfg_bool(root, "use_parallel_residual", 1, &m->parallel_residual, path, e)) return MP_ERR;
     if (mlp_bias) return mp_err_set(e, "%s: key \"mlp_bias\": true is not supported", path);
     mp_model_arch_features(m);
+    return MP_OK;
+}
 
+/* Sliding windows (refused but where a family has them) and Gemma's scales and caps. */
+static int cfg_windows(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
+    int64_t v;
     /* sliding windows */
     int use_sw = 0;
     if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
@@ -234,28 +249,11 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         m->sliding_window = (int)v;
     }
     if (gemma && cfg_gemma(m, root, path, e)) return MP_ERR;
+    return MP_OK;
+}
 
-    /* RoPE: transformers v5 "rope_parameters" or v4 rope_theta + rope_scaling */
-    json_t *rp = json_object_get(root, "rope_parameters");
-    json_t *rs = json_object_get(root, "rope_scaling");
-    const char *rs_key = "rope_scaling";
-    if (json_is_object(rp)) {
-        if (cfg_num(rp, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) return mp_err_prefix(e, "rope_parameters");
-        rs = rp;
-        rs_key = "rope_parameters";
-    } else if (cfg_num(root, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) {
-        return MP_ERR;
-    } else if (neox && !json_object_get(root, "rope_theta") && cfg_num(root, "rotary_emb_base", 0, 10000.0, &m->rope_theta, path, e)) {
-        return MP_ERR;
-    }
-    if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key \"rope_theta\" must be > 1", path);
-    double prf;
-    const char *prf_key = neox && !json_object_get(root, "partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
-    if (cfg_num(root, prf_key, 0, neox ? 0.25 : 1.0, &prf, path, e)) return MP_ERR;
-    if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"%s\" must be in (0, 1]", path, prf_key);
-    m->rot_dim = (int)(m->head_dim * prf);
-    if (m->rot_dim < 2 || m->rot_dim % 2)
-        return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);
+/* Per-layer RoPE switch (SmolLM3, `maskpos train --pos none`). */
+static int cfg_rope_layers(MpModel *m, json_t *root, int smollm3, const char *path, MpErr *e) {
     /* per-layer RoPE switch: "no_rope_layers": [1 = RoPE, 0 = none] per layer */
     json_t *nrl = json_object_get(root, "no_rope_layers");
     if (nrl && !json_is_null(nrl)) {
@@ -278,67 +276,111 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
         if (!m->rope_layer) return mp_err_set(e, "%s: out of memory", path);
         for (int j = 0; j < m->n_layers; j++) m->rope_layer[j] = (unsigned char)((j + 1) % (int)iv != 0);
     }
+    return MP_OK;
+}
+
+/* rope_scaling / rope_parameters (rs, named rs_key): the scaling type and its numbers; longrope's
+ * factor lists → *sf_out, *lf_out (new arrays). */
+static int cfg_rope_scaling(MpModel *m, json_t *root, json_t *rs, const char *rs_key, double **sf_out, double **lf_out,
+                            const char *path, MpErr *e) {
+    int64_t v;
+    double *sf = NULL, *lf = NULL;
+    if (!json_is_object(rs)) return mp_err_set(e, "%s: key \"%s\" is not an object", path, rs_key);
+    json_t *ty = json_object_get(rs, "rope_type");
+    if (!ty) ty = json_object_get(rs, "type");
+    const char *t = json_is_string(ty) ? json_string_value(ty) : NULL;
+    if (!t) return mp_err_set(e, "%s: %s.rope_type is missing", path, rs_key);
+    if (m->arch == MP_ARCH_PHI3 && (!strcmp(t, "su") || !strcmp(t, "yarn"))) t = "longrope";
+    if (!strcmp(t, "default")) {
+        /* nothing */
+    } else if (!strcmp(t, "linear")) {
+        m->rope_scaling = MP_ROPE_LINEAR;
+        if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
+    } else if (!strcmp(t, "llama3")) {
+        m->rope_scaling = MP_ROPE_LLAMA3;
+        if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e) ||
+            cfg_num(rs, "low_freq_factor", 1, 1, &m->rope_low_freq_factor, path, e) ||
+            cfg_num(rs, "high_freq_factor", 1, 1, &m->rope_high_freq_factor, path, e) ||
+            cfg_int(rs, "original_max_position_embeddings", 1, 0, 1, INT32_MAX, &v, path, e))
+            return mp_err_prefix(e, "%s (llama3)", rs_key);
+        m->rope_orig_ctx = (int)v;
+        if (!(m->rope_high_freq_factor > m->rope_low_freq_factor) || !(m->rope_low_freq_factor > 0))
+            return mp_err_set(e, "%s: %s: need high_freq_factor > low_freq_factor > 0", path, rs_key);
+    } else if (!strcmp(t, "longrope")) {
+        m->rope_scaling = MP_ROPE_LONGROPE;
+        int64_t orig;
+        if (cfg_int(root, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
+        if (!orig && cfg_int(rs, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
+        if (!orig && m->arch == MP_ARCH_PHI3) orig = 4096; /* Phi3Config default */
+        if (!orig) return mp_err_set(e, "%s: longrope needs original_max_position_embeddings", path);
+        m->rope_orig_ctx = (int)orig;
+        if (m->max_pos > 0) m->rope_factor = (double)m->max_pos / (double)orig;
+        else if (cfg_num(rs, "factor", 0, 1.0, &m->rope_factor, path, e)) return MP_ERR;
+        json_t *af = json_object_get(rs, "attention_factor");
+        if (af && !json_is_null(af)) {
+            if (cfg_num(rs, "attention_factor", 1, 1, &m->rope_attn_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
+        } else {
+            m->rope_attn_factor = m->rope_factor <= 1 ? 1.0 : sqrt(1 + log(m->rope_factor) / log((double)orig));
+        }
+        if (cfg_factor_list(rs, "short_factor", (size_t)m->rot_dim / 2, &sf, path, e)) return MP_ERR;
+        if (cfg_factor_list(rs, "long_factor", (size_t)m->rot_dim / 2, &lf, path, e)) {
+            free(sf);
+            return MP_ERR;
+        }
+    } else {
+        return mp_err_set(e, "%s: %s.rope_type \"%.30s\" is not supported (default, linear, llama3, longrope)", path, rs_key, t);
+    }
+    if (!(m->rope_factor > 0)) {
+        free(sf);
+        free(lf);
+        return mp_err_set(e, "%s: %s.factor must be > 0", path, rs_key);
+    }
+    *sf_out = sf;
+    *lf_out = lf;
+    return MP_OK;
+}
+
+/* RoPE: base, rotary dims, per-layer switch, scaling; builds the tables. */
+static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path, MpErr *e) {
+    const int neox = m->arch == MP_ARCH_GPTNEOX;
+    /* RoPE: transformers v5 "rope_parameters" or v4 rope_theta + rope_scaling */
+    json_t *rp = json_object_get(root, "rope_parameters");
+    json_t *rs = json_object_get(root, "rope_scaling");
+    const char *rs_key = "rope_scaling";
+    if (json_is_object(rp)) {
+        if (cfg_num(rp, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) return mp_err_prefix(e, "rope_parameters");
+        rs = rp;
+        rs_key = "rope_parameters";
+    } else if (cfg_num(root, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) {
+        return MP_ERR;
+    } else if (neox && !json_object_get(root, "rope_theta") && cfg_num(root, "rotary_emb_base", 0, 10000.0, &m->rope_theta, path, e)) {
+        return MP_ERR;
+    }
+    if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key \"rope_theta\" must be > 1", path);
+    double prf;
+    const char *prf_key = neox && !json_object_get(root, "partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
+    if (cfg_num(root, prf_key, 0, neox ? 0.25 : 1.0, &prf, path, e)) return MP_ERR;
+    if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"%s\" must be in (0, 1]", path, prf_key);
+    m->rot_dim = (int)(m->head_dim * prf);
+    if (m->rot_dim < 2 || m->rot_dim % 2)
+        return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);
+    if (cfg_rope_layers(m, root, !strcmp(type, "smollm3"), path, e)) return MP_ERR;
     m->rope_scaling = MP_ROPE_NONE;
     m->rope_attn_factor = 1.0;
     m->rope_factor = 1.0;
     double *sf = NULL, *lf = NULL;
-    if (rs && !json_is_null(rs)) {
-        if (!json_is_object(rs)) return mp_err_set(e, "%s: key \"%s\" is not an object", path, rs_key);
-        json_t *ty = json_object_get(rs, "rope_type");
-        if (!ty) ty = json_object_get(rs, "type");
-        const char *t = json_is_string(ty) ? json_string_value(ty) : NULL;
-        if (!t) return mp_err_set(e, "%s: %s.rope_type is missing", path, rs_key);
-        if (m->arch == MP_ARCH_PHI3 && (!strcmp(t, "su") || !strcmp(t, "yarn"))) t = "longrope";
-        if (!strcmp(t, "default")) {
-            /* nothing */
-        } else if (!strcmp(t, "linear")) {
-            m->rope_scaling = MP_ROPE_LINEAR;
-            if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
-        } else if (!strcmp(t, "llama3")) {
-            m->rope_scaling = MP_ROPE_LLAMA3;
-            if (cfg_num(rs, "factor", 1, 1, &m->rope_factor, path, e) ||
-                cfg_num(rs, "low_freq_factor", 1, 1, &m->rope_low_freq_factor, path, e) ||
-                cfg_num(rs, "high_freq_factor", 1, 1, &m->rope_high_freq_factor, path, e) ||
-                cfg_int(rs, "original_max_position_embeddings", 1, 0, 1, INT32_MAX, &v, path, e))
-                return mp_err_prefix(e, "%s (llama3)", rs_key);
-            m->rope_orig_ctx = (int)v;
-            if (!(m->rope_high_freq_factor > m->rope_low_freq_factor) || !(m->rope_low_freq_factor > 0))
-                return mp_err_set(e, "%s: %s: need high_freq_factor > low_freq_factor > 0", path, rs_key);
-        } else if (!strcmp(t, "longrope")) {
-            m->rope_scaling = MP_ROPE_LONGROPE;
-            int64_t orig;
-            if (cfg_int(root, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
-            if (!orig && cfg_int(rs, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
-            if (!orig && m->arch == MP_ARCH_PHI3) orig = 4096; /* Phi3Config default */
-            if (!orig) return mp_err_set(e, "%s: longrope needs original_max_position_embeddings", path);
-            m->rope_orig_ctx = (int)orig;
-            if (m->max_pos > 0) m->rope_factor = (double)m->max_pos / (double)orig;
-            else if (cfg_num(rs, "factor", 0, 1.0, &m->rope_factor, path, e)) return MP_ERR;
-            json_t *af = json_object_get(rs, "attention_factor");
-            if (af && !json_is_null(af)) {
-                if (cfg_num(rs, "attention_factor", 1, 1, &m->rope_attn_factor, path, e)) return mp_err_prefix(e, "%s", rs_key);
-            } else {
-                m->rope_attn_factor = m->rope_factor <= 1 ? 1.0 : sqrt(1 + log(m->rope_factor) / log((double)orig));
-            }
-            if (cfg_factor_list(rs, "short_factor", (size_t)m->rot_dim / 2, &sf, path, e)) return MP_ERR;
-            if (cfg_factor_list(rs, "long_factor", (size_t)m->rot_dim / 2, &lf, path, e)) {
-                free(sf);
-                return MP_ERR;
-            }
-        } else {
-            return mp_err_set(e, "%s: %s.rope_type \"%.30s\" is not supported (default, linear, llama3, longrope)", path, rs_key, t);
-        }
-        if (!(m->rope_factor > 0)) {
-            free(sf);
-            free(lf);
-            return mp_err_set(e, "%s: %s.factor must be > 0", path, rs_key);
-        }
-    }
+    if (rs && !json_is_null(rs) && cfg_rope_scaling(m, root, rs, rs_key, &sf, &lf, path, e)) return MP_ERR;
     int rc = mp_model_rope_init(m, sf, lf, e);
     free(sf);
     free(lf);
     if (rc == MP_OK && m->arch == MP_ARCH_GEMMA3) rc = cfg_gemma3_local(m, root, path, e);
     return rc;
+}
+
+static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    const char *type = NULL;
+    if (cfg_arch(m, root, &type, path, e) || cfg_dims(m, root, type, path, e) || cfg_windows(m, root, path, e)) return MP_ERR;
+    return cfg_rope(m, root, type, path, e);
 }
 
 /* Gemma 3 as Gemma3TextConfig reads it: the multimodal "gemma3" config keeps its text model in

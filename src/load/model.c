@@ -475,12 +475,12 @@ static int gguf_factors(MpModel *m, const char *name, size_t n, double **out, Mp
     return MP_OK;
 }
 
-static int gguf_describe(MpModel *m, MpErr *e) {
+/* general.architecture → arch into arch[64]; split files and experts refused. */
+static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
     const MpGguf *g = m->gguf;
     const MpGgufKv *kv = mp_gguf_find(g, "general.architecture");
-    char arch[64];
     if (!kv) return mp_err_set(e, "%s: missing key 'general.architecture'", g->path);
-    if (mp_gguf_kv_str(kv, arch, sizeof arch)) return mp_err_set(e, "%s: key 'general.architecture' is not a short string", g->path);
+    if (mp_gguf_kv_str(kv, arch, 64)) return mp_err_set(e, "%s: key 'general.architecture' is not a short string", g->path);
     if (!strcmp(arch, "llama")) m->arch = MP_ARCH_LLAMA;
     else if (!strcmp(arch, "qwen2")) m->arch = MP_ARCH_QWEN2;
     else if (!strcmp(arch, "qwen3")) m->arch = MP_ARCH_QWEN3;
@@ -498,6 +498,13 @@ static int gguf_describe(MpModel *m, MpErr *e) {
                           g->path, (long long)v);
     if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
     if (v > 0) return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts models are not supported", g->path, arch);
+    return MP_OK;
+}
+
+/* Sizes, heads, norm epsilon, residual layout, RoPE dims, context, window, special tokens. */
+static int gguf_dims(MpModel *m, const char *arch, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    int64_t v;
     if (gguf_int(g, arch, "block_count", 1, 0, 1, 4096, &v, e)) return MP_ERR;
     m->n_layers = (int)v;
     if (gguf_int(g, arch, "embedding_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
@@ -541,6 +548,12 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
     if (ek && (mp_gguf_kv_int(ek, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->eos_id = (int)v;
     mp_model_arch_features(m);
+    return MP_OK;
+}
+
+/* Gemma 1/2/3: llama.cpp's scales, caps and local layers. */
+static int gguf_gemma(MpModel *m, const char *arch, MpErr *e) {
+    const MpGguf *g = m->gguf;
     if (m->arch == MP_ARCH_GEMMA) { /* llama.cpp's gemma: f32 sqrt(C), 1/sqrt(HS) */
         m->embed_scale = sqrtf((float)m->dim);
         m->attn_scale = 1.0 / sqrt((double)m->head_dim);
@@ -563,6 +576,13 @@ static int gguf_describe(MpModel *m, MpErr *e) {
         if (!m->sliding_window) m->sliding_window = 4096; /* llama.cpp's default for gemma2 */
     }
 
+    return MP_OK;
+}
+
+/* Vocabulary from the embedding's rows, checked against {arch}.vocab_size. */
+static int gguf_vocab(MpModel *m, const char *arch, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    int64_t v;
     /* vocab from the embedding (ne[1]) */
     const MpGgufTensor *te = mp_gguf_find_tensor(g, "token_embd.weight");
     if (!te) return mp_err_set(e, "%s: missing tensor 'token_embd.weight'", g->path);
@@ -573,6 +593,13 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     if (v != m->vocab)
         return mp_err_set(e, "%s: key '%s.vocab_size' = %lld but tensor 'token_embd.weight' has %d rows", g->path, arch, (long long)v, m->vocab);
 
+    return MP_OK;
+}
+
+/* RoPE scaling (none, linear, rope_freqs, longrope) and the tables. */
+static int gguf_rope(MpModel *m, const char *arch, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    int64_t v;
     /* RoPE scaling */
     char st[32] = "none";
     const MpGgufKv *sk;
@@ -609,6 +636,12 @@ static int gguf_describe(MpModel *m, MpErr *e) {
     free(sf);
     free(lf);
     return rc;
+}
+
+static int gguf_describe(MpModel *m, MpErr *e) {
+    char arch[64];
+    if (gguf_arch(m, arch, e) || gguf_dims(m, arch, e) || gguf_gemma(m, arch, e) || gguf_vocab(m, arch, e)) return MP_ERR;
+    return gguf_rope(m, arch, e);
 }
 
 static int gguf_collect(MpModel *m, MpErr *e) {

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/files.h" /* mp_outdir_claim, mp_input_open */
+#include "core/files.h" /* mp_outdir_claim */
 #include "core/json.h"  /* MP_VERSION, mp_json_read, mp_json_write_atomic */
 #include "core/util.h"  /* mp_parse_i64, mp_parse_double, mp_path_join, mp_mkdir_p */
 

@@ -18,8 +18,8 @@
 
 #include "cli/cli.h"    /* mp_cli_* */
 #include "core/npy.h"   /* mp_npy_read, mp_npy_to_f64 */
-#include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list, mp_input_open */
+#include "core/files.h" /* mp_outfile_claim */
 #include "viz/cmap.h"   /* mp_plot_cmap_find */
 #include "viz/plot.h"   /* MpPlotPanel, MpPlotOptions, mp_plot_render_ex */
 

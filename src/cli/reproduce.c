@@ -18,9 +18,9 @@
 
 #include "cli/cli.h"      /* mp_cli_* */
 #include "cli/mpi_job.h"  /* mp_cli_mpi_share: probe stages under mpirun */
-#include "core/files.h"   /* mp_outdir_claim, mp_input_open */
+#include "core/files.h"   /* mp_outdir_claim */
 #include "core/mpi.h"     /* mp_mpi_size */
-#include "core/util.h"    /* mp_file_exists */
+#include "core/util.h"    /* mp_file_exists, mp_input_open */
 #include "load/model.h"   /* --model: opened before the stages */
 #include "repro/repro.h"  /* mp_repro_run */
 #include "repro/store.h"  /* mp_repro_models_ok, mp_repro_models_dir, mp_repro_stories_path */

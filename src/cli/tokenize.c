@@ -15,8 +15,8 @@
 
 #include "cli/cli.h"   /* mp_cli_* */
 #include "core/npy.h"  /* mp_npy_write / mp_npy_read */
-#include "core/util.h" /* mp_parse_i64, mp_time_now */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h" /* mp_parse_i64, mp_time_now, mp_input_open */
+#include "core/files.h" /* mp_outfile_claim */
 #include "tok/tok.h"   /* MpTok, encode/decode */
 
 static const char *tokenize_help =

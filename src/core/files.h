@@ -1,19 +1,14 @@
-/* files.h — what every command does with the files it reads and the folders it writes.
+/* files.h — the output folders (and single output files) a command claims for one run.
  *
  * Implements:
- *   - mp_input_open / mp_input_open_fd: open a file we are about to read (input of any loader)
- *     without blocking and refuse anything that is not a regular file — a FIFO would otherwise
- *     hang the reader for ever, a directory fails later with a confusing message. Every loader
- *     (safetensors, GGUF, config.json, tokenizer files, .npy, token files, corpora, checkpoints,
- *     plot inputs) opens its files through these.
- *   - mp_fsync_parent: flush a directory entry after a rename (used by atomic writes).
  *   - mp_outdir_claim: one run per output folder. A command that writes --out DIR claims it:
  *     an empty or new folder is claimed (a marker file ".maskpos-run" naming the command is
  *     written into it); a folder that already holds a maskpos run is refused unless the new run
  *     continues it (resume) or replaces it (force: the previous run's files are removed first);
  *     a non-empty folder that holds no maskpos run is refused unless the run says it continues
  *     what is there (resume), and nothing of the user's is ever deleted. mp_outfile_claim: the same for a single output file.
- * Does not: decide exit codes (cli/), or write the outputs (npy.h, json.h, util.h).
+ * Does not: decide exit codes (cli/), write the outputs (npy.h, json.h, util.h), or open inputs
+ * (mp_input_open and mp_fsync_parent are in util.h: the atomic writes below them need them).
  * Tested by: tests/test_core.c (FIFO, directory, claims), tests/test_badinput.c (every command).
  */
 #ifndef MP_FILES_H
@@ -23,14 +18,6 @@
 #include <stdio.h>
 
 #include "core/err.h" /* MpErr */
-
-/* Opens path read-only; refuses non-regular files ("<path>: is a directory" / "<path>: not a
- * regular file (a FIFO, socket or device)"). *size (may be NULL) gets the file length. */
-int mp_input_open_fd(const char *path, int64_t *size, MpErr *e);      /* fd, or -1 with a message */
-FILE *mp_input_open(const char *path, int64_t *size, MpErr *e);       /* "rb" stream, or NULL */
-
-/* fsync of the directory that holds path (the entry a rename created). */
-int mp_fsync_parent(const char *path, MpErr *e);
 
 #define MP_OUTDIR_MARKER ".maskpos-run"
 

@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h" /* MpAtomicFile */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h" /* MpAtomicFile, mp_input_open */
 
 static const struct {
     MpDtype dt;

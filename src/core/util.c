@@ -1,9 +1,9 @@
 /* util.c — see util.h. POSIX only (clock_gettime, getrusage, rename). */
 #include "core/util.h"
 
-#include "core/files.h" /* mp_input_open, mp_fsync_parent */
-
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -216,4 +216,67 @@ void mp_log(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+/* ================================================================ inputs */
+
+int mp_input_open_fd(const char *path, int64_t *size, MpErr *e) {
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer for ever */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        mp_err_set(e, "%s: cannot stat: %s", path, strerror(err));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        mp_err_set(e, S_ISDIR(st.st_mode) ? "%s: is a directory, not a file"
+                                          : "%s: not a regular file (a FIFO, socket or device); HINT: give a file",
+                   path);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        close(fd);
+        mp_err_set(e, "%s: cannot set blocking mode: %s", path, strerror(err));
+        return -1;
+    }
+    if (size) *size = (int64_t)st.st_size;
+    return fd;
+}
+
+FILE *mp_input_open(const char *path, int64_t *size, MpErr *e) {
+    int fd = mp_input_open_fd(path, size, e);
+    if (fd < 0) return NULL;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        mp_err_set(e, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
+/* ================================================================ durability */
+
+int mp_fsync_parent(const char *path, MpErr *e) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) return mp_err_set(e, "%s: path too long", path);
+    strcpy(buf, path);
+    const char *dir = dirname(buf);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return mp_err_set(e, "%s: cannot open its folder to sync: %s", path, strerror(errno));
+    int rc = fsync(fd);
+    int err = errno;
+    close(fd);
+    /* some file systems cannot sync a directory (EINVAL): the rename itself is then all we have */
+    if (rc != 0 && err != EINVAL && err != EROFS)
+        return mp_err_set(e, "%s: cannot sync its folder: %s", path, strerror(err));
+    return MP_OK;
 }

@@ -1,6 +1,9 @@
 /* util.h — small environment helpers shared by every stage.
  *
- * Implements: wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
+ * Implements: opening a file we are about to read (mp_input_open / mp_input_open_fd: without
+ * blocking, refusing anything that is not a regular file — a FIFO would otherwise hang the reader
+ * for ever, a directory fails later with a confusing message; every loader opens its files through
+ * these), wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
  * "<path>.tmp.<pid>"; commit fsyncs it, renames it and fsyncs the folder; abort unlinks it: neither
  * a crash nor a power loss leaves a partial file under the final name), strict number parsing for
  * CLI flags, and FNV-1a hashing.
@@ -18,6 +21,14 @@
 
 double mp_time_now(void);          /* seconds, monotonic */
 size_t mp_peak_rss_bytes(void);    /* peak resident set size of this process, bytes */
+
+/* Opens path read-only; refuses non-regular files ("<path>: is a directory" / "<path>: not a
+ * regular file (a FIFO, socket or device)"). *size (may be NULL) gets the file length. */
+int mp_input_open_fd(const char *path, int64_t *size, MpErr *e);      /* fd, or -1 with a message */
+FILE *mp_input_open(const char *path, int64_t *size, MpErr *e);       /* "rb" stream, or NULL */
+
+/* fsync of the directory that holds path (the entry a rename created). */
+int mp_fsync_parent(const char *path, MpErr *e);
 
 int mp_mkdir_p(const char *dir, MpErr *e);
 int mp_path_join(char *out, size_t cap, const char *dir, const char *name, MpErr *e);

@@ -8,7 +8,7 @@
 #include <omp.h>
 #endif
 
-#include "core/files.h" /* mp_outdir_claim, mp_file_read_all */
+#include "core/files.h" /* mp_outdir_claim */
 #include "core/json.h"  /* mp_json_read, mp_json_write_atomic, mp_json_add_provenance */
 #include "core/npy.h"   /* mp_npy_read, mp_npy_write */
 #include "core/util.h"  /* mp_file_exists, mp_path_join */

@@ -10,9 +10,9 @@
 #include <omp.h>
 #endif
 
-#include "core/files.h" /* mp_input_open, mp_outdir_claim */
+#include "core/files.h" /* mp_outdir_claim */
 #include "core/npy.h"   /* mp_npy_write (dump_batches) */
-#include "core/util.h"  /* mp_time_now, MpAtomicFile */
+#include "core/util.h"  /* mp_time_now, MpAtomicFile, mp_input_open */
 #include "tok/tok.h"    /* MpTok: the tokenizer */
 
 void mp_train_job_config_init(MpTrainJobConfig *c) {

@@ -1,7 +1,7 @@
 /* mapfile.c — see mapfile.h. */
 #include "load/mapfile.h"
 
-#include "core/files.h" /* mp_input_open_fd */
+#include "core/util.h" /* mp_input_open_fd */
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,8 +27,7 @@
 
 #include "core/err.h"    /* MpErr */
 #include "core/json.h"   /* mp_json_write_atomic */
-#include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64 */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64, mp_input_open */
 #include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
 #include "load/quant.h"  /* mp_f32_to_bf16 */
 #include "train/train.h" /* MpTrainConfig, MpTrainLayout, MpTrainOptHeader */

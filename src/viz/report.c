@@ -6,8 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h" /* MpAtomicFile, mp_path_join, mp_file_exists */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h" /* MpAtomicFile, mp_path_join, mp_file_exists, mp_input_open */
 #include "viz/view.h"  /* interactive viewers under the figures */
 
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,

@@ -12,10 +12,8 @@
 #endif
 
 #include "core/npy.h"  /* mp_npy_read */
-#include "core/util.h" /* mp_fnv1a64, MpAtomicFile */
-#include "core/files.h" /* mp_input_open: refuses a FIFO or directory */
+#include "core/util.h" /* mp_fnv1a64, MpAtomicFile, mp_input_open */
 #include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
-#include "model/probe_recency.h" /* mp_probe_acc_recency_seq, _free: probe --recency */
 
 /* ================================================================ token input */
 
@@ -193,7 +191,7 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->sink);
     free(a->entropy);
     free(a->pent);
-    mp_probe_acc_recency_free(a);
+    if (a->recency_free) a->recency_free(a); /* probe --recency */
     memset(a, 0, sizeof *a);
 }
 
@@ -369,7 +367,7 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
     mp_posmap_diagnorm(a->seqres, src, P);
     const int nb = a->nb;
     mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
-    if (a->recency) mp_probe_acc_recency_seq(a, li, scores); /* probe --recency: triples and lengths */
+    if (a->recency) a->recency_seq(a, li, scores); /* probe --recency: triples and lengths */
 }
 
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal) {

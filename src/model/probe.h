@@ -86,6 +86,11 @@ typedef struct MpProbeAcc {
     uint64_t *rp_seq;     /* [H, S] scratch: this sequence's row counts */
     double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
     double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
+    /* set by mp_probe_acc_recency_on (model/probe_recency.c), which this file does not include:
+     * called per layer slot with the sequence's scores once seqmap holds its head-mean map, and
+     * by mp_probe_acc_free */
+    void (*recency_seq)(struct MpProbeAcc *a, int li, const float *scores);
+    void (*recency_free)(struct MpProbeAcc *a);
 } MpProbeAcc;
 
 /* The accumulator's sums, as a table of arrays. Merging (below), resetting and the transfer

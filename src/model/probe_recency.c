@@ -19,6 +19,8 @@
 
 int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e) {
     MP_ASSERT(a->n_done == 0 && !a->recency);
+    a->recency_seq = mp_probe_acc_recency_seq; /* the accumulator calls back through these */
+    a->recency_free = mp_probe_acc_recency_free;
     const int S = a->S, L = a->L, H = a->H;
     if (S - a->skip < 3) return mp_err_set(e, "--recency needs at least 3 positions after the first (S = %d)", S);
     a->nlen = 0;

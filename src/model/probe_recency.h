@@ -30,10 +30,10 @@
 
 /* Before any sequence (after mp_probe_acc_skip): allocate and choose the lengths. */
 int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e);
-/* Called by mp_probe_acc_hook for layer slot li with the sequence's scores [H,S,S] once a->seqmap
- * holds its head-mean map. */
+/* Called by mp_probe_acc_hook (through a->recency_seq, set by mp_probe_acc_recency_on) for layer
+ * slot li with the sequence's scores [H,S,S] once a->seqmap holds its head-mean map. */
 void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores);
-void mp_probe_acc_recency_free(MpProbeAcc *a); /* by mp_probe_acc_free */
+void mp_probe_acc_recency_free(MpProbeAcc *a); /* by mp_probe_acc_free (through a->recency_free) */
 
 typedef struct MpProbeRecencyOut {
     int L, H, S, K, first;

@@ -8,7 +8,7 @@
  * tokenizer_config.json: the whole file) → hf_parts.c (normalizer, pre-tokenizer, decoder,
  * post-processor objects) and normalize.c → pretok.c → bpe.c (maps, the merge loop) → unicode.c →
  * text.c; encode.c → normalize.c, pretok.c, bpe.c; decode.c → text.c. Above them: vocab.c →
- * hf_load.c; gguf_vocab.c → vocab.c, spm.c; tok.c → gguf_vocab.c, hf_load.c, spm.c.
+ * hf_load.c; gguf_vocab.c → vocab.c, spm.c; open.c → gguf_vocab.c, hf_load.c, spm.c.
  */
 #ifndef MP_TOK_HF_H
 #define MP_TOK_HF_H

@@ -1,4 +1,6 @@
-/* tok.c — the tokenizer module's entry: opening a tokenizer by path, freeing it, id → token.
+/* open.c — the tokenizer module's entry: opening a tokenizer by path, freeing it, id → token.
+ * (Not named tok.c: tok.h is the public header of the whole module, which the files below
+ * include and implement; a tok.c would pair with it and look included by the files it calls.)
  *
  * Implements: mp_tok_init (a directory with tokenizer.json and maybe tokenizer_config.json, a
  * tokenizer.json path, a .gguf file or any file with the GGUF magic, "bytes", or a model

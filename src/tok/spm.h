@@ -1,5 +1,5 @@
 /* spm.h — the entry points of spm.c (llama.cpp's SentencePiece tokenizer for GGUF "llama"
- * vocabularies) that the dispatchers of tok.c, encode.c and decode.c call; not exported.
+ * vocabularies) that the dispatchers of open.c, encode.c and decode.c call; not exported.
  *
  * Implements nothing itself (spm.c does; mp_tok_init_spm is public, in tok.h).
  */

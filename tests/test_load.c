@@ -104,7 +104,9 @@ static void test_config(void **state) {
     cfg_expect("{\"model_type\":\"gpt2\"," CFG_BASE "}", "model_type");
     cfg_expect("{" CFG_BASE "}", "model_type");
     cfg_expect("{\"model_type\":\"llama\",\"num_local_experts\":8," CFG_BASE "}", "num_local_experts");
-    cfg_expect("{\"model_type\":\"qwen2\",\"use_sliding_window\":true," CFG_BASE "}", "use_sliding_window");
+    cfg_expect("{\"model_type\":\"qwen2\",\"use_sliding_window\":true," CFG_BASE "}", "use_sliding_window"); /* no window */
+    cfg_expect("{\"model_type\":\"llama\",\"use_sliding_window\":true,\"sliding_window\":8," CFG_BASE "}", "use_sliding_window");
+    cfg_expect("{\"model_type\":\"olmo2\",\"layer_types\":[\"sliding_attention\",\"full_attention\"]," CFG_BASE "}", "layer_types");
     cfg_expect("{\"model_type\":\"qwen3\",\"layer_types\":[\"full_attention\",\"sliding_attention\"]," CFG_BASE "}", "layer_types");
     cfg_expect("{\"model_type\":\"llama\",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}," CFG_BASE "}", "rope_type");
     cfg_expect("{\"model_type\":\"llama\",\"hidden_act\":\"gelu\"," CFG_BASE "}", "hidden_act");
@@ -205,7 +207,26 @@ static void test_real_world_configs(void **state) {
                             "\"rope_theta\":10000.0,\"max_position_embeddings\":32768}";
     memset(&m, 0, sizeof m);
     assert_int_equal(mp_hfconfig_parse(&m, mistral01, strlen(mistral01), "config.json", &e), MP_OK);
-    assert_int_equal(m.sliding_window, 4096); /* recorded for the forward pass to enforce */
+    assert_int_equal(m.sliding_window, 4096); /* MistralModel windows every layer */
+    assert_true(mp_model_layer_window(&m, 0) == 4096 && mp_model_layer_window(&m, 31) == 4096 && !mp_model_layer_window(&m, 32));
+    mp_model_free(&m);
+    /* Qwen2Config: with use_sliding_window, layers i >= max_window_layers; "layer_types" overrides */
+    const char *qsw = "{\"model_type\":\"qwen2\",\"use_sliding_window\":true,\"sliding_window\":8,\"max_window_layers\":1," CFG_BASE "}";
+    memset(&m, 0, sizeof m);
+    assert_int_equal(mp_hfconfig_parse(&m, qsw, strlen(qsw), "config.json", &e), MP_OK);
+    assert_true(mp_model_layer_window(&m, 0) == 0 && mp_model_layer_window(&m, 1) == 8);
+    mp_model_free(&m);
+    const char *qlt = "{\"model_type\":\"qwen3\",\"use_sliding_window\":true,\"sliding_window\":8,\"layer_types\":[\"sliding_attention\",\"full_attention\"]," CFG_BASE "}";
+    memset(&m, 0, sizeof m);
+    assert_int_equal(mp_hfconfig_parse(&m, qlt, strlen(qlt), "config.json", &e), MP_OK);
+    assert_true(mp_model_layer_window(&m, 0) == 8 && mp_model_layer_window(&m, 1) == 0);
+    mp_model_free(&m);
+    /* Gemma 2: even layers local (0-based), window "sliding_window" */
+    const char *g2 = "{\"model_type\":\"gemma2\",\"sliding_window\":16,\"head_dim\":16,\"hidden_size\":64,\"intermediate_size\":128,"
+                     "\"num_hidden_layers\":4,\"num_attention_heads\":4,\"vocab_size\":300}";
+    memset(&m, 0, sizeof m);
+    assert_int_equal(mp_hfconfig_parse(&m, g2, strlen(g2), "config.json", &e), MP_OK);
+    assert_true(mp_model_layer_window(&m, 0) == 16 && !mp_model_layer_window(&m, 1) && mp_model_layer_window(&m, 2) == 16 && !mp_model_layer_window(&m, 3));
     mp_model_free(&m);
     const char *qwen25 = "{\"model_type\":\"qwen2\",\"hidden_size\":3584,\"intermediate_size\":18944,\"num_hidden_layers\":28,"
                          "\"num_attention_heads\":28,\"num_key_value_heads\":4,\"sliding_window\":131072,\"use_sliding_window\":false,"

@@ -4,6 +4,8 @@
  *     safetensors reader) gives per-layer, per-head pre-softmax scores and logits for llama (GQA,
  *     tied, sharded bf16, llama3 rope scaling), mistral, qwen2 (biases), qwen3 (q/k norm, head_dim
  *     ≠ C/NH), phi3 (fused tensors, partial rotary, longrope), and the two counterfactuals;
+ *     sliding windows shorter than the sequence (gemma2, gemma3, mistral, qwen2's layers >=
+ *     max_window_layers, phi3; gemma2 also without the causal mask): NaN exactly outside;
  *   - format equivalence: the same random model written as an HF directory and as a GGUF (f32)
  *     gives the same maps, per arch, GQA ratio 2;
  *   - counterfactual sanity: without the mask, identical tokens give a purely relative map;
@@ -49,6 +51,13 @@ static const RefCase ref_cases[] = {
     {"gemma3", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 19 --rope-theta 1000000", "", "", 2, 24, 1, NULL},
     {"gemma", "--arch gemma --layers 2 --head-dim 32 --vocab 300 --seed 20", "", "", 2, 24, 1, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
+    /* sliding windows shorter than the sequence: keys with i - j >= W NaN, like the causal mask's */
+    {"gemma2-window8", "--arch gemma2 --layers 2 --head-dim 32 --vocab 300 --seed 22 --sliding-window 8", "", "", 2, 24, 1, NULL},
+    {"gemma2-window6-capped-bidir", "--arch gemma2 --layers 2 --vocab 300 --seed 23 --attn-softcap 1.5 --sliding-window 6", "--bidirectional", "--bidirectional", 2, 20, 0, NULL},
+    {"gemma3-window8", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 24 --rope-theta 1000000 --sliding-window 8", "", "", 2, 24, 1, NULL},
+    {"mistral-window8", "--arch mistral --layers 2 --vocab 300 --seed 25 --sliding-window 8", "", "", 2, 24, 1, NULL},
+    {"qwen2-window8-layer2", "--arch qwen2 --layers 2 --vocab 300 --seed 26 --sliding-window 8", "", "", 2, 24, 1, NULL},
+    {"phi3-window5", "--arch phi3 --layers 2 --vocab 300 --seed 27 --sliding-window 5", "", "", 2, 20, 1, NULL},
 };
 
 static void compare_scores(const char *what, const char *mine, const char *ref, double tol_rel) {
@@ -123,7 +132,9 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"gptneox", "--arch gptneox --kv-heads 4"},
                               {"gemma2", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4"},
                               {"gemma3", "--arch gemma3 --layers 6 --rope-theta 1000000"},
-                              {"gemma", "--arch gemma"}};
+                              {"gemma", "--arch gemma"},
+                              {"gemma2-window8", "--arch gemma2 --sliding-window 8"},
+                              {"gemma3-window16", "--arch gemma3 --layers 6 --rope-theta 1000000 --sliding-window 16"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

@@ -1,6 +1,7 @@
 /* test_model_oracle.c — llama.cpp as an oracle for the forward pass: for GGUF models written by
  * `maskpos mkmodel` (llama with and without llama3 RoPE scaling, qwen3, qwen2, phi3 with and
- * without longrope, olmo2, gemma2 with and without small soft-caps; 4 query heads on 2 KV heads;
+ * without longrope, olmo2, gemma2 with and without small soft-caps, gemma2 and gemma3 with sliding
+ * windows (8) shorter than the input; 4 query heads on 2 KV heads;
  * gptneox with 4 on 4, parallel and sequential residual; f32 weights), `maskpos logits --out` must give
  * the same next-token log-probabilities as llama.cpp (prebuilt CPU backend through node-llama-cpp,
  * tests/oracle-llama/logits.mjs: controlledEvaluate with generateNext.logits, flash attention off,
@@ -45,6 +46,11 @@ static void test_logprobs_match_llama_cpp(void **state) {
                               {"gemma2-capped", "--arch gemma2 --attn-softcap 1.5 --final-softcap 4", 5e-3},
                               {"gemma3", "--arch gemma3 --layers 6 --head-dim 32 --rope-theta 1000000", 5e-3},
                               {"gemma", "--arch gemma --head-dim 32", 5e-3},
+                              /* windows shorter than the 40 tokens: llama.cpp's SWA mask (is_masked_swa); the
+                               * bound discriminates: one key more or less in the window (W = 7 or 9 run
+                               * against llama.cpp's W = 8) measured 2.0 / 2.3 (gemma2), 5.7 / 5.0 (gemma3) */
+                              {"gemma2-window8", "--arch gemma2 --head-dim 32 --sliding-window 8", 5e-3},
+                              {"gemma3-window8", "--arch gemma3 --layers 6 --head-dim 32 --rope-theta 1000000 --sliding-window 8", 5e-3},
                               {"gptneox-sequential", "--arch gptneox --kv-heads 4 --no-parallel-residual --partial-rotary 0.5", 2e-3}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };

@@ -100,7 +100,7 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
            m->n_heads / m->n_kv_heads, m->head_dim);
     printf("ffn size:       %d\n", m->ffn);
     printf("vocab size:     %d\n", m->vocab);
-    printf("rms norm eps:   %g\n", m->norm_eps);
+    printf("%s%g\n", m->layer_norm ? "layer norm eps: " : "rms norm eps:   ", m->norm_eps); /* gptneox: LayerNorm's eps */
     printf("qkv bias:       %s\nqk norm:        %s\ntied embedding: %s\n", m->has_qkv_bias ? "yes" : "no",
            m->has_qk_norm ? "yes" : "no", m->tie_embeddings ? "yes" : "no");
     if (m->post_norm || m->layer_norm) /* families whose block differs from Llama's */
@@ -111,14 +111,21 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     if (m->layer_local) {
         int nl = 0;
         for (int l = 0; l < m->n_layers; l++) nl += m->layer_local[l];
-        printf("local layers:   %d of %d (RoPE base %g)\n", nl, m->n_layers,
-               m->inv_freq_local && m->rot_dim >= 4 ? pow((double)m->inv_freq_local[1], -(double)m->rot_dim / 2.0) : 0.0);
+        printf("local layers:   %d of %d", nl, m->n_layers);
+        if (m->inv_freq_local) /* gemma3: their own RoPE base */
+            printf(" (RoPE base %g)", m->rot_dim >= 4 ? pow((double)m->inv_freq_local[1], -(double)m->rot_dim / 2.0) : 0.0);
+        printf("\n");
     }
     if (m->embed_scale > 0)
         printf("gemma:          embeddings x %.7g, attention scale %.7g, soft-capping %g (scores) / %g (logits); 0 = none\n",
                m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap);
     printf("max positions:  %d\n", m->max_pos);
-    if (m->sliding_window) printf("sliding window: %d (sequences longer than this are not supported)\n", m->sliding_window);
+    if (m->sliding_window) {
+        int nw = 0;
+        for (int l = 0; l < m->n_layers; l++) nw += mp_model_layer_window(m, l) > 0;
+        printf("sliding window: %d in %d of %d layers (query i sees key j when i - j < %d)\n", m->sliding_window, nw, m->n_layers,
+               m->sliding_window);
+    }
     else printf("sliding window: none\n");
     printf("bos / eos:      %d / %d\n", m->bos_id, m->eos_id);
     if (m->rope_layer) {

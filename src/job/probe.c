@@ -289,6 +289,7 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
         mp_fwd_init(&s->f, s->m, &s->fc, e) != MP_OK)
         return MP_ERR;
     if (probe_stats_skip(s->m, &s->tk)) mp_probe_acc_skip(&s->acc, 1);
+    mp_probe_acc_windows(&s->acc, s->m); /* sliding-window layers: keys outside the window unobserved */
     if (r->probs) { /* the probabilities after each layer's softmax */
         if (mp_probe_acc_probs_on(&s->acc, e) != MP_OK) return MP_ERR;
         s->f.probs_hook = mp_probe_acc_probs_hook;
@@ -315,6 +316,9 @@ static uint64_t probe_run_key(const ProbeState *s) {
         const int64_t sk = s->acc.skip;
         key = mp_fnv1a64(&sk, sizeof sk, key);
     }
+    int windowed = 0; /* sliding windows that mask at this S (none: the key of an older maskpos) */
+    for (int l = 0; l < s->acc.L; l++) windowed |= s->acc.window[l] > 0;
+    if (windowed) key = mp_fnv1a64(s->acc.window, sizeof(int) * (size_t)s->acc.L, key);
     return key;
 }
 
@@ -468,6 +472,18 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "head_dim", json_integer(m->head_dim));
     json_object_set_new(j, "causal", json_boolean(s->causal));
     json_object_set_new(j, "rope", json_boolean(s->rope));
+    if (m->sliding_window > 0) { /* each selected layer's window */
+        json_t *wj = json_array();
+        for (int l = 0; l < res->L; l++) {
+            const int w = mp_model_layer_window(m, res->layers[l]);
+            json_array_append_new(wj, w > 0 ? json_integer(w) : json_null());
+        }
+        json_object_set_new(j, "layer_windows", wj);
+        json_object_set_new(j, "layer_windows_of",
+                            json_string("per selected layer: its sliding window W (null: every earlier key). Query i sees key "
+                                        "j only when i - j < W; the other entries are not observed, NaN in the score maps like "
+                                        "the causal mask's, 0 in probs; they mask nothing when seq <= W"));
+    }
     if (m->attn_softcap > 0) { /* gemma2: which scores the maps hold */
         json_object_set_new(j, "scores_are", json_string("soft-capped: c * tanh(s / c) of the scaled scores s, with c = "
                                                          "attn_logit_softcapping (meta: attn_softcap); what the softmax receives"));

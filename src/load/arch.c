@@ -57,6 +57,11 @@ int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e) {
     return MP_OK;
 }
 
+int mp_model_layer_window(const MpModel *m, int l) {
+    if (m->sliding_window <= 0 || l < 0 || l >= m->n_layers) return 0;
+    return !m->layer_local || m->layer_local[l] ? m->sliding_window : 0;
+}
+
 /* ================================================================ RoPE (spec §2.2) */
 
 int mp_model_rope_init(MpModel *m, const double *short_factor, const double *long_factor, MpErr *e) {

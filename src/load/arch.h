@@ -121,7 +121,9 @@ typedef struct MpModel {
     int vocab;            /* V (rows of the embedding) */
     double norm_eps;      /* rms_norm_eps */
     int max_pos;          /* max_position_embeddings / context_length (0 unknown) */
-    int sliding_window;   /* 0 none; else attention is windowed for sequences longer than this */
+    int sliding_window;   /* 0 none; else W: in the windowed layers (layer_local, or every layer when
+                             layer_local is NULL: mistral, phi3) query i sees key j only when
+                             i - j < W (mp_model_layer_window) */
     int has_qkv_bias;     /* qwen2 */
     int has_qk_norm;      /* qwen3 (per head), olmo2 (whole projection) */
     int qk_norm_whole;    /* olmo2: q/k norm over all heads' values at once ([NH*HS], [NKV*HS]) */
@@ -151,7 +153,9 @@ typedef struct MpModel {
     float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
     float *inv_freq_local;     /* [R/2] owned, gemma3: the table of the sliding-window layers
                                   (rope_local_base_freq, unscaled); NULL otherwise */
-    unsigned char *layer_local;/* [L] owned, gemma2/3: 1 for a sliding-window layer; NULL = none */
+    unsigned char *layer_local;/* [L] owned, gemma2/3, qwen2/3 (use_sliding_window): 1 for a
+                                  sliding-window layer; NULL = every layer windowed when
+                                  sliding_window > 0 (mistral, phi3), else none */
     unsigned char *rope_layer; /* [L] owned: 1 where RoPE is applied, 0 in NoPE layers (HF config
                                   "no_rope_layers", as SmolLM3 and `maskpos train --pos none`
                                   write it); NULL = RoPE in every layer (GGUF has no such key) */
@@ -172,6 +176,12 @@ const char *mp_model_arch_name(MpArch a);      /* "llama", "qwen3", ... */
 /* Gemma: layer l is a sliding-window (local) layer unless (l + 1) % period == 0; local_base > 0
  * also builds inv_freq_local (unscaled, base local_base). Used by both readers. */
 int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e);
+
+/* The attention window of layer l (0-based): 0 = every earlier key (the causal mask alone); W > 0
+ * = key j is visible from query i only when i - j < W (W keys, the query's own included), as
+ * transformers' masking_utils (sliding_window_overlay: kv_idx > q_idx - W) and llama.cpp
+ * (is_masked_swa, LLAMA_SWA_TYPE_STANDARD: masked when p1 - p0 >= n_swa) both define it. */
+int mp_model_layer_window(const MpModel *m, int l);
 
 /* Sets the per-arch feature flags (has_qkv_bias, has_qk_norm, qk_norm_whole, no_pre_norm,
  * post_norm) from m->arch; both readers call it. */

@@ -89,9 +89,8 @@ static int cfg_factor_list(json_t *obj, const char *key, size_t n, double **out,
     return MP_OK;
 }
 
-/* Gemma 2: the scales and caps. Every other layer is a sliding-window layer (window
- * "sliding_window"); recorded in MpModel.sliding_window, so sequences longer than the window are
- * refused by the forward pass (windowed maps are not implemented). */
+/* Gemma 2 and 3: the scales and caps, and the window W = "sliding_window" of the local layers
+ * (which ones: cfg_gemma_local). */
 static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int64_t v;
     double q;
@@ -115,26 +114,68 @@ static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
     return MP_OK;
 }
 
-/* Gemma 3's local layers: "layer_types" (sliding_attention / full_attention) or every layer but
- * each sliding_window_pattern-th; their RoPE base rope_local_base_freq, unscaled. */
-static int cfg_gemma3_local(MpModel *m, json_t *root, const char *path, MpErr *e) {
-    double lb;
-    int64_t period;
-    if (cfg_num(root, "rope_local_base_freq", 0, 10000.0, &lb, path, e)) return MP_ERR;
-    if (cfg_int(root, "sliding_window_pattern", 0, 6, 1, 4096, &period, path, e)) return MP_ERR;
-    if (mp_model_local_layers(m, (int)period, lb, e)) return mp_err_prefix(e, "%s", path);
+/* "layer_types" (sliding_attention / full_attention per layer), when present, into layer_local
+ * (allocated by the caller). */
+static int cfg_layer_types(MpModel *m, json_t *root, const char *path, MpErr *e) {
     json_t *lt = json_object_get(root, "layer_types");
-    if (json_is_array(lt)) {
-        if (json_array_size(lt) != (size_t)m->n_layers)
-            return mp_err_set(e, "%s: key \"layer_types\" must list the %d layers", path, m->n_layers);
-        for (int l = 0; l < m->n_layers; l++) {
-            const char *t = json_string_value(json_array_get(lt, (size_t)l));
-            if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
-                return mp_err_set(e, "%s: key \"layer_types\"[%d] is not sliding_attention or full_attention", path, l);
-            m->layer_local[l] = !strcmp(t, "sliding_attention");
-        }
+    if (!json_is_array(lt)) return MP_OK;
+    if (json_array_size(lt) != (size_t)m->n_layers)
+        return mp_err_set(e, "%s: key \"layer_types\" must list the %d layers", path, m->n_layers);
+    for (int l = 0; l < m->n_layers; l++) {
+        const char *t = json_string_value(json_array_get(lt, (size_t)l));
+        if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
+            return mp_err_set(e, "%s: key \"layer_types\"[%d] is not sliding_attention or full_attention", path, l);
+        m->layer_local[l] = !strcmp(t, "sliding_attention");
     }
     return MP_OK;
+}
+
+/* Gemma 3's local layers: "layer_types" or every layer but each sliding_window_pattern-th; their
+ * RoPE base rope_local_base_freq, unscaled. Gemma 2: every other layer (HF Gemma2: layer l is
+ * local when l is even; llama.cpp set_swa_pattern(2)), or "layer_types". */
+static int cfg_gemma_local(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    double lb = 0;
+    int64_t period = 2;
+    if (m->arch == MP_ARCH_GEMMA3 && (cfg_num(root, "rope_local_base_freq", 0, 10000.0, &lb, path, e) ||
+                                      cfg_int(root, "sliding_window_pattern", 0, 6, 1, 4096, &period, path, e)))
+        return MP_ERR;
+    if (mp_model_local_layers(m, (int)period, lb, e)) return mp_err_prefix(e, "%s", path);
+    return cfg_layer_types(m, root, path, e);
+}
+
+/* The sliding windows of the other families, as their HF classes apply them:
+ *   - mistral, phi3: "sliding_window" (null or absent: none) in every layer (MistralModel and
+ *     Phi3Model build create_sliding_window_causal_mask whenever it is set);
+ *   - qwen2, qwen3: only with "use_sliding_window" true, then in layers l >= max_window_layers
+ *     (default 28), or as "layer_types" says;
+ *   - the rest: refused unless every layer is full_attention.
+ * GGUF files follow llama.cpp instead, which windows none of these (model.c). */
+static int cfg_windows_hf(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    int64_t v;
+    int use_sw = 0;
+    const int qwen = m->arch == MP_ARCH_QWEN2 || m->arch == MP_ARCH_QWEN3;
+    const int mist = m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3;
+    if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
+    if (use_sw && !qwen) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported for this family", path);
+    json_t *lt = json_object_get(root, "layer_types");
+    if (json_is_array(lt) && !mist && !(qwen && use_sw)) { /* qwen: sliding layers only with use_sliding_window */
+        size_t i;
+        json_t *x;
+        json_array_foreach(lt, i, x) if (json_is_string(x) && strcmp(json_string_value(x), "full_attention"))
+            return mp_err_set(e, "%s: key \"layer_types\"[%zu] = \"%.30s\": only full_attention layers are supported", path, i, json_string_value(x));
+    }
+    if (!mist && !use_sw) return MP_OK;
+    if (cfg_int(root, "sliding_window", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+    if (qwen && v < 1) return mp_err_set(e, "%s: key \"use_sliding_window\" is true but \"sliding_window\" is not a positive integer", path);
+    m->sliding_window = (int)v;
+    if (!m->sliding_window || (mist && !json_is_array(lt))) return MP_OK; /* mistral, phi3: every layer */
+    int64_t mwl = 0;
+    if (qwen && cfg_int(root, "max_window_layers", 0, 28, 0, INT32_MAX, &mwl, path, e)) return MP_ERR;
+    free(m->layer_local);
+    m->layer_local = malloc((size_t)m->n_layers);
+    if (!m->layer_local) return mp_err_set(e, "%s: out of memory", path);
+    for (int l = 0; l < m->n_layers; l++) m->layer_local[l] = (unsigned char)(l >= mwl);
+    return cfg_layer_types(m, root, path, e);
 }
 
 /* model_type → arch, refusing what is not read; the activation the family runs. *type_out: the
@@ -229,27 +270,12 @@ static int cfg_dims(MpModel *m, json_t *root, const char *type, const char *path
     return MP_OK;
 }
 
-/* Sliding windows (refused but where a family has them) and Gemma's scales and caps. */
+/* Sliding windows (cfg_windows_hf; Gemma's local layers: cfg_gemma_local, after the RoPE tables)
+ * and Gemma's scales and caps. */
 static int cfg_windows(MpModel *m, json_t *root, const char *path, MpErr *e) {
     const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
-    int64_t v;
-    /* sliding windows */
-    int use_sw = 0;
-    if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
-    if (use_sw) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported", path);
-    json_t *lt = json_object_get(root, "layer_types");
-    if (json_is_array(lt) && !gemma) {
-        size_t i;
-        json_t *x;
-        json_array_foreach(lt, i, x) if (json_is_string(x) && strcmp(json_string_value(x), "full_attention"))
-            return mp_err_set(e, "%s: key \"layer_types\"[%zu] = \"%.30s\": only full_attention layers are supported", path, i, json_string_value(x));
-    }
-    if (m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3) {
-        if (cfg_int(root, "sliding_window", 0, 0, 0, INT32_MAX, &v, path, e)) return MP_ERR;
-        m->sliding_window = (int)v;
-    }
-    if (gemma && cfg_gemma(m, root, path, e)) return MP_ERR;
-    return MP_OK;
+    if (!gemma) return cfg_windows_hf(m, root, path, e);
+    return cfg_gemma(m, root, path, e);
 }
 
 /* Per-layer RoPE switch (SmolLM3, `maskpos train --pos none`). */
@@ -373,7 +399,7 @@ static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path
     int rc = mp_model_rope_init(m, sf, lf, e);
     free(sf);
     free(lf);
-    if (rc == MP_OK && m->arch == MP_ARCH_GEMMA3) rc = cfg_gemma3_local(m, root, path, e);
+    if (rc == MP_OK && (m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA2)) rc = cfg_gemma_local(m, root, path, e);
     return rc;
 }
 

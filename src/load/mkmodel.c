@@ -37,9 +37,10 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->parallel_residual = 1;
     s->attn_softcap = 50.0;
     s->final_softcap = 30.0;
-    s->sliding_window = 4096;
+    s->sliding_window = 0; /* the family's default */
 }
 
+static int mk_window(const MpMkSpec *s) { return s->sliding_window > 0 ? s->sliding_window : 4096; } /* gemma2/3 */
 static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
@@ -389,9 +390,11 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_object_set_new(c, "eos_token_id", json_integer(s->vocab - 1));
     if (s->arch != MP_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_false());
     if (s->arch == MP_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_false());
-    if (s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3) json_object_set_new(c, "use_sliding_window", json_false());
-    if (s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3)
-        json_object_set_new(c, "sliding_window", json_null());
+    const int qwen = s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;
+    if (qwen) json_object_set_new(c, "use_sliding_window", json_boolean(s->sliding_window > 0));
+    if (qwen && s->sliding_window > 0) json_object_set_new(c, "max_window_layers", json_integer(s->layers / 2));
+    if (s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || qwen)
+        json_object_set_new(c, "sliding_window", s->sliding_window > 0 ? json_integer(s->sliding_window) : json_null());
     if (s->arch == MP_ARCH_PHI3) {
         json_object_set_new(c, "partial_rotary_factor", json_real(s->partial_rotary));
         json_object_set_new(c, "original_max_position_embeddings", json_integer(mk_orig_ctx(s)));
@@ -422,7 +425,7 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(c, "query_pre_attn_scalar", json_integer(mk_head_dim(s)));
         json_object_set_new(c, "attn_logit_softcapping", s->attn_softcap > 0 ? json_real(s->attn_softcap) : json_null());
         json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
-        json_object_set_new(c, "sliding_window", json_integer(s->sliding_window));
+        json_object_set_new(c, "sliding_window", json_integer(mk_window(s)));
         json_object_set_new(c, "tie_word_embeddings", json_true());
         if (s->arch == MP_ARCH_GEMMA) { /* Gemma 1: none of Gemma 2's scales, caps or windows */
             json_object_del(c, "query_pre_attn_scalar");
@@ -661,7 +664,7 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
     if (mk_gemma(s) && s->arch != MP_ARCH_GEMMA) {
         if (s->attn_softcap > 0) mp_gguf_w_f32(&w, KEY("attn_logit_softcapping"), (float)s->attn_softcap);
         if (s->final_softcap > 0) mp_gguf_w_f32(&w, KEY("final_logit_softcapping"), (float)s->final_softcap);
-        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), (uint32_t)s->sliding_window);
+        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), (uint32_t)mk_window(s));
         if (s->arch == MP_ARCH_GEMMA3) mp_gguf_w_f32(&w, KEY("rope.freq_base_swa"), 10000.0f);
     }
     if (s->arch == MP_ARCH_GPTNEOX) {
@@ -736,7 +739,13 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     if (mk_gemma(s) && !s->tie) return mp_err_set(e, "internal: gemma is tied");
     if ((s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA) && (s->attn_softcap > 0 || s->final_softcap > 0))
         return mp_err_set(e, "--attn-softcap / --final-softcap are for --arch gemma2 (Gemma 3 has none)");
-    if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 1) return mp_err_set(e, "bad soft-capping or sliding window");
+    if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 0) return mp_err_set(e, "bad soft-capping or sliding window");
+    const int swa_hf = s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;
+    if (s->sliding_window > 0 && !mk_gemma(s) && !swa_hf)
+        return mp_err_set(e, "--sliding-window is for --arch gemma2, gemma3, mistral, phi3, qwen2 or qwen3");
+    if (s->sliding_window > 0 && s->arch == MP_ARCH_GEMMA) return mp_err_set(e, "--sliding-window: Gemma 1 has no sliding window");
+    if (s->sliding_window > 0 && swa_hf && s->format == MP_FORMAT_GGUF)
+        return mp_err_set(e, "--sliding-window: llama.cpp windows no %s layer, so its GGUF has no such key (HF only)", mp_model_arch_name(s->arch));
     if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
     int rd = mk_rot_dim(s);
     if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);

@@ -39,7 +39,8 @@ typedef struct MpMkSpec {
     int max_pos;                /* 0: 131072 with rope scaling, else 4096 */
     int parallel_residual;      /* gptneox use_parallel_residual (default 1) */
     double attn_softcap, final_softcap; /* gemma2 soft-capping (defaults 50, 30 as Gemma 2) */
-    int sliding_window;         /* gemma2 sliding_window (default 4096) */
+    int sliding_window;         /* 0: the family's default (gemma2/3 4096, others none); gemma2/3 local
+                                   layers', mistral/phi3 every layer's, qwen2/3 layers >= L/2 (HF) */
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);

@@ -542,7 +542,12 @@ static int gguf_dims(MpModel *m, const char *arch, MpErr *e) {
     if (gguf_int(g, arch, "context_length", 0, 0, 1, INT32_MAX, &v, e)) return MP_ERR; /* present: >= 1 */
     m->max_pos = (int)v;
     if (gguf_int(g, arch, "attention.sliding_window", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
-    m->sliding_window = (int)v;
+    /* windows as llama.cpp applies them: gemma2 and gemma3 only (below); its llama (Mistral's
+     * GGUFs), qwen2/3 and phi3 ("Phi SWA is currently disabled") attend to every earlier key
+     * whatever this key says; its olmo2 windows 3 of 4 layers, which maskpos does not do */
+    if (m->arch == MP_ARCH_OLMO2 && v > 0)
+        return mp_err_set(e, "%s: key '%s.attention.sliding_window' = %lld: sliding-window olmo2 layers are not supported", g->path, arch, (long long)v);
+    m->sliding_window = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 ? (int)v : 0;
     const MpGgufKv *bk = mp_gguf_find(g, "tokenizer.ggml.bos_token_id"), *ek = mp_gguf_find(g, "tokenizer.ggml.eos_token_id");
     m->bos_id = m->eos_id = -1;
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
@@ -574,6 +579,7 @@ static int gguf_gemma(MpModel *m, const char *arch, MpErr *e) {
             return MP_ERR;
         if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a negative soft-capping value", g->path);
         if (!m->sliding_window) m->sliding_window = 4096; /* llama.cpp's default for gemma2 */
+        if (mp_model_local_layers(m, 2, 0, e)) return MP_ERR; /* layers 0, 2, 4, ... local (set_swa_pattern(2)) */
     }
 
     return MP_OK;

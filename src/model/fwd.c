@@ -257,9 +257,6 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512, avx512bf16)", kname);
     const int kset = mp_fwd_kernel_set((MpFwdKernel)kreq);
     if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname);
-    if (m->sliding_window > 0 && cfg->max_seq > m->sliding_window)
-        return mp_err_set(e, "%s: sequences of %d tokens exceed the sliding window (%d), which is not implemented",
-                          m->path, cfg->max_seq, m->sliding_window);
     f->m = m;
     f->cfg = *cfg;
     f->kernel = (MpFwdKernel)kset;
@@ -438,6 +435,16 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     fwd_capture(f, r, layer, MP_FWD_AT_K, f->k, (int)ldk);
 }
 
+/* The sliding window of a local layer on row i of its scores [T] (T > W): keys j with i - j >= W
+ * become -inf, as the causal mask's (HF masking_utils, llama.cpp is_masked_swa); without the causal
+ * mask (--bidirectional) the window stays, both ways: |i - j| >= W masked too. The softmax then
+ * gives those keys an exact 0, so the values mixed are those of the window alone. */
+static void fwd_window_row(float *row, int i, int T, int W, int causal) {
+    for (int j = 0; j <= i - W; j++) row[j] = -INFINITY;
+    if (!causal)
+        for (int j = i + W; j < T; j++) row[j] = -INFINITY;
+}
+
 /* Rows [t0, T) of f->ao [T, NH*HS] = softmax(scores) · v per head. Two parallel passes over
  * (head, 16-row block):
  *   1. scores (scale and causal mask fused into the kernel) into f->scores [NH, ldt, ldt]; the
@@ -452,6 +459,7 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
     const int64_t ldq = (int64_t)NH * HS;
     const float scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)); /* gemma: query_pre_attn_scalar */
     const float cap = (float)f->m->attn_softcap;
+    const int W = mp_model_layer_window(f->m, layer), win = W > 0 && T > W ? W : 0; /* within the window: nothing masked */
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
     const double attn_work = (double)NH * n * T * HS;
     (void)attn_work; /* only read by the OpenMP if() clauses */
@@ -463,6 +471,8 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
                                HS, ldt, causal, scale, i0, i1);
             if (cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
                 for (int i = i0; i < i1; i++) mp_fwd_softcap(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, causal ? (size_t)i + 1 : (size_t)T, cap);
+            if (win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
+                for (int i = i0; i < i1; i++) fwd_window_row(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, i, T, win, causal);
         }
     if (hook) hook(ctx, layer, f->scores, NH, T);
     if (scores_only) return;

@@ -28,8 +28,11 @@
  * so the resident set is the packed layers plus activations.
  * mp_fwd_extend (cfg.kv_cache) adds one position at a time — sampling — with every layer's keys
  * and values cached: the same bits as mp_fwd_run on the whole prefix, at the cost of one row.
- * Does not: implement sliding-window attention (refused when a sequence could exceed the window),
- * or tokenise.
+ * Sliding-window layers (mp_model_layer_window: gemma2/3's local layers, mistral, phi3, qwen2/3
+ * with use_sliding_window) mask keys j with i - j >= W like the causal mask (-inf in the hook's
+ * scores, 0 after the softmax) once a sequence is longer than W; --bidirectional keeps the
+ * window, both ways.
+ * Does not: tokenise.
  * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads),
  * tests/test_stories_generate.c (mp_fwd_extend == mp_fwd_run bit for bit, every arch),
  * tests/test_model_speed.c (bf16 against tests/ref/probe_ref_bf16.py and llama.cpp; every kernel).
@@ -67,7 +70,7 @@ const char *mp_fwd_compute_name(int compute); /* "f32", "bf16" */
 int mp_fwd_compute_parse(const char *s);
 
 /* Called once per layer with the layer's pre-softmax scores (after scale and mask).
- * scores [NH, T, T]: row = query i, column = key j; −inf where masked. */
+ * scores [NH, T, T]: row = query i, column = key j; −inf where masked (causal mask, sliding window). */
 typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads, int T);
 
 /* Capture points of a layer's activations (mp_fwd_run only; rows are positions, all T rows). */

@@ -235,7 +235,7 @@ int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||
         dst->recency != src->recency || dst->nlen != src->nlen ||
-        memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
+        memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) || memcmp(dst->window, src->window, sizeof dst->window))
         return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length or flags differ)");
     MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(dst, td);
@@ -321,6 +321,20 @@ void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
     a->nb = a->S - skip < 16 ? a->S - skip : 16; /* no more than the blocks allocated for S */
 }
 
+void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m) {
+    MP_ASSERT(a->n_done == 0);
+    for (int l = 0; l < m->n_layers && l < 256; l++) {
+        const int li = a->layer_of[l], W = mp_model_layer_window(m, l);
+        if (li >= 0) a->window[li] = W > 0 && W < a->S ? W : 0;
+    }
+}
+
+void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
+    const int W = a->window[li];
+    *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
+    *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
+}
+
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
     MpProbeAcc *a = ctx;
     MP_ASSERT(T == a->S && n_heads == a->H);
@@ -338,18 +352,20 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
         double *tmp = a->rowbuf + (size_t)tid * S;
 #pragma omp for schedule(dynamic, 8)
         for (int i = 0; i < S; i++) {
-            const int n = a->causal ? i + 1 : S;
-            for (int j = 0; j < n; j++) tmp[j] = 0.0;
+            int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
+            mp_probe_acc_row_keys(a, li, i, &j0, &n);
+            for (int j = j0; j < n; j++) tmp[j] = 0.0;
             for (int h = 0; h < H; h++) {
                 const float *row = scores + (size_t)h * SS + (size_t)i * S;
-                for (int j = 0; j < n; j++) tmp[j] += (double)row[j];
+                for (int j = j0; j < n; j++) tmp[j] += (double)row[j];
                 if (a->sum_heads) {
                     double *sh = a->sum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
-                    for (int j = 0; j < n; j++) sh[j] += (double)row[j];
+                    for (int j = j0; j < n; j++) sh[j] += (double)row[j];
                 }
             }
             double *out = sum + (size_t)i * S, *out2 = sumsq + (size_t)i * S, *sm = a->seqmap + (size_t)i * S;
-            for (int j = 0; j < n; j++) {
+            for (int j = 0; j < j0; j++) sm[j] = NAN;
+            for (int j = j0; j < n; j++) {
                 out[j] += tmp[j];
                 out2[j] += (tmp[j] * inv_h) * (tmp[j] * inv_h);
                 sm[j] = tmp[j] * inv_h;
@@ -379,7 +395,9 @@ void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb
             int cnt = 0;
             for (int i = i0; i < i1; i++)
                 for (int j = j0; j < j1 && (!causal || j <= i); j++) {
-                    acc += res[(size_t)i * P + j];
+                    const double r = res[(size_t)i * P + j];
+                    if (isnan(r)) continue; /* outside a sliding window */
+                    acc += r;
                     cnt++;
                 }
             if (!cnt) continue;
@@ -448,10 +466,12 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
     const size_t SS = (size_t)S * S;
     const double dn = (double)a->n_done, dnh = dn * a->H;
     for (int l = 0; l < a->L; l++)
-        for (int i = 0; i < S; i++)
+        for (int i = 0; i < S; i++) {
+            int lo, hi;
+            mp_probe_acc_row_keys(a, l, i, &lo, &hi);
             for (int j = 0; j < S; j++) {
                 const size_t k = (size_t)l * SS + (size_t)i * S + j;
-                const int seen = !a->causal || j <= i;
+                const int seen = j >= lo && j < hi;
                 mean[k] = seen ? a->sum[k] / dnh : NAN;
                 if (mean_heads && a->sum_heads)
                     for (int h = 0; h < a->H; h++) {
@@ -459,6 +479,7 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
                         mean_heads[kh] = seen ? a->sum_heads[kh] / dn : NAN;
                     }
             }
+        }
 }
 
 void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
@@ -466,7 +487,9 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
     const double dn = (double)a->n_done, dnh = dn * a->H;
     for (size_t k = 0; k < n; k++) {
         const int i = (int)(k / a->S % a->S), j = (int)(k % a->S);
-        if ((a->causal && j > i) || a->n_done < 2) {
+        int lo, hi;
+        mp_probe_acc_row_keys(a, (int)(k / ((size_t)a->S * a->S)), i, &lo, &hi);
+        if (j < lo || j >= hi || a->n_done < 2) {
             se[k] = NAN;
             continue;
         }

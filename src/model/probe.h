@@ -54,6 +54,9 @@ typedef struct MpProbeAcc {
     int per_head;
     int causal;           /* 1: only j <= i observed */
     int layer_of[256];    /* model layer (0-based) -> slot in [0, L), or -1 */
+    int window[256];      /* [L] per slot: the sliding window W of a layer whose window masks keys at
+                             this S (W < S; mp_probe_acc_windows), else 0. Query i observes keys j
+                             with i - j < W only: the others are NaN in every map, like j > i */
     int64_t n_done;       /* sequences accumulated */
     double *sum;          /* [L, S, S] Σ_seq Σ_h score */
     double *sum_heads;    /* [L, H, S, S] Σ_seq score, or NULL */
@@ -124,6 +127,12 @@ void mp_probe_acc_free(MpProbeAcc *a);
  * row and column are one fixed token's, content rather than position (docs/metrics.md). The
  * maps (sum, sumsq) always cover every position. Needs S - skip >= 2. */
 void mp_probe_acc_skip(MpProbeAcc *a, int skip);
+/* Before any sequence: the sliding windows of m's selected layers (mp_model_layer_window) that
+ * mask keys at this S. */
+void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m);
+/* The keys [*lo, *hi) that query row i of layer slot li observes: the causal mask's and the
+ * window's (every key without either). */
+void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi);
 /* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
  * model/probe_ranks.c calls it; the accumulator owns its count). */
 void mp_probe_acc_seq_end(MpProbeAcc *a);
@@ -142,7 +151,8 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
  * be NULL); sink, entropy [L,H]: means over sequences and queries 1..S-1 (NaN when S < 2). */
 void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy);
 
-/* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal); heads likewise
+/* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal, outside a sliding
+ * window: mp_probe_acc_row_keys); heads likewise
  * (mean_heads may be NULL). */
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads);
 /* se [L,S,S]: standard error of each entry of the mean map, sqrt(sample variance over sequences
@@ -152,8 +162,8 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se);
  * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
  * with at least one observed entry count. NaN with fewer than 2 sequences. */
 double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
-/* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal) and their
- * squares to bs, bq [nb, nb]. */
+/* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal; NaN entries,
+ * outside a sliding window, are not observed) and their squares to bs, bq [nb, nb]. */
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal);
 /* The block test from block sums bs, bq [nb, nb] over n_done sequences, over one MpProbeRegion. */
 double mp_probe_block_z(const double *bs, const double *bq, int nb, int64_t n_done, int region);

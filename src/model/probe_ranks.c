@@ -54,6 +54,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
     if (mp_probe_acc_init(&part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
     if (a->skip) mp_probe_acc_skip(&part, a->skip);
+    memcpy(part.window, a->window, sizeof part.window); /* the sliding windows, so the sums merge */
     /* the optional sums of probe --probs / --recency, so the received arrays match */
     if ((a->probs && mp_probe_acc_probs_on(&part, e) != MP_OK) ||
         (a->recency && mp_probe_acc_recency_on(&part, e) != MP_OK)) {

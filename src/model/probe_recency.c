@@ -63,6 +63,26 @@ static void pr_corner(double *out, const double *map, int S, int first, int n) {
     for (int i = 0; i < P; i++) memcpy(out + (size_t)i * P, map + (size_t)(i + first) * S + first, (size_t)P * sizeof *out);
 }
 
+/* The first key query row i of slot li counts: position `first` (after a BOS), or the first key
+ * of a sliding window. */
+static int pr_first_key(const MpProbeAcc *a, int li, int i) {
+    int lo, hi;
+    mp_probe_acc_row_keys(a, li, i, &lo, &hi);
+    return lo > a->skip ? lo : a->skip;
+}
+
+/* Triples j < k < i of query rows i < n that slot li observes: C(n - first, 3) without a window
+ * (mp_recency_triples), else the sum over rows of the pairs of their window's keys. */
+static uint64_t pr_triples(const MpProbeAcc *a, int li, int n) {
+    if (!a->window[li]) return mp_recency_triples(n, a->skip);
+    uint64_t t = 0;
+    for (int i = 0; i < n; i++) {
+        const uint64_t m = i > pr_first_key(a, li, i) ? (uint64_t)(i - pr_first_key(a, li, i)) : 0;
+        t += m * (m > 0 ? m - 1 : 0) / 2;
+    }
+    return t;
+}
+
 void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores) {
     const int S = a->S, H = a->H, first = a->skip;
     const size_t SS = (size_t)S * S;
@@ -76,11 +96,12 @@ void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores) {
         double *sc = a->rp_scratch + (size_t)tid * 3 * S, *row = sc + 2 * (size_t)S;
         uint64_t *cnt = a->rp_seq + (size_t)h * S;
         for (int i = 0; i < S; i++) {
+            const int k0 = pr_first_key(a, li, i); /* from position first, or a sliding window's first key */
             cnt[i] = 0;
-            if (i < first + 2) continue;
-            const float *r = scores + (size_t)h * SS + (size_t)i * S + first;
-            for (int j = 0; j < i - first; j++) row[j] = r[j];
-            cnt[i] = mp_recency_row_count(row, i - first, sc);
+            if (i < k0 + 2) continue;
+            const float *r = scores + (size_t)h * SS + (size_t)i * S + k0;
+            for (int j = 0; j < i - k0; j++) row[j] = r[j];
+            cnt[i] = mp_recency_row_count(row, i - k0, sc);
         }
     }
     double *acc = a->rp_row + (size_t)li * H * S;
@@ -124,9 +145,14 @@ static void pr_share(double *m, double *se, double s1, double s2, double n, doub
     *se = T > 0 && n > 1 ? sqrt(var > 0 ? var / n : 0) / T : NAN;
 }
 
-/* RP per length and overall of one map [S,S] from position first: row counts into cnt [S]. */
-static void pr_map_rows(uint64_t *cnt, const double *map, int S, int first, double *scratch) {
-    for (int i = 0; i < S; i++) cnt[i] = i < first + 2 ? 0 : mp_recency_row_count(map + (size_t)i * S + first, i - first, scratch);
+/* RP per length and overall of one map [S,S] of slot li from position first (or a sliding
+ * window's first key): row counts into cnt [S]. */
+static void pr_map_rows(uint64_t *cnt, const double *map, const MpProbeAcc *a, int li, double *scratch) {
+    const int S = a->S;
+    for (int i = 0; i < S; i++) {
+        const int k0 = pr_first_key(a, li, i);
+        cnt[i] = i < k0 + 2 ? 0 : mp_recency_row_count(map + (size_t)i * S + k0, i - k0, scratch);
+    }
 }
 
 /* Residue profile against the query position: per row i ≥ first+1, rms of the residue over its
@@ -186,7 +212,7 @@ int mp_probe_recency_results(MpProbeRecencyOut *o, const MpProbeAcc *a, const do
             double t = 0; /* integers below 2^53: exact in any order */
             for (int h = 0; h < H; h++)
                 for (int i = 0; i < a->lens[k]; i++) t += rows[(size_t)h * S + i];
-            const double T = (double)H * mp_recency_triples(a->lens[k], first);
+            const double T = (double)H * pr_triples(a, l, a->lens[k]);
             pr_share(&o->len_rp[l * K + k], &o->len_rp_se[l * K + k], (double)t, a->rp_lsq[(size_t)l * K + k], n, T);
         }
         o->rp[l] = o->len_rp[l * K + K - 1], o->rp_se[l] = o->len_rp_se[l * K + K - 1];
@@ -194,21 +220,21 @@ int mp_probe_recency_results(MpProbeRecencyOut *o, const MpProbeAcc *a, const do
             double t = 0;
             for (int i = 0; i < S; i++) t += rows[(size_t)h * S + i];
             pr_share(&o->rp_heads[l * H + h], &o->rp_heads_se[l * H + h], (double)t, a->rp_hsq[(size_t)l * H + h], n,
-                     (double)mp_recency_triples(S, first));
+                     (double)pr_triples(a, l, S));
         }
         /* of the mean maps */
-        pr_map_rows(cnt, mean + l * SS, S, first, rsc);
+        pr_map_rows(cnt, mean + l * SS, a, l, rsc);
         uint64_t c = 0;
         for (int i = 0, k = 0; i < S; i++) {
             c += cnt[i];
-            if (k < K && i == a->lens[k] - 1) o->len_rp_map[l * K + k++] = (double)c / (double)mp_recency_triples(i + 1, first);
+            if (k < K && i == a->lens[k] - 1) o->len_rp_map[l * K + k++] = (double)c / (double)pr_triples(a, l, i + 1);
         }
         o->rp_map[l] = o->len_rp_map[l * K + K - 1];
         for (int h = 0; mean_heads && h < H; h++) {
-            pr_map_rows(cnt, mean_heads + ((size_t)l * H + h) * SS, S, first, rsc);
+            pr_map_rows(cnt, mean_heads + ((size_t)l * H + h) * SS, a, l, rsc);
             uint64_t ch = 0;
             for (int i = 0; i < S; i++) ch += cnt[i];
-            o->rp_map_heads[l * H + h] = (double)ch / (double)mp_recency_triples(S, first);
+            o->rp_map_heads[l * H + h] = (double)ch / (double)pr_triples(a, l, S);
         }
         /* NRI and block z of every S'×S' corner */
         for (int k = 0; k < K; k++) {

@@ -20,6 +20,9 @@ LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel re
 gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping),
 gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base),
 gemma (Gemma 1: x sqrt(C), (1 + w) pre-norms, GeGLU, 1/sqrt(head_dim)). RoPE scaling: default, linear, llama3, longrope.
+Sliding windows as the HF classes set them (layer_windows below) and as transformers'
+masking_utils applies them: query i sees key j only when i - j < W (and, without the causal mask,
+j - i < W); entries outside are NaN in the scores like the causal mask's.
 
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
@@ -198,12 +201,46 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     return scores_out, probs_out, logits
 
 
+def layer_windows(cfg):
+    """Per layer: the sliding window W, or 0 (every key). Gemma 2: even layers local (Gemma2Config
+    layer_types: sliding unless (i + 1) % 2 == 0); Gemma 3: sliding unless (i + 1) %
+    sliding_window_pattern == 0; Mistral, Phi-3: every layer when sliding_window is set; Qwen2/3:
+    with use_sliding_window, layers i >= max_window_layers; "layer_types" overrides the rule."""
+    arch, L = cfg["model_type"], cfg["num_hidden_layers"]
+    W = cfg.get("sliding_window") or 0
+    if arch in ("qwen2", "qwen3") and not cfg.get("use_sliding_window", False):
+        W = 0
+    if arch not in ("gemma2", "gemma3_text", "mistral", "phi3", "qwen2", "qwen3") or not W:
+        return [0] * L
+    if cfg.get("layer_types"):
+        return [W if t == "sliding_attention" else 0 for t in cfg["layer_types"]]
+    if arch == "gemma2":
+        return [W if (i + 1) % 2 else 0 for i in range(L)]
+    if arch == "gemma3_text":
+        return [W if (i + 1) % cfg.get("sliding_window_pattern", 6) else 0 for i in range(L)]
+    if arch in ("qwen2", "qwen3"):
+        return [W if i >= cfg.get("max_window_layers", 28) else 0 for i in range(L)]
+    return [W] * L
+
+
+def attn_mask(S, causal, W):
+    """[S, S] bool, True where query i (row) sees key j (column)."""
+    i = torch.arange(S)[:, None]
+    j = torch.arange(S)[None, :]
+    m = j <= i if causal else torch.ones(S, S, dtype=torch.bool)
+    if W:
+        m = m & (i - j < W)
+        if not causal:
+            m = m & (j - i < W)
+    return m
+
+
 def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     """Gemma 2 (Gemma2ForCausalLM): embeddings x sqrt(C) (the factor rounded to the checkpoint's
     dtype), RMSNorm with (1 + w) before and after attention and MLP, scores scaled by
     query_pre_attn_scalar^-1/2 then soft-capped c tanh(s / c) (the map holds these, what the
-    softmax receives), GeGLU with the tanh GELU, tied head, final logits soft-capped. Sequences
-    are no longer than the sliding window, so local and global layers attend alike."""
+    softmax receives), GeGLU with the tanh GELU, tied head, final logits soft-capped. Local layers
+    mask the keys outside their sliding window after the cap (layer_windows, attn_mask)."""
     C = cfg["hidden_size"]
     NH = cfg["num_attention_heads"]
     NKV = cfg.get("num_key_value_heads", NH)
@@ -212,7 +249,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     L = cfg["num_hidden_layers"]
     S = ids.shape[0]
     rep = NH // NKV
-    assert S <= (cfg.get("sliding_window") or 4096), "the reference runs sequences within the sliding window"
+    wins = layer_windows(cfg)
     g3 = cfg["model_type"] == "gemma3_text"
     g1 = cfg["model_type"] == "gemma"   # Gemma 1: pre-norms only (Llama's names), 1/sqrt(head_dim)
 
@@ -227,7 +264,6 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     pattern = cfg.get("sliding_window_pattern", 6)
     local = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
         [bool((i + 1) % pattern) for i in range(L)]
-    mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
     dt = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(cfg.get("torch_dtype"), torch.float32)
     norm_c = torch.tensor(C ** 0.5, dtype=dt).to(DT)
     x = W["model.embed_tokens.weight"][ids] * norm_c
@@ -254,6 +290,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         sc = (q @ k.transpose(1, 2)) * scale
         if a_cap:
             sc = torch.tanh(sc / a_cap) * a_cap
+        mask = attn_mask(S, causal, wins[li])
         sc = sc.masked_fill(~mask, float("-inf"))
         if (li + 1) in layers_wanted:
             scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
@@ -292,7 +329,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     fr = pos[:, None] * inv[None, :]
     emb = torch.cat([fr, fr], dim=-1)
     cos, sin = emb.cos() * attn_f, emb.sin() * attn_f
-    mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
+    wins = layer_windows(cfg)
     x = W["model.embed_tokens.weight"][ids]
     deepest = max(layers_wanted) if not want_logits else L
     scores_out, probs_out = {}, {}
@@ -325,6 +362,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         k = k[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)   # repeat_kv: head h -> kv h // rep
         v = v[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
         sc = (q @ k.transpose(1, 2)) * HS ** -0.5
+        mask = attn_mask(S, causal, wins[li])
         sc = sc.masked_fill(~mask, float("-inf"))
         if (li + 1) in layers_wanted:
             scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))

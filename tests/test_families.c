@@ -5,6 +5,8 @@
  *     e.g. Pythia's table; else the sum of the released tensors' shapes, checked here by hand);
  *   - the probe memory estimate (mp_fwd_plan_bytes, what `probe --max-mem-gib` compares) holds the
  *     f32 weights of the probed layers, checked against the per-layer count worked out by hand;
+ *     the whole expected peak (weights, scratch, activations, scores, maps, outputs) the probe
+ *     prints, and inspect's "probe memory", against a formula written here from the config;
  *   - an unknown model_type / GGUF architecture is one line naming it and listing the supported.
  * The forward passes themselves are checked in test_model_fwd.c (torch) and test_model_oracle.c
  * (llama.cpp).
@@ -12,6 +14,7 @@
 #include "test_load_util.h"
 #include "test_model_util.h" /* model_make, ids_write */
 
+#include "job/probe.h" /* mp_probe_run: the expected peak */
 #include "model/fwd.h" /* mp_fwd_plan_bytes */
 
 #define FIX MP_SOURCE_DIR "/tests/fixtures/configs/"
@@ -23,25 +26,39 @@ typedef struct Published {
     uint64_t layer_params;   /* one decoder layer, worked out by hand from the configuration */
 } Published;
 
+/* Published sources (looked up for issue #15; every count below equals its source):
+ *   Gemma: Google's KerasHub presets, keras_hub/src/models/gemma/gemma_presets.py ("params" of
+ *     gemma_2b_en 2506172416, gemma2_2b_en 2614341888, gemma2_9b_en 9241705984) and
+ *     gemma3/gemma3_presets.py (gemma3_1b 999885952; gemma3_4b_text 3880099328 with a
+ *     262,144-row embedding: the HF checkpoint's 262,208 rows add 64 x 2560 = 163,840, giving
+ *     3880263168; the same 163,840 separates the HF google/gemma-3-4b-it total 4,300,079,472 from
+ *     KerasHub's gemma3_4b 4,299,915,632). The Gemma tech reports' tables count a padded
+ *     256,128-row embedding and are not used.
+ *   Pythia: the model cards' "Naming convention and parameter count" table (EleutherAI/pythia-160m,
+ *     -12b on the Hub: total 162,322,944 and 11,846,072,320).
+ *   OLMo-2-1124-7B: the Hub's safetensors metadata of allenai/OLMo-2-1124-7B ("total":
+ *     7298617344, F32; the OLMo 2 paper, arXiv:2501.00656, says 7B). */
 static const Published published[] = {
-    /* Gemma 2 (tied: the embedding counted once): 2,614,341,888 and 9,241,705,984; layer = q, o
-     * 2 x C x NH*HS, k, v 2 x C x NKV*HS, GeGLU 3 x C x FF, four norms 4C */
+    /* Gemma 2 (tied: the embedding counted once): 2,614,341,888 and 9,241,705,984 (KerasHub
+     * gemma2_2b_en, gemma2_9b_en); layer = q, o 2 x C x NH*HS, k, v 2 x C x NKV*HS, GeGLU 3 x C
+     * x FF, four norms 4C */
     {"gemma-2-2b.json", "gemma2", 2614341888ull, 2ull * 2304 * 2048 + 2ull * 2304 * 1024 + 3ull * 2304 * 9216 + 4 * 2304},
     {"gemma-2-9b.json", "gemma2", 9241705984ull, 2ull * 3584 * 4096 + 2ull * 3584 * 2048 + 3ull * 3584 * 14336 + 4 * 3584},
-    /* Gemma 3 (text model; tied): 999,885,952 for 1b; 4b's language model 3,880,263,168 (the
-     * checkpoint adds the SigLIP vision tower); layer as Gemma 2 + per-head q/k norms 2 x 256 */
+    /* Gemma 3 (text model; tied): 999,885,952 for 1b (KerasHub gemma3_1b); 4b's language model
+     * 3,880,263,168 (KerasHub gemma3_4b_text + 64 embedding rows, above); layer as Gemma 2 +
+     * per-head q/k norms 2 x 256 */
     {"gemma-3-1b.json", "gemma3", 999885952ull, 2ull * 1152 * 1024 + 2ull * 1152 * 256 + 3ull * 1152 * 6912 + 4 * 1152 + 2 * 256},
     {"gemma-3-4b.json", "gemma3", 3880263168ull, 2ull * 2560 * 2048 + 2ull * 2560 * 1024 + 3ull * 2560 * 10240 + 4 * 2560 + 2 * 256},
-    /* Gemma (1) 2b: 2,506,172,416 (tied); layer = q, o 2 x 2048 x 2048, k, v 2 x 2048 x 256, GeGLU
-     * 3 x 2048 x 16384, two norms */
+    /* Gemma (1) 2b: 2,506,172,416 (KerasHub gemma_2b_en; tied); layer = q, o 2 x 2048 x 2048, k,
+     * v 2 x 2048 x 256, GeGLU 3 x 2048 x 16384, two norms */
     {"gemma-2b.json", "gemma", 2506172416ull, 2ull * 2048 * 2048 + 2ull * 2048 * 256 + 3ull * 2048 * 16384 + 2 * 2048},
-    /* OLMo-2-1124-7B: "7.3B"; exact = 2 x 100352 x 4096 (embed, lm_head) + 4096 (final norm) +
-     * 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x 11008 (MLP) + 4 x 4096 (q/k norms
-     * over the whole projection, two post-norms) */
-    /* Pythia (EleutherAI's table of total parameters: 162,322,944 and 11,846,072,320); layer =
+    /* Pythia (the model cards' table of total parameters: 162,322,944 and 11,846,072,320); layer =
      * query_key_value 3C x C + 3C, dense C x C + C, MLP 2 x C x 4C + 4C + C, two LayerNorms 4C */
     {"pythia-160m.json", "gptneox", 162322944ull, 4ull * 768 * 768 + 4 * 768 + 2ull * 768 * 3072 + 3072 + 768 + 4 * 768},
     {"pythia-12b.json", "gptneox", 11846072320ull, 4ull * 5120 * 5120 + 4 * 5120 + 2ull * 5120 * 20480 + 20480 + 5120 + 4 * 5120},
+    /* OLMo-2-1124-7B: 7,298,617,344 (the Hub's safetensors total) = 2 x 100352 x 4096 (embed,
+     * lm_head) + 4096 (final norm) + 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x
+     * 11008 (MLP) + 4 x 4096 (q/k norms over the whole projection, two post-norms) */
     {"olmo2-1124-7b.json", "olmo2", 7298617344ull, 4ull * 4096 * 4096 + 3ull * 4096 * 11008 + 4 * 4096},
 };
 
@@ -93,6 +110,11 @@ static void test_published_configs(void **state) {
     if (!strstr(out, "embeddings x 50.5,") || !strstr(out, "heads:          8 query, 4 key/value (GQA group 2), head_dim 256") ||
         !strstr(out, "sliding window: 1024") || !strstr(out, "local layers:   29 of 34 (RoPE base 10000)") || !strstr(out, "scaling linear (factor 8)"))
         fail_msg("gemma-3-4b:\n%s", out);
+    /* the norm's eps under its own name: GPT-NeoX's LayerNorm, the others' RMSNorm */
+    assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", FIX "pythia-160m.json"), 0);
+    if (!strstr(out, "layer norm eps: 1e-05") || strstr(out, "rms norm eps")) fail_msg("pythia-160m eps label:\n%s", out);
+    assert_int_equal(mp_test_run(out, sizeof out, "inspect %s", FIX "olmo2-1124-7b.json"), 0);
+    if (!strstr(out, "rms norm eps:   1e-06") || strstr(out, "layer norm eps")) fail_msg("olmo2 eps label:\n%s", out);
 }
 
 /* probe on a soft-capped Gemma 2 says in meta.json that the maps hold the capped scores */
@@ -157,9 +179,73 @@ static void test_unknown_family(void **state) {
     print_message("unknown families: %s", out);
 }
 
+/* The expected peak a probe of layers 1-2 over one sequence of S = 512 tokens prints (and that
+ * --max-mem-gib compares), from the configuration's numbers by hand: f32 weights of two layers
+ * (2 x the per-layer count above x 4 bytes); the load scratch, one dequantised matrix (the larger
+ * of q_proj NH*HS x C and the MLP's FF x C); the activations of one sequence: x, xn [T,C], q and
+ * the attention output [T,NH*HS], k, v and the values per head [T,NKV*HS], the keys packed in
+ * blocks of 64 positions [NKV*HS, 64*ceil(T/64)], gate, up [T,FF], the RoPE table [T,R] (gemma3
+ * a second one for its local layers; gptneox the MLP's normed input [T,C] too) and the scores
+ * [NH,T,T]; the maps: Σ and Σ² per layer and three one-sequence maps, [S,S] doubles each (2L+3),
+ * the outputs: mean, diagonal-normalised, standard error per layer and three scratch maps (3L+3);
+ * the token ids. Every piece is rounded up to 64 bytes by the allocator: within 0.1% + 0.1 MiB
+ * (the log prints MiB to one decimal). */
+static void test_probe_peak_by_hand(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof published / sizeof published[0]; i++) {
+        const Published *p = &published[i];
+        char path[1024];
+        snprintf(path, sizeof path, FIX "%s", p->file);
+        MpModel m;
+        MpErr e;
+        if (mp_model_open_config(&m, path, &e) != MP_OK) fail_msg("%s", e.msg);
+        enum { T = 512 };
+        int32_t ids[T] = {0};
+        MpProbeConfig c;
+        mp_probe_config_init(&c);
+        c.model = &m;
+        c.ids = ids;
+        c.n = 1;
+        c.seq = T;
+        c.layers = "1-2";
+        c.threads = 1;
+        c.max_mem_gib = 1e-6; /* refused after the estimate is printed */
+        char logbuf[8192] = {0};
+        c.log = fmemopen(logbuf, sizeof logbuf - 1, "w");
+        MpProbeResult res;
+        memset(&res, 0, sizeof res);
+        const int rc = mp_probe_run(&res, &c, &e);
+        fclose(c.log);
+        mp_probe_result_free(&res);
+        if (rc == MP_OK || !strstr(e.msg, "--max-mem-gib")) fail_msg("%s: expected the --max-mem-gib refusal, got: %s", p->file, e.msg);
+        const char *q = strstr(logbuf, "MiB; plus");
+        const char *eq = q;
+        while (eq > logbuf && *eq != '=') eq--;
+        if (!q || *eq != '=') fail_msg("%s: no expected peak in the log:\n%s", p->file, logbuf);
+        const double printed = strtod(eq + 1, NULL);
+        const double C = m.dim, Q = (double)m.n_heads * m.head_dim, KV = (double)m.n_kv_heads * m.head_dim, FF = m.ffn, R = m.rot_dim;
+        const double S = T, L = 2;
+        const double weights = 2.0 * p->layer_params * 4, scratch = 4 * (Q * C > FF * C ? Q * C : FF * C);
+        double acts = S * (2 * C + 2 * Q + 3 * KV + 2 * FF + R) + KV * 64 * ceil(S / 64) + m.n_heads * S * S;
+        if (!strcmp(p->arch, "gemma3")) acts += S * R;
+        if (!strcmp(p->arch, "gptneox")) acts += S * C;
+        const double maps = 8 * S * S * (2 * L + 3), outs = 8 * S * S * (3 * L + 3), toks = 4 * S;
+        const double want = (weights + scratch + 4 * acts + maps + outs + toks) / 1048576.0;
+        print_message("%-24s probe's expected peak %.1f MiB, by hand %.2f MiB\n", p->file, printed, want);
+        if (!(fabs(printed - want) <= 1e-3 * want + 0.1)) fail_msg("%s: expected peak %.1f MiB, by hand %.2f MiB", p->file, printed, want);
+        /* inspect prints the same estimate (it was a rougher formula: 31% low for Pythia-160m) */
+        char out[16384];
+        if (mp_test_run(out, sizeof out, "inspect %s --layers 2 --seq %d --json", path, T) != 0) fail_msg("inspect: %s", out);
+        const double insp = (double)json_line_u64(out, "\"total_bytes\": ") / 1048576.0;
+        if (!(fabs(insp - want) <= 1e-3 * want)) fail_msg("%s: inspect's probe memory %.2f MiB, by hand %.2f MiB", p->file, insp, want);
+        mp_model_free(&m);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_published_configs),
+        cmocka_unit_test(test_probe_peak_by_hand),
         cmocka_unit_test(test_unknown_family),
         cmocka_unit_test(test_softcap_meta),
     };

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"     /* mp_cli_* */
+#include "job/probe.h"   /* mp_probe_peak: the probe's memory estimate */
 #include "load/model.h"  /* MpModel, mp_model_open */
 
 static const char *inspect_help =
@@ -31,22 +32,29 @@ static const char *inspect_help =
     "               ±Inf: exit 2 naming the file and tensor)\n"
     "  --seq S      sequence length for the memory estimate (default 1024)\n"
     "\n"
-    "Probe memory estimate (f32): weights of layers 1..L after dequantisation\n"
-    "+ activations S*(3C + NH*HS + 2*NKV*HS + 2*FF)*4 + one sequence's scores NH*S*S*4\n"
-    "+ the accumulated maps L*S*S*8 (float64). Mapped weights of other layers are not read.\n";
+    "Probe memory estimate: the expected peak `maskpos probe --layers 1-L` prints and compares with\n"
+    "--max-mem-gib, for one sequence of S tokens (f32, no --per-head): f32 weights of layers 1..L +\n"
+    "the weight-loading scratch + one sequence's activations + its scores NH*S*S*4 + the maps\n"
+    "(float64 sums, sums of squares and outputs, (5L+6)*S*S*8). Mapped weights of other layers\n"
+    "are not read.\n";
 
 typedef struct Mem {
     uint64_t weights, acts, scores, maps, total;
 } Mem;
 
+/* The probe's own estimate (mp_probe_peak); weights exact (without the allocator's 64-byte
+ * rounding of each packed piece), scratch, tokens and the allocator's rounding in acts. */
 static Mem probe_memory(const MpModel *m, int L, int64_t S) {
     Mem r;
-    uint64_t C = (uint64_t)m->dim, Q = (uint64_t)m->n_heads * (uint64_t)m->head_dim, KV = (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim;
+    MpProbeConfig c;
+    mp_probe_config_init(&c);
+    MpProbePeak pk;
+    mp_probe_peak(&pk, m, &c, L, L, (int)S, 1, 1, 1, 0);
     r.weights = mp_model_layer_f32_bytes(m, L);
-    r.acts = (uint64_t)S * (3 * C + Q + 2 * KV + 2 * (uint64_t)m->ffn) * 4;
     r.scores = (uint64_t)m->n_heads * (uint64_t)S * (uint64_t)S * 4;
-    r.maps = (uint64_t)L * (uint64_t)S * (uint64_t)S * 8;
-    r.total = r.weights + r.acts + r.scores + r.maps;
+    r.acts = pk.total - pk.maps - pk.outs - r.scores - r.weights; /* incl. scratch, ids, rounding */
+    r.maps = pk.maps + pk.outs;
+    r.total = pk.total;
     return r;
 }
 
@@ -153,7 +161,7 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     printf("\nparameters:     %llu (%.3f M)\n", (unsigned long long)p, p / 1e6);
     printf("tensors:        %zu\n", m->n_tensors);
     Mem mem = probe_memory(m, L, S);
-    printf("probe memory:   first %d layer%s, seq %lld: weights %.2f MiB + activations %.2f MiB + scores %.2f MiB + maps %.2f MiB = %.2f MiB\n",
+    printf("probe memory:   first %d layer%s, seq %lld: weights %.2f MiB + activations %.2f MiB + scores %.2f MiB + maps %.2f MiB = %.2f MiB (probe's expected peak)\n",
            L, L == 1 ? "" : "s", (long long)S, mem.weights / 1048576.0, mem.acts / 1048576.0, mem.scores / 1048576.0,
            mem.maps / 1048576.0, mem.total / 1048576.0);
     if (tensors) {
@@ -181,12 +189,17 @@ static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
     json_object_set_new(o, "head_dim", json_integer(m->head_dim));
     json_object_set_new(o, "ffn_size", json_integer(m->ffn));
     json_object_set_new(o, "vocab_size", json_integer(m->vocab));
-    json_object_set_new(o, "rms_norm_eps", json_real(m->norm_eps));
+    json_object_set_new(o, m->layer_norm ? "layer_norm_eps" : "rms_norm_eps", json_real(m->norm_eps)); /* the config's own key */
     json_object_set_new(o, "qkv_bias", json_boolean(m->has_qkv_bias));
     json_object_set_new(o, "qk_norm", json_boolean(m->has_qk_norm));
     json_object_set_new(o, "tie_word_embeddings", json_boolean(m->tie_embeddings));
     json_object_set_new(o, "max_position_embeddings", json_integer(m->max_pos));
     json_object_set_new(o, "sliding_window", json_integer(m->sliding_window));
+    if (m->sliding_window) { /* per layer: W, or 0 where every earlier key is seen */
+        json_t *lw = json_array();
+        for (int l = 0; l < m->n_layers; l++) json_array_append_new(lw, json_integer(mp_model_layer_window(m, l)));
+        json_object_set_new(o, "layer_windows", lw);
+    }
     json_object_set_new(o, "bos_token_id", json_integer(m->bos_id));
     json_object_set_new(o, "eos_token_id", json_integer(m->eos_id));
     json_t *r = json_object();

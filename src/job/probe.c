@@ -228,31 +228,37 @@ static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     return 1;
 }
 
+void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
+                   int threads, int nranks, int rank) {
+    const MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute};
+    mp_fwd_plan_bytes(m, &fc, &p->weights, &p->acts);
+    const uint64_t SS = (uint64_t)S * S;
+    /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
+     * residue, the part after BOS) */
+    p->maps = SS * 8 * (L * (c->per_head ? 2 + (uint64_t)m->n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
+    if (c->probs) p->maps += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probability sums */
+    if (c->recency) /* triple counts per row and head, two corner maps, counting scratch, length blocks */
+        p->maps += 8 * ((uint64_t)L * m->n_heads * S + 2 * SS + (uint64_t)S * (3 * threads + m->n_heads) + (uint64_t)L * 24 * 512);
+    /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
+    p->outs = SS * 8 * (L * (c->per_head ? 3 + (uint64_t)m->n_heads : 3) + 3);
+    if (c->probs) p->outs += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probs.npy, probs_heads.npy */
+    p->tokens = (uint64_t)n * S * 4;
+    /* bf16 packs one panel of 32 rows at a time */
+    p->scratch = c->compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(m->ffn > m->dim ? m->ffn : m->dim) : probe_scratch_bytes(m);
+    p->total = p->weights + p->acts + p->maps + p->outs + p->tokens + p->scratch;
+}
+
 /* The expected peak memory (printed to the log), refused above the limit. */
 static int probe_plan(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
     const MpModel *m = s->m;
     const MpProbeTokens *tk = &s->tk;
     const int nranks = mp_mpi_size(), rank = mp_mpi_rank(), L = s->L;
-    uint64_t wbytes, abytes;
-    mp_fwd_plan_bytes(m, &s->fc, &wbytes, &abytes);
-    const uint64_t SS = (uint64_t)tk->seq * tk->seq;
-    /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
-     * residue, the part after BOS) */
-    uint64_t maps = SS * 8 * (L * (r->per_head ? 2 + (uint64_t)m->n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
-    if (r->probs) maps += SS * 8 * L * (r->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probability sums */
-    if (r->recency) /* triple counts per row and head, two corner maps, counting scratch, length blocks */
-        maps += 8 * ((uint64_t)L * m->n_heads * tk->seq + 2 * SS + (uint64_t)tk->seq * (3 * s->threads + m->n_heads) +
-                     (uint64_t)L * 24 * 512);
-    /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
-    uint64_t outs = SS * 8 * (L * (r->per_head ? 3 + (uint64_t)m->n_heads : 3) + 3);
-    if (r->probs) outs += SS * 8 * L * (r->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probs.npy, probs_heads.npy */
-    const uint64_t tokb = (uint64_t)tk->n * tk->seq * 4;
+    MpProbePeak pk;
+    mp_probe_peak(&pk, m, r, L, s->deepest, tk->seq, tk->n, s->threads, nranks, rank);
+    const uint64_t wbytes = pk.weights, abytes = pk.acts, maps = pk.maps, outs = pk.outs, tokb = pk.tokens, scratch = pk.scratch;
     const uint64_t mapped = probe_mapped_bytes(m, s->deepest);
-    /* bf16 packs one panel of 32 rows at a time */
-    const uint64_t scratch = r->compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(m->ffn > m->dim ? m->ffn : m->dim)
-                                                                : probe_scratch_bytes(m);
-    const uint64_t peak = wbytes + abytes + maps + outs + tokb + scratch;
+    const uint64_t peak = pk.total;
     FILE *lg = r->log;
     if (lg) {
         fprintf(lg, "probe: %s (%s, %d of %d layers run), N=%lld S=%d, layers", m->path, mp_model_arch_name(m->arch),

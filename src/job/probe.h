@@ -104,6 +104,17 @@ typedef struct MpProbeResult {
 /* Runs the probe. MP_ERR with a one-line message on bad input (model, tokens, layers, flags,
  * memory, output folder) or when the progress callback asks to stop. res is initialised here. */
 int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e);
+
+/* The expected peak memory of a probe (what its log prints and --max-mem-gib compares), in
+ * bytes: weights and activations (incl. one sequence's scores [NH,S,S]) as mp_fwd_init will
+ * allocate them for layers 1..deepest, the accumulated maps of the L selected layers (and the
+ * options of c: per_head, probs, recency, compute), the outputs, n sequences of token ids, the
+ * weight-loading scratch. rank 0 of nranks > 1 holds a second set of sums (the merge). */
+typedef struct MpProbePeak {
+    uint64_t weights, acts, maps, outs, tokens, scratch, total;
+} MpProbePeak;
+void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
+                   int threads, int nranks, int rank);
 void mp_probe_result_free(MpProbeResult *res);
 
 /* The BOS note and the per-layer table, then the --probs and --recency tables. */

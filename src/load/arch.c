@@ -10,7 +10,7 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma", "mixtral", "qwen3moe"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 const char *mp_model_rope_scaling_name(MpRopeScaling s) {
@@ -28,7 +28,7 @@ const char *mp_model_rope_scaling_name(MpRopeScaling s) {
 
 void mp_model_arch_features(MpModel *m) {
     m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
-    m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2;
+    m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_QWEN3MOE;
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
     m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;

@@ -7,7 +7,8 @@
  * Tested by: tests/test_load.c (RoPE tables, features), through every reader test.
  *
  * Shape legend: C hidden size, NH query heads, NKV key/value heads, HS head_dim, FF intermediate
- * size, V vocabulary size, L layers, R rotary dims (R <= HS, even).
+ * size (of one expert in MoE models), V vocabulary size, L layers, R rotary dims (R <= HS, even),
+ * E experts, K experts used per token.
  */
 #ifndef MP_LOAD_ARCH_H
 #define MP_LOAD_ARCH_H
@@ -40,6 +41,11 @@ typedef enum MpArch {
                           layers per global one, local layers with their own RoPE base */
     MP_ARCH_GEMMA,     /* GemmaForCausalLM (Gemma 1): x sqrt(C), (1 + w) pre-norms only, GeGLU (tanh
                           GELU), 1/sqrt(HS), tied head, no soft-capping nor sliding window */
+    MP_ARCH_MIXTRAL,   /* MixtralForCausalLM: Llama attention, mixture-of-experts FFN (router softmax over
+                          all experts, top-k, the k weights renormalised to sum 1); GGUF arch "llama"
+                          with {arch}.expert_count */
+    MP_ARCH_QWEN3MOE,  /* Qwen3MoeForCausalLM: Qwen3 attention (per-head q/k norm), mixture-of-experts FFN
+                          (renormalised only when norm_topk_prob; GGUF: always, as llama.cpp does) */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -81,6 +87,12 @@ typedef enum MpRole {
     MP_ROLE_DOWN_BIAS,      /* [C]  gptneox mlp.dense_4h_to_h.bias / ffn_down.bias */
     MP_ROLE_OUTPUT_NORM_BIAS, /* [C] GLOBAL (see mp_model_role_is_global): gptneox
                                  final_layer_norm.bias / output_norm.bias */
+    MP_ROLE_FFN_ROUTER,     /* [E, C]   MoE router: mixtral block_sparse_moe.gate, qwen3moe mlp.gate / ffn_gate_inp */
+    MP_ROLE_GATE_EXPS,      /* [E*FF, C] the experts' gate projections stacked (expert j: rows [j*FF, (j+1)*FF));
+                               HF experts.J.w1 / gate_proj, GGUF ffn_gate_exps [E, FF, C]. Served per expert
+                               (mp_model_expert_rows_f32), never through the role accessors */
+    MP_ROLE_UP_EXPS,        /* [E*FF, C] w3 / up_proj / ffn_up_exps */
+    MP_ROLE_DOWN_EXPS,      /* [E*C, FF] w2 / down_proj / ffn_down_exps [E, C, FF] */
     MP_ROLE_COUNT
 } MpRole;
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
@@ -140,6 +152,9 @@ typedef struct MpModel {
                              and softmax (the maps hold these capped scores); 0 = none */
     double final_softcap; /* gemma2 final_logit_softcapping on the logits; 0 = none */
     int tie_embeddings;   /* output projection = embedding */
+    int n_experts;        /* E: experts of every MoE FFN (mixtral, qwen3moe); 0 = dense MLP */
+    int n_experts_used;   /* K: experts each token is routed to (1..E) */
+    int moe_norm_topk;    /* 1: the K routing weights are renormalised to sum 1 */
     int bos_id, eos_id;   /* -1 unknown */
     /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
     int rot_dim;          /* R = int(HS * partial_rotary_factor) */
@@ -168,6 +183,8 @@ typedef struct MpModel {
     size_t n_tensors;
     MpModelRef global[MP_ROLE_COUNT];         /* TOK_EMBD, OUTPUT_NORM, OUTPUT, OUTPUT_NORM_BIAS (other entries unused) */
     MpModelRef *layer;         /* [L * MP_ROLE_COUNT] owned */
+    MpModelRef *expert;        /* [L * E * 3] owned, MoE only: (GATE_EXPS, UP_EXPS, DOWN_EXPS) of expert j
+                                  of layer l at ((l * E) + j) * 3 + k; each a [FF, C] / [C, FF] row slice */
     size_t bytes_read;         /* tensor bytes read through the accessors so far */
 } MpModel;
 

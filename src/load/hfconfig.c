@@ -154,7 +154,7 @@ static int cfg_windows_hf(MpModel *m, json_t *root, const char *path, MpErr *e) 
     int64_t v;
     int use_sw = 0;
     const int qwen = m->arch == MP_ARCH_QWEN2 || m->arch == MP_ARCH_QWEN3;
-    const int mist = m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3;
+    const int mist = m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3 || m->arch == MP_ARCH_MIXTRAL; /* mixtral: as mistral */
     if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
     if (use_sw && !qwen) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported for this family", path);
     json_t *lt = json_object_get(root, "layer_types");
@@ -190,16 +190,20 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
     const int smollm3 = !strcmp(type, "smollm3");
     /* GPT-NeoX (Pythia): model_type "gpt_neox", GGUF / --arch "gptneox" */
     const char *want = smollm3 ? "llama" : !strcmp(type, "gpt_neox") ? "gptneox" : !strcmp(type, "gptneox") ? "-" : type;
+    /* Qwen3-MoE: model_type "qwen3_moe", GGUF / --arch "qwen3moe" */
+    if (!strcmp(type, "qwen3_moe")) want = "qwen3moe";
+    else if (!strcmp(type, "qwen3moe")) want = "-";
     int a;
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe)", path,
                           type);
     m->arch = (MpArch)a;
 
     static const char *moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
-    for (size_t i = 0; i < 3; i++) {
+    const int moe = m->arch == MP_ARCH_MIXTRAL || m->arch == MP_ARCH_QWEN3MOE; /* cfg_moe reads their keys */
+    for (size_t i = 0; i < 3 && !moe; i++) {
         json_t *v = json_object_get(root, moe_keys[i]);
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
@@ -403,9 +407,33 @@ static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path
     return rc;
 }
 
+/* Mixture-of-experts FFN (mixtral: MixtralConfig's keys and defaults; qwen3moe: Qwen3MoeConfig's).
+ * m->ffn becomes one expert's size. Qwen3-MoE's dense layers among MoE ones are refused. */
+static int cfg_moe(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    int64_t v;
+    const int mix = m->arch == MP_ARCH_MIXTRAL;
+    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE) return MP_OK;
+    const char *ne_key = mix ? "num_local_experts" : "num_experts";
+    if (cfg_int(root, ne_key, 0, mix ? 8 : 128, 1, 1 << 16, &v, path, e)) return MP_ERR;
+    m->n_experts = (int)v;
+    if (cfg_int(root, "num_experts_per_tok", 0, mix ? 2 : 8, 1, m->n_experts, &v, path, e)) return MP_ERR;
+    m->n_experts_used = (int)v;
+    m->moe_norm_topk = 1;
+    if (mix) return MP_OK;
+    if (cfg_int(root, "moe_intermediate_size", 0, 768, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+    m->ffn = (int)v;
+    if (cfg_bool(root, "norm_topk_prob", 0, &m->moe_norm_topk, path, e)) return MP_ERR;
+    if (cfg_int(root, "decoder_sparse_step", 0, 1, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+    if (v != 1) return mp_err_set(e, "%s: key \"decoder_sparse_step\" = %lld: dense layers among the MoE ones are not supported (1 only)", path, (long long)v);
+    json_t *mo = json_object_get(root, "mlp_only_layers");
+    if (mo && !json_is_null(mo) && (!json_is_array(mo) || json_array_size(mo) > 0))
+        return mp_err_set(e, "%s: key \"mlp_only_layers\": dense layers among the MoE ones are not supported (an empty list only)", path);
+    return MP_OK;
+}
+
 static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     const char *type = NULL;
-    if (cfg_arch(m, root, &type, path, e) || cfg_dims(m, root, type, path, e) || cfg_windows(m, root, path, e)) return MP_ERR;
+    if (cfg_arch(m, root, &type, path, e) || cfg_dims(m, root, type, path, e) || cfg_moe(m, root, path, e) || cfg_windows(m, root, path, e)) return MP_ERR;
     return cfg_rope(m, root, type, path, e);
 }
 

@@ -38,9 +38,15 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->attn_softcap = 50.0;
     s->final_softcap = 30.0;
     s->sliding_window = 0; /* the family's default */
+    s->experts = 4;
+    s->experts_used = 2;
 }
 
 static int mk_window(const MpMkSpec *s) { return s->sliding_window > 0 ? s->sliding_window : 4096; } /* gemma2/3 */
+
+static int mk_moe(const MpMkSpec *s) { return s->arch == MP_ARCH_MIXTRAL || s->arch == MP_ARCH_QWEN3MOE; }
+static int mk_exp_ffn(const MpMkSpec *s) { return s->arch == MP_ARCH_QWEN3MOE && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
+
 static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
@@ -102,6 +108,8 @@ typedef struct MkTensor {
     int interleave_hd;       /* HF gptneox query_key_value: per head [q, k, v] blocks of this many rows */
     int plus_one;            /* GGUF gemma norms: 1 + w stored (as convert_hf_to_gguf writes them) */
     int special;             /* MK_* */
+    int experts;             /* > 0: GGUF 3-D tensor [experts, rows / experts, cols] */
+    int64_t row_off;         /* HF expert tensors: row 0 is row row_off of the stacked role */
     size_t nbytes;
 } MkTensor;
 
@@ -139,11 +147,14 @@ static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
         return r == MP_ROLE_ATTN_NORM || r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS || r == MP_ROLE_O || r == MP_ROLE_FFN_NORM ||
                r == MP_ROLE_UP || r == MP_ROLE_DOWN || r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS ||
                r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
+    if (r >= MP_ROLE_FFN_ROUTER) return mk_moe(s);
+    if (mk_moe(s) && (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN)) return 0;
     if (r >= MP_ROLE_O_BIAS) return 0;
     if (mk_gemma(s) && r == MP_ROLE_OUTPUT) return 0; /* tied */
     if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return s->arch != MP_ARCH_GEMMA;
     if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
-    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2 || s->arch == MP_ARCH_GEMMA3;
+    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM)
+        return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_QWEN3MOE;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
     if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return s->arch == MP_ARCH_OLMO2;
     if (r == MP_ROLE_OUTPUT) return !s->tie;
@@ -196,6 +207,7 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
     case MP_ROLE_OUTPUT_NORM_BIAS: t->ndim = 1; t->rows = C; break;
     case MP_ROLE_UP_BIAS: t->ndim = 1; t->rows = s->ffn; break;
+    case MP_ROLE_FFN_ROUTER: t->rows = s->experts; break;
     default: return mp_err_set(e, "internal: role %d", (int)r);
     }
     if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) { /* fused [Q; K; V] (GGUF), per head (HF) */
@@ -208,12 +220,35 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     }
     t->part_rows[0] = t->nparts == 1 ? t->rows : (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS ? Q : s->ffn);
     if (t->ndim == 1) t->cols = 1;
-    int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL;
+    int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL;
     if (gguf && llama_like && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
     if (gguf && llama_like && (r == MP_ROLE_K || r == MP_ROLE_K_BIAS)) t->permute_heads = s->kv_heads;
     if (gguf && mk_gemma(s) && t->ndim == 1) t->plus_one = 1;
     if (!gguf) t->type = s->dtype;
     else t->type = t->ndim == 1 ? MP_WT_F32 : mk_type2(s, t->cols);
+    return MP_OK;
+}
+
+/* The experts of stacked role r (GATE_EXPS, UP_EXPS, DOWN_EXPS) of a layer: one 3-D GGUF tensor, or
+ * one HF tensor per expert (rows row_off.. of the stack). */
+static int mk_experts(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
+    const int64_t FF = mk_exp_ffn(s), rows = r == MP_ROLE_DOWN_EXPS ? s->dim : FF, cols = r == MP_ROLE_DOWN_EXPS ? FF : s->dim;
+    const int gguf = s->format == MP_FORMAT_GGUF;
+    for (int j = 0; j < (gguf ? 1 : s->experts); j++) {
+        MkTensor *t = mk_add(l, e);
+        if (!t) return MP_ERR;
+        mp_model_expert_name(s->format, s->arch, r, layer, j, t->name, sizeof t->name);
+        t->layer = layer;
+        t->nparts = 1;
+        t->part_role[0] = r;
+        t->ndim = 2;
+        t->rows = gguf ? rows * s->experts : rows;
+        t->part_rows[0] = t->rows;
+        t->cols = cols;
+        t->experts = gguf ? s->experts : 0;
+        t->row_off = gguf ? 0 : j * rows;
+        t->type = gguf ? mk_type2(s, cols) : s->dtype;
+    }
     return MP_OK;
 }
 
@@ -236,7 +271,9 @@ static int mk_build(const MpMkSpec *s, MkList *l, MpErr *e) {
     if (mk_one(s, l, MP_ROLE_TOK_EMBD, -1, e)) return MP_ERR;
     for (int layer = 0; layer < s->layers; layer++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++)
-            if (mk_role_in_arch(s, (MpRole)r) && mk_one(s, l, (MpRole)r, layer, e)) return MP_ERR;
+            if (mk_role_in_arch(s, (MpRole)r) &&
+                (r >= MP_ROLE_GATE_EXPS ? mk_experts(s, l, (MpRole)r, layer, e) : mk_one(s, l, (MpRole)r, layer, e)))
+                return MP_ERR;
     if (mk_one(s, l, MP_ROLE_OUTPUT_NORM, -1, e)) return MP_ERR;
     if (s->arch == MP_ARCH_GPTNEOX && mk_one(s, l, MP_ROLE_OUTPUT_NORM_BIAS, -1, e)) return MP_ERR;
     if (!s->tie && mk_one(s, l, MP_ROLE_OUTPUT, -1, e)) return MP_ERR;
@@ -319,6 +356,7 @@ static void mk_rows(const MpMkSpec *s, const MkTensor *t, int64_t r0, int64_t n,
         } else {
             while (p < t->nparts - 1 && hf >= t->part_rows[p]) hf -= t->part_rows[p++];
         }
+        hf += t->row_off; /* HF expert j */
         mp_mk_row_stored(s, t->part_role[p], t->layer, hf, t->cols, out + (size_t)j * (size_t)t->cols);
     }
 }
@@ -366,7 +404,7 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
                                                "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-                                               "GemmaForCausalLM"};
+                                               "GemmaForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
@@ -451,6 +489,22 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(c, "rotary_pct", json_real(s->partial_rotary));
         json_object_set_new(c, "use_parallel_residual", json_boolean(s->parallel_residual));
         json_object_set_new(c, "attention_bias", json_true());
+    }
+    if (mk_moe(s)) { /* MixtralConfig / Qwen3MoeConfig keys */
+        json_object_set_new(c, s->arch == MP_ARCH_MIXTRAL ? "num_local_experts" : "num_experts", json_integer(s->experts));
+        json_object_set_new(c, "num_experts_per_tok", json_integer(s->experts_used));
+        json_object_set_new(c, "router_jitter_noise", json_real(0.0));
+        json_object_set_new(c, "output_router_logits", json_false());
+        json_object_set_new(c, "sliding_window", json_null());
+    }
+    if (s->arch == MP_ARCH_QWEN3MOE) {
+        json_object_set_new(c, "model_type", json_string("qwen3_moe"));
+        json_object_set_new(c, "moe_intermediate_size", json_integer(mk_exp_ffn(s)));
+        json_object_set_new(c, "norm_topk_prob", json_boolean(!s->no_norm_topk));
+        json_object_set_new(c, "decoder_sparse_step", json_integer(1));
+        json_object_set_new(c, "mlp_only_layers", json_array());
+        json_object_set_new(c, "use_sliding_window", json_false());
+        json_object_del(c, "router_jitter_noise");
     }
     json_object_set_new(c, "torch_dtype", json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32"));
     char path[4096];
@@ -643,7 +697,7 @@ static uint32_t mk_file_type(MpWType t) {
 }
 
 static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, MpErr *e) {
-    const char *arch = s->arch == MP_ARCH_MISTRAL ? "llama" : mp_model_arch_name(s->arch);
+    const char *arch = s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL ? "llama" : mp_model_arch_name(s->arch);
     MpGgufWriter w;
     mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
     char key[128];
@@ -674,9 +728,15 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
         mp_gguf_w_f32(&w, KEY("attention.layer_norm_rms_epsilon"), (float)s->norm_eps);
     }
     mp_gguf_w_f32(&w, KEY("rope.freq_base"), (float)mk_theta(s));
-    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_GPTNEOX)
+    const int llama = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL;
+    if (llama || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_GPTNEOX)
         mp_gguf_w_u32(&w, KEY("rope.dimension_count"), (uint32_t)mk_rot_dim(s));
-    if (s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL) mp_gguf_w_u32(&w, KEY("vocab_size"), (uint32_t)s->vocab);
+    if (llama) mp_gguf_w_u32(&w, KEY("vocab_size"), (uint32_t)s->vocab);
+    if (mk_moe(s)) {
+        mp_gguf_w_u32(&w, KEY("expert_count"), (uint32_t)s->experts);
+        mp_gguf_w_u32(&w, KEY("expert_used_count"), (uint32_t)s->experts_used);
+    }
+    if (s->arch == MP_ARCH_QWEN3MOE) mp_gguf_w_u32(&w, KEY("expert_feed_forward_length"), (uint32_t)mk_exp_ffn(s));
     if (s->arch == MP_ARCH_PHI3) {
         mp_gguf_w_u32(&w, KEY("rope.scaling.original_context_length"), (uint32_t)mk_orig_ctx(s));
         mp_gguf_w_u32(&w, KEY("attention.sliding_window"), 0);
@@ -686,11 +746,15 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
         }
     }
 #undef KEY
-    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3, e);
+    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_QWEN3MOE, e);
     for (size_t i = 0; i < l->n && rc == MP_OK; i++) {
         const MkTensor *t = &l->t[i];
-        int64_t ne[2] = {t->ndim == 2 ? t->cols : t->rows, t->rows};
-        if (mp_gguf_w_tensor(&w, t->name, (uint32_t)t->ndim, ne, t->type) != t->nbytes)
+        int64_t ne[3] = {t->ndim == 2 ? t->cols : t->rows, t->rows, 1};
+        if (t->experts > 0) { /* [E, rows, cols] in HF orientation */
+            ne[1] = t->rows / t->experts;
+            ne[2] = t->experts;
+        }
+        if (mp_gguf_w_tensor(&w, t->name, (uint32_t)(t->experts > 0 ? 3 : t->ndim), ne, t->type) != t->nbytes)
             rc = mp_err_set(e, "tensor '%s': size mismatch", t->name);
     }
     MpAtomicFile af;
@@ -747,6 +811,12 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     if (s->sliding_window > 0 && swa_hf && s->format == MP_FORMAT_GGUF)
         return mp_err_set(e, "--sliding-window: llama.cpp windows no %s layer, so its GGUF has no such key (HF only)", mp_model_arch_name(s->arch));
     if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
+    if (mk_moe(s) && (s->experts < 1 || s->experts > 4096 || s->experts_used < 1 || s->experts_used > s->experts))
+        return mp_err_set(e, "--experts must be in [1, 4096] and --experts-used in [1, --experts]");
+    if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24) || (s->moe_ffn > 0 && s->arch != MP_ARCH_QWEN3MOE))
+        return mp_err_set(e, "--moe-ffn is for --arch qwen3moe, in [1, 2^24]");
+    if (s->no_norm_topk && (s->arch != MP_ARCH_QWEN3MOE || s->format != MP_FORMAT_HF))
+        return mp_err_set(e, "--no-norm-topk is for --arch qwen3moe --format hf (llama.cpp's qwen3moe always renormalises)");
     int rd = mk_rot_dim(s);
     if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);
     if (!(s->norm_eps >= 0)) return mp_err_set(e, "bad norm eps");

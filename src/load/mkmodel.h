@@ -12,6 +12,9 @@
  * Quantised GGUF: any type of quant.h (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K) for 2-D weights
  * (rows that are not whole blocks fall back to Q8_0, then F16); 1-D tensors stay F32 as in
  * llama.cpp. The quantisers are simple grids, not llama.cpp's error-optimal ones.
+ * Mixture of experts (mixtral, qwen3moe): the router and the experts of a layer come from the
+ * stacked roles GATE_EXPS / UP_EXPS / DOWN_EXPS (expert j = rows [j*FF, (j+1)*FF) of the stack),
+ * written one tensor per expert in HF and one 3-D tensor per layer in GGUF, the same values.
  * Does not: write tokenizer.json, or quantised safetensors (not a thing).
  * Run: maskpos mkmodel --help. Tested by: tests/test_load.c, tests/test_load_gguf.c.
  */
@@ -41,6 +44,10 @@ typedef struct MpMkSpec {
     double attn_softcap, final_softcap; /* gemma2 soft-capping (defaults 50, 30 as Gemma 2) */
     int sliding_window;         /* 0: the family's default (gemma2/3 4096, others none); gemma2/3 local
                                    layers', mistral/phi3 every layer's, qwen2/3 layers >= L/2 (HF) */
+    int experts, experts_used;  /* mixtral, qwen3moe: E experts, K used per token (defaults 4, 2) */
+    int moe_ffn;                /* qwen3moe moe_intermediate_size (0: = ffn); mixtral's experts are ffn wide */
+    int no_norm_topk;           /* qwen3moe, HF only: norm_topk_prob false (llama.cpp's qwen3moe always
+                                   renormalises, so GGUF cannot say it) */
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);

@@ -28,7 +28,7 @@ static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "outp
                                                 "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
                                                 "up",       "down",        "attn_post_norm", "ffn_post_norm",
                                                 "o_bias",   "attn_norm_bias", "ffn_norm_bias", "up_bias",   "down_bias",
-                                                "output_norm_bias"};
+                                                "output_norm_bias", "router", "gate_exps", "up_exps", "down_exps"};
 const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
 int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER || r == MP_ROLE_OUTPUT_NORM_BIAS; }
 
@@ -41,13 +41,15 @@ static const char *hf_suffix[MP_ROLE_COUNT] = {
     "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
     "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
     "self_attn.o_proj.bias", "input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
-    "mlp.down_proj.bias", "model.norm.bias"};
+    "mlp.down_proj.bias", "model.norm.bias", "mlp.gate.weight", "mlp.experts.gate_proj", "mlp.experts.up_proj",
+    "mlp.experts.down_proj"}; /* experts: one tensor per expert (mp_model_expert_name) */
 static const char *gguf_suffix[MP_ROLE_COUNT] = {
     "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
     "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
     "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
     "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight", "attn_output.bias", "attn_norm.bias",
-    "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "output_norm.bias"};
+    "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "output_norm.bias", "ffn_gate_inp.weight", "ffn_gate_exps.weight",
+    "ffn_up_exps.weight", "ffn_down_exps.weight"};
 /* GPT-NeoX's HF names (GPTNeoXForCausalLM; after "gpt_neox.layers.N." for layer roles); Q/K/V
  * and their biases are rows of query_key_value; roles without a tensor are NULL. */
 static const char *neox_hf[MP_ROLE_COUNT] = {
@@ -73,10 +75,22 @@ void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, cha
     if (neox && fmt == MP_FORMAT_HF) sfx = neox_hf[role] ? neox_hf[role] : "?";
     if ((arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3) && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_NORM)
         sfx = "pre_feedforward_layernorm.weight";
+    if (arch == MP_ARCH_MIXTRAL && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_ROUTER) sfx = "block_sparse_moe.gate.weight";
     if (neox && fmt == MP_FORMAT_GGUF && role >= MP_ROLE_Q && role <= MP_ROLE_V_BIAS)
         sfx = role >= MP_ROLE_Q_BIAS ? "attn_qkv.bias" : "attn_qkv.weight";
     if (mp_model_role_is_global(role)) snprintf(out, cap, "%s", sfx);
     else snprintf(out, cap, fmt == MP_FORMAT_HF ? (neox ? "gpt_neox.layers.%d.%s" : "model.layers.%d.%s") : "blk.%d.%s", layer, sfx);
+}
+
+void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int expert, char *out, size_t cap) {
+    if (fmt == MP_FORMAT_GGUF) { /* one 3-D tensor holds every expert */
+        mp_model_stored_name(fmt, arch, role, layer, out, cap);
+        return;
+    }
+    const int k = role == MP_ROLE_GATE_EXPS ? 0 : role == MP_ROLE_UP_EXPS ? 1 : 2;
+    static const char *mix[3] = {"w1", "w3", "w2"}, *qw[3] = {"gate_proj", "up_proj", "down_proj"};
+    if (arch == MP_ARCH_MIXTRAL) snprintf(out, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", layer, expert, mix[k]);
+    else snprintf(out, cap, "model.layers.%d.mlp.experts.%d.%s.weight", layer, expert, qw[k]);
 }
 
 /* Expected served shape of a role from the hyperparameters: returns ndim (1 or 2). */
@@ -99,6 +113,9 @@ static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) 
     case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
     case MP_ROLE_OUTPUT_NORM_BIAS: *rows = C; return 1;
     case MP_ROLE_UP_BIAS: *rows = m->ffn; return 1;
+    case MP_ROLE_FFN_ROUTER: *rows = m->n_experts; *cols = C; return 2;
+    case MP_ROLE_GATE_EXPS: case MP_ROLE_UP_EXPS: *rows = (int64_t)m->n_experts * m->ffn; *cols = C; return 2;
+    case MP_ROLE_DOWN_EXPS: *rows = (int64_t)m->n_experts * C; *cols = m->ffn; return 2;
     default: return 0;
     }
 }
@@ -112,7 +129,8 @@ static int role_present(const MpModel *m, MpRole r) {
     if (r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS || r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS ||
         r == MP_ROLE_DOWN_BIAS)
         return m->arch == MP_ARCH_GPTNEOX;
-    if (r == MP_ROLE_GATE) return !m->gelu_mlp;
+    if (r >= MP_ROLE_FFN_ROUTER && r <= MP_ROLE_DOWN_EXPS) return m->n_experts > 0;
+    if (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN) return !m->n_experts && (r != MP_ROLE_GATE || !m->gelu_mlp);
     if (r == MP_ROLE_OUTPUT_NORM_BIAS) return 0; /* global: bound on its own */
     return 1;
 }
@@ -138,6 +156,7 @@ void mp_model_free(MpModel *m) {
     free(m->file_names);
     free(m->tensors);
     free(m->layer);
+    free(m->expert);
     memset(m, 0, sizeof *m);
 }
 
@@ -190,6 +209,60 @@ static int bind(MpModel *m, MpModelRef *ref, const char *name, int ndim, int64_t
     return MP_OK;
 }
 
+/* GGUF experts: expert j of the 3-D tensor `name` [E, rows, cols] (HF orientation) as a row slice. */
+static int bind_expert3(MpModel *m, MpModelRef *ref, const char *name, int64_t rows, int64_t cols, int j, const char *cfg_name, MpErr *e) {
+    ref->tensor = -1;
+    const int ti = find_tensor(m, name);
+    if (ti < 0) return mp_err_set(e, "%s: missing tensor '%s'", m->path, name);
+    const MpModelTensor *t = &m->tensors[ti];
+    if (!mp_quant_known(t->type)) return mp_err_set(e, "%s: tensor '%s': unsupported type", m->file_names[t->file], name);
+    if (t->ndim != 3 || t->shape[0] != m->n_experts || t->shape[1] != rows || t->shape[2] != cols) {
+        char a[128], b[128];
+        const int64_t want[3] = {m->n_experts, rows, cols};
+        fmt_shape(a, sizeof a, t->ndim, t->shape);
+        fmt_shape(b, sizeof b, 3, want);
+        return mp_err_set(e, "%s: tensor '%s' has shape %s but %s implies %s", m->file_names[t->file], name, a, cfg_name, b);
+    }
+    size_t rb;
+    if (mp_quant_row_bytes(t->type, (uint64_t)cols, &rb))
+        return mp_err_set(e, "%s: tensor '%s': %s rows of %lld elements are not whole blocks", m->file_names[t->file], name,
+                          mp_quant_name(t->type), (long long)cols);
+    memset(ref, 0, sizeof *ref);
+    ref->tensor = ti;
+    ref->ndim = 2;
+    ref->row0 = (int64_t)j * rows;
+    ref->rows = rows;
+    ref->cols = cols;
+    return MP_OK;
+}
+
+/* MoE layers, both formats: the router (a layer role) and every expert's gate/up/down into
+ * m->expert: HF one [FF, C] / [C, FF] tensor per expert, GGUF row slices of the 3-D tensors. */
+static int bind_moe(MpModel *m, const char *cfg_name, MpErr *e) {
+    const size_t E = (size_t)m->n_experts;
+    m->expert = mp_try_calloc((size_t)m->n_layers * E * 3, sizeof *m->expert);
+    if (!m->expert) return mp_err_set(e, "%s: out of memory", m->path);
+    char name[512];
+    for (int l = 0; l < m->n_layers; l++) {
+        int64_t rows, cols;
+        int nd = role_shape(m, MP_ROLE_FFN_ROUTER, &rows, &cols);
+        mp_model_stored_name(m->format, m->arch, MP_ROLE_FFN_ROUTER, l, name, sizeof name);
+        if (bind(m, &m->layer[(size_t)l * MP_ROLE_COUNT + MP_ROLE_FFN_ROUTER], name, nd, rows, cols, 0, rows, 0, cfg_name, e)) return MP_ERR;
+        for (int k = 0; k < 3; k++) {
+            const MpRole r = (MpRole)(MP_ROLE_GATE_EXPS + k);
+            const int64_t er = k == 2 ? m->dim : m->ffn, ec = k == 2 ? m->ffn : m->dim;
+            for (size_t j = 0; j < E; j++) {
+                MpModelRef *ref = &m->expert[((size_t)l * E + j) * 3 + (size_t)k];
+                mp_model_expert_name(m->format, m->arch, r, l, (int)j, name, sizeof name);
+                if (m->format == MP_FORMAT_GGUF ? bind_expert3(m, ref, name, er, ec, (int)j, cfg_name, e)
+                                                : bind(m, ref, name, 2, er, ec, 0, er, 0, cfg_name, e))
+                    return MP_ERR;
+            }
+        }
+    }
+    return MP_OK;
+}
+
 static int alloc_layers(MpModel *m, MpErr *e) {
     m->layer = mp_try_calloc((size_t)m->n_layers * MP_ROLE_COUNT, sizeof *m->layer);
     if (!m->layer) return mp_err_set(e, "%s: out of memory", m->path);
@@ -215,7 +288,7 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
     int64_t Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
     for (int l = 0; l < m->n_layers; l++) {
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
-            if (!role_present(m, (MpRole)r)) continue;
+            if (!role_present(m, (MpRole)r) || r >= MP_ROLE_FFN_ROUTER) continue; /* MoE: bind_moe */
             MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
             int64_t rows, cols;
             int nd = role_shape(m, (MpRole)r, &rows, &cols);
@@ -235,6 +308,7 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
             }
         }
     }
+    if (m->n_experts > 0 && bind_moe(m, cfg_name, e)) return MP_ERR;
     /* every role tensor must be a type we can serve */
     for (size_t i = 0; i < (size_t)m->n_layers * MP_ROLE_COUNT + MP_ROLE_FIRST_LAYER; i++) {
         const MpModelRef *ref = i < MP_ROLE_FIRST_LAYER ? &m->global[i] : &m->layer[i - MP_ROLE_FIRST_LAYER];
@@ -490,14 +564,17 @@ static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
     else if (!strcmp(arch, "gemma2")) m->arch = MP_ARCH_GEMMA2;
     else if (!strcmp(arch, "gemma3")) m->arch = MP_ARCH_GEMMA3;
     else if (!strcmp(arch, "gemma")) m->arch = MP_ARCH_GEMMA;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3)", g->path, arch);
+    else if (!strcmp(arch, "qwen3moe")) m->arch = MP_ARCH_QWEN3MOE;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, qwen3moe; mixtral is llama with experts)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
         return mp_err_set(e, "%s: key 'split.count' = %lld: split GGUF files are not supported (merge them with llama.cpp's gguf-split --merge)",
                           g->path, (long long)v);
     if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
-    if (v > 0) return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts models are not supported", g->path, arch);
+    if (v > 0 && m->arch == MP_ARCH_LLAMA) m->arch = MP_ARCH_MIXTRAL; /* convert_hf_to_gguf writes Mixtral as llama */
+    if (v > 0 && m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE)
+        return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts %s models are not supported (llama with experts, qwen3moe)", g->path, arch, arch);
     return MP_OK;
 }
 
@@ -644,9 +721,27 @@ static int gguf_rope(MpModel *m, const char *arch, MpErr *e) {
     return rc;
 }
 
+/* Mixture of experts: E, K, one expert's size; llama.cpp renormalises the K weights of both
+ * (llama and qwen3moe call build_moe_ffn with norm_w = true). */
+static int gguf_moe(MpModel *m, const char *arch, MpErr *e) {
+    const MpGguf *g = m->gguf;
+    int64_t v;
+    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE) return MP_OK;
+    if (gguf_int(g, arch, "expert_count", 1, 0, 1, 1 << 16, &v, e)) return MP_ERR;
+    m->n_experts = (int)v;
+    if (gguf_int(g, arch, "expert_used_count", 1, 0, 1, m->n_experts, &v, e)) return MP_ERR;
+    m->n_experts_used = (int)v;
+    m->moe_norm_topk = 1;
+    if (m->arch == MP_ARCH_QWEN3MOE) {
+        if (gguf_int(g, arch, "expert_feed_forward_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
+        m->ffn = (int)v;
+    }
+    return MP_OK;
+}
+
 static int gguf_describe(MpModel *m, MpErr *e) {
     char arch[64];
-    if (gguf_arch(m, arch, e) || gguf_dims(m, arch, e) || gguf_gemma(m, arch, e) || gguf_vocab(m, arch, e)) return MP_ERR;
+    if (gguf_arch(m, arch, e) || gguf_dims(m, arch, e) || gguf_moe(m, arch, e) || gguf_gemma(m, arch, e) || gguf_vocab(m, arch, e)) return MP_ERR;
     return gguf_rope(m, arch, e);
 }
 
@@ -678,7 +773,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "the GGUF metadata", e);
     if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
-    if (m->arch == MP_ARCH_LLAMA) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
+    if (m->arch == MP_ARCH_LLAMA || m->arch == MP_ARCH_MIXTRAL) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
         for (int l = 0; l < m->n_layers; l++) {
             MpModelRef *L = &m->layer[(size_t)l * MP_ROLE_COUNT];
             L[MP_ROLE_Q].unpermute_heads = L[MP_ROLE_Q_BIAS].unpermute_heads = m->n_heads;
@@ -771,9 +866,7 @@ static int64_t src_row(const MpModelRef *r, int64_t j) {
     return r->row0 + h * hd + 2 * i + p;
 }
 
-int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n, float *out, MpErr *e) {
-    const MpModelRef *r = model_ref(m, role, layer);
-    if (!r) return mp_err_set(e, "%s: no tensor for role '%s' of layer %d", m->path, mp_model_role_name(role), layer);
+static int ref_rows_f32(MpModel *m, const MpModelRef *r, MpRole role, int64_t r0, int64_t n, float *out, MpErr *e) {
     if (r0 < 0 || n < 0 || r0 > r->rows || n > r->rows - r0)
         return mp_err_set(e, "%s: rows [%lld, +%lld) outside role '%s' (%lld rows)", m->path, (long long)r0, (long long)n,
                           mp_model_role_name(role), (long long)r->rows);
@@ -796,6 +889,39 @@ int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n,
         count_read(m, rb);
     }
     return MP_OK;
+}
+
+int mp_model_rows_f32(MpModel *m, MpRole role, int layer, int64_t r0, int64_t n, float *out, MpErr *e) {
+    const MpModelRef *r = model_ref(m, role, layer);
+    if (!r) return mp_err_set(e, "%s: no tensor for role '%s' of layer %d", m->path, mp_model_role_name(role), layer);
+    return ref_rows_f32(m, r, role, r0, n, out, e);
+}
+
+static const MpModelRef *expert_ref(const MpModel *m, MpRole role, int layer, int expert) {
+    if (!m->expert || role < MP_ROLE_GATE_EXPS || role > MP_ROLE_DOWN_EXPS || layer < 0 || layer >= m->n_layers || expert < 0 ||
+        expert >= m->n_experts)
+        return NULL;
+    const MpModelRef *r = &m->expert[((size_t)layer * (size_t)m->n_experts + (size_t)expert) * 3 + (size_t)(role - MP_ROLE_GATE_EXPS)];
+    return r->tensor >= 0 ? r : NULL;
+}
+
+int mp_model_expert_shape(const MpModel *m, MpRole role, int layer, int expert, int64_t shape[2]) {
+    const MpModelRef *r = expert_ref(m, role, layer, expert);
+    if (!r) return 0;
+    shape[0] = r->rows;
+    shape[1] = r->cols;
+    return 2;
+}
+
+int mp_model_expert_rows_f32(MpModel *m, MpRole role, int layer, int expert, int64_t r0, int64_t n, float *out, MpErr *e) {
+    const MpModelRef *r = expert_ref(m, role, layer, expert);
+    if (!r) return mp_err_set(e, "%s: no expert %d '%s' in layer %d", m->path, expert, mp_model_role_name(role), layer);
+    return ref_rows_f32(m, r, role, r0, n, out, e);
+}
+
+int mp_model_expert_tensor(const MpModel *m, MpRole role, int layer, int expert) {
+    const MpModelRef *r = expert_ref(m, role, layer, expert);
+    return r ? r->tensor : -1;
 }
 
 int mp_model_tensor_f32(MpModel *m, MpRole role, int layer, float *out, size_t cap, int64_t shape[2], MpErr *e) {
@@ -862,6 +988,11 @@ int mp_model_open_config(MpModel *m, const char *path, MpErr *e) {
     return rc;
 }
 
+uint64_t mp_model_active_param_count(const MpModel *m) {
+    const uint64_t idle = (uint64_t)m->n_layers * (uint64_t)(m->n_experts - m->n_experts_used) * 3u * (uint64_t)m->ffn * (uint64_t)m->dim;
+    return mp_model_param_count(m) - (m->n_experts > 0 ? idle : 0);
+}
+
 uint64_t mp_model_param_count(const MpModel *m) {
     if (m->n_tensors == 0) return param_count_config(m); /* mp_model_open_config */
     uint64_t n = 0;
@@ -881,7 +1012,8 @@ uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers) {
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
             int64_t s[2];
             if (mp_model_role_is_global((MpRole)r)) continue;
-            if (m->n_tensors == 0) { /* mp_model_open_config: shapes from the hyperparameters */
+            if (m->n_tensors == 0 || (r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS)) { /* shapes from the hyperparameters
+                (mp_model_open_config; the experts, served one by one) */
                 if (role_present(m, (MpRole)r) && role_shape(m, (MpRole)r, &s[0], &s[1])) b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
             } else if (mp_model_shape(m, (MpRole)r, l, s)) {
                 b += (uint64_t)s[0] * (uint64_t)s[1] * 4;
@@ -938,6 +1070,8 @@ int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
             const MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
             if (ref->tensor >= 0 && (size_t)ref->tensor < m->n_tensors) seen[ref->tensor] = 1;
         }
+    for (size_t i = 0; m->expert && i < (size_t)n_layers * (size_t)m->n_experts * 3; i++)
+        if (m->expert[i].tensor >= 0 && (size_t)m->expert[i].tensor < m->n_tensors) seen[m->expert[i].tensor] = 1;
     int rc = MP_OK;
     for (size_t i = 0; i < m->n_tensors && rc == MP_OK; i++) {
         if (!seen[i] || !mp_quant_known(m->tensors[i].type)) continue;

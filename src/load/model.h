@@ -47,6 +47,16 @@ int mp_model_role_is_global(MpRole r);
  * name the fused qkv_proj / gate_up_proj (attn_qkv / ffn_up). Shared with the writer (mkmodel). */
 void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap);
 
+/* Mixture of experts: the stored name of expert `expert`'s GATE_EXPS / UP_EXPS / DOWN_EXPS in layer
+ * `layer` (HF: one tensor per expert, e.g. "model.layers.0.block_sparse_moe.experts.3.w1.weight";
+ * GGUF: the layer's 3-D tensor "blk.0.ffn_gate_exps.weight"). Shared with mkmodel. */
+void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int expert, char *out, size_t cap);
+/* Expert accessors (role GATE_EXPS, UP_EXPS or DOWN_EXPS): the expert's [FF, C] / [C, FF] shape
+ * (0 when absent), rows [r0, r0+n) dequantised to f32, and the index of its stored tensor (-1). */
+int mp_model_expert_shape(const MpModel *m, MpRole role, int layer, int expert, int64_t shape[2]);
+int mp_model_expert_rows_f32(MpModel *m, MpRole role, int layer, int expert, int64_t r0, int64_t n, float *out, MpErr *e);
+int mp_model_expert_tensor(const MpModel *m, MpRole role, int layer, int expert);
+
 /* Shape of (role, layer) in HF orientation; returns ndim (1 or 2), or 0 when the role is absent
  * (e.g. Q_BIAS of llama) or layer is out of range. shape[1] = 1 for 1-D tensors. */
 int mp_model_shape(const MpModel *m, MpRole role, int layer, int64_t shape[2]);
@@ -78,6 +88,8 @@ int mp_model_context_check(const MpModel *m, int64_t seq, int allow_long, int *b
 /* Parameter count of everything stored (tied output counted once); of everything the
  * configuration implies for a model from mp_model_open_config. */
 uint64_t mp_model_param_count(const MpModel *m);
+/* MoE: the parameters one token uses (every expert but K per layer left out); = the count otherwise. */
+uint64_t mp_model_active_param_count(const MpModel *m);
 /* f32 bytes of the weights of layers [0, n_layers) (all roles): what a probe of the first
  * layers keeps resident after dequantisation (the embedding is read row by row, not counted). */
 uint64_t mp_model_layer_f32_bytes(const MpModel *m, int n_layers);

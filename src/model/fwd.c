@@ -81,9 +81,9 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
             ly->attn_post_norm = fwd_carve(c, (size_t)d.C);
             ly->ffn_post_norm = fwd_carve(c, (size_t)d.C);
         }
-        if (!m->gelu_mlp) fwd_mat(c, &ly->gate, d.FF, d.C, b);
-        fwd_mat(c, &ly->up, d.FF, d.C, b);
-        fwd_mat(c, &ly->down, d.C, d.FF, b);
+        if (!m->gelu_mlp && !m->n_experts) fwd_mat(c, &ly->gate, d.FF, d.C, b);
+        if (!m->n_experts) fwd_mat(c, &ly->up, d.FF, d.C, b);
+        if (!m->n_experts) fwd_mat(c, &ly->down, d.C, d.FF, b);
         if (m->layer_norm) { /* gptneox: LayerNorm biases and every Linear's bias */
             ly->attn_norm_b = fwd_carve(c, (size_t)d.C);
             ly->ffn_norm_b = fwd_carve(c, (size_t)d.C);
@@ -97,6 +97,24 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
         *out_norm = fwd_carve(c, (size_t)d.C);
         fwd_mat(c, lm_head, d.V, d.C, b);
         if (m->layer_norm) *out_norm_b = fwd_carve(c, (size_t)d.C);
+    }
+}
+
+/* MoE weights, after fwd_layout_weights: each layer's router [E, C] and its E experts' gate [FF, C],
+ * up [FF, C], down [C, FF] (into expmats [L * E * 3] when given; counted only otherwise). */
+static void fwd_layout_moe(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmats, const MpModel *m, const MpFwdConfig *cfg) {
+    const FwdDims d = fwd_dims(m, cfg);
+    const int b = cfg->compute == MP_FWD_COMPUTE_BF16, E = m->n_experts;
+    for (int l = 0; l < d.L && E > 0; l++) {
+        MpFwdMat tmp[3], router;
+        fwd_mat(c, layers ? &layers[l].router : &router, E, d.C, b);
+        if (layers) layers[l].exps = expmats ? expmats + (size_t)l * E * 3 : NULL;
+        for (int j = 0; j < E; j++) {
+            MpFwdMat *w = layers && expmats ? expmats + ((size_t)l * E + j) * 3 : tmp;
+            fwd_mat(c, &w[0], d.FF, d.C, b);
+            fwd_mat(c, &w[1], d.FF, d.C, b);
+            fwd_mat(c, &w[2], d.C, d.FF, b);
+        }
     }
 }
 
@@ -122,6 +140,15 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->sin_l = m->inv_freq_local ? fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1)) : NULL;
     f->kc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * d.NKV * mp_fwd_attn_keys_floats(d.HS, (int)T)) : NULL;
     f->vc = cfg->kv_cache ? fwd_carve(c, (size_t)d.L * T * d.NKV * d.HS) : NULL;
+    if (m->n_experts) { /* MoE routing and gathering (the int32 arrays are carved as 4-byte floats) */
+        const size_t E = (size_t)m->n_experts, K = (size_t)m->n_experts_used;
+        f->moe_p = fwd_carve(c, T * E);
+        f->moe_w = fwd_carve(c, T * K);
+        f->moe_sel = (int32_t *)fwd_carve(c, T * K);
+        f->moe_rows = (int32_t *)fwd_carve(c, T * K);
+        f->moe_xg = fwd_carve(c, T * d.C);
+        f->moe_y = fwd_carve(c, T * d.C);
+    }
 }
 
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
@@ -131,6 +158,7 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
     MpFwd f;
     memset(&f, 0, sizeof f);
     fwd_layout_weights(&cw, NULL, &on, &lm, m, cfg, &onb);
+    fwd_layout_moe(&cw, NULL, NULL, m, cfg);
     fwd_layout_acts(&ca, &f, m, cfg);
     *weights = (uint64_t)cw.used * 4;
     *acts = (uint64_t)ca.used * 4;
@@ -158,16 +186,20 @@ static int fwd_load_vec(MpModel *m, MpRole role, int layer, float *dst, int64_t 
  * will not be read again (the embedding: its rows are read again on the next run, from the page
  * cache). Only for file mappings: a borrowed buffer (fuzzer) is left alone. Advisory: errors are
  * ignored. */
-static void fwd_release_mapped(const MpModel *m, MpRole role, int layer) {
-    const MpModelRef *r = mp_model_role_is_global(role) ? &m->global[role]
-                          : (layer >= 0 && layer < m->n_layers) ? &m->layer[(size_t)layer * MP_ROLE_COUNT + role] : NULL;
-    if (!r || r->tensor < 0) return;
-    const MpModelTensor *t = &m->tensors[r->tensor];
+static void fwd_release_tensor(const MpModel *m, int tensor) {
+    if (tensor < 0) return;
+    const MpModelTensor *t = &m->tensors[tensor];
     const int mapped = m->gguf ? m->gguf->map.mapped : (m->st && t->file >= 0 && t->file < m->n_files) ? m->st[t->file].map.mapped : 0;
     if (!mapped || !t->nbytes) return;
     const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     const uintptr_t a = (uintptr_t)t->data & ~(pg - 1), b = ((uintptr_t)t->data + t->nbytes + pg - 1) & ~(pg - 1);
     (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
+static void fwd_release_mapped(const MpModel *m, MpRole role, int layer) {
+    const MpModelRef *r = mp_model_role_is_global(role) ? &m->global[role]
+                          : (layer >= 0 && layer < m->n_layers) ? &m->layer[(size_t)layer * MP_ROLE_COUNT + role] : NULL;
+    if (r) fwd_release_tensor(m, r->tensor);
 }
 
 /* w <- (role, layer) [out, in], through scratch [cap floats]. f32: the whole tensor dequantised,
@@ -192,11 +224,44 @@ static int fwd_load_mat(MpModel *m, MpRole role, int layer, MpFwdMat *w, float *
     return MP_OK;
 }
 
+/* w <- expert j's (role, layer) [out, in] (GATE_EXPS, UP_EXPS, DOWN_EXPS), as fwd_load_mat does;
+ * the pages of its tensor are released once the layer's last expert is packed (GGUF: one tensor
+ * holds them all). */
+static int fwd_load_expert(MpModel *m, MpRole role, int layer, int j, MpFwdMat *w, float *scratch, size_t cap, MpErr *e) {
+    int64_t s[2];
+    if (!mp_model_expert_shape(m, role, layer, j, s) || s[0] != w->out || s[1] != w->in)
+        return mp_err_set(e, "%s: layer %d has no [%lld, %lld] expert %d '%s'", m->path, layer, (long long)w->out, (long long)w->in, j,
+                          mp_model_role_name(role));
+    if (w->pb) {
+        for (int64_t r0 = 0; r0 < w->out; r0 += MP_FWD_NR) {
+            const int64_t n = w->out - r0 < MP_FWD_NR ? w->out - r0 : MP_FWD_NR;
+            if (mp_model_expert_rows_f32(m, role, layer, j, r0, n, scratch, e) != MP_OK) return MP_ERR;
+            mp_fwd_mat_pack_bf16_rows(w, scratch, r0, n);
+        }
+    } else {
+        if ((size_t)(s[0] * s[1]) > cap) return mp_err_set(e, "internal: expert scratch");
+        if (mp_model_expert_rows_f32(m, role, layer, j, 0, s[0], scratch, e) != MP_OK) return MP_ERR;
+        mp_fwd_mat_pack(w, scratch, w->out, w->in);
+    }
+    if (m->format == MP_FORMAT_HF || j == m->n_experts - 1) fwd_release_tensor(m, mp_model_expert_tensor(m, role, layer, j));
+    return MP_OK;
+}
+
+/* A MoE layer's router and experts. */
+static int fwd_load_moe(MpFwd *f, int l, float *scratch, size_t cap, MpErr *e) {
+    MpFwdLayer *ly = &f->layers[l];
+    int rc = fwd_load_mat(f->m, MP_ROLE_FFN_ROUTER, l, &ly->router, scratch, cap, e);
+    for (int k = 0; k < 3 && rc == MP_OK; k++)
+        for (int j = 0; j < f->m->n_experts && rc == MP_OK; j++)
+            rc = fwd_load_expert(f->m, (MpRole)(MP_ROLE_GATE_EXPS + k), l, j, &ly->exps[(size_t)j * 3 + (size_t)k], scratch, cap, e);
+    return rc;
+}
+
 static int fwd_load(MpFwd *f, MpErr *e) {
     MpModel *m = f->m;
     size_t cap = 0;
     const int64_t sizes[][2] = {{(int64_t)f->NH * f->HS, f->C}, {f->C, (int64_t)f->NH * f->HS}, {f->FF, f->C},
-                                {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}};
+                                {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}, {m->n_experts, f->C}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         /* bf16 packs one panel of MP_FWD_NR rows at a time */
         const size_t rows = f->cfg.compute == MP_FWD_COMPUTE_BF16 && sizes[i][0] > MP_FWD_NR ? MP_FWD_NR : (size_t)sizes[i][0];
@@ -220,14 +285,15 @@ static int fwd_load(MpFwd *f, MpErr *e) {
         if (rc == MP_OK && ly->ffn_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
         if (rc == MP_OK && ly->attn_post_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_POST_NORM, l, ly->attn_post_norm, f->C, e);
         if (rc == MP_OK && ly->ffn_post_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_POST_NORM, l, ly->ffn_post_norm, f->C, e);
-        if (rc == MP_OK && !m->gelu_mlp) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
+        if (rc == MP_OK && !m->gelu_mlp && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
         if (rc == MP_OK && ly->attn_norm_b) rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM_BIAS, l, ly->attn_norm_b, f->C, e);
         if (rc == MP_OK && ly->ffn_norm_b) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM_BIAS, l, ly->ffn_norm_b, f->C, e);
         if (rc == MP_OK && ly->o_bias) rc = fwd_load_vec(m, MP_ROLE_O_BIAS, l, ly->o_bias, f->C, e);
         if (rc == MP_OK && ly->up_bias) rc = fwd_load_vec(m, MP_ROLE_UP_BIAS, l, ly->up_bias, f->FF, e);
         if (rc == MP_OK && ly->down_bias) rc = fwd_load_vec(m, MP_ROLE_DOWN_BIAS, l, ly->down_bias, f->C, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
+        if (rc == MP_OK && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
+        if (rc == MP_OK && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
+        if (rc == MP_OK && m->n_experts) rc = fwd_load_moe(f, l, scratch, cap, e);
     }
     if (rc == MP_OK && f->cfg.logits) {
         rc = fwd_load_vec(m, MP_ROLE_OUTPUT_NORM, 0, f->out_norm, f->C, e);
@@ -269,8 +335,13 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     f->R = m->rot_dim;
     f->layers = calloc((size_t)cfg->n_layers, sizeof *f->layers);
     if (!f->layers) return mp_err_set(e, "out of memory");
+    if (m->n_experts > 0 && !(f->expmats = calloc((size_t)cfg->n_layers * (size_t)m->n_experts * 3, sizeof *f->expmats))) {
+        mp_fwd_free(f);
+        return mp_err_set(e, "out of memory");
+    }
     FwdCarve cw = {0}, ca = {0};
     fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
+    fwd_layout_moe(&cw, f->layers, f->expmats, m, cfg);
     fwd_layout_acts(&ca, f, m, cfg);
     f->wfloats = cw.used;
     f->afloats = ca.used;
@@ -287,6 +358,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     ca.base = f->ablock;
     ca.used = 0;
     fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
+    fwd_layout_moe(&cw, f->layers, f->expmats, m, cfg);
     fwd_layout_acts(&ca, f, m, cfg);
     if (fwd_load(f, e) != MP_OK) {
         mp_fwd_free(f);
@@ -299,12 +371,14 @@ void mp_fwd_free(MpFwd *f) {
     free(f->ablock);
     free(f->wblock);
     free(f->layers);
+    free(f->expmats);
     memset(f, 0, sizeof *f);
 }
 
 double mp_fwd_flops(const MpFwd *f, int T) {
-    const double C = f->C, q = (double)f->NH * f->HS, kv = (double)f->NKV * f->HS, FF = f->FF;
-    const double per_tok = 2.0 * (C * q + 2 * C * kv + q * C + 3 * C * FF);
+    const double C = f->C, q = (double)f->NH * f->HS, kv = (double)f->NKV * f->HS;
+    const double FF = f->m->n_experts ? (double)f->FF * f->m->n_experts_used : f->FF; /* MoE: the K experts a token uses */
+    const double per_tok = 2.0 * (C * q + 2 * C * kv + q * C + 3 * C * FF + C * f->m->n_experts);
     const double pairs = f->cfg.causal ? (double)T * (T + 1) / 2 : (double)T * T;
     const double attn = 2.0 * 2.0 * pairs * f->HS * f->NH;
     double fl = f->cfg.n_layers * ((double)T * per_tok + attn);
@@ -527,6 +601,71 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
 
+/* Routing of row t (MoE): softmax over the E router logits in f->moe_p (in place; exponentials and
+ * their sum in double, probabilities f32 as HF's softmax(dtype=float32) gives them), the K most
+ * probable experts by a stable descending selection (ties: the lower index first), their weights
+ * renormalised to sum 1 (f32, summed in rank order) when m->moe_norm_topk. */
+static void fwd_moe_route(MpFwd *f, int t) {
+    const int E = f->m->n_experts, K = f->m->n_experts_used;
+    float *p = f->moe_p + (size_t)t * E, *w = f->moe_w + (size_t)t * K;
+    int32_t *sel = f->moe_sel + (size_t)t * K;
+    float mx = p[0];
+    for (int j = 1; j < E; j++) mx = p[j] > mx ? p[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < E; j++) sum += exp((double)p[j] - (double)mx);
+    for (int j = 0; j < E; j++) p[j] = (float)(exp((double)p[j] - (double)mx) / sum);
+    for (int k = 0; k < K; k++) { /* k-th largest: the first index holding the largest value not yet taken */
+        int best = -1;
+        for (int j = 0; j < E; j++) {
+            int taken = 0;
+            for (int i = 0; i < k; i++) taken |= sel[i] == j;
+            if (!taken && (best < 0 || p[j] > p[best])) best = j;
+        }
+        sel[k] = best;
+        w[k] = p[best];
+    }
+    if (f->m->moe_norm_topk) {
+        float s = 0;
+        for (int k = 0; k < K; k++) s += w[k];
+        for (int k = 0; k < K; k++) w[k] /= s;
+    }
+}
+
+/* Mixture of experts (mixtral, qwen3moe) on the normed rows [t0, T) of f->xn (Linear inputs already
+ * rounded), the result into f->xn: router logits (a Linear), fwd_moe_route per row, then expert by
+ * expert in index order (the order in which HF's loop adds them into zeros): the expert's SwiGLU
+ * of its rows gathered, each output row times its weight added to the row's sum. Only the
+ * experts that some row chose are computed. */
+static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
+    const int E = f->m->n_experts, K = f->m->n_experts_used, C = f->C, FF = f->FF, n = T - t0;
+    mp_fwd_matmul(f->moe_p + (size_t)t0 * E, E, f->xn + (size_t)t0 * C, C, &ly->router, n);
+    for (int t = t0; t < T; t++) fwd_moe_route(f, t);
+    memset(f->moe_y + (size_t)t0 * C, 0, sizeof(float) * (size_t)n * (size_t)C);
+    for (int j = 0; j < E; j++) {
+        int cnt = 0;
+        for (int t = t0; t < T; t++)
+            for (int k = 0; k < K; k++)
+                if (f->moe_sel[(size_t)t * K + k] == j) f->moe_rows[cnt++] = t * K + k; /* (row, rank) */
+        if (!cnt) continue;
+        for (int i = 0; i < cnt; i++) memcpy(f->moe_xg + (size_t)i * C, f->xn + (size_t)(f->moe_rows[i] / K) * C, sizeof(float) * (size_t)C);
+        const MpFwdMat *w = ly->exps + (size_t)j * 3;
+        mp_fwd_matmul(f->gate, FF, f->moe_xg, C, &w[0], cnt);
+        mp_fwd_matmul(f->up, FF, f->moe_xg, C, &w[1], cnt);
+#pragma omp parallel for schedule(static) if ((double)cnt * FF * 10 > FWD_PAR_MIN)
+        for (int i = 0; i < cnt; i++) mp_fwd_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF);
+        fwd_linear_input(f, f->gate, FF, 0, cnt, FF);
+        mp_fwd_matmul(f->moe_xg, C, f->gate, FF, &w[2], cnt);
+        for (int i = 0; i < cnt; i++) {
+            const int t = f->moe_rows[i] / K;
+            const float wt = f->moe_w[f->moe_rows[i]];
+            float *y = f->moe_y + (size_t)t * C;
+            const float *o = f->moe_xg + (size_t)i * C;
+            for (int c = 0; c < C; c++) y[c] += o[c] * wt;
+        }
+    }
+    memcpy(f->xn + (size_t)t0 * C, f->moe_y + (size_t)t0 * C, sizeof(float) * (size_t)n * (size_t)C);
+}
+
 static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     const int t0 = r.t0, T = r.T, n = T - t0;
     float *xn = f->xn + (size_t)t0 * f->C, *gate = f->gate + (size_t)t0 * f->FF, *up = f->up + (size_t)t0 * f->FF;
@@ -541,6 +680,12 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     fwd_norm_rows(f->xn, f->x, ly->ffn_norm, t0, T, f->C, f->m->norm_eps);
     fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
+    if (f->m->n_experts) { /* mixtral, qwen3moe */
+        fwd_moe(f, ly, t0, T);
+        fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+        fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
+        return;
+    }
     mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
     mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
     const int geglu = f->m->geglu; /* gemma */

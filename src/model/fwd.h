@@ -98,7 +98,10 @@ typedef struct MpFwdLayer {
     float *o_bias, *down_bias; /* [C] gptneox; else NULL */
     float *up_bias;            /* [FF] gptneox; else NULL (gptneox has no gate: `gate` unused) */
     float *ffn_norm;           /* [C]; NULL in olmo2 */
-    MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF] */
+    MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF]; unused in MoE layers */
+    MpFwdMat router;           /* [E, C] MoE router; else unused */
+    MpFwdMat *exps;            /* [E * 3] MoE: expert j's gate [FF, C], up [FF, C], down [C, FF] at 3j..3j+2
+                                  (borrowed from MpFwd.expmats); else NULL */
 } MpFwdLayer;
 
 typedef struct MpFwd {
@@ -127,6 +130,13 @@ typedef struct MpFwd {
     float *cos_t, *sin_t;      /* [T, R/2] */
     float *cos_l, *sin_l;      /* [T, R/2] gemma3: the local (sliding-window) layers' table; else NULL */
     float *logits;             /* [T, V] (logits only) */
+    MpFwdMat *expmats;         /* [n_layers * E * 3] owned, MoE only: every layer's expert matrices */
+    float *moe_p;              /* [T, E] MoE router logits, then probabilities; else NULL */
+    float *moe_w;              /* [T, K] weights of the K chosen experts */
+    int32_t *moe_sel;          /* [T, K] the chosen experts, most probable first */
+    int32_t *moe_rows;         /* [T * K] (row * K + rank) entries routed to the expert at hand */
+    float *moe_xg;             /* [T, C] those rows' inputs gathered, then the expert's outputs */
+    float *moe_y;              /* [T, C] the weighted sum of the experts' outputs */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;

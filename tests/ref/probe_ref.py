@@ -19,7 +19,9 @@ norms of the attention and MLP outputs before the residual add, no pre-norms), g
 LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP),
 gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping),
 gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base),
-gemma (Gemma 1: x sqrt(C), (1 + w) pre-norms, GeGLU, 1/sqrt(head_dim)). RoPE scaling: default, linear, llama3, longrope.
+gemma (Gemma 1: x sqrt(C), (1 + w) pre-norms, GeGLU, 1/sqrt(head_dim)), mixtral and qwen3_moe
+(mixture-of-experts FFN, see moe_ffn; qwen3_moe with qwen3's per-head q/k norm).
+RoPE scaling: default, linear, llama3, longrope.
 Sliding windows as the HF classes set them (layer_windows below) and as transformers'
 masking_utils applies them: query i sees key j only when i - j < W (and, without the causal mask,
 j - i < W); entries outside are NaN in the scores like the causal mask's.
@@ -310,6 +312,35 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     return scores_out, probs_out, logits
 
 
+def moe_ffn(cfg, W, p, h):
+    """Mixture of experts as MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock compute it: router
+    logits, softmax over all experts, the top num_experts_per_tok probabilities (ties: the lower
+    expert index, a stable descending sort), renormalised to sum 1 (Mixtral always, Qwen3-MoE when
+    norm_topk_prob), then each expert's SwiGLU of its tokens times the token's weight, added into
+    zeros expert by expert in index order."""
+    mix = cfg["model_type"] == "mixtral"
+    pre = p + ("block_sparse_moe." if mix else "mlp.")
+    E = cfg.get("num_local_experts", 8) if mix else cfg.get("num_experts", 128)
+    K = cfg.get("num_experts_per_tok", 2 if mix else 8)
+    names = ("w1", "w3", "w2") if mix else ("gate_proj", "up_proj", "down_proj")
+    norm = True if mix else bool(cfg.get("norm_topk_prob", False))
+    probs = torch.softmax(h @ W[pre + "gate.weight"].T, dim=-1)           # [S, E]
+    chosen = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :K]
+    wts = torch.gather(probs, 1, chosen)
+    if norm:
+        wts = wts / wts.sum(-1, keepdim=True)
+    y = torch.zeros_like(h)
+    for e in range(E):
+        rows, slot = torch.where(chosen == e)
+        if rows.numel() == 0:
+            continue
+        xe = h[rows]
+        ew = [W[f"{pre}experts.{e}.{n}.weight"] for n in names]
+        oe = (torch.nn.functional.silu(xe @ ew[0].T) * (xe @ ew[1].T)) @ ew[2].T
+        y.index_add_(0, rows, oe * wts[rows, slot, None])
+    return y
+
+
 def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     arch = cfg["model_type"]
     if arch in ("gemma", "gemma2", "gemma3_text"):
@@ -354,7 +385,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         q = q.view(S, NH, HS).transpose(0, 1)   # [NH, S, HS]
         k = k.view(S, NKV, HS).transpose(0, 1)
         v = v.view(S, NKV, HS).transpose(0, 1)
-        if arch == "qwen3":
+        if arch in ("qwen3", "qwen3_moe"):
             q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         if use_rope:
@@ -379,6 +410,9 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
             continue
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        if arch in ("mixtral", "qwen3_moe"):
+            x = x + moe_ffn(cfg, W, p, h2)
+            continue
         if arch == "phi3":
             gu = h2 @ W[p + "mlp.gate_up_proj.weight"].T
             FF = gu.shape[-1] // 2

@@ -7,7 +7,10 @@
  *     f32 weights of the probed layers, checked against the per-layer count worked out by hand;
  *     the whole expected peak (weights, scratch, activations, scores, maps, outputs) the probe
  *     prints, and inspect's "probe memory", against a formula written here from the config;
- *   - an unknown model_type / GGUF architecture is one line naming it and listing the supported.
+ *   - an unknown model_type / GGUF architecture is one line naming it and listing the supported;
+ *   - mixture of experts (Mixtral-8x7B, Qwen3-30B-A3B): total and active counts, exact by hand and
+ *     equal to the published figures at their one decimal; a forward pass of the first layers reads
+ *     exactly their tensors (experts included) and nothing of the later layers; refused keys.
  * The forward passes themselves are checked in test_model_fwd.c (torch) and test_model_oracle.c
  * (llama.cpp).
  */
@@ -24,6 +27,8 @@ typedef struct Published {
     const char *arch;        /* architecture inspect must print */
     uint64_t params;         /* published total parameters */
     uint64_t layer_params;   /* one decoder layer, worked out by hand from the configuration */
+    uint64_t active;         /* MoE: parameters one token uses (the layer's K of E experts); 0 dense */
+    double total_b, active_b;/* MoE: the published figures, in billions to their one decimal */
 } Published;
 
 /* Published sources (looked up for issue #15; every count below equals its source):
@@ -42,24 +47,37 @@ static const Published published[] = {
     /* Gemma 2 (tied: the embedding counted once): 2,614,341,888 and 9,241,705,984 (KerasHub
      * gemma2_2b_en, gemma2_9b_en); layer = q, o 2 x C x NH*HS, k, v 2 x C x NKV*HS, GeGLU 3 x C
      * x FF, four norms 4C */
-    {"gemma-2-2b.json", "gemma2", 2614341888ull, 2ull * 2304 * 2048 + 2ull * 2304 * 1024 + 3ull * 2304 * 9216 + 4 * 2304},
-    {"gemma-2-9b.json", "gemma2", 9241705984ull, 2ull * 3584 * 4096 + 2ull * 3584 * 2048 + 3ull * 3584 * 14336 + 4 * 3584},
+    {"gemma-2-2b.json", "gemma2", 2614341888ull, 2ull * 2304 * 2048 + 2ull * 2304 * 1024 + 3ull * 2304 * 9216 + 4 * 2304, 0, 0, 0},
+    {"gemma-2-9b.json", "gemma2", 9241705984ull, 2ull * 3584 * 4096 + 2ull * 3584 * 2048 + 3ull * 3584 * 14336 + 4 * 3584, 0, 0, 0},
     /* Gemma 3 (text model; tied): 999,885,952 for 1b (KerasHub gemma3_1b); 4b's language model
      * 3,880,263,168 (KerasHub gemma3_4b_text + 64 embedding rows, above); layer as Gemma 2 +
      * per-head q/k norms 2 x 256 */
-    {"gemma-3-1b.json", "gemma3", 999885952ull, 2ull * 1152 * 1024 + 2ull * 1152 * 256 + 3ull * 1152 * 6912 + 4 * 1152 + 2 * 256},
-    {"gemma-3-4b.json", "gemma3", 3880263168ull, 2ull * 2560 * 2048 + 2ull * 2560 * 1024 + 3ull * 2560 * 10240 + 4 * 2560 + 2 * 256},
+    {"gemma-3-1b.json", "gemma3", 999885952ull, 2ull * 1152 * 1024 + 2ull * 1152 * 256 + 3ull * 1152 * 6912 + 4 * 1152 + 2 * 256, 0, 0, 0},
+    {"gemma-3-4b.json", "gemma3", 3880263168ull, 2ull * 2560 * 2048 + 2ull * 2560 * 1024 + 3ull * 2560 * 10240 + 4 * 2560 + 2 * 256, 0, 0, 0},
     /* Gemma (1) 2b: 2,506,172,416 (KerasHub gemma_2b_en; tied); layer = q, o 2 x 2048 x 2048, k,
      * v 2 x 2048 x 256, GeGLU 3 x 2048 x 16384, two norms */
-    {"gemma-2b.json", "gemma", 2506172416ull, 2ull * 2048 * 2048 + 2ull * 2048 * 256 + 3ull * 2048 * 16384 + 2 * 2048},
+    {"gemma-2b.json", "gemma", 2506172416ull, 2ull * 2048 * 2048 + 2ull * 2048 * 256 + 3ull * 2048 * 16384 + 2 * 2048, 0, 0, 0},
     /* Pythia (the model cards' table of total parameters: 162,322,944 and 11,846,072,320); layer =
      * query_key_value 3C x C + 3C, dense C x C + C, MLP 2 x C x 4C + 4C + C, two LayerNorms 4C */
-    {"pythia-160m.json", "gptneox", 162322944ull, 4ull * 768 * 768 + 4 * 768 + 2ull * 768 * 3072 + 3072 + 768 + 4 * 768},
-    {"pythia-12b.json", "gptneox", 11846072320ull, 4ull * 5120 * 5120 + 4 * 5120 + 2ull * 5120 * 20480 + 20480 + 5120 + 4 * 5120},
+    {"pythia-160m.json", "gptneox", 162322944ull, 4ull * 768 * 768 + 4 * 768 + 2ull * 768 * 3072 + 3072 + 768 + 4 * 768, 0, 0, 0},
+    {"pythia-12b.json", "gptneox", 11846072320ull, 4ull * 5120 * 5120 + 4 * 5120 + 2ull * 5120 * 20480 + 20480 + 5120 + 4 * 5120, 0, 0, 0},
     /* OLMo-2-1124-7B: 7,298,617,344 (the Hub's safetensors total) = 2 x 100352 x 4096 (embed,
      * lm_head) + 4096 (final norm) + 32 x layer; layer = 4 x 4096^2 (q, k, v, o) + 3 x 4096 x
      * 11008 (MLP) + 4 x 4096 (q/k norms over the whole projection, two post-norms) */
-    {"olmo2-1124-7b.json", "olmo2", 7298617344ull, 4ull * 4096 * 4096 + 3ull * 4096 * 11008 + 4 * 4096},
+    {"olmo2-1124-7b.json", "olmo2", 7298617344ull, 4ull * 4096 * 4096 + 3ull * 4096 * 11008 + 4 * 4096, 0, 0, 0},
+    /* Mixtral-8x7B(-v0.1): Mistral AI publish "46.7B total parameters", "12.9B parameters per token"
+     * (the "Mixtral of experts" announcement, 11 December 2023; the paper arXiv:2401.04088 rounds to
+     * 47B / 13B). Exact: 2 x 32000 x 4096 (embed, lm_head) + 4096 + 32 x layer; layer = q, o
+     * 2 x 4096^2, k, v 2 x 4096 x 1024, two norms, router 8 x 4096, 8 experts x 3 x 4096 x 14336;
+     * active: 2 of the 8 experts */
+    {"mixtral-8x7b-v0.1.json", "mixtral", 46702792704ull,
+     2ull * 4096 * 4096 + 2ull * 4096 * 1024 + 2 * 4096 + 8 * 4096 + 8ull * 3 * 4096 * 14336, 12879925248ull, 46.7, 12.9},
+    /* Qwen3-30B-A3B: its model card gives "30.5B in total and 3.3B activated" (and 29.9B
+     * non-embedding). Exact: 2 x 151936 x 2048 + 2048 + 48 x layer; layer = q, o 2 x 2048 x 4096, k, v
+     * 2 x 2048 x 512, per-head q/k norms 2 x 128, two norms, router 128 x 2048, 128 experts x 3 x
+     * 2048 x 768 (moe_intermediate_size); active: 8 of the 128 experts */
+    {"qwen3-30b-a3b.json", "qwen3moe", 30532122624ull,
+     2ull * 2048 * 4096 + 2ull * 2048 * 512 + 2 * 128 + 2 * 2048 + 128 * 2048 + 128ull * 3 * 2048 * 768, 3353032704ull, 30.5, 3.3},
 };
 
 static uint64_t json_line_u64(const char *out, const char *key) {
@@ -81,6 +99,15 @@ static void test_published_configs(void **state) {
         const uint64_t n = json_line_u64(out, "\"parameters\": ");
         print_message("%-24s parameters %llu (published %llu)\n", p->file, (unsigned long long)n, (unsigned long long)p->params);
         if (n != p->params) fail_msg("%s: inspect counts %llu parameters, published %llu", p->file, (unsigned long long)n, (unsigned long long)p->params);
+        if (p->active) { /* MoE: the exact active count, and both counts to the published decimal */
+            const uint64_t act = json_line_u64(out, "\"active_parameters\": ");
+            print_message("%-24s active parameters %llu (by hand %llu; published %.1fB of %.1fB)\n", p->file, (unsigned long long)act,
+                          (unsigned long long)p->active, p->active_b, p->total_b);
+            if (act != p->active) fail_msg("%s: inspect counts %llu active parameters, by hand %llu", p->file, (unsigned long long)act, (unsigned long long)p->active);
+            /* within the published decimal: Mistral round (12.88B -> "12.9B"), Qwen truncate (3.353B -> "3.3B") */
+            if (!(fabs(n / 1e9 - p->total_b) < 0.1 && fabs(act / 1e9 - p->active_b) < 0.1))
+                fail_msg("%s: %.1fB / %.1fB are not the published %.1fB / %.1fB", p->file, n / 1e9, act / 1e9, p->total_b, p->active_b);
+        }
         const uint64_t wb = json_line_u64(out, "\"weights_bytes\": ");
         if (wb != 2 * p->layer_params * 4) fail_msg("%s: probe weights of 2 layers %llu bytes, by hand %llu", p->file, (unsigned long long)wb, (unsigned long long)(2 * p->layer_params * 4));
         /* the forward pass's own plan (probe's expected peak): the same weights up to the
@@ -147,7 +174,8 @@ static void test_unknown_family(void **state) {
     fclose(f);
     int rc = mp_test_run(out, sizeof out, "inspect %s", cfg);
     assert_int_equal(rc, 2);
-    if (!strstr(out, "falcon_mamba") || !strstr(out, "olmo2") || !strstr(out, "llama") || strchr(out, '\n') != strrchr(out, '\n'))
+    if (!strstr(out, "falcon_mamba") || !strstr(out, "olmo2") || !strstr(out, "llama") || !strstr(out, "mixtral") || !strstr(out, "qwen3_moe") ||
+        strchr(out, '\n') != strrchr(out, '\n'))
         fail_msg("unknown model_type message: %s", out);
     /* GGUF: an olmo2 file whose architecture is renamed (same length) */
     char gg[512];
@@ -174,7 +202,7 @@ static void test_unknown_family(void **state) {
     free(b);
     rc = mp_test_run(out, sizeof out, "inspect %s", gg);
     assert_int_equal(rc, 2);
-    if (!strstr(out, "zzzz9") || !strstr(out, "olmo2") || strchr(out, '\n') != strrchr(out, '\n'))
+    if (!strstr(out, "zzzz9") || !strstr(out, "olmo2") || !strstr(out, "qwen3moe") || !strstr(out, "mixtral") || strchr(out, '\n') != strrchr(out, '\n'))
         fail_msg("unknown GGUF architecture message: %s", out);
     print_message("unknown families: %s", out);
 }
@@ -188,6 +216,7 @@ static void test_unknown_family(void **state) {
  * a second one for its local layers; gptneox the MLP's normed input [T,C] too) and the scores
  * [NH,T,T]; the maps: Σ and Σ² per layer and three one-sequence maps, [S,S] doubles each (2L+3),
  * the outputs: mean, diagonal-normalised, standard error per layer and three scratch maps (3L+3);
+ * MoE (mixtral, qwen3moe): the layer count holds every expert, and the routing buffers are added;
  * the token ids. Every piece is rounded up to 64 bytes by the allocator: within 0.1% + 0.1 MiB
  * (the log prints MiB to one decimal). */
 static void test_probe_peak_by_hand(void **state) {
@@ -229,6 +258,9 @@ static void test_probe_peak_by_hand(void **state) {
         double acts = S * (2 * C + 2 * Q + 3 * KV + 2 * FF + R) + KV * 64 * ceil(S / 64) + m.n_heads * S * S;
         if (!strcmp(p->arch, "gemma3")) acts += S * R;
         if (!strcmp(p->arch, "gptneox")) acts += S * C;
+        if (m.n_experts) /* MoE: router probabilities [T,E], chosen experts, their weights and routed rows [T,K] each,
+                            the gathered inputs and the weighted sum [T,C] (the expert's gate, up reuse [T,FF]) */
+            acts += S * (m.n_experts + 3.0 * m.n_experts_used + 2 * C);
         const double maps = 8 * S * S * (2 * L + 3), outs = 8 * S * S * (3 * L + 3), toks = 4 * S;
         const double want = (weights + scratch + 4 * acts + maps + outs + toks) / 1048576.0;
         print_message("%-24s probe's expected peak %.1f MiB, by hand %.2f MiB\n", p->file, printed, want);
@@ -242,12 +274,84 @@ static void test_probe_peak_by_hand(void **state) {
     }
 }
 
+/* MoE: a forward pass of the first layers reads their experts and nothing of the later layers
+ * (MpModel.bytes_read, every tensor byte the accessors hand out): for 1 and 2 probed layers of a
+ * 3-layer mixtral / qwen3moe, in HF (one tensor per expert) and GGUF (3-D tensors), the bytes
+ * read at init are exactly those of the tensors of the probed layers, and a run adds exactly the
+ * embedding rows of its tokens. */
+static void test_moe_reads_probed_layers_only(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *archs[] = {"--arch mixtral --experts 4 --experts-used 2", "--arch qwen3moe --experts 6 --experts-used 3 --moe-ffn 40"};
+    for (int a = 0; a < 2; a++)
+        for (int g = 0; g < 2; g++) {
+            char model[512], mk[256];
+            snprintf(model, sizeof model, "%s/moe%d%s", d, a, g ? ".gguf" : "");
+            snprintf(mk, sizeof mk, "--layers 3 --vocab 300 --seed 3 --format %s %s", g ? "gguf" : "hf", archs[a]);
+            model_make(model, mk);
+            for (int L = 1; L <= 2; L++) {
+                MpModel m;
+                MpErr e;
+                if (mp_model_open(&m, model, &e) != MP_OK) fail_msg("%s", e.msg);
+                uint64_t want = 0, experts = 0;
+                for (size_t i = 0; i < m.n_tensors; i++)
+                    for (int l = 0; l < L; l++) {
+                        char pre[64];
+                        snprintf(pre, sizeof pre, g ? "blk.%d." : "model.layers.%d.", l);
+                        if (!strncmp(m.tensors[i].name, pre, strlen(pre))) {
+                            want += m.tensors[i].nbytes;
+                            if (strstr(m.tensors[i].name, "exps") || strstr(m.tensors[i].name, "experts.")) experts += m.tensors[i].nbytes;
+                        }
+                    }
+                const size_t before = m.bytes_read;
+                MpFwd f;
+                MpFwdConfig cfg = {.n_layers = L, .max_seq = 16, .causal = 1, .rope = 1};
+                if (mp_fwd_init(&f, &m, &cfg, &e) != MP_OK) fail_msg("%s", e.msg);
+                const size_t init = m.bytes_read - before;
+                int32_t ids[16];
+                for (int t = 0; t < 16; t++) ids[t] = (t * 37 + 5) % 300;
+                if (mp_fwd_run(&f, ids, 16, NULL, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
+                const size_t run = m.bytes_read - before - init;
+                print_message("%-48s %d of 3 layers: read %zu bytes at init (tensors of those layers %llu, experts %llu), run +%zu\n", mk, L,
+                              init, (unsigned long long)want, (unsigned long long)experts, run);
+                if (init != want) fail_msg("%s, %d layers: %zu bytes read, the probed layers hold %llu", model, L, init, (unsigned long long)want);
+                assert_true(experts > want / 2); /* the experts are most of a layer: their bytes were read */
+                assert_int_equal(run, (size_t)16 * (size_t)m.dim * 4); /* f32 embedding rows */
+                mp_fwd_free(&f);
+                mp_model_free(&m);
+            }
+        }
+}
+
+/* Bad MoE configurations: one line naming the key, exit 2. */
+static void test_moe_config_refusals(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *bad[][3] = {{"\"decoder_sparse_step\": 1", "\"decoder_sparse_step\": 2", "decoder_sparse_step"},
+                            {"\"mlp_only_layers\": \\[\\]", "\"mlp_only_layers\": [0]", "mlp_only_layers"},
+                            {"\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 200", "num_experts_per_tok"}};
+    for (size_t i = 0; i < 3; i++) {
+        char dir[512], cfg[600], out[4096];
+        snprintf(dir, sizeof dir, "%s/bad%zu", d, i);
+        snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+        model_make(dir, "--arch qwen3moe --layers 1 --vocab 300");
+        int rc = mp_test_shell(out, sizeof out, "sed -i 's/%s/%s/' %s && grep -qF '%s' %s", bad[i][0], bad[i][1], cfg, bad[i][1], cfg);
+        if (rc != 0) fail_msg("editing %s failed: %s", cfg, out);
+        rc = mp_test_run(out, sizeof out, "inspect %s", dir);
+        assert_int_equal(rc, 2);
+        print_message("%s\n", out);
+        if (!strstr(out, bad[i][2]) || strchr(out, '\n') != strrchr(out, '\n')) fail_msg("%s: %s", bad[i][1], out);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_published_configs),
         cmocka_unit_test(test_probe_peak_by_hand),
         cmocka_unit_test(test_unknown_family),
         cmocka_unit_test(test_softcap_meta),
+        cmocka_unit_test(test_moe_reads_probed_layers_only),
+        cmocka_unit_test(test_moe_config_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

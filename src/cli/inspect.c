@@ -107,6 +107,9 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     printf("heads:          %d query, %d key/value (GQA group %d), head_dim %d\n", m->n_heads, m->n_kv_heads,
            m->n_heads / m->n_kv_heads, m->head_dim);
     printf("ffn size:       %d\n", m->ffn);
+    if (m->n_experts) /* mixtral, qwen3moe */
+        printf("experts:        %d per layer, %d used per token (router softmax over all, top %d, weights %s); ffn size is one expert's\n",
+               m->n_experts, m->n_experts_used, m->n_experts_used, m->moe_norm_topk ? "renormalised to sum 1" : "not renormalised");
     printf("vocab size:     %d\n", m->vocab);
     printf("%s%g\n", m->layer_norm ? "layer norm eps: " : "rms norm eps:   ", m->norm_eps); /* gptneox: LayerNorm's eps */
     printf("qkv bias:       %s\nqk norm:        %s\ntied embedding: %s\n", m->has_qkv_bias ? "yes" : "no",
@@ -159,6 +162,8 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     for (int i = 0; i < nd; i++) printf(" %s x%d (%.2f MiB)%s", mp_quant_name(st[i].t), st[i].count, st[i].bytes / 1048576.0, i + 1 < nd ? "," : "");
     uint64_t p = mp_model_param_count(m);
     printf("\nparameters:     %llu (%.3f M)\n", (unsigned long long)p, p / 1e6);
+    if (m->n_experts) printf("active:         %llu parameters per token (%.3f M; K of E experts)\n", (unsigned long long)mp_model_active_param_count(m),
+                             mp_model_active_param_count(m) / 1e6);
     printf("tensors:        %zu\n", m->n_tensors);
     Mem mem = probe_memory(m, L, S);
     printf("probe memory:   first %d layer%s, seq %lld: weights %.2f MiB + activations %.2f MiB + scores %.2f MiB + maps %.2f MiB = %.2f MiB (probe's expected peak)\n",
@@ -229,6 +234,12 @@ static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
     for (int i = 0; i < nd; i++) json_object_set_new(dt, mp_quant_name(st[i].t), json_integer(st[i].count));
     json_object_set_new(o, "dtypes", dt);
     json_object_set_new(o, "parameters", json_integer((json_int_t)mp_model_param_count(m)));
+    if (m->n_experts) {
+        json_object_set_new(o, "active_parameters", json_integer((json_int_t)mp_model_active_param_count(m)));
+        json_object_set_new(o, "experts", json_integer(m->n_experts));
+        json_object_set_new(o, "experts_used", json_integer(m->n_experts_used));
+        json_object_set_new(o, "experts_renormalised", json_boolean(m->moe_norm_topk));
+    }
     json_object_set_new(o, "n_tensors", json_integer((json_int_t)m->n_tensors));
     Mem mem = probe_memory(m, L, S);
     json_t *pm = json_object();

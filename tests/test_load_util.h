@@ -68,6 +68,23 @@ static int lt_models_equal(MpModel *a, MpModel *b) {
             free(y);
             n++;
         }
+    for (int l = 0; l < a->n_layers && a->n_experts; l++) /* MoE: every expert's gate, up, down */
+        for (int r = MP_ROLE_GATE_EXPS; r <= MP_ROLE_DOWN_EXPS; r++)
+            for (int j = 0; j < a->n_experts; j++) {
+                int64_t sa[2], sb[2];
+                assert_int_equal(mp_model_expert_shape(a, (MpRole)r, l, j, sa), 2);
+                assert_int_equal(mp_model_expert_shape(b, (MpRole)r, l, j, sb), 2);
+                assert_memory_equal(sa, sb, sizeof sa);
+                size_t cnt = (size_t)(sa[0] * sa[1]);
+                float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+                MpErr e;
+                assert_int_equal(mp_model_expert_rows_f32(a, (MpRole)r, l, j, 0, sa[0], x, &e), MP_OK);
+                assert_int_equal(mp_model_expert_rows_f32(b, (MpRole)r, l, j, 0, sa[0], y, &e), MP_OK);
+                if (memcmp(x, y, cnt * sizeof *x)) fail_msg("expert %d %s layer %d differs", j, mp_model_role_name((MpRole)r), l);
+                free(x);
+                free(y);
+                n++;
+            }
     return n;
 }
 
@@ -100,6 +117,21 @@ static int lt_model_matches_spec(MpModel *m, const MpMkSpec *s) {
             free(y);
             n++;
         }
+    for (int l = 0; l < m->n_layers && m->n_experts; l++) /* MoE: expert j = rows [j*rows, (j+1)*rows) of the stacked role */
+        for (int r = MP_ROLE_GATE_EXPS; r <= MP_ROLE_DOWN_EXPS; r++)
+            for (int j = 0; j < m->n_experts; j++) {
+                int64_t sh[2];
+                assert_int_equal(mp_model_expert_shape(m, (MpRole)r, l, j, sh), 2);
+                size_t cnt = (size_t)(sh[0] * sh[1]);
+                float *x = malloc(cnt * sizeof *x), *y = malloc(cnt * sizeof *y);
+                MpErr e;
+                assert_int_equal(mp_model_expert_rows_f32(m, (MpRole)r, l, j, 0, sh[0], x, &e), MP_OK);
+                for (int64_t i = 0; i < sh[0]; i++) mp_mk_row_stored(s, (MpRole)r, l, j * sh[0] + i, sh[1], y + i * sh[1]);
+                if (memcmp(x, y, cnt * sizeof *x)) fail_msg("expert %d %s layer %d differs from the generator", j, mp_model_role_name((MpRole)r), l);
+                free(x);
+                free(y);
+                n++;
+            }
     return n;
 }
 

@@ -84,6 +84,9 @@ static void test_extend_matches_run(void **state) {
     extend_matches_run("phi3", "--arch phi3 --partial-rotary 0.5 --layers 2 --vocab 300 --seed 5", MP_FWD_COMPUTE_F32);
     extend_matches_run("gemma2-w8", "--arch gemma2 --layers 2 --head-dim 32 --vocab 300 --seed 8 --sliding-window 8", MP_FWD_COMPUTE_F32); /* windows < T */
     extend_matches_run("gemma3-w8", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 9 --sliding-window 8", MP_FWD_COMPUTE_F32);
+    /* MoE: one row at a time routes and gathers as the whole sequence does */
+    extend_matches_run("mixtral", "--arch mixtral --experts 4 --experts-used 2 --layers 2 --vocab 300 --seed 6", MP_FWD_COMPUTE_F32);
+    extend_matches_run("qwen3moe-bf16", "--arch qwen3moe --experts 6 --experts-used 3 --moe-ffn 40 --layers 2 --vocab 300 --seed 6", MP_FWD_COMPUTE_BF16);
     extend_matches_run("smollm3", MP_SOURCE_DIR "/models/none", MP_FWD_COMPUTE_BF16); /* NoPE layers, bf16 weights */
     extend_matches_run("stories", STORIES, MP_FWD_COMPUTE_F32);
     setenv("MASKPOS_KERNEL", "ref", 1);

@@ -138,7 +138,7 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"gemma3", "--arch gemma3 --layers 6 --rope-theta 1000000"},
                               {"gemma", "--arch gemma"},
                               {"gemma2-window8", "--arch gemma2 --sliding-window 8"},
-                              {"gemma3-window16", "--arch gemma3 --layers 6 --rope-theta 1000000 --sliding-window 16"}};,
+                              {"gemma3-window16", "--arch gemma3 --layers 6 --rope-theta 1000000 --sliding-window 16"},
                               {"mixtral", "--arch mixtral --experts 4 --experts-used 2"},
                               {"qwen3moe", "--arch qwen3moe --experts 8 --experts-used 3 --moe-ffn 48"}};
     const char *d = mp_test_tmpdir();

@@ -344,6 +344,29 @@ static void test_moe_config_refusals(void **state) {
     }
 }
 
+/* Damaged MoE files: one line naming the file and the tensor or key, exit 2. */
+static void test_moe_bad_files(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char hf[512], gg[512], p[600];
+    snprintf(hf, sizeof hf, "%s/mix", d);
+    snprintf(gg, sizeof gg, "%s/q3m.gguf", d);
+    model_make(hf, "--arch mixtral --experts 4 --experts-used 2 --layers 2 --vocab 300");
+    model_make(gg, "--arch qwen3moe --experts 4 --experts-used 2 --layers 2 --vocab 300 --format gguf");
+    snprintf(p, sizeof p, "%s/model.safetensors", hf);
+    lt_patch(p, "layers.1.block_sparse_moe.experts.2.w3", "layers.1.block_sparse_moe.experts.2.wX"); /* one expert renamed */
+    lt_inspect_fails(hf, "model.layers.1.block_sparse_moe.experts.2.w3.weight", "missing tensor");
+    lt_patch(p, "layers.1.block_sparse_moe.experts.2.wX", "layers.1.block_sparse_moe.experts.2.w3");
+    snprintf(p, sizeof p, "%s/config.json", hf);
+    lt_patch(p, "\"num_local_experts\": 4", "\"num_local_experts\": 5"); /* the config claims one more */
+    lt_inspect_fails(hf, "block_sparse_moe.gate.weight' has shape [4, 64]", "implies [5, 64]"); /* the router first */
+    lt_patch(gg, "blk.1.ffn_down_exps", "blk.1.ffn_down_expX");
+    lt_inspect_fails(gg, "blk.1.ffn_down_exps.weight", "missing tensor");
+    lt_patch(gg, "blk.1.ffn_down_expX", "blk.1.ffn_down_exps");
+    lt_patch(gg, "qwen3moe.expert_feed_forward_length", "qwen3moe.expert_feed_forward_lengtX");
+    lt_inspect_fails(gg, "qwen3moe.expert_feed_forward_length", "missing key");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_published_configs),
@@ -352,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_softcap_meta),
         cmocka_unit_test(test_moe_reads_probed_layers_only),
         cmocka_unit_test(test_moe_config_refusals),
+        cmocka_unit_test(test_moe_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -240,9 +240,20 @@ static int bind_expert3(MpModel *m, MpModelRef *ref, const char *name, int64_t r
  * m->expert: HF one [FF, C] / [C, FF] tensor per expert, GGUF row slices of the 3-D tensors. */
 static int bind_moe(MpModel *m, const char *cfg_name, MpErr *e) {
     const size_t E = (size_t)m->n_experts;
+    char name[512];
+    /* the table is L x E x 3 references: first the files must hold that many experts (an untrusted
+     * expert count cannot make it large: HF one tensor each, GGUF E rows of each layer's tensors) */
+    if (m->format == MP_FORMAT_HF && m->n_tensors / 3 / (size_t)m->n_layers < E)
+        return mp_err_set(e, "%s: %zu tensors, but %s implies %d layers of %zu experts", m->path, m->n_tensors, cfg_name, m->n_layers, E);
+    for (int l = 0; l < m->n_layers && m->format == MP_FORMAT_GGUF; l++) {
+        mp_model_expert_name(m->format, m->arch, MP_ROLE_GATE_EXPS, l, 0, name, sizeof name);
+        const int ti = find_tensor(m, name);
+        if (ti < 0) return mp_err_set(e, "%s: missing tensor '%s'", m->path, name);
+        if (m->tensors[ti].ndim != 3 || m->tensors[ti].shape[0] != m->n_experts)
+            return mp_err_set(e, "%s: tensor '%s' does not hold %zu experts as %s implies", m->path, name, E, cfg_name);
+    }
     m->expert = mp_try_calloc((size_t)m->n_layers * E * 3, sizeof *m->expert);
     if (!m->expert) return mp_err_set(e, "%s: out of memory", m->path);
-    char name[512];
     for (int l = 0; l < m->n_layers; l++) {
         int64_t rows, cols;
         int nd = role_shape(m, MP_ROLE_FFN_ROUTER, &rows, &cols);

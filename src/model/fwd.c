@@ -392,17 +392,41 @@ double mp_fwd_flops(const MpFwd *f, int T) {
  * models) thread wake-ups on a loaded machine cost more than the loop. */
 #define FWD_PAR_MIN 200000.0
 
+/* FWD_PAR_FOR(work, loop): the for statement `loop` runs in a parallel region when `work`
+ * (multiply-adds) exceeds FWD_PAR_MIN and no region is active (mp_fwd_top_level), else in the
+ * calling thread, with the same bits: every iteration writes its own elements. A worker of a
+ * sequence-parallel run (generate; probes of small models) must not even open an if(false)
+ * region: libgomp builds a nested team of one for it, with two futex calls, ~70 times per token
+ * (a quarter of the CPU of `generate` on stories260K). FWD_PAR_FOR2: two nested loops, collapsed
+ * and handed out one item at a time (the attention's heads x row blocks). */
+#define FWD_PAR_FOR(work, ...)                                                                    \
+    do {                                                                                          \
+        if ((double)(work) > FWD_PAR_MIN && mp_fwd_top_level()) {                                 \
+            _Pragma("omp parallel for schedule(static)") __VA_ARGS__                              \
+        } else {                                                                                  \
+            __VA_ARGS__                                                                           \
+        }                                                                                         \
+    } while (0)
+#define FWD_PAR_FOR2(work, ...)                                                                   \
+    do {                                                                                          \
+        if ((double)(work) > FWD_PAR_MIN && mp_fwd_top_level()) {                                 \
+            _Pragma("omp parallel for collapse(2) schedule(dynamic, 1)") __VA_ARGS__              \
+        } else {                                                                                  \
+            __VA_ARGS__                                                                           \
+        }                                                                                         \
+    } while (0)
+
 static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
     if (!b) return;
-#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
+    FWD_PAR_FOR((double)(T - t0) * n,
     for (int t = t0; t < T; t++)
-        for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];
+        for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];);
 }
 
 /* x [T, C] += y [T, C] */
 static void fwd_residual(float *x, const float *y, size_t n) {
-#pragma omp parallel for schedule(static) if ((double)n > FWD_PAR_MIN)
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
+    FWD_PAR_FOR((double)n,
+    for (size_t i = 0; i < n; i++) x[i] += y[i];);
 }
 
 static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int T, int n, double eps) {
@@ -410,8 +434,8 @@ static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int 
         memcpy(y + (size_t)t0 * n, x + (size_t)t0 * n, sizeof(float) * (size_t)(T - t0) * (size_t)n);
         return;
     }
-#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
-    for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps);
+    FWD_PAR_FOR((double)(T - t0) * n,
+    for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps););
 }
 
 /* The block's norm of rows [t0, T): RMSNorm, or LayerNorm with bias b (gptneox). */
@@ -421,16 +445,16 @@ static void fwd_norm(const MpFwd *f, float *y, const float *x, const float *w, c
         return;
     }
     const int n = f->C;
-#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
-    for (int t = t0; t < T; t++) mp_fwd_layernorm(y + (size_t)t * n, x + (size_t)t * n, w, b, n, f->m->norm_eps);
+    FWD_PAR_FOR((double)(T - t0) * n,
+    for (int t = t0; t < T; t++) mp_fwd_layernorm(y + (size_t)t * n, x + (size_t)t * n, w, b, n, f->m->norm_eps););
 }
 
 /* bf16 compute: a Linear input x [T, n] (row stride ld) rounded to bf16 in place (it is read by
  * matmuls only). f32 compute: nothing. */
 static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int t0, int T, int64_t n) {
     if (f->cfg.compute != MP_FWD_COMPUTE_BF16) return;
-#pragma omp parallel for schedule(static) if ((double)(T - t0) * n > FWD_PAR_MIN)
-    for (int t = t0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n);
+    FWD_PAR_FOR((double)(T - t0) * n,
+    for (int t = t0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n););
 }
 
 #define FWD_ROWS 16 /* query rows per parallel work item of the attention */
@@ -486,7 +510,7 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     fwd_add_bias(f->q, ldq, ly->q_bias, ldq, t0, T);
     fwd_add_bias(f->k, ldk, ly->k_bias, ldk, t0, T);
     fwd_add_bias(f->v, ldk, ly->v_bias, ldk, t0, T);
-#pragma omp parallel for schedule(static) if ((double)n * ldq > FWD_PAR_MIN)
+    FWD_PAR_FOR((double)n * ldq,
     for (int t = t0; t < T; t++) {
         if (f->m->qk_norm_whole) { /* olmo2: one RMSNorm over all heads' q (and k) values */
             mp_fwd_rmsnorm(f->q + t * ldq, f->q + t * ldq, ly->q_norm, (int)ldq, eps);
@@ -504,7 +528,7 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
             mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
         }
-    }
+    });
     fwd_capture(f, r, layer, MP_FWD_AT_Q, f->q, (int)ldq);
     fwd_capture(f, r, layer, MP_FWD_AT_K, f->k, (int)ldk);
 }
@@ -536,8 +560,7 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
     const int W = mp_model_layer_window(f->m, layer), win = W > 0 && T > W ? W : 0; /* within the window: nothing masked */
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
     const double attn_work = (double)NH * n * T * HS;
-    (void)attn_work; /* only read by the OpenMP if() clauses */
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
+    FWD_PAR_FOR2(attn_work,
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
@@ -547,18 +570,18 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
                 for (int i = i0; i < i1; i++) mp_fwd_softcap(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, causal ? (size_t)i + 1 : (size_t)T, cap);
             if (win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
                 for (int i = i0; i < i1; i++) fwd_window_row(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, i, T, win, causal);
-        }
+        });
     if (hook) hook(ctx, layer, f->scores, NH, T);
     if (scores_only) return;
     /* probabilities and values (a cached run leaves the masked tail of a row alone: never read) */
-#pragma omp parallel for collapse(2) schedule(dynamic, 1) if (attn_work > FWD_PAR_MIN)
+    FWD_PAR_FOR2(attn_work,
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
             float *sh = f->scores + (size_t)h * ldt * ldt;
             for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
             mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, kv->vh + (size_t)(h / rep) * ldt * HS, HS, HS, ldt, causal, i0, i1);
-        }
+        });
     /* POST-SOFTMAX: here (mp_fwd_run: t0 = 0, ldt = T) f->scores [NH, T, T] holds layer `layer`'s
      * attention probabilities of this sequence (rows sum to 1; exact 0 where masked); the next
      * layer overwrites them. probe --probs reads them here: */
@@ -593,8 +616,8 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
     fwd_add_bias(f->up, f->FF, ly->up_bias, f->FF, t0, T);
-#pragma omp parallel for schedule(static) if ((double)n * f->FF * 10 > FWD_PAR_MIN)
-    for (int t = t0; t < T; t++) mp_fwd_gelu_erf(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+    FWD_PAR_FOR((double)n * f->FF * 10,
+    for (int t = t0; t < T; t++) mp_fwd_gelu_erf(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF););
     fwd_linear_input(f, f->up, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, up, f->FF, &ly->down, n);
     fwd_add_bias(f->xn, f->C, ly->down_bias, f->C, t0, T);
@@ -689,11 +712,11 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
     mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
     const int geglu = f->m->geglu; /* gemma */
-#pragma omp parallel for schedule(static) if ((double)n * f->FF * 10 > FWD_PAR_MIN)
+    FWD_PAR_FOR((double)n * f->FF * 10,
     for (int t = t0; t < T; t++) {
         if (geglu) mp_fwd_geglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
         else mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
-    }
+    });
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
     if (ly->ffn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->ffn_post_norm, t0, T, f->C, f->m->norm_eps); /* olmo2 */

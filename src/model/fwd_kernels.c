@@ -439,7 +439,11 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
         return;
     }
     const FwdPanelsFn fn = fwd_panels_fn(mp_fwd_kernel_get());
-#pragma omp parallel if ((double)T * w->out * w->in > 200000.0)
+    if (!((double)T * w->out * w->in > 200000.0 && mp_fwd_top_level())) {
+        fn(y, ldy, x, ldx, w, T, 0, P); /* every panel computes the same bits whoever runs it */
+        return;
+    }
+#pragma omp parallel
     {
         int64_t tid = 0, nth = 1;
 #ifdef _OPENMP
@@ -448,6 +452,14 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
 #endif
         fn(y, ldy, x, ldx, w, T, P * tid / nth, P * (tid + 1) / nth);
     }
+}
+
+int mp_fwd_top_level(void) {
+#ifdef _OPENMP
+    return omp_get_active_level() == 0;
+#else
+    return 0;
+#endif
 }
 
 /* ================================================================ bf16 */

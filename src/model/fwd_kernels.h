@@ -61,6 +61,11 @@ void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in);
  * Rows past O of the last panel are zeroed when that panel is written. */
 void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int64_t n);
 
+/* 1 when this thread may open a parallel region: none is active around it. Inside a worker of a
+ * sequence-parallel run the forward runs serially without entering OpenMP at all (see
+ * FWD_PAR_FOR in fwd.c); the bits are the same either way. 0 without OpenMP. */
+int mp_fwd_top_level(void);
+
 /* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP), with
  * the kernel chosen by mp_fwd_kernel_set. Any W dtype: products x·w are formed in f32 (for a bf16
  * W and bf16-valued x they are exact) and summed with fmaf in ascending k. */

@@ -11,6 +11,9 @@
  *   - logits: top-k printed, greedy continuation = argmax of the written log-probs;
  *   - quantised GGUF weights (f16, q8_0, q4_k) stay close to f32, closer with more bits;
  *   - --data: text through the model's tokenizer gives the maps of `maskpos corpus` + --tokens.
+ *   - threads: 1, 2 and 3 threads write the same bytes (a small model runs whole sequences per
+ *     thread, merged in sequence order; 7 sequences leave a partial last batch), with --per-head,
+ *     --recency, --bidirectional and --probs (which keeps the one-sequence-at-a-time loop).
  */
 #include <signal.h>
 
@@ -359,6 +362,32 @@ static void test_text_input(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "probe %s --tokens %s/c.npy --shuffle --out %s/y", model, d, d), 2);
 }
 
+/* Sequence-parallel workers (src/model/probe_ranks.c) against the one-thread loop, byte for byte. */
+static void test_threads_same_bytes(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *model = small_model(d);
+    char ids[256], out[8192], a[600], b[600];
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    ids_write(ids, 7, 40, 300, -1, 31);
+    const char *flags[] = {"--per-head --recency", "--bidirectional --probs --per-head"};
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "scores_heads.npy", "probs.npy"};
+    for (int f = 0; f < 2; f++)
+        for (int t = 1; t <= 3; t++) {
+            int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t%d_%d %s --threads %d --quiet", model, ids, d, f, t,
+                                 flags[f], t);
+            if (rc != 0) fail_msg("probe %s --threads %d failed: %s", flags[f], t, out);
+            for (int k = 0; k < 5 && t > 1; k++) {
+                snprintf(a, sizeof a, "%s/t%d_1/%s", d, f, files[k]);
+                snprintf(b, sizeof b, "%s/t%d_%d/%s", d, f, t, files[k]);
+                if (mp_file_exists(a) != mp_file_exists(b)) fail_msg("%s: present with one thread count only", b);
+                if (mp_file_exists(a) && !files_equal(a, b)) fail_msg("%s (%s) differs from the one-thread run", b, flags[f]);
+            }
+        }
+    snprintf(a, sizeof a, "%s/t0_1/scores_heads.npy", d);
+    assert_true(mp_file_exists(a)); /* the comparison above compared something */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_after_sigkill_is_exact),
@@ -368,6 +397,7 @@ int main(void) {
         cmocka_unit_test(test_logits_greedy),
         cmocka_unit_test(test_quantised_gguf),
         cmocka_unit_test(test_text_input),
+        cmocka_unit_test(test_threads_same_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,6 +2,7 @@
 #include "model/probe_ranks.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/mpi.h"  /* mp_mpi_* */
@@ -18,6 +19,64 @@ static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int
         if (step && step(ctx, a, s, e) != MP_OK) return MP_ERR;
     }
     return MP_OK;
+}
+
+/* A one-sequence accumulator shaped like a (layers, windows, skip, optional sums), so that
+ * mp_probe_acc_merge adds it to a. */
+static int ranks_part_init(MpProbeAcc *part, const MpProbeAcc *a, MpErr *e) {
+    unsigned char mask[256] = {0};
+    for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
+    if (mp_probe_acc_init(part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
+    if (a->skip) mp_probe_acc_skip(part, a->skip);
+    memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
+    /* the optional sums of probe --probs / --recency, so the arrays match */
+    if ((a->probs && mp_probe_acc_probs_on(part, e) != MP_OK) || (a->recency && mp_probe_acc_recency_on(part, e) != MP_OK)) {
+        mp_probe_acc_free(part);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+/* Workers of one process (threads > 1, a small model): sequences s0 .. s0+nw-1 at a time, one
+ * per thread, each through its own forward pass (f, or a copy of it) into its own one-sequence
+ * accumulator; then, in sequence order, each is added to a by mp_probe_acc_merge, as ranks_root
+ * adds the other ranks' (0 + x = x: the bits of the plain loop). Forward passes inside the
+ * workers run serially (mp_fwd_top_level), so nothing waits on a team per layer. */
+static int ranks_threads(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, int nw, MpProbeStepFn step,
+                         void *ctx, MpErr *e) {
+    MpFwd *fw = calloc((size_t)nw, sizeof *fw);
+    MpProbeAcc *part = calloc((size_t)nw, sizeof *part);
+    MpErr *pe = calloc((size_t)nw, sizeof *pe);
+    int *bad = calloc((size_t)nw, sizeof *bad);
+    int rc = fw && part && pe && bad ? MP_OK : mp_err_set(e, "out of memory for %d probe workers", nw);
+    int made = 0, fmade = 1; /* accumulators and forward passes set up (each init frees its own on failure) */
+    while (rc == MP_OK && made < nw) rc = ranks_part_init(&part[made], a, e) == MP_OK ? (made++, MP_OK) : MP_ERR;
+    if (fw) fw[0] = *f; /* worker 0 runs the caller's forward pass (handed back below) */
+    while (rc == MP_OK && fmade < nw) rc = mp_fwd_init(&fw[fmade], f->m, &f->cfg, e) == MP_OK ? (fmade++, MP_OK) : MP_ERR;
+    for (int64_t s0 = a->n_done; rc == MP_OK && s0 < n; s0 += nw) {
+        const int cnt = (int)(n - s0 < nw ? n - s0 : nw);
+#pragma omp parallel for num_threads(cnt) schedule(static, 1)
+        for (int k = 0; k < cnt; k++) {
+            mp_probe_acc_reset(&part[k]);
+            bad[k] = mp_fwd_run(&fw[k], ids + (size_t)(s0 + k) * seq, seq, mp_probe_acc_hook, &part[k], &pe[k]) != MP_OK;
+            if (!bad[k]) mp_probe_acc_seq_end(&part[k]);
+        }
+        for (int k = 0; k < cnt && rc == MP_OK; k++) {
+            if (bad[k]) {
+                *e = pe[k];
+                rc = mp_err_prefix(e, "sequence %lld", (long long)(s0 + k));
+            } else if (mp_probe_acc_merge(a, &part[k], e) != MP_OK || (step && step(ctx, a, s0 + k, e) != MP_OK))
+                rc = MP_ERR;
+        }
+    }
+    if (fw) *f = fw[0];
+    for (int k = 1; k < fmade; k++) mp_fwd_free(&fw[k]);
+    for (int k = 0; k < made; k++) mp_probe_acc_free(&part[k]);
+    free(fw);
+    free(part);
+    free(pe);
+    free(bad);
+    return rc;
 }
 
 /* Ranks 1..N-1: each of my sequences into a (reset first), then its arrays to rank 0. */
@@ -50,17 +109,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     const int size = mp_mpi_size();
     const int64_t first = a->n_done;
     MpProbeAcc part;
-    unsigned char mask[256] = {0};
-    for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
-    if (mp_probe_acc_init(&part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
-    if (a->skip) mp_probe_acc_skip(&part, a->skip);
-    memcpy(part.window, a->window, sizeof part.window); /* the sliding windows, so the sums merge */
-    /* the optional sums of probe --probs / --recency, so the received arrays match */
-    if ((a->probs && mp_probe_acc_probs_on(&part, e) != MP_OK) ||
-        (a->recency && mp_probe_acc_recency_on(&part, e) != MP_OK)) {
-        mp_probe_acc_free(&part);
-        return MP_ERR;
-    }
+    if (ranks_part_init(&part, a, e) != MP_OK) return MP_ERR;
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int na = mp_probe_acc_arrays(&part, t);
     int rc = MP_OK;
@@ -106,12 +155,25 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     return rc;
 }
 
+/* Threads for sequence-parallel workers: a's threads when the model is small (its packed weights
+ * under MP_PROBE_SMALL_BYTES, so a copy per thread is cheap and a layer's work too small to share
+ * well), probe --probs off (its hook writes into a) and at least two sequences left; else 1. */
+static int ranks_workers(const MpProbeAcc *a, const MpFwd *f, int64_t n) {
+    uint64_t wbytes = 0, abytes = 0;
+    mp_fwd_plan_bytes(f->m, &f->cfg, &wbytes, &abytes);
+    if (a->threads < 2 || f->probs_hook || f->capture || wbytes >= MP_PROBE_SMALL_BYTES || n - a->n_done < 2) return 1;
+    return a->threads;
+}
+
 int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
                        MpProbeRanksStats *st, MpErr *e) {
     MpProbeRanksStats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
-    if (mp_mpi_size() < 2) return ranks_one(a, f, ids, n, seq, step, ctx, e);
+    if (mp_mpi_size() < 2) {
+        const int nw = ranks_workers(a, f, n);
+        return nw > 1 ? ranks_threads(a, f, ids, n, seq, nw, step, ctx, e) : ranks_one(a, f, ids, n, seq, step, ctx, e);
+    }
     mp_mpi_bcast(&a->n_done, sizeof a->n_done, 0); /* rank 0's checkpoint decides where all start */
     if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, st, e);
     ranks_worker(a, f, ids, a->n_done, n, seq, step, ctx);

@@ -6,6 +6,8 @@
  * one-process run); every other one arrives from its rank as a one-sequence accumulator and is
  * added with mp_probe_acc_merge, whose 0 + x = x makes the sums bit for bit those of one process,
  * for any N and any thread count (the reduction is in sequence order, the only order there is).
+ * One process with threads > 1 and a small model does the same with threads: each runs whole
+ * sequences into its own one-sequence accumulator, merged into a in sequence order.
  * A rank other than 0 holds nothing between sequences: rank 0's accumulator is the whole state
  * of the run, so its checkpoints resume with any number of ranks.
  * Traffic: per sequence computed off rank 0, one accumulator's arrays (2·L·S² doubles and the
@@ -27,6 +29,10 @@
  * (a->n_done == s + 1: checkpoint, progress), on other ranks once s is computed, before it is
  * sent. A nonzero return
  * with e set stops the run (on rank 0 of N > 1: ends the job with the message). */
+/* Below this size of packed weights, a one-process run with threads > 1 runs whole sequences in
+ * parallel, one forward pass per thread (the same bits; see mp_probe_run_ranks). */
+#define MP_PROBE_SMALL_BYTES ((uint64_t)64 << 20)
+
 typedef int (*MpProbeStepFn)(void *ctx, const MpProbeAcc *a, int64_t s, MpErr *e);
 
 /* What rank 0 spent on the other ranks' sequences (for the cost model of docs/mpi.md). */

@@ -132,6 +132,11 @@ static void test_probe_three_ranks_equal_one_process(void **state) {
     raw_ids(bos, 11, 24, 300, 1);
     probe_case(d, model, bos, "--layers 1,3", "bos");
     probe_case(d, model, ids, "--bidirectional", "bidir");
+    /* sliding windows (8 of 24 tokens in layer 1): every rank's sums leave the same keys out */
+    char g2[256];
+    snprintf(g2, sizeof g2, "%s/g2", d);
+    model_make(g2, "--arch gemma2 --layers 2 --head-dim 16 --vocab 300 --seed 7 --sliding-window 8");
+    probe_case(d, g2, ids, "--layers all --probs --recency", "window");
 }
 
 static void test_simulate_three_ranks_equal_one_process(void **state) {

@@ -78,6 +78,13 @@ static const Published published[] = {
      * 2048 x 768 (moe_intermediate_size); active: 8 of the 128 experts */
     {"qwen3-30b-a3b.json", "qwen3moe", 30532122624ull,
      2ull * 2048 * 4096 + 2ull * 2048 * 512 + 2 * 128 + 2 * 2048 + 128 * 2048 + 128ull * 3 * 2048 * 768, 3353032704ull, 30.5, 3.3},
+    /* Qwen1.5-MoE-A2.7B: its model card gives "14.3B parameters in total and 2.7B activated" (the
+     * Qwen blog "Qwen1.5-MoE", 2.0B activated non-embedding). Exact: 2 x 151936 x 2048 + 2048 + 24 x
+     * layer; layer = q, k, v, o 4 x 2048^2 + q/k/v biases 3 x 2048, two norms, router 60 x 2048,
+     * 60 experts x 3 x 2048 x 1408, the shared expert 3 x 2048 x 5632 and its gate 2048; active: 4 of
+     * the 60 routed experts (the shared one always) */
+    {"qwen1.5-moe-a2.7b.json", "qwen2moe", 14315784192ull,
+     4ull * 2048 * 2048 + 3 * 2048 + 2 * 2048 + 60 * 2048 + 60ull * 3 * 2048 * 1408 + 3ull * 2048 * 5632 + 2048, 2689173504ull, 14.3, 2.7},
 };
 
 static uint64_t json_line_u64(const char *out, const char *key) {
@@ -210,7 +217,7 @@ static void test_unknown_family(void **state) {
 /* The expected peak a probe of layers 1-2 over one sequence of S = 512 tokens prints (and that
  * --max-mem-gib compares), from the configuration's numbers by hand: f32 weights of two layers
  * (2 x the per-layer count above x 4 bytes); the load scratch, one dequantised matrix (the larger
- * of q_proj NH*HS x C and the MLP's FF x C); the activations of one sequence: x, xn [T,C], q and
+ * of q_proj NH*HS x C, the MLP's FF x C and qwen2moe's shared expert's); the activations of one sequence: x, xn [T,C], q and
  * the attention output [T,NH*HS], k, v and the values per head [T,NKV*HS], the keys packed in
  * blocks of 64 positions [NKV*HS, 64*ceil(T/64)], gate, up [T,FF], the RoPE table [T,R] (gemma3
  * a second one for its local layers; gptneox the MLP's normed input [T,C] too) and the scores
@@ -254,13 +261,14 @@ static void test_probe_peak_by_hand(void **state) {
         const double printed = strtod(eq + 1, NULL);
         const double C = m.dim, Q = (double)m.n_heads * m.head_dim, KV = (double)m.n_kv_heads * m.head_dim, FF = m.ffn, R = m.rot_dim;
         const double S = T, L = 2;
-        const double weights = 2.0 * p->layer_params * 4, scratch = 4 * (Q * C > FF * C ? Q * C : FF * C);
+        const double FS = m.ffn_shexp; /* qwen2moe's shared expert */
+        const double weights = 2.0 * p->layer_params * 4, scratch = 4 * fmax(fmax(Q * C, FF * C), FS * C);
         double acts = S * (2 * C + 2 * Q + 3 * KV + 2 * FF + R) + KV * 64 * ceil(S / 64) + m.n_heads * S * S;
         if (!strcmp(p->arch, "gemma3")) acts += S * R;
         if (!strcmp(p->arch, "gptneox")) acts += S * C;
         if (m.n_experts) /* MoE: router probabilities [T,E], chosen experts, their weights and routed rows [T,K] each,
                             the gathered inputs and the weighted sum [T,C] (the expert's gate, up reuse [T,FF]) */
-            acts += S * (m.n_experts + 3.0 * m.n_experts_used + 2 * C);
+            acts += S * (m.n_experts + 3.0 * m.n_experts_used + 2 * C) + S * (2 * FS + (FS > 0)); /* + the shared expert's gate, up [T,FFS], gate logit [T] */
         const double maps = 8 * S * S * (2 * L + 3), outs = 8 * S * S * (3 * L + 3), toks = 4 * S;
         const double want = (weights + scratch + 4 * acts + maps + outs + toks) / 1048576.0;
         print_message("%-24s probe's expected peak %.1f MiB, by hand %.2f MiB\n", p->file, printed, want);
@@ -282,8 +290,9 @@ static void test_probe_peak_by_hand(void **state) {
 static void test_moe_reads_probed_layers_only(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
-    const char *archs[] = {"--arch mixtral --experts 4 --experts-used 2", "--arch qwen3moe --experts 6 --experts-used 3 --moe-ffn 40"};
-    for (int a = 0; a < 2; a++)
+    const char *archs[] = {"--arch mixtral --experts 4 --experts-used 2", "--arch qwen3moe --experts 6 --experts-used 3 --moe-ffn 40",
+                           "--arch qwen2moe --experts 5 --experts-used 2 --moe-ffn 24 --shared-ffn 40"};
+    for (int a = 0; a < 3; a++)
         for (int g = 0; g < 2; g++) {
             char model[512], mk[256];
             snprintf(model, sizeof model, "%s/moe%d%s", d, a, g ? ".gguf" : "");

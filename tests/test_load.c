@@ -314,7 +314,8 @@ static void test_hf_every_arch_matches_generator(void **state) {
             int per_layer = 9 + (a == MP_ARCH_QWEN2 ? 3 : 0) + (a == MP_ARCH_QWEN3 ? 2 : 0) + (a == MP_ARCH_OLMO2 ? 2 : 0) +
                             (a == MP_ARCH_GPTNEOX ? 7 : 0) + (a == MP_ARCH_GEMMA2 ? 2 : 0) + (a == MP_ARCH_GEMMA3 ? 4 : 0);
             /* mixtral, qwen3moe: a router and E x (gate, up, down) experts instead of the MLP; qwen3moe's q/k norms */
-            if (a == MP_ARCH_MIXTRAL || a == MP_ARCH_QWEN3MOE) per_layer = 9 - 3 + 1 + 3 * s.experts + (a == MP_ARCH_QWEN3MOE ? 2 : 0);
+            if (a == MP_ARCH_MIXTRAL || a == MP_ARCH_QWEN3MOE || a == MP_ARCH_QWEN2MOE)
+                per_layer = 9 - 3 + 1 + 3 * s.experts + (a == MP_ARCH_QWEN3MOE ? 2 : 0) + (a == MP_ARCH_QWEN2MOE ? 3 + 4 : 0); /* qwen2moe: biases, shared expert */
             /* gemma (1): Llama's roles (norms served as 1 + w) */
             assert_int_equal(roles, 3 + (a == MP_ARCH_GPTNEOX) + 3 * per_layer);
             if (a == MP_ARCH_PHI3 && k == 1) assert_int_equal(m.rot_dim, 12);

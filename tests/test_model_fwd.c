@@ -6,7 +6,8 @@
  *     ≠ C/NH), phi3 (fused tensors, partial rotary, longrope), and the two counterfactuals;
  *     sliding windows shorter than the sequence (gemma2, gemma3, mistral, qwen2's layers >=
  *     max_window_layers, phi3; gemma2 also without the causal mask): NaN exactly outside;
- *     mixtral and qwen3moe (experts; with and without qwen3moe's renormalisation);
+ *     mixtral, qwen3moe and qwen2moe (experts; with and without qwen3moe's renormalisation;
+ *     qwen2moe's shared expert);
  *   - format equivalence: the same random model written as an HF directory and as a GGUF (f32)
  *     gives the same maps, per arch, GQA ratio 2;
  *   - counterfactual sanity: without the mask, identical tokens give a purely relative map;
@@ -53,6 +54,7 @@ static const RefCase ref_cases[] = {
     {"gemma", "--arch gemma --layers 2 --head-dim 32 --vocab 300 --seed 20", "", "", 2, 24, 1, NULL},
     {"mixtral", "--arch mixtral --layers 3 --experts 4 --experts-used 2 --vocab 300 --seed 22", "", "", 3, 24, 1, NULL},
     {"qwen3moe", "--arch qwen3moe --layers 2 --experts 8 --experts-used 3 --moe-ffn 48 --vocab 300 --seed 23", "", "", 2, 24, 1, NULL},
+    {"qwen2moe", "--arch qwen2moe --layers 2 --experts 6 --experts-used 2 --moe-ffn 48 --shared-ffn 80 --vocab 300 --seed 28", "", "", 2, 24, 1, NULL},
     {"qwen3moe-no-norm-topk", "--arch qwen3moe --layers 2 --experts 6 --experts-used 2 --no-norm-topk --vocab 300 --seed 24", "", "", 2, 24, 1, NULL},
     {"phi3-longrope-short-table", "--arch phi3 --rope-scaling longrope --layers 2 --vocab 300 --seed 13", "", "", 2, 12, 0, ORIG16},
     /* sliding windows shorter than the sequence: keys with i - j >= W NaN, like the causal mask's */
@@ -140,7 +142,8 @@ static void test_hf_gguf_equivalent(void **state) {
                               {"gemma2-window8", "--arch gemma2 --sliding-window 8"},
                               {"gemma3-window16", "--arch gemma3 --layers 6 --rope-theta 1000000 --sliding-window 16"},
                               {"mixtral", "--arch mixtral --experts 4 --experts-used 2"},
-                              {"qwen3moe", "--arch qwen3moe --experts 8 --experts-used 3 --moe-ffn 48"}};
+                              {"qwen3moe", "--arch qwen3moe --experts 8 --experts-used 3 --moe-ffn 48"},
+                              {"qwen2moe", "--arch qwen2moe --experts 6 --experts-used 2 --moe-ffn 48 --shared-ffn 80"}};
     const char *d = mp_test_tmpdir();
     char ids[256], out[8192];
     snprintf(ids, sizeof ids, "%s/ids.npy", d);

@@ -53,7 +53,8 @@ static void test_logprobs_match_llama_cpp(void **state) {
                               {"gemma3-window8", "--arch gemma3 --layers 6 --head-dim 32 --rope-theta 1000000 --sliding-window 8", 5e-3},
                               {"gptneox-sequential", "--arch gptneox --kv-heads 4 --no-parallel-residual --partial-rotary 0.5", 2e-3},
                               {"mixtral", "--arch mixtral --experts 4 --experts-used 2", 2e-5},
-                              {"qwen3moe", "--arch qwen3moe --experts 8 --experts-used 3 --moe-ffn 48", 2e-5}};
+                              {"qwen3moe", "--arch qwen3moe --experts 8 --experts-used 3 --moe-ffn 48", 2e-5},
+                              {"qwen2moe", "--arch qwen2moe --experts 6 --experts-used 2 --moe-ffn 48 --shared-ffn 80", 2e-5}};
     const char *d = mp_test_tmpdir();
     enum { T = 40, V = 300 };
     char list[1024];

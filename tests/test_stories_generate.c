@@ -86,6 +86,7 @@ static void test_extend_matches_run(void **state) {
     extend_matches_run("gemma3-w8", "--arch gemma3 --layers 6 --head-dim 32 --vocab 300 --seed 9 --sliding-window 8", MP_FWD_COMPUTE_F32);
     /* MoE: one row at a time routes and gathers as the whole sequence does */
     extend_matches_run("mixtral", "--arch mixtral --experts 4 --experts-used 2 --layers 2 --vocab 300 --seed 6", MP_FWD_COMPUTE_F32);
+    extend_matches_run("qwen2moe", "--arch qwen2moe --experts 5 --experts-used 2 --moe-ffn 24 --shared-ffn 40 --layers 2 --vocab 300 --seed 6", MP_FWD_COMPUTE_F32);
     extend_matches_run("qwen3moe-bf16", "--arch qwen3moe --experts 6 --experts-used 3 --moe-ffn 40 --layers 2 --vocab 300 --seed 6", MP_FWD_COMPUTE_BF16);
     extend_matches_run("smollm3", MP_SOURCE_DIR "/models/none", MP_FWD_COMPUTE_BF16); /* NoPE layers, bf16 weights */
     extend_matches_run("stories", STORIES, MP_FWD_COMPUTE_F32);

@@ -110,6 +110,7 @@ static void print_text(const MpModel *m, int tensors, int L, int64_t S) {
     if (m->n_experts) /* mixtral, qwen3moe */
         printf("experts:        %d per layer, %d used per token (router softmax over all, top %d, weights %s); ffn size is one expert's\n",
                m->n_experts, m->n_experts_used, m->n_experts_used, m->moe_norm_topk ? "renormalised to sum 1" : "not renormalised");
+    if (m->ffn_shexp) printf("shared expert:  %d wide, on every token, scaled by sigmoid(shared_expert_gate . x)\n", m->ffn_shexp);
     printf("vocab size:     %d\n", m->vocab);
     printf("%s%g\n", m->layer_norm ? "layer norm eps: " : "rms norm eps:   ", m->norm_eps); /* gptneox: LayerNorm's eps */
     printf("qkv bias:       %s\nqk norm:        %s\ntied embedding: %s\n", m->has_qkv_bias ? "yes" : "no",
@@ -239,6 +240,7 @@ static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
         json_object_set_new(o, "experts", json_integer(m->n_experts));
         json_object_set_new(o, "experts_used", json_integer(m->n_experts_used));
         json_object_set_new(o, "experts_renormalised", json_boolean(m->moe_norm_topk));
+        if (m->ffn_shexp) json_object_set_new(o, "shared_expert_size", json_integer(m->ffn_shexp));
     }
     json_object_set_new(o, "n_tensors", json_integer((json_int_t)m->n_tensors));
     Mem mem = probe_memory(m, L, S);

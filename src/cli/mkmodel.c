@@ -23,7 +23,7 @@ static const char *mkmodel_help =
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
     "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma | gemma2 |\n"
-    "                    gemma3 | mixtral | qwen3moe\n"
+    "                    gemma3 | mixtral | qwen3moe | qwen2moe\n"
     "                    (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
@@ -51,10 +51,11 @@ static const char *mkmodel_help =
     "                    max_window_layers = layers / 2 (HF only: llama.cpp windows none of these;\n"
     "                    default none)\n"
     "                    (gemma3: local layers 5 of 6 with RoPE base 10000, global ones --rope-theta)\n"
-    "  --experts N       mixtral, qwen3moe: experts per layer (default 4)\n"
+    "  --experts N       mixtral, qwen3moe, qwen2moe: experts per layer (default 4)\n"
     "  --experts-used K  experts each token is routed to, 1..N (default 2)\n"
-    "  --moe-ffn F       qwen3moe moe_intermediate_size, one expert's width (default --ffn; mixtral's\n"
-    "                    experts are --ffn wide)\n"
+    "  --moe-ffn F       qwen3moe, qwen2moe moe_intermediate_size, one expert's width (default --ffn;\n"
+    "                    mixtral's experts are --ffn wide)\n"
+    "  --shared-ffn F    qwen2moe shared_expert_intermediate_size (default --ffn)\n"
     "  --no-norm-topk    qwen3moe, --format hf: norm_topk_prob false (weights not renormalised)\n"
     "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
     "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
@@ -82,6 +83,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
                                          {"sliding-window", required_argument, 0, 'W'},
                                          {"experts", required_argument, 0, 'X'},    {"experts-used", required_argument, 0, 'U'},
                                          {"moe-ffn", required_argument, 0, 'M'},    {"no-norm-topk", no_argument, 0, 'N'},
+                                         {"shared-ffn", required_argument, 0, 'S'},
                                          {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -92,7 +94,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
             int a;
             for (a = 0; a < MP_ARCH_COUNT; a++)
                 if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, mixtral, qwen3moe", optarg);
+            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, mixtral, qwen3moe, qwen2moe", optarg);
             s.arch = (MpArch)a;
             break;
         }
@@ -130,6 +132,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         case 'U': s.experts_used = (int)mp_cli_i64(cmd, "--experts-used", optarg, 1, 4096); moe_given = 1; break;
         case 'M': s.moe_ffn = (int)mp_cli_i64(cmd, "--moe-ffn", optarg, 1, 1 << 24); break;
         case 'N': s.no_norm_topk = 1; break;
+        case 'S': s.shared_ffn = (int)mp_cli_i64(cmd, "--shared-ffn", optarg, 1, 1 << 24); break;
         case 'y': s.tie = 1; break;
         case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
         case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
@@ -148,8 +151,8 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         s.attn_softcap = 0;
         s.final_softcap = 0;
     }
-    if (moe_given && s.arch != MP_ARCH_MIXTRAL && s.arch != MP_ARCH_QWEN3MOE)
-        return mp_cli_error(cmd, "--experts / --experts-used are for --arch mixtral or qwen3moe");
+    if (moe_given && s.arch != MP_ARCH_MIXTRAL && s.arch != MP_ARCH_QWEN3MOE && s.arch != MP_ARCH_QWEN2MOE)
+        return mp_cli_error(cmd, "--experts / --experts-used are for --arch mixtral, qwen3moe or qwen2moe");
     MpErr e;
     const char *out = argv[optind];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with

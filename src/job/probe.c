@@ -97,6 +97,8 @@ static uint64_t probe_mapped_bytes(const MpModel *m, int n) {
 /* f32 scratch the weight loader uses once per tensor (the largest [out, in] matrix). */
 static uint64_t probe_scratch_bytes(const MpModel *m) {
     uint64_t a = (uint64_t)m->n_heads * m->head_dim * m->dim, b = (uint64_t)m->ffn * m->dim;
+    const uint64_t moe = (uint64_t)(m->ffn_shexp > m->n_experts ? m->ffn_shexp : m->n_experts) * m->dim; /* MoE router, qwen2moe shared expert */
+    if (moe > b) b = moe;
     return 4 * (a > b ? a : b);
 }
 
@@ -244,7 +246,8 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
     if (c->probs) p->outs += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probs.npy, probs_heads.npy */
     p->tokens = (uint64_t)n * S * 4;
     /* bf16 packs one panel of 32 rows at a time */
-    p->scratch = c->compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(m->ffn > m->dim ? m->ffn : m->dim) : probe_scratch_bytes(m);
+    const int wide = m->ffn_shexp > m->ffn ? m->ffn_shexp : m->ffn; /* qwen2moe: the shared expert's down rows */
+    p->scratch = c->compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(wide > m->dim ? wide : m->dim) : probe_scratch_bytes(m);
     p->total = p->weights + p->acts + p->maps + p->outs + p->tokens + p->scratch;
 }
 

@@ -10,7 +10,7 @@
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma", "mixtral", "qwen3moe"};
+static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma", "mixtral", "qwen3moe", "qwen2moe"};
 const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
 
 const char *mp_model_rope_scaling_name(MpRopeScaling s) {
@@ -27,7 +27,7 @@ const char *mp_model_rope_scaling_name(MpRopeScaling s) {
 /* ================================================================ features */
 
 void mp_model_arch_features(MpModel *m) {
-    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2;
+    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2 || m->arch == MP_ARCH_QWEN2MOE;
     m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_QWEN3MOE;
     m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
     m->no_pre_norm = m->arch == MP_ARCH_OLMO2;

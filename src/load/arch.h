@@ -46,6 +46,9 @@ typedef enum MpArch {
                           with {arch}.expert_count */
     MP_ARCH_QWEN3MOE,  /* Qwen3MoeForCausalLM: Qwen3 attention (per-head q/k norm), mixture-of-experts FFN
                           (renormalised only when norm_topk_prob; GGUF: always, as llama.cpp does) */
+    MP_ARCH_QWEN2MOE,  /* Qwen2MoeForCausalLM: Qwen2 attention (q/k/v biases), routed experts (renormalised only
+                          when norm_topk_prob; GGUF never, as llama.cpp) plus a shared expert scaled by
+                          sigmoid(shared_expert_gate . x) */
     MP_ARCH_COUNT
 } MpArch;
 
@@ -93,6 +96,10 @@ typedef enum MpRole {
                                (mp_model_expert_rows_f32), never through the role accessors */
     MP_ROLE_UP_EXPS,        /* [E*FF, C] w3 / up_proj / ffn_up_exps */
     MP_ROLE_DOWN_EXPS,      /* [E*C, FF] w2 / down_proj / ffn_down_exps [E, C, FF] */
+    MP_ROLE_SHEXP_GATE_INP, /* [1, C]   qwen2moe mlp.shared_expert_gate / ffn_gate_inp_shexp (GGUF 1-D [C]) */
+    MP_ROLE_SHEXP_GATE,     /* [FFS, C] qwen2moe mlp.shared_expert.gate_proj / ffn_gate_shexp */
+    MP_ROLE_SHEXP_UP,       /* [FFS, C] mlp.shared_expert.up_proj / ffn_up_shexp */
+    MP_ROLE_SHEXP_DOWN,     /* [C, FFS] mlp.shared_expert.down_proj / ffn_down_shexp */
     MP_ROLE_COUNT
 } MpRole;
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
@@ -155,6 +162,7 @@ typedef struct MpModel {
     int n_experts;        /* E: experts of every MoE FFN (mixtral, qwen3moe); 0 = dense MLP */
     int n_experts_used;   /* K: experts each token is routed to (1..E) */
     int moe_norm_topk;    /* 1: the K routing weights are renormalised to sum 1 */
+    int ffn_shexp;        /* FFS: qwen2moe's shared expert size; 0 = no shared expert */
     int bos_id, eos_id;   /* -1 unknown */
     /* RoPE (HF rotate_half convention: pairs (i, i+R/2) of the first R dims of each head) */
     int rot_dim;          /* R = int(HS * partial_rotary_factor) */

@@ -193,16 +193,18 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
     /* Qwen3-MoE: model_type "qwen3_moe", GGUF / --arch "qwen3moe" */
     if (!strcmp(type, "qwen3_moe")) want = "qwen3moe";
     else if (!strcmp(type, "qwen3moe")) want = "-";
+    if (!strcmp(type, "qwen2_moe")) want = "qwen2moe"; /* Qwen1.5-MoE, Qwen2-57B-A14B */
+    else if (!strcmp(type, "qwen2moe")) want = "-";
     int a;
     for (a = 0; a < MP_ARCH_COUNT; a++)
         if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
     if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe)", path,
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, qwen2_moe)", path,
                           type);
     m->arch = (MpArch)a;
 
     static const char *moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
-    const int moe = m->arch == MP_ARCH_MIXTRAL || m->arch == MP_ARCH_QWEN3MOE; /* cfg_moe reads their keys */
+    const int moe = m->arch == MP_ARCH_MIXTRAL || m->arch == MP_ARCH_QWEN3MOE || m->arch == MP_ARCH_QWEN2MOE; /* cfg_moe reads their keys */
     for (size_t i = 0; i < 3 && !moe; i++) {
         json_t *v = json_object_get(root, moe_keys[i]);
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
@@ -412,16 +414,19 @@ static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path
 static int cfg_moe(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int64_t v;
     const int mix = m->arch == MP_ARCH_MIXTRAL;
-    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE) return MP_OK;
+    const int q2 = m->arch == MP_ARCH_QWEN2MOE; /* Qwen2MoeConfig's defaults: 60 experts, 4 used, 1408, shared 5632 */
+    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && !q2) return MP_OK;
     const char *ne_key = mix ? "num_local_experts" : "num_experts";
-    if (cfg_int(root, ne_key, 0, mix ? 8 : 128, 1, 1 << 16, &v, path, e)) return MP_ERR;
+    if (cfg_int(root, ne_key, 0, mix ? 8 : q2 ? 60 : 128, 1, 1 << 16, &v, path, e)) return MP_ERR;
     m->n_experts = (int)v;
-    if (cfg_int(root, "num_experts_per_tok", 0, mix ? 2 : 8, 1, m->n_experts, &v, path, e)) return MP_ERR;
+    if (cfg_int(root, "num_experts_per_tok", 0, mix ? 2 : q2 ? 4 : 8, 1, m->n_experts, &v, path, e)) return MP_ERR;
     m->n_experts_used = (int)v;
     m->moe_norm_topk = 1;
     if (mix) return MP_OK;
-    if (cfg_int(root, "moe_intermediate_size", 0, 768, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+    if (cfg_int(root, "moe_intermediate_size", 0, q2 ? 1408 : 768, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
     m->ffn = (int)v;
+    if (q2 && cfg_int(root, "shared_expert_intermediate_size", 0, 5632, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+    m->ffn_shexp = q2 ? (int)v : 0;
     if (cfg_bool(root, "norm_topk_prob", 0, &m->moe_norm_topk, path, e)) return MP_ERR;
     if (cfg_int(root, "decoder_sparse_step", 0, 1, 0, INT32_MAX, &v, path, e)) return MP_ERR;
     if (v != 1) return mp_err_set(e, "%s: key \"decoder_sparse_step\" = %lld: dense layers among the MoE ones are not supported (1 only)", path, (long long)v);

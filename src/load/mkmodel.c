@@ -44,8 +44,9 @@ void mp_mk_spec_default(MpMkSpec *s) {
 
 static int mk_window(const MpMkSpec *s) { return s->sliding_window > 0 ? s->sliding_window : 4096; } /* gemma2/3 */
 
-static int mk_moe(const MpMkSpec *s) { return s->arch == MP_ARCH_MIXTRAL || s->arch == MP_ARCH_QWEN3MOE; }
-static int mk_exp_ffn(const MpMkSpec *s) { return s->arch == MP_ARCH_QWEN3MOE && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
+static int mk_moe(const MpMkSpec *s) { return s->arch == MP_ARCH_MIXTRAL || s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE; }
+static int mk_exp_ffn(const MpMkSpec *s) { return s->arch != MP_ARCH_MIXTRAL && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
+static int mk_shared_ffn(const MpMkSpec *s) { return s->shared_ffn > 0 ? s->shared_ffn : s->ffn; } /* qwen2moe */
 
 static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA; }
 
@@ -147,12 +148,13 @@ static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
         return r == MP_ROLE_ATTN_NORM || r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS || r == MP_ROLE_O || r == MP_ROLE_FFN_NORM ||
                r == MP_ROLE_UP || r == MP_ROLE_DOWN || r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS ||
                r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
+    if (r >= MP_ROLE_SHEXP_GATE_INP) return s->arch == MP_ARCH_QWEN2MOE;
     if (r >= MP_ROLE_FFN_ROUTER) return mk_moe(s);
     if (mk_moe(s) && (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN)) return 0;
     if (r >= MP_ROLE_O_BIAS) return 0;
     if (mk_gemma(s) && r == MP_ROLE_OUTPUT) return 0; /* tied */
     if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return s->arch != MP_ARCH_GEMMA;
-    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2;
+    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN2MOE;
     if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM)
         return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_QWEN3MOE;
     if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
@@ -208,6 +210,12 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     case MP_ROLE_OUTPUT_NORM_BIAS: t->ndim = 1; t->rows = C; break;
     case MP_ROLE_UP_BIAS: t->ndim = 1; t->rows = s->ffn; break;
     case MP_ROLE_FFN_ROUTER: t->rows = s->experts; break;
+    case MP_ROLE_SHEXP_GATE_INP: /* HF Linear [1, C]; GGUF 1-D [C] (the same C values) */
+        if (gguf) t->ndim = 1;
+        t->rows = gguf ? C : 1;
+        break;
+    case MP_ROLE_SHEXP_GATE: case MP_ROLE_SHEXP_UP: t->rows = mk_shared_ffn(s); break;
+    case MP_ROLE_SHEXP_DOWN: t->rows = C; t->cols = mk_shared_ffn(s); break;
     default: return mp_err_set(e, "internal: role %d", (int)r);
     }
     if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) { /* fused [Q; K; V] (GGUF), per head (HF) */
@@ -272,7 +280,7 @@ static int mk_build(const MpMkSpec *s, MkList *l, MpErr *e) {
     for (int layer = 0; layer < s->layers; layer++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++)
             if (mk_role_in_arch(s, (MpRole)r) &&
-                (r >= MP_ROLE_GATE_EXPS ? mk_experts(s, l, (MpRole)r, layer, e) : mk_one(s, l, (MpRole)r, layer, e)))
+                (r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS ? mk_experts(s, l, (MpRole)r, layer, e) : mk_one(s, l, (MpRole)r, layer, e)))
                 return MP_ERR;
     if (mk_one(s, l, MP_ROLE_OUTPUT_NORM, -1, e)) return MP_ERR;
     if (s->arch == MP_ARCH_GPTNEOX && mk_one(s, l, MP_ROLE_OUTPUT_NORM_BIAS, -1, e)) return MP_ERR;
@@ -404,7 +412,7 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
                                                "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
                                                "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-                                               "GemmaForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM"};
+                                               "GemmaForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"};
 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
@@ -497,14 +505,18 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(c, "output_router_logits", json_false());
         json_object_set_new(c, "sliding_window", json_null());
     }
-    if (s->arch == MP_ARCH_QWEN3MOE) {
-        json_object_set_new(c, "model_type", json_string("qwen3_moe"));
+    if (s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE) {
+        json_object_set_new(c, "model_type", json_string(s->arch == MP_ARCH_QWEN2MOE ? "qwen2_moe" : "qwen3_moe"));
         json_object_set_new(c, "moe_intermediate_size", json_integer(mk_exp_ffn(s)));
-        json_object_set_new(c, "norm_topk_prob", json_boolean(!s->no_norm_topk));
+        json_object_set_new(c, "norm_topk_prob", json_boolean(s->arch == MP_ARCH_QWEN3MOE && !s->no_norm_topk)); /* qwen2moe: as its GGUF */
         json_object_set_new(c, "decoder_sparse_step", json_integer(1));
         json_object_set_new(c, "mlp_only_layers", json_array());
         json_object_set_new(c, "use_sliding_window", json_false());
         json_object_del(c, "router_jitter_noise");
+    }
+    if (s->arch == MP_ARCH_QWEN2MOE) { /* Qwen2MoeConfig: q/k/v biases always (no attention_bias key), a shared expert */
+        json_object_del(c, "attention_bias");
+        json_object_set_new(c, "shared_expert_intermediate_size", json_integer(mk_shared_ffn(s)));
     }
     json_object_set_new(c, "torch_dtype", json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32"));
     char path[4096];
@@ -736,7 +748,8 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
         mp_gguf_w_u32(&w, KEY("expert_count"), (uint32_t)s->experts);
         mp_gguf_w_u32(&w, KEY("expert_used_count"), (uint32_t)s->experts_used);
     }
-    if (s->arch == MP_ARCH_QWEN3MOE) mp_gguf_w_u32(&w, KEY("expert_feed_forward_length"), (uint32_t)mk_exp_ffn(s));
+    if (s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE) mp_gguf_w_u32(&w, KEY("expert_feed_forward_length"), (uint32_t)mk_exp_ffn(s));
+    if (s->arch == MP_ARCH_QWEN2MOE) mp_gguf_w_u32(&w, KEY("expert_shared_feed_forward_length"), (uint32_t)mk_shared_ffn(s));
     if (s->arch == MP_ARCH_PHI3) {
         mp_gguf_w_u32(&w, KEY("rope.scaling.original_context_length"), (uint32_t)mk_orig_ctx(s));
         mp_gguf_w_u32(&w, KEY("attention.sliding_window"), 0);
@@ -746,7 +759,7 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
         }
     }
 #undef KEY
-    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_QWEN3MOE, e);
+    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE, e);
     for (size_t i = 0; i < l->n && rc == MP_OK; i++) {
         const MkTensor *t = &l->t[i];
         int64_t ne[3] = {t->ndim == 2 ? t->cols : t->rows, t->rows, 1};
@@ -813,8 +826,10 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
     if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
     if (mk_moe(s) && (s->experts < 1 || s->experts > 4096 || s->experts_used < 1 || s->experts_used > s->experts))
         return mp_err_set(e, "--experts must be in [1, 4096] and --experts-used in [1, --experts]");
-    if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24) || (s->moe_ffn > 0 && s->arch != MP_ARCH_QWEN3MOE))
-        return mp_err_set(e, "--moe-ffn is for --arch qwen3moe, in [1, 2^24]");
+    if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24) || (s->moe_ffn > 0 && s->arch != MP_ARCH_QWEN3MOE && s->arch != MP_ARCH_QWEN2MOE))
+        return mp_err_set(e, "--moe-ffn is for --arch qwen3moe or qwen2moe, in [1, 2^24]");
+    if (s->shared_ffn < 0 || s->shared_ffn > (1 << 24) || (s->shared_ffn > 0 && s->arch != MP_ARCH_QWEN2MOE))
+        return mp_err_set(e, "--shared-ffn is for --arch qwen2moe, in [1, 2^24]");
     if (s->no_norm_topk && (s->arch != MP_ARCH_QWEN3MOE || s->format != MP_FORMAT_HF))
         return mp_err_set(e, "--no-norm-topk is for --arch qwen3moe --format hf (llama.cpp's qwen3moe always renormalises)");
     int rd = mk_rot_dim(s);

@@ -45,7 +45,8 @@ typedef struct MpMkSpec {
     int sliding_window;         /* 0: the family's default (gemma2/3 4096, others none); gemma2/3 local
                                    layers', mistral/phi3 every layer's, qwen2/3 layers >= L/2 (HF) */
     int experts, experts_used;  /* mixtral, qwen3moe: E experts, K used per token (defaults 4, 2) */
-    int moe_ffn;                /* qwen3moe moe_intermediate_size (0: = ffn); mixtral's experts are ffn wide */
+    int moe_ffn;                /* qwen3moe/qwen2moe moe_intermediate_size (0: = ffn); mixtral's experts are ffn wide */
+    int shared_ffn;             /* qwen2moe shared_expert_intermediate_size (0: = ffn) */
     int no_norm_topk;           /* qwen3moe, HF only: norm_topk_prob false (llama.cpp's qwen3moe always
                                    renormalises, so GGUF cannot say it) */
 } MpMkSpec;

@@ -28,7 +28,8 @@ static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "outp
                                                 "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
                                                 "up",       "down",        "attn_post_norm", "ffn_post_norm",
                                                 "o_bias",   "attn_norm_bias", "ffn_norm_bias", "up_bias",   "down_bias",
-                                                "output_norm_bias", "router", "gate_exps", "up_exps", "down_exps"};
+                                                "output_norm_bias", "router", "gate_exps", "up_exps", "down_exps",
+                                                "shexp_gate_inp", "shexp_gate", "shexp_up", "shexp_down"};
 const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
 int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER || r == MP_ROLE_OUTPUT_NORM_BIAS; }
 
@@ -42,14 +43,16 @@ static const char *hf_suffix[MP_ROLE_COUNT] = {
     "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
     "self_attn.o_proj.bias", "input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
     "mlp.down_proj.bias", "model.norm.bias", "mlp.gate.weight", "mlp.experts.gate_proj", "mlp.experts.up_proj",
-    "mlp.experts.down_proj"}; /* experts: one tensor per expert (mp_model_expert_name) */
+    "mlp.experts.down_proj", "mlp.shared_expert_gate.weight", "mlp.shared_expert.gate_proj.weight",
+    "mlp.shared_expert.up_proj.weight", "mlp.shared_expert.down_proj.weight"}; /* experts: one tensor per expert (mp_model_expert_name) */
 static const char *gguf_suffix[MP_ROLE_COUNT] = {
     "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
     "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
     "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
     "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight", "attn_output.bias", "attn_norm.bias",
     "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "output_norm.bias", "ffn_gate_inp.weight", "ffn_gate_exps.weight",
-    "ffn_up_exps.weight", "ffn_down_exps.weight"};
+    "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
+    "ffn_down_shexp.weight"};
 /* GPT-NeoX's HF names (GPTNeoXForCausalLM; after "gpt_neox.layers.N." for layer roles); Q/K/V
  * and their biases are rows of query_key_value; roles without a tensor are NULL. */
 static const char *neox_hf[MP_ROLE_COUNT] = {
@@ -116,6 +119,9 @@ static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) 
     case MP_ROLE_FFN_ROUTER: *rows = m->n_experts; *cols = C; return 2;
     case MP_ROLE_GATE_EXPS: case MP_ROLE_UP_EXPS: *rows = (int64_t)m->n_experts * m->ffn; *cols = C; return 2;
     case MP_ROLE_DOWN_EXPS: *rows = (int64_t)m->n_experts * C; *cols = m->ffn; return 2;
+    case MP_ROLE_SHEXP_GATE_INP: *rows = 1; *cols = C; return 2;
+    case MP_ROLE_SHEXP_GATE: case MP_ROLE_SHEXP_UP: *rows = m->ffn_shexp; *cols = C; return 2;
+    case MP_ROLE_SHEXP_DOWN: *rows = C; *cols = m->ffn_shexp; return 2;
     default: return 0;
     }
 }
@@ -130,6 +136,7 @@ static int role_present(const MpModel *m, MpRole r) {
         r == MP_ROLE_DOWN_BIAS)
         return m->arch == MP_ARCH_GPTNEOX;
     if (r >= MP_ROLE_FFN_ROUTER && r <= MP_ROLE_DOWN_EXPS) return m->n_experts > 0;
+    if (r >= MP_ROLE_SHEXP_GATE_INP && r <= MP_ROLE_SHEXP_DOWN) return m->ffn_shexp > 0;
     if (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN) return !m->n_experts && (r != MP_ROLE_GATE || !m->gelu_mlp);
     if (r == MP_ROLE_OUTPUT_NORM_BIAS) return 0; /* global: bound on its own */
     return 1;
@@ -259,6 +266,18 @@ static int bind_moe(MpModel *m, const char *cfg_name, MpErr *e) {
         int nd = role_shape(m, MP_ROLE_FFN_ROUTER, &rows, &cols);
         mp_model_stored_name(m->format, m->arch, MP_ROLE_FFN_ROUTER, l, name, sizeof name);
         if (bind(m, &m->layer[(size_t)l * MP_ROLE_COUNT + MP_ROLE_FFN_ROUTER], name, nd, rows, cols, 0, rows, 0, cfg_name, e)) return MP_ERR;
+        for (int r = MP_ROLE_SHEXP_GATE_INP; r <= MP_ROLE_SHEXP_DOWN && m->ffn_shexp > 0; r++) { /* qwen2moe's shared expert */
+            MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
+            nd = role_shape(m, (MpRole)r, &rows, &cols);
+            mp_model_stored_name(m->format, m->arch, (MpRole)r, l, name, sizeof name);
+            const int gguf_vec = r == MP_ROLE_SHEXP_GATE_INP && m->format == MP_FORMAT_GGUF; /* GGUF 1-D [C], served [1, C] */
+            if (bind(m, ref, name, gguf_vec ? 1 : nd, gguf_vec ? cols : rows, cols, 0, gguf_vec ? cols : rows, 0, cfg_name, e)) return MP_ERR;
+            if (gguf_vec) {
+                ref->ndim = 2;
+                ref->rows = 1;
+                ref->cols = cols;
+            }
+        }
         for (int k = 0; k < 3; k++) {
             const MpRole r = (MpRole)(MP_ROLE_GATE_EXPS + k);
             const int64_t er = k == 2 ? m->dim : m->ffn, ec = k == 2 ? m->ffn : m->dim;
@@ -576,7 +595,8 @@ static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
     else if (!strcmp(arch, "gemma3")) m->arch = MP_ARCH_GEMMA3;
     else if (!strcmp(arch, "gemma")) m->arch = MP_ARCH_GEMMA;
     else if (!strcmp(arch, "qwen3moe")) m->arch = MP_ARCH_QWEN3MOE;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, qwen3moe; mixtral is llama with experts)", g->path, arch);
+    else if (!strcmp(arch, "qwen2moe")) m->arch = MP_ARCH_QWEN2MOE;
+    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, qwen3moe, qwen2moe; mixtral is llama with experts)", g->path, arch);
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -584,8 +604,8 @@ static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
                           g->path, (long long)v);
     if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
     if (v > 0 && m->arch == MP_ARCH_LLAMA) m->arch = MP_ARCH_MIXTRAL; /* convert_hf_to_gguf writes Mixtral as llama */
-    if (v > 0 && m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE)
-        return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts %s models are not supported (llama with experts, qwen3moe)", g->path, arch, arch);
+    if (v > 0 && m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && m->arch != MP_ARCH_QWEN2MOE)
+        return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts %s models are not supported (llama with experts, qwen3moe, qwen2moe)", g->path, arch, arch);
     return MP_OK;
 }
 
@@ -732,18 +752,24 @@ static int gguf_rope(MpModel *m, const char *arch, MpErr *e) {
     return rc;
 }
 
-/* Mixture of experts: E, K, one expert's size; llama.cpp renormalises the K weights of both
- * (llama and qwen3moe call build_moe_ffn with norm_w = true). */
+/* Mixture of experts: E, K, one expert's size; llama.cpp renormalises the K weights of llama and
+ * qwen3moe (build_moe_ffn with norm_w = true), not of qwen2moe (false), whose shared expert is
+ * expert_shared_feed_forward_length wide (default feed_forward_length, as llama.cpp). */
 static int gguf_moe(MpModel *m, const char *arch, MpErr *e) {
     const MpGguf *g = m->gguf;
     int64_t v;
-    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE) return MP_OK;
+    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && m->arch != MP_ARCH_QWEN2MOE) return MP_OK;
     if (gguf_int(g, arch, "expert_count", 1, 0, 1, 1 << 16, &v, e)) return MP_ERR;
     m->n_experts = (int)v;
     if (gguf_int(g, arch, "expert_used_count", 1, 0, 1, m->n_experts, &v, e)) return MP_ERR;
     m->n_experts_used = (int)v;
     m->moe_norm_topk = 1;
-    if (m->arch == MP_ARCH_QWEN3MOE) {
+    if (m->arch == MP_ARCH_QWEN2MOE) {
+        m->moe_norm_topk = 0;
+        if (gguf_int(g, arch, "expert_shared_feed_forward_length", 0, m->ffn, 1, 1 << 24, &v, e)) return MP_ERR;
+        m->ffn_shexp = (int)v;
+    }
+    if (m->arch == MP_ARCH_QWEN3MOE || m->arch == MP_ARCH_QWEN2MOE) {
         if (gguf_int(g, arch, "expert_feed_forward_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
         m->ffn = (int)v;
     }

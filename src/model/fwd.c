@@ -115,6 +115,13 @@ static void fwd_layout_moe(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmats, c
             fwd_mat(c, &w[1], d.FF, d.C, b);
             fwd_mat(c, &w[2], d.C, d.FF, b);
         }
+        if (m->ffn_shexp > 0) { /* qwen2moe's shared expert and its gate */
+            MpFwdLayer tl, *ly = layers ? &layers[l] : &tl;
+            ly->shexp_gate_inp = fwd_carve(c, (size_t)d.C);
+            fwd_mat(c, &ly->shexp_gate, m->ffn_shexp, d.C, b);
+            fwd_mat(c, &ly->shexp_up, m->ffn_shexp, d.C, b);
+            fwd_mat(c, &ly->shexp_down, d.C, m->ffn_shexp, b);
+        }
     }
 }
 
@@ -148,6 +155,9 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
         f->moe_rows = (int32_t *)fwd_carve(c, T * K);
         f->moe_xg = fwd_carve(c, T * d.C);
         f->moe_y = fwd_carve(c, T * d.C);
+        f->moe_sg = m->ffn_shexp > 0 ? fwd_carve(c, T * (size_t)m->ffn_shexp) : NULL;
+        f->moe_su = m->ffn_shexp > 0 ? fwd_carve(c, T * (size_t)m->ffn_shexp) : NULL;
+        f->moe_sl = m->ffn_shexp > 0 ? fwd_carve(c, T) : NULL;
     }
 }
 
@@ -254,6 +264,12 @@ static int fwd_load_moe(MpFwd *f, int l, float *scratch, size_t cap, MpErr *e) {
     for (int k = 0; k < 3 && rc == MP_OK; k++)
         for (int j = 0; j < f->m->n_experts && rc == MP_OK; j++)
             rc = fwd_load_expert(f->m, (MpRole)(MP_ROLE_GATE_EXPS + k), l, j, &ly->exps[(size_t)j * 3 + (size_t)k], scratch, cap, e);
+    if (rc == MP_OK && f->m->ffn_shexp > 0) { /* qwen2moe */
+        rc = fwd_load_vec(f->m, MP_ROLE_SHEXP_GATE_INP, l, ly->shexp_gate_inp, f->C, e);
+        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_GATE, l, &ly->shexp_gate, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_UP, l, &ly->shexp_up, scratch, cap, e);
+        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_DOWN, l, &ly->shexp_down, scratch, cap, e);
+    }
     return rc;
 }
 
@@ -261,7 +277,8 @@ static int fwd_load(MpFwd *f, MpErr *e) {
     MpModel *m = f->m;
     size_t cap = 0;
     const int64_t sizes[][2] = {{(int64_t)f->NH * f->HS, f->C}, {f->C, (int64_t)f->NH * f->HS}, {f->FF, f->C},
-                                {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}, {m->n_experts, f->C}};
+                                {f->C, f->FF}, {f->cfg.logits ? f->V : 0, f->C}, {m->n_experts, f->C},
+                                {m->ffn_shexp, f->C}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         /* bf16 packs one panel of MP_FWD_NR rows at a time */
         const size_t rows = f->cfg.compute == MP_FWD_COMPUTE_BF16 && sizes[i][0] > MP_FWD_NR ? MP_FWD_NR : (size_t)sizes[i][0];
@@ -377,7 +394,7 @@ void mp_fwd_free(MpFwd *f) {
 
 double mp_fwd_flops(const MpFwd *f, int T) {
     const double C = f->C, q = (double)f->NH * f->HS, kv = (double)f->NKV * f->HS;
-    const double FF = f->m->n_experts ? (double)f->FF * f->m->n_experts_used : f->FF; /* MoE: the K experts a token uses */
+    const double FF = f->m->n_experts ? (double)f->FF * f->m->n_experts_used + f->m->ffn_shexp : f->FF; /* MoE: the K experts a token uses (+ qwen2moe's shared one) */
     const double per_tok = 2.0 * (C * q + 2 * C * kv + q * C + 3 * C * FF + C * f->m->n_experts);
     const double pairs = f->cfg.causal ? (double)T * (T + 1) / 2 : (double)T * T;
     const double attn = 2.0 * 2.0 * pairs * f->HS * f->NH;
@@ -654,7 +671,31 @@ static void fwd_moe_route(MpFwd *f, int t) {
     }
 }
 
-/* Mixture of experts (mixtral, qwen3moe) on the normed rows [t0, T) of f->xn (Linear inputs already
+/* qwen2moe's shared expert on rows [t0, T) of f->xn: its SwiGLU times sigmoid(shared_expert_gate . x)
+ * (f32), added to the routed sum in f->moe_y (HF: final + sigmoid(gate) * shared). */
+static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
+    const int C = f->C, FS = f->m->ffn_shexp, n = T - t0;
+    const float *xn = f->xn + (size_t)t0 * C;
+    mp_fwd_matmul(f->moe_sg, FS, xn, C, &ly->shexp_gate, n);
+    mp_fwd_matmul(f->moe_su, FS, xn, C, &ly->shexp_up, n);
+    for (int i = 0; i < n; i++) { /* the gate's one output: a dot product in f32, in order */
+        float a = 0;
+        for (int c = 0; c < C; c++) a += xn[(size_t)i * C + c] * ly->shexp_gate_inp[c];
+        f->moe_sl[i] = a;
+    }
+#pragma omp parallel for schedule(static) if ((double)n * FS * 10 > FWD_PAR_MIN)
+    for (int i = 0; i < n; i++) mp_fwd_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS);
+    fwd_linear_input(f, f->moe_sg, FS, 0, n, FS);
+    mp_fwd_matmul(f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
+    for (int i = 0; i < n; i++) {
+        const float g = (float)(1.0 / (1.0 + exp(-(double)f->moe_sl[i])));
+        float *y = f->moe_y + (size_t)(t0 + i) * C;
+        const float *o = f->moe_xg + (size_t)i * C;
+        for (int c = 0; c < C; c++) y[c] += g * o[c];
+    }
+}
+
+/* Mixture of experts (mixtral, qwen3moe, qwen2moe) on the normed rows [t0, T) of f->xn (Linear inputs already
  * rounded), the result into f->xn: router logits (a Linear), fwd_moe_route per row, then expert by
  * expert in index order (the order in which HF's loop adds them into zeros): the expert's SwiGLU
  * of its rows gathered, each output row times its weight added to the row's sum. Only the
@@ -686,6 +727,7 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
             for (int c = 0; c < C; c++) y[c] += o[c] * wt;
         }
     }
+    if (f->m->ffn_shexp > 0) fwd_moe_shared(f, ly, t0, T);
     memcpy(f->xn + (size_t)t0 * C, f->moe_y + (size_t)t0 * C, sizeof(float) * (size_t)n * (size_t)C);
 }
 

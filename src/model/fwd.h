@@ -102,6 +102,8 @@ typedef struct MpFwdLayer {
     MpFwdMat router;           /* [E, C] MoE router; else unused */
     MpFwdMat *exps;            /* [E * 3] MoE: expert j's gate [FF, C], up [FF, C], down [C, FF] at 3j..3j+2
                                   (borrowed from MpFwd.expmats); else NULL */
+    float *shexp_gate_inp;     /* [C] qwen2moe shared_expert_gate (one row: kept f32, like a norm); else NULL */
+    MpFwdMat shexp_gate, shexp_up, shexp_down; /* [FFS, C], [FFS, C], [C, FFS] qwen2moe shared expert */
 } MpFwdLayer;
 
 typedef struct MpFwd {
@@ -137,6 +139,8 @@ typedef struct MpFwd {
     int32_t *moe_rows;         /* [T * K] (row * K + rank) entries routed to the expert at hand */
     float *moe_xg;             /* [T, C] those rows' inputs gathered, then the expert's outputs */
     float *moe_y;              /* [T, C] the weighted sum of the experts' outputs */
+    float *moe_sg, *moe_su;    /* [T, FFS] qwen2moe shared expert's gate and up; else NULL */
+    float *moe_sl;             /* [T] qwen2moe shared_expert_gate logits; else NULL */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;

@@ -20,7 +20,8 @@ LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel re
 gemma2 (x sqrt(C), (1 + w) norms around both sublayers, GeGLU, query_pre_attn_scalar, soft-capping),
 gemma3_text (Gemma 2's block without caps, per-head (1 + w) q/k norms, local layers' own RoPE base),
 gemma (Gemma 1: x sqrt(C), (1 + w) pre-norms, GeGLU, 1/sqrt(head_dim)), mixtral and qwen3_moe
-(mixture-of-experts FFN, see moe_ffn; qwen3_moe with qwen3's per-head q/k norm).
+and qwen2_moe (mixture-of-experts FFN, see moe_ffn; qwen3_moe with qwen3's per-head q/k norm,
+qwen2_moe with qwen2's q/k/v biases and a shared expert).
 RoPE scaling: default, linear, llama3, longrope.
 Sliding windows as the HF classes set them (layer_windows below) and as transformers'
 masking_utils applies them: query i sees key j only when i - j < W (and, without the causal mask,
@@ -313,15 +314,18 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
 
 
 def moe_ffn(cfg, W, p, h):
-    """Mixture of experts as MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock compute it: router
+    """Mixture of experts as MixtralSparseMoeBlock / Qwen3MoeSparseMoeBlock / Qwen2MoeSparseMoeBlock
+    compute it: router
     logits, softmax over all experts, the top num_experts_per_tok probabilities (ties: the lower
     expert index, a stable descending sort), renormalised to sum 1 (Mixtral always, Qwen3-MoE when
     norm_topk_prob), then each expert's SwiGLU of its tokens times the token's weight, added into
-    zeros expert by expert in index order."""
+    zeros expert by expert in index order; Qwen2-MoE then adds its shared expert's SwiGLU times
+    sigmoid(shared_expert_gate(x))."""
     mix = cfg["model_type"] == "mixtral"
     pre = p + ("block_sparse_moe." if mix else "mlp.")
-    E = cfg.get("num_local_experts", 8) if mix else cfg.get("num_experts", 128)
-    K = cfg.get("num_experts_per_tok", 2 if mix else 8)
+    q2 = cfg["model_type"] == "qwen2_moe"
+    E = cfg.get("num_local_experts", 8) if mix else cfg.get("num_experts", 60 if q2 else 128)
+    K = cfg.get("num_experts_per_tok", 2 if mix else 4 if q2 else 8)
     names = ("w1", "w3", "w2") if mix else ("gate_proj", "up_proj", "down_proj")
     norm = True if mix else bool(cfg.get("norm_topk_prob", False))
     probs = torch.softmax(h @ W[pre + "gate.weight"].T, dim=-1)           # [S, E]
@@ -338,6 +342,10 @@ def moe_ffn(cfg, W, p, h):
         ew = [W[f"{pre}experts.{e}.{n}.weight"] for n in names]
         oe = (torch.nn.functional.silu(xe @ ew[0].T) * (xe @ ew[1].T)) @ ew[2].T
         y.index_add_(0, rows, oe * wts[rows, slot, None])
+    if q2:
+        sw = [W[f"{pre}shared_expert.{n}.weight"] for n in names]
+        sh = (torch.nn.functional.silu(h @ sw[0].T) * (h @ sw[1].T)) @ sw[2].T
+        y = y + torch.sigmoid(h @ W[pre + "shared_expert_gate.weight"].T) * sh
     return y
 
 
@@ -410,7 +418,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
             continue
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
-        if arch in ("mixtral", "qwen3_moe"):
+        if arch in ("mixtral", "qwen3_moe", "qwen2_moe"):
             x = x + moe_ffn(cfg, W, p, h2)
             continue
         if arch == "phi3":

@@ -683,8 +683,8 @@ static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         for (int c = 0; c < C; c++) a += xn[(size_t)i * C + c] * ly->shexp_gate_inp[c];
         f->moe_sl[i] = a;
     }
-#pragma omp parallel for schedule(static) if ((double)n * FS * 10 > FWD_PAR_MIN)
-    for (int i = 0; i < n; i++) mp_fwd_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS);
+    FWD_PAR_FOR((double)n * FS * 10,
+    for (int i = 0; i < n; i++) mp_fwd_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
     fwd_linear_input(f, f->moe_sg, FS, 0, n, FS);
     mp_fwd_matmul(f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
     for (int i = 0; i < n; i++) {
@@ -715,8 +715,8 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         const MpFwdMat *w = ly->exps + (size_t)j * 3;
         mp_fwd_matmul(f->gate, FF, f->moe_xg, C, &w[0], cnt);
         mp_fwd_matmul(f->up, FF, f->moe_xg, C, &w[1], cnt);
-#pragma omp parallel for schedule(static) if ((double)cnt * FF * 10 > FWD_PAR_MIN)
-        for (int i = 0; i < cnt; i++) mp_fwd_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF);
+        FWD_PAR_FOR((double)cnt * FF * 10,
+        for (int i = 0; i < cnt; i++) mp_fwd_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
         fwd_linear_input(f, f->gate, FF, 0, cnt, FF);
         mp_fwd_matmul(f->moe_xg, C, f->gate, FF, &w[2], cnt);
         for (int i = 0; i < cnt; i++) {

@@ -801,6 +801,39 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* A "gpt2" GGUF vocabulary whose token_type entries are floats beyond int32 or NaN (what
+ * fuzz_vocab found: an unchecked float -> int conversion, undefined behaviour caught by the
+ * sanitized suite): such an entry reads as type 0, undefined, as on the llama path, and the
+ * vocabulary still tokenizes. */
+static void test_gguf_vocab_odd_types(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char p[300], txt[300], out[4096];
+    snprintf(p, sizeof p, "%s/oddtypes.gguf", d);
+    snprintf(txt, sizeof txt, "%s/oddtypes.txt", d);
+    mp_test_write_file(txt, "ab", 2);
+    const char *tok[3] = {"a", "b", "ab"}, *mer[1] = {"a b"};
+    const float types[3] = {1.0f, 1e24f, NAN};
+    MpGgufWriter w;
+    mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
+    mp_gguf_w_str(&w, "general.architecture", "llama");
+    mp_gguf_w_str(&w, "tokenizer.ggml.model", "gpt2");
+    mp_gguf_w_str(&w, "tokenizer.ggml.pre", "llama-bpe");
+    mp_gguf_w_arr_str(&w, "tokenizer.ggml.tokens", tok, 3);
+    mp_gguf_w_arr(&w, "tokenizer.ggml.token_type", MP_GGUF_FLOAT32, types, 3);
+    mp_gguf_w_arr_str(&w, "tokenizer.ggml.merges", mer, 1);
+    mp_gguf_w_u32(&w, "tokenizer.ggml.bos_token_id", 0);
+    mp_gguf_w_u32(&w, "tokenizer.ggml.eos_token_id", 1);
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    MpErr e;
+    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
+    fclose(f);
+    mp_gguf_writer_free(&w);
+    const int rc = mp_test_run(out, sizeof out, "tokenize --model %s --no-special %s", p, txt);
+    if (rc != 0 || strcmp(out, "2\n") != 0) fail_msg("tokenize with odd token types: exit %d, output '%s' (want 0, '2')", rc, out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_real_text_llama), cmocka_unit_test(test_real_text_qwen),
@@ -810,6 +843,7 @@ int main(void) {
         cmocka_unit_test(test_synthetic_vs_oracle),
         cmocka_unit_test(test_utf8_sanitize),   cmocka_unit_test(test_cli_tokenize),
         cmocka_unit_test(test_bad_tokenizer_files), cmocka_unit_test(test_corpus_cmd),
+        cmocka_unit_test(test_gguf_vocab_odd_types),
     };
     if (getenv("MP_TEST_FILTER")) cmocka_set_test_filter(getenv("MP_TEST_FILTER")); /* e.g. test_bad* */
     return cmocka_run_group_tests(tests, NULL, teardown);

@@ -155,27 +155,9 @@ static int init_from_gguf(MpTok *t, MpGguf *gp, const char *path, MpErr *e) {
     if (gguf_str_array(&g, "tokenizer.ggml.tokens", &tokens, &tlen, &nt, path, e) != MP_OK ||
         gguf_str_array(&g, "tokenizer.ggml.merges", &merges, &mlen, &nm, path, e) != MP_OK)
         goto done;
-    kv = mp_gguf_find(&g, "tokenizer.ggml.token_type");
-    if (kv) {
-        if (kv->type != MP_GGUF_ARRAY || kv->arr_n != (uint64_t)nt) {
-            mp_err_set(e, "%s: GGUF tokenizer: token_type has %llu entries for %lld tokens", path,
-                       (unsigned long long)kv->arr_n, (long long)nt);
-            goto done;
-        }
-        types = calloc((size_t)(nt ? nt : 1), sizeof *types);
-        if (!types) {
-            mp_err_set(e, "%s: out of memory", path);
-            goto done;
-        }
-        for (int64_t i = 0; i < nt; i++) {
-            double v;
-            if (mp_gguf_arr_num(kv, (uint64_t)i, &v) != MP_OK) {
-                mp_err_set(e, "%s: GGUF tokenizer: token_type is not numeric", path);
-                goto done;
-            }
-            types[i] = (int32_t)v;
-        }
-    }
+    /* token types as the llama path reads them: an entry that is no int32 (a float of 1e24, NaN)
+     * is type 0, undefined (fuzz_vocab found the unchecked conversion: undefined behaviour) */
+    if (gguf_num_array(&g, "tokenizer.ggml.token_type", nt, NULL, &types, path, e) != MP_OK) goto done;
     if (gguf_opt_int(&g, "tokenizer.ggml.bos_token_id", -1, &bos) != MP_OK ||
         gguf_opt_int(&g, "tokenizer.ggml.eos_token_id", -1, &eos) != MP_OK ||
         gguf_opt_int(&g, "tokenizer.ggml.add_bos_token", -1, &add_bos) != MP_OK ||

@@ -21,19 +21,36 @@ static void test_merge_matches_naive(void **state) {
     (void)state;
     MpRng r;
     mp_rng_init(&r, 7, 0);
-    double row[300], scratch[600];
-    for (int trial = 0; trial < 400; trial++) {
-        const int n = 1 + (int)(mp_rng_uniform(&r) * 300);
+    double row[600], scratch[1200];
+    for (int trial = 0; trial < 600; trial++) {
+        const int n = 1 + (int)(mp_rng_uniform(&r) * 600); /* up to a 512-token probe's rows */
         const int levels = trial % 3 == 0 ? 3 : trial % 3 == 1 ? 40 : 1 << 30; /* many ties, some, none */
         for (int k = 0; k < n; k++) row[k] = (double)(int)(mp_rng_uniform(&r) * levels);
         if (trial % 7 == 0) row[n / 2] = -0.0; /* -0 == +0: a tie, not recent */
         const uint64_t naive = mp_recency_row_count_naive(row, n);
-        double copy[300];
+        double copy[600];
         memcpy(copy, row, sizeof copy);
         /* rows above MP_RECENCY_NAIVE_MAX (most of them) take the merge path */
         const uint64_t fast = mp_recency_row_count(row, n, scratch);
         if (naive != fast) fail_msg("n %d levels %d: naive %llu merge %llu", n, levels, (unsigned long long)naive, (unsigned long long)fast);
         assert_memory_equal(copy, row, sizeof copy); /* the row is not changed */
+        float rf[600]; /* the same values as floats (exact: small integers, -0) */
+        for (int k = 0; k < n; k++) rf[k] = (float)row[k];
+        double sc3[1800];
+        const uint64_t f32 = mp_recency_row_count_f32(rf, n, sc3);
+        if (naive != f32) fail_msg("n %d levels %d: naive %llu f32 %llu", n, levels, (unsigned long long)naive, (unsigned long long)f32);
+    }
+    /* rows beyond MP_RECENCY_VEC_MAX take the merge count, doubles and floats */
+    {
+        enum { N = MP_RECENCY_VEC_MAX + 300 };
+        static double big[N], bsc[3 * N];
+        static float bigf[N];
+        for (int levels = 5; levels <= 5000; levels *= 1000) {
+            for (int k = 0; k < N; k++) big[k] = bigf[k] = (float)(int)(mp_rng_uniform(&r) * levels);
+            const uint64_t naive = mp_recency_row_count_naive(big, N);
+            assert_true(naive == mp_recency_row_count(big, N, bsc));
+            assert_true(naive == mp_recency_row_count_f32(bigf, N, bsc));
+        }
     }
     /* closed forms: strictly rising n keys give n(n-1)/2 pairs, falling or constant give 0 */
     for (int k = 0; k < 300; k++) row[k] = k * 0.5;

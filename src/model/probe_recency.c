@@ -93,15 +93,13 @@ void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores) {
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        double *sc = a->rp_scratch + (size_t)tid * 3 * S, *row = sc + 2 * (size_t)S;
+        double *sc = a->rp_scratch + (size_t)tid * 3 * S;
         uint64_t *cnt = a->rp_seq + (size_t)h * S;
         for (int i = 0; i < S; i++) {
             const int k0 = pr_first_key(a, li, i); /* from position first, or a sliding window's first key */
             cnt[i] = 0;
             if (i < k0 + 2) continue;
-            const float *r = scores + (size_t)h * SS + (size_t)i * S + k0;
-            for (int j = 0; j < i - k0; j++) row[j] = r[j];
-            cnt[i] = mp_recency_row_count(row, i - k0, sc);
+            cnt[i] = mp_recency_row_count_f32(scores + (size_t)h * SS + (size_t)i * S + k0, i - k0, sc);
         }
     }
     double *acc = a->rp_row + (size_t)li * H * S;

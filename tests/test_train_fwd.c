@@ -13,6 +13,9 @@
  *   - every capture point of fwd (MpFwdPoint: normed input, q and k after RoPE, the attention mix,
  *     the residual after attention, the MLP's normed input, the layer output) equals the training
  *     model's kept activation of every layer within 1e-5 of its largest entry (measured up to 2.0e-6);
+ *   - the plain compute mode (MP_FWD_COMPUTE_F32_PLAIN, what gram runs) equals the training
+ *     forward bit for bit at every capture point and in every probability without RoPE (with
+ *     RoPE the two tables differ in their last bits, so within the tolerance above);
  *   - the check can fail: fwd with RoPE switched off (cfg.rope = 0) on the RoPE checkpoint differs
  *     from the training forward by far more than the tolerance (> 1e-2 in the probabilities and
  *     at the capture points).
@@ -76,14 +79,14 @@ typedef struct Diff {
     double att, logp, cap; /* cap: the worst capture point (relative) */
 } Diff;
 
-/* Runs the fwd of the checkpoint in dir (rope: cfg.rope) and compares with the training model's
- * last forward. */
-static Diff compare(const char *dir, const MpTrainModel_f32 *tm, const int32_t *ids, int rope) {
+/* Runs the fwd of the checkpoint in dir (rope: cfg.rope; compute: MpFwdCompute) and compares with
+ * the training model's last forward. */
+static Diff compare(const char *dir, const MpTrainModel_f32 *tm, const int32_t *ids, int rope, int compute) {
     MpErr e;
     MpModel m;
     memset(&m, 0, sizeof m);
     if (mp_model_open(&m, dir, &e) != MP_OK) fail_msg("%s", e.msg);
-    MpFwdConfig fc = {.n_layers = L, .max_seq = T, .causal = 1, .rope = rope, .logits = 1};
+    MpFwdConfig fc = {.n_layers = L, .max_seq = T, .causal = 1, .rope = rope, .logits = 1, .compute = compute};
     MpFwd f;
     memset(&f, 0, sizeof f);
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK) fail_msg("%s", e.msg);
@@ -151,7 +154,7 @@ static void run_variant(int variant) {
     MpTrainOptHeader h;
     memset(&h, 0, sizeof h);
     if (mp_train_ckpt_write(dir, &cfg, &tm.lay, tm.params, NULL, NULL, &h, 0, &e) != MP_OK) fail_msg("%s", e.msg);
-    const Diff d = compare(dir, &tm, ids, 1);
+    const Diff d = compare(dir, &tm, ids, 1, MP_FWD_COMPUTE_F32);
     print_message("variant %d (%s, NKV %d, %s): max |dp_att| %.3g, max |dlogp| %.3g, capture points %.3g\n", variant,
                   cfg.pos == MP_TRAIN_POS_ROPE ? "RoPE" : "NoPE", cfg.kv_heads, cfg.tie ? "tied" : "untied", d.att, d.logp,
                   d.cap);
@@ -159,11 +162,23 @@ static void run_variant(int variant) {
     assert_true(d.cap < 1e-5);
     assert_true(d.logp < 1e-4);
     if (cfg.pos == MP_TRAIN_POS_ROPE) { /* the comparison sees a real difference */
-        const Diff off = compare(dir, &tm, ids, 0);
+        const Diff off = compare(dir, &tm, ids, 0, MP_FWD_COMPUTE_F32);
         print_message("  fwd without RoPE: max |dp_att| %.3g, max |dlogp| %.3g, capture points %.3g\n", off.att, off.logp,
                       off.cap);
         assert_true(off.att > 1e-2);
         assert_true(off.cap > 1e-2);
+    }
+    /* the plain compute mode (what gram runs) has the training kernels' arithmetic: the same bits
+     * at every capture point and in every probability, but for the RoPE table (train: inv_freq in
+     * double from theta; the loader: HF's f32 inv_freq), so exactly only without RoPE */
+    const Diff pl = compare(dir, &tm, ids, 1, MP_FWD_COMPUTE_F32_PLAIN);
+    print_message("  plain compute: max |dp_att| %.3g, capture points %.3g\n", pl.att, pl.cap);
+    if (cfg.pos == MP_TRAIN_POS_NONE) {
+        assert_true(pl.att == 0);
+        assert_true(pl.cap == 0);
+    } else {
+        assert_true(pl.att < 1e-5);
+        assert_true(pl.cap < 1e-5);
     }
     mp_train_model_free_f32(&tm);
 }

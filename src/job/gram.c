@@ -165,13 +165,10 @@ static int gram_on_model(MpGramResult *r, const MpGramConfig *c, MpModel *m, MpE
         fprintf(c->log, "maskpos gram: warning: S=%d runs past the trained context of %s (max_position_embeddings %d); "
                         "recorded in meta.json\n", S, r->model, m->max_pos);
     /* the checkpoint's own per-layer switch (config "no_rope_layers"), or none with --no-rope */
-    int *rope = mp_try_calloc((size_t)m->n_layers, sizeof(int));
-    if (!rope) return mp_err_set(e, "out of memory");
-    for (int j = 0; j < m->n_layers; j++) rope[j] = !c->no_rope && (!m->rope_layer || m->rope_layer[j]);
-    r->rope_layer = rope[layer - 1], r->rope_next_layer = rope[layer];
-    const int rc = mp_train_gram_run(&r->g, m, r->tokens, c->n, S, layer - 1, rope, c->progress, c->progress_ctx, e);
-    free(rope);
-    if (rc != MP_OK) return MP_ERR;
+    r->rope_layer = !c->no_rope && (!m->rope_layer || m->rope_layer[layer - 1]);
+    r->rope_next_layer = !c->no_rope && (!m->rope_layer || m->rope_layer[layer]);
+    if (mp_train_gram_run(&r->g, m, r->tokens, c->n, S, layer - 1, !c->no_rope, c->progress, c->progress_ctx, e) != MP_OK)
+        return MP_ERR;
     r->meta = gram_meta(r, c, m);
     return MP_OK;
 }

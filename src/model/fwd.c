@@ -27,16 +27,20 @@ static float *fwd_carve(FwdCarve *c, size_t n) {
 }
 
 /* A packed weight: f32 panels, or bf16 panels (half the floats) when bf16 is set. */
-static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int bf16) {
+static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int compute) {
+    const int bf16 = compute == MP_FWD_COMPUTE_BF16;
     const size_t n = mp_fwd_mat_floats(out, in);
     float *p = fwd_carve(c, bf16 ? (n + 1) / 2 : n);
     w->p = bf16 ? NULL : p;
     w->pb = bf16 ? (uint16_t *)p : NULL;
     w->out = out;
     w->in = in;
+    w->plain = compute == MP_FWD_COMPUTE_F32_PLAIN;
 }
 
-const char *mp_fwd_compute_name(int compute) { return compute == MP_FWD_COMPUTE_BF16 ? "bf16" : "f32"; }
+const char *mp_fwd_compute_name(int compute) {
+    return compute == MP_FWD_COMPUTE_BF16 ? "bf16" : compute == MP_FWD_COMPUTE_F32_PLAIN ? "f32-plain" : "f32";
+}
 
 int mp_fwd_compute_parse(const char *s) {
     if (!strcmp(s, "f32")) return MP_FWD_COMPUTE_F32;
@@ -58,7 +62,7 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
                                const MpModel *m, const MpFwdConfig *cfg, float **out_norm_b) {
     const FwdDims d = fwd_dims(m, cfg);
     const int64_t qo = (int64_t)d.NH * d.HS, kvo = (int64_t)d.NKV * d.HS;
-    const int b = cfg->compute == MP_FWD_COMPUTE_BF16;
+    const int b = cfg->compute; /* fwd_mat: bf16 panels, or f32 ones (plain sums or not) */
     for (int l = 0; l < d.L; l++) {
         MpFwdLayer tmp, *ly = layers ? &layers[l] : &tmp;
         memset(ly, 0, sizeof *ly);
@@ -332,7 +336,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
         return mp_err_set(e, "%s: %d query heads are not a multiple of %d key/value heads", m->path, m->n_heads, m->n_kv_heads);
     if (m->rot_dim < 0 || m->rot_dim > m->head_dim || m->rot_dim % 2)
         return mp_err_set(e, "%s: rotary dims %d do not fit head_dim %d", m->path, m->rot_dim, m->head_dim);
-    if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16)
+    if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16 && cfg->compute != MP_FWD_COMPUTE_F32_PLAIN)
         return mp_err_set(e, "compute mode %d unknown (f32 or bf16)", cfg->compute);
     if (cfg->kv_cache && !cfg->causal) return mp_err_set(e, "a key/value cache needs the causal mask");
     const char *kname = getenv("MASKPOS_KERNEL");
@@ -446,19 +450,29 @@ static void fwd_residual(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];);
 }
 
-static void fwd_norm_rows(float *y, const float *x, const float *w, int t0, int T, int n, double eps) {
+/* Plain compute (MP_FWD_COMPUTE_F32_PLAIN): the ops of fwd_kernels.h's plain section. */
+static int fwd_plain(const MpFwd *f) { return f->cfg.compute == MP_FWD_COMPUTE_F32_PLAIN; }
+
+static void fwd_rmsnorm(const MpFwd *f, float *y, const float *x, const float *w, int n) {
+    if (fwd_plain(f)) mp_fwd_rmsnorm_plain(y, x, w, n, f->m->norm_eps);
+    else mp_fwd_rmsnorm(y, x, w, n, f->m->norm_eps);
+}
+
+/* RMSNorm of rows [t0, T) of x [T, C] with weight w [C] into y. */
+static void fwd_norm_rows(const MpFwd *f, float *y, const float *x, const float *w, int t0, int T) {
+    const int n = f->C;
     if (!w) { /* olmo2: no pre-norm, the block reads the residual stream as it is */
         memcpy(y + (size_t)t0 * n, x + (size_t)t0 * n, sizeof(float) * (size_t)(T - t0) * (size_t)n);
         return;
     }
     FWD_PAR_FOR((double)(T - t0) * n,
-    for (int t = t0; t < T; t++) mp_fwd_rmsnorm(y + (size_t)t * n, x + (size_t)t * n, w, n, eps););
+    for (int t = t0; t < T; t++) fwd_rmsnorm(f, y + (size_t)t * n, x + (size_t)t * n, w, n););
 }
 
 /* The block's norm of rows [t0, T): RMSNorm, or LayerNorm with bias b (gptneox). */
 static void fwd_norm(const MpFwd *f, float *y, const float *x, const float *w, const float *b, int t0, int T) {
     if (!f->m->layer_norm) {
-        fwd_norm_rows(y, x, w, t0, T, f->C, f->m->norm_eps);
+        fwd_norm_rows(f, y, x, w, t0, T);
         return;
     }
     const int n = f->C;
@@ -513,7 +527,6 @@ static void fwd_capture(const MpFwd *f, FwdRows r, int layer, int point, const f
 static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, const FwdKV *kv) {
     const int NH = f->NH, NKV = f->NKV, HS = f->HS, R = f->R, t0 = r.t0, T = r.T, n = T - t0;
     const int64_t ldq = (int64_t)NH * HS, ldk = (int64_t)NKV * HS;
-    const double eps = f->m->norm_eps;
     /* RoPE in this layer: not switched off (--no-rope) nor a NoPE layer of the checkpoint */
     const int rope = f->cfg.rope && R > 0 && (!f->m->rope_layer || f->m->rope_layer[layer]);
     /* gemma3: the sliding-window layers rotate with their own base */
@@ -530,17 +543,17 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     FWD_PAR_FOR((double)n * ldq,
     for (int t = t0; t < T; t++) {
         if (f->m->qk_norm_whole) { /* olmo2: one RMSNorm over all heads' q (and k) values */
-            mp_fwd_rmsnorm(f->q + t * ldq, f->q + t * ldq, ly->q_norm, (int)ldq, eps);
-            mp_fwd_rmsnorm(f->k + t * ldk, f->k + t * ldk, ly->k_norm, (int)ldk, eps);
+            fwd_rmsnorm(f, f->q + t * ldq, f->q + t * ldq, ly->q_norm, (int)ldq);
+            fwd_rmsnorm(f, f->k + t * ldk, f->k + t * ldk, ly->k_norm, (int)ldk);
         }
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
-            if (ly->q_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(qh, qh, ly->q_norm, HS, eps);
+            if (ly->q_norm && !f->m->qk_norm_whole) fwd_rmsnorm(f, qh, qh, ly->q_norm, HS);
             if (rope) mp_fwd_rope(qh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
         }
         for (int h = 0; h < NKV; h++) {
             float *kh = f->k + t * ldk + (int64_t)h * HS;
-            if (ly->k_norm && !f->m->qk_norm_whole) mp_fwd_rmsnorm(kh, kh, ly->k_norm, HS, eps);
+            if (ly->k_norm && !f->m->qk_norm_whole) fwd_rmsnorm(f, kh, kh, ly->k_norm, HS);
             if (rope) mp_fwd_rope(kh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
             mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
@@ -575,14 +588,14 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
     const float scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)); /* gemma: query_pre_attn_scalar */
     const float cap = (float)f->m->attn_softcap;
     const int W = mp_model_layer_window(f->m, layer), win = W > 0 && T > W ? W : 0; /* within the window: nothing masked */
-    const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
+    const int nb = (n + FWD_ROWS - 1) / FWD_ROWS, plain = fwd_plain(f);
     const double attn_work = (double)NH * n * T * HS;
     FWD_PAR_FOR2(attn_work,
     for (int h = 0; h < NH; h++)
         for (int b = 0; b < nb; b++) {
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            mp_fwd_attn_scores(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq, kv->kp + (size_t)(h / rep) * kv->kpf,
-                               HS, ldt, causal, scale, i0, i1);
+            (plain ? mp_fwd_attn_scores_plain : mp_fwd_attn_scores)(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq,
+                                                                    kv->kp + (size_t)(h / rep) * kv->kpf, HS, ldt, causal, scale, i0, i1);
             if (cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
                 for (int i = i0; i < i1; i++) mp_fwd_softcap(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, causal ? (size_t)i + 1 : (size_t)T, cap);
             if (win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
@@ -596,8 +609,9 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
         for (int b = 0; b < nb; b++) {
             const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
             float *sh = f->scores + (size_t)h * ldt * ldt;
-            for (int i = i0; i < i1; i++) mp_fwd_softmax_row(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
-            mp_fwd_attn_mix(f->ao + (int64_t)h * HS, ldq, sh, kv->vh + (size_t)(h / rep) * ldt * HS, HS, HS, ldt, causal, i0, i1);
+            for (int i = i0; i < i1; i++)
+                (plain ? mp_fwd_softmax_row_plain : mp_fwd_softmax_row)(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
+            (plain ? mp_fwd_attn_mix_plain : mp_fwd_attn_mix)(f->ao + (int64_t)h * HS, ldq, sh, kv->vh + (size_t)(h / rep) * ldt * HS, HS, HS, ldt, causal, i0, i1);
         });
     /* POST-SOFTMAX: here (mp_fwd_run: t0 = 0, ldt = T) f->scores [NH, T, T] holds layer `layer`'s
      * attention probabilities of this sequence (rows sum to 1; exact 0 where masked); the next
@@ -620,7 +634,7 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
     fwd_add_bias(f->xn, f->C, ly->o_bias, f->C, t0, r.T); /* gptneox */
-    if (ly->attn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->attn_post_norm, t0, r.T, f->C, f->m->norm_eps); /* olmo2 */
+    if (ly->attn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->attn_post_norm, t0, r.T); /* olmo2 */
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_RESID_MID, f->x, f->C);
@@ -742,7 +756,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
         fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
         return;
     }
-    fwd_norm_rows(f->xn, f->x, ly->ffn_norm, t0, T, f->C, f->m->norm_eps);
+    fwd_norm_rows(f, f->xn, f->x, ly->ffn_norm, t0, T);
     fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     if (f->m->n_experts) { /* mixtral, qwen3moe */
@@ -757,11 +771,11 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     FWD_PAR_FOR((double)n * f->FF * 10,
     for (int t = t0; t < T; t++) {
         if (geglu) mp_fwd_geglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
-        else mp_fwd_swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+        else (fwd_plain(f) ? mp_fwd_swiglu_plain : mp_fwd_swiglu)(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
     });
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
-    if (ly->ffn_post_norm) fwd_norm_rows(f->xn, f->xn, ly->ffn_post_norm, t0, T, f->C, f->m->norm_eps); /* olmo2 */
+    if (ly->ffn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->ffn_post_norm, t0, T); /* olmo2 */
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
 }
@@ -807,7 +821,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
     if (f->cfg.rope && f->R > 0) {
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
-        mp_fwd_rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        (fwd_plain(f) ? mp_fwd_rope_table_plain : mp_fwd_rope_table)(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
         if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
     }
     fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx);
@@ -826,7 +840,8 @@ int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
     /* a new sequence: the table of every position (rows do not depend on the length; mp_fwd_run
      * may have written the same rows in between) */
     if (t0 == 0 && f->cfg.rope && f->R > 0) {
-        mp_fwd_rope_table(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        (fwd_plain(f) ? mp_fwd_rope_table_plain : mp_fwd_rope_table)(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq,
+                                                                     m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
         if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
     }
     fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL);

@@ -63,9 +63,13 @@ typedef struct MpFwdConfig {
 typedef enum MpFwdCompute {
     MP_FWD_COMPUTE_F32 = 0, /* f32 weights and activations */
     MP_FWD_COMPUTE_BF16,    /* bf16 Linear weights and inputs, f32 accumulation */
+    MP_FWD_COMPUTE_F32_PLAIN, /* f32 with the arithmetic of the training model's kernels (the plain
+                                 ops of fwd_kernels.h: no fma, f32 sums, exp in double): what gram's
+                                 matrices were computed with before it read this forward pass, kept
+                                 so Figure 3's bytes stay the same; not a --compute choice */
 } MpFwdCompute;
 
-const char *mp_fwd_compute_name(int compute); /* "f32", "bf16" */
+const char *mp_fwd_compute_name(int compute); /* "f32", "bf16", "f32-plain" */
 /* Parses "f32" / "bf16"; -1 otherwise. */
 int mp_fwd_compute_parse(const char *s);
 

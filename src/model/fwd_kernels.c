@@ -432,7 +432,45 @@ static FwdPanelsFn fwd_panels_fn(MpFwdKernel k) {
     }
 }
 
+/* mm_panels_ref's order with the plain step (the product rounded, then added), on f32 panels:
+ * one row of a panel's 32 outputs at a time, the lanes being different outputs (so vectorising
+ * over them changes no sum). */
+FWD_CLONES
+static void mm_panels_plain(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
+                            int64_t p1) {
+    const int64_t K = w->in;
+    for (int64_t p = p0; p < p1; p++) {
+        const float *wp = w->p + (size_t)p * (size_t)K * MP_FWD_NR;
+        const int nc = (int)(w->out - p * MP_FWD_NR < MP_FWD_NR ? w->out - p * MP_FWD_NR : MP_FWD_NR);
+        for (int64_t t = 0; t < T; t++) {
+            const float *xt = x + t * ldx;
+            float acc[MP_FWD_NR];
+#pragma omp simd
+            for (int c = 0; c < MP_FWD_NR; c++) acc[c] = 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                const float xv = xt[k], *wk = wp + k * MP_FWD_NR;
+#pragma omp simd
+                for (int c = 0; c < MP_FWD_NR; c++) {
+                    const float prod = xv * wk[c];
+                    acc[c] = acc[c] + prod;
+                }
+            }
+            for (int c = 0; c < nc; c++) y[t * ldy + p * MP_FWD_NR + c] = acc[c];
+        }
+    }
+}
+
+void mp_fwd_matmul_plain(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
+    const int64_t P = (w->out + MP_FWD_NR - 1) / MP_FWD_NR;
+#pragma omp parallel for schedule(static) if ((double)T * w->out * w->in > 200000.0 && mp_fwd_top_level())
+    for (int64_t p = 0; p < P; p++) mm_panels_plain(y, ldy, x, ldx, w, T, p, p + 1);
+}
+
 void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
+    if (w->plain) {
+        mp_fwd_matmul_plain(y, ldy, x, ldx, w, T);
+        return;
+    }
     const int64_t P = (w->out + MP_FWD_NR - 1) / MP_FWD_NR;
     if (w->in == 0) { /* empty sum */
         for (int64_t t = 0; t < T; t++) memset(y + t * ldy, 0, (size_t)w->out * sizeof *y);
@@ -735,5 +773,102 @@ void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int6
 #pragma omp simd
             for (int d = 0; d < HS; d++) oi[d] = fmaf(pj, vj[d], oi[d]);
         }
+    }
+}
+
+/* ================================================================ plain arithmetic (fwd_kernels.h) */
+
+void mp_fwd_rmsnorm_plain(float *y, const float *x, const float *weight, int n, double eps) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float sq = x[i] * x[i];
+        ss = ss + sq;
+    }
+    const float s = (float)(1.0 / sqrt((double)(ss / (float)n) + eps));
+    for (int i = 0; i < n; i++) {
+        const float xs = x[i] * s;
+        y[i] = weight ? xs * weight[i] : xs;
+    }
+}
+
+void mp_fwd_rope_table_plain(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn) {
+    const int h = R / 2;
+    for (int p = 0; p < T; p++)
+        for (int i = 0; i < h; i++) {
+            const double ang = (double)((float)p * inv_freq[i]); /* f32 angle, as HF */
+            cos_t[(size_t)p * h + i] = (float)(cos(ang) * attn);
+            sin_t[(size_t)p * h + i] = (float)(sin(ang) * attn);
+        }
+}
+
+FWD_CLONES
+void mp_fwd_attn_scores_plain(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T, int causal,
+                              float scale, int i0, int i1) {
+    for (int i = i0; i < i1; i++) {
+        const int n = causal ? i + 1 : T;
+        const float *qi = q + i * ldq;
+        float *row = s + (size_t)i * T;
+        int j0 = 0;
+        for (; j0 + FWD_JB <= n; j0 += FWD_JB) { /* a block of keys side by side: one sum per lane */
+            const float *kb = kp + (size_t)(j0 / FWD_JB) * (size_t)HS * FWD_JB;
+            float acc[FWD_JB];
+#pragma omp simd
+            for (int u = 0; u < FWD_JB; u++) acc[u] = 0.0f;
+            for (int d = 0; d < HS; d++) {
+                const float a = qi[d], *kd = kb + (size_t)d * FWD_JB;
+#pragma omp simd
+                for (int u = 0; u < FWD_JB; u++) {
+                    const float prod = a * kd[u];
+                    acc[u] = acc[u] + prod;
+                }
+            }
+            for (int u = 0; u < FWD_JB; u++) row[j0 + u] = acc[u] * scale;
+        }
+        for (int j = j0; j < n; j++) {
+            const float *kj = kp + (size_t)(j / FWD_JB) * (size_t)HS * FWD_JB + j % FWD_JB;
+            float acc = 0.0f;
+            for (int d = 0; d < HS; d++) {
+                const float prod = qi[d] * kj[(size_t)d * FWD_JB];
+                acc = acc + prod;
+            }
+            row[j] = acc * scale;
+        }
+        for (int j = n; j < T; j++) row[j] = -INFINITY;
+    }
+}
+
+void mp_fwd_softmax_row_plain(float *row, int n, int len) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = row[j] > mx ? row[j] : mx;
+    float sum = 0.0f;
+    for (int j = 0; j < n; j++) {
+        row[j] = (float)exp((double)(row[j] - mx));
+        sum = sum + row[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < n; j++) row[j] = row[j] * inv;
+    for (int j = n; j < len; j++) row[j] = 0.0f;
+}
+
+void mp_fwd_attn_mix_plain(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T,
+                           int causal, int i0, int i1) {
+    for (int i = i0; i < i1; i++) {
+        float *oi = o + i * ldo;
+        const float *pi = p + (size_t)i * T;
+        for (int d = 0; d < HS; d++) oi[d] = 0.0f;
+        for (int j = 0; j < (causal ? i + 1 : T); j++)
+#pragma omp simd
+            for (int d = 0; d < HS; d++) {
+                const float prod = pi[j] * v[j * ldv + d];
+                oi[d] = oi[d] + prod;
+            }
+    }
+}
+
+void mp_fwd_swiglu_plain(float *out, const float *g, const float *u, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        const float gi = g[i], sg = 1.0f / (1.0f + (float)exp(-(double)gi));
+        const float gs = gi * sg;
+        out[i] = gs * u[i];
     }
 }

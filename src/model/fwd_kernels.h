@@ -49,6 +49,7 @@ typedef struct MpFwdMat {
     float *p;       /* [ceil(O/NR)][K][NR] f32: p[(b*K + k)*NR + c] = W[b*NR + c][k] (0 past O) */
     uint16_t *pb;   /* the same layout in bf16 bits (upper half of the f32 pattern) */
     int64_t out, in; /* O, K */
+    int plain;       /* 1: summed by mp_fwd_matmul_plain's arithmetic (MP_FWD_COMPUTE_F32_PLAIN, fwd.h) */
 } MpFwdMat;
 
 /* Elements (floats, or bf16 values) needed to pack a [O,K] weight. */
@@ -143,6 +144,30 @@ void mp_fwd_softmax_row(float *row, int n, int len);
  * fastest). Blocks of 4 rows x 64 dims in registers. */
 void mp_fwd_attn_mix(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T,
                      int causal, int i0, int i1);
+
+/* ---- plain arithmetic (MP_FWD_COMPUTE_F32_PLAIN, fwd.h): the ops of the training model's f32
+ * kernels (src/train/model_impl.h) bit for bit — every product rounded before it is added (no
+ * fma), every sum in f32 from 0 in ascending index — as reference loops (not blocked). What
+ * differs from the kernels above, op by op: matmul, scores and the value mix add x·w rounded
+ * instead of fmaf; RMSNorm sums x² in f32 (not double); softmax takes exp in double, rounded,
+ * and multiplies by 1/sum (not expf and a division); SiLU is g · (1/(1 + exp(-g))) with exp in
+ * double; the RoPE table rounds cos·attn once, in double. */
+/* y [T,O] = x [T,K] · Wᵀ with W packed in f32 (w->p), y[t,o] = Σ_k x·w rounded, ascending k. */
+void mp_fwd_matmul_plain(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
+/* y [n] = x · s · weight, s = 1/sqrt(Σx² (f32) / n + eps) (weight NULL: no multiply). y may alias x. */
+void mp_fwd_rmsnorm_plain(float *y, const float *x, const float *weight, int n, double eps);
+/* cos/sin [T, R/2] = (float)(cos((float)pos · inv_freq[i]) · attn), the product in double. */
+void mp_fwd_rope_table_plain(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn);
+/* mp_fwd_attn_scores' contract (packed keys, rows [i0, i1), -inf where masked), plain sums. */
+void mp_fwd_attn_scores_plain(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T, int causal,
+                              float scale, int i0, int i1);
+/* Softmax in place over row[0, n): exp in double, rounded; the f32 sum; · (1/sum). row[n, len) = 0. */
+void mp_fwd_softmax_row_plain(float *row, int n, int len);
+/* mp_fwd_attn_mix's contract, plain sums. */
+void mp_fwd_attn_mix_plain(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T,
+                           int causal, int i0, int i1);
+/* out [n] = g · (1/(1 + exp(-g))) · u, exp in double; out may alias g. */
+void mp_fwd_swiglu_plain(float *out, const float *g, const float *u, size_t n);
 
 /* silu(g) · u elementwise: out [n] (may alias g). */
 void mp_fwd_swiglu(float *out, const float *g, const float *u, size_t n);

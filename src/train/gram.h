@@ -2,7 +2,8 @@
  *
  * Implements: mp_train_gram_run() over token sequences of a model opened with load/model.h (any
  * Llama-architecture checkpoint the loader reads: our own NoPE/RoPE models, llama, mistral, qwen2,
- * qwen3, phi3), in f32 with double accumulation; see gram.c for the exact definitions.
+ * qwen3, phi3), from the capture points of the model's forward pass (model/fwd.h) with double
+ * accumulation; see gram.c for the exact definitions.
  * Does not: tokenise, write files or plot (src/cli/gram.c does).
  * Tested by: tests/test_gram.c (tests/ref/gram_ref.py recomputes all nine in torch).
  *
@@ -24,12 +25,12 @@ typedef struct MpTrainGram {
     double *sum;       /* [9, S, S] owned: the mean matrices (b), (i) NaN above the diagonal */
 } MpTrainGram;
 
-/* tokens [N, S]; rope_layers [n_layers]: 1 where RoPE is applied (0 for NoPE layers or
- * --no-rope). layer is 0-based; layers layer and layer+1 must exist. progress (may be NULL) is
- * called with sequences done / N at 0 and after every chunk of 32; a nonzero return stops the
- * run (MP_ERR, MP_JOB_STOPPED_MSG). */
-int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer,
-                      const int *rope_layers, MpProgressFn progress, void *pctx, MpErr *e);
+/* tokens [N, S]; rope: 1 the model's RoPE (its own NoPE layers stay unrotated), 0 none in any
+ * layer (--no-rope). layer is 0-based; layers layer and layer+1 must exist. progress (may be
+ * NULL) is called with sequences done / N at 0, after every 32 sequences and at the end; a
+ * nonzero return stops the run (MP_ERR, MP_JOB_STOPPED_MSG). */
+int mp_train_gram_run(MpTrainGram *out, MpModel *m, const int32_t *tokens, int N, int S, int layer, int rope,
+                      MpProgressFn progress, void *pctx, MpErr *e);
 void mp_train_gram_free(MpTrainGram *g); /* accepts a zeroed struct */
 const char *mp_train_gram_name(int k);   /* "a_YYt", ... (file stems) */
 const char *mp_train_gram_title(int k);  /* "(a) YY^T, Y = RMSNorm(X)", ... */

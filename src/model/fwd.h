@@ -16,7 +16,7 @@
  * Only the layers asked for are loaded (packed once at init); everything the token loop needs is
  * allocated at init, nothing inside mp_fwd_run. Deterministic: the same bits for any OpenMP
  * thread count and any matmul kernel (see fwd_kernels.h).
- * Two compute modes (MpFwdConfig.compute; docs/speed.md):
+ * Compute modes (MpFwdConfig.compute; docs/speed.md):
  *   - MP_FWD_COMPUTE_F32, the reference: weights dequantised to f32, f32 everywhere;
  *   - MP_FWD_COMPUTE_BF16: the Linear weights are kept in bf16 (bf16 checkpoints bit for bit;
  *     f32/f16/quantised ones rounded once to bf16 at init, a panel of 32 rows at a time, never
@@ -24,6 +24,9 @@
  *     SwiGLU output) is rounded to bf16 before its matmul — the products of a bf16 matmul, as on
  *     AMX / AVX512-BF16 — with f32 accumulation. Norm weights, biases, RoPE, attention
  *     (q·k, softmax, p·v) and the residual stream stay f32.
+ *   - MP_FWD_COMPUTE_F32_PLAIN: f32 with the arithmetic of the training model's kernels (the
+ *     plain ops of fwd_kernels.h); gram's matrices (src/train/gram.c) come from it, bit for bit
+ *     what they were when gram had its own forward pass (docs/library.md).
  * Mapped weight pages are released (madvise) once packed, and embedding pages after each run,
  * so the resident set is the packed layers plus activations.
  * mp_fwd_extend (cfg.kv_cache) adds one position at a time — sampling — with every layer's keys

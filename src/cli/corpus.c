@@ -43,6 +43,47 @@ static const char *corpus_help =
     "                  the next S-1 ids\n"
     "  --force         replace an existing F.npy / F.json (else they are refused)\n";
 
+/* meta.json of a token cache: the file, the tokenizer and the corpus it came from. */
+static json_t *corpus_meta(const MpTokCorpus *cor, const MpTok *tok, const MpTokCorpusOpts *o, const char *out,
+                           const char *input) {
+    char hex[32];
+    json_t *meta = json_object();
+    json_object_set_new(meta, "kind", json_string("token_cache"));
+    json_object_set_new(meta, "file", json_string(out));
+    json_object_set_new(meta, "dtype", json_string("int32"));
+    json_t *shp = json_array();
+    json_array_append_new(shp, json_integer(cor->n));
+    json_array_append_new(shp, json_integer(cor->seq));
+    json_object_set_new(meta, "shape", shp);
+    json_object_set_new(meta, "n", json_integer(cor->n));
+    json_object_set_new(meta, "seq", json_integer(cor->seq));
+    json_t *tj = json_object();
+    json_object_set_new(tj, "path", json_string(tok->path));
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tok->hash);
+    json_object_set_new(tj, "hash_fnv1a64", json_string(hex));
+    json_object_set_new(tj, "add_special", json_boolean(o->add_special));
+    json_object_set_new(tj, "bos_id", json_integer(tok->bos_id));
+    json_object_set_new(tj, "eos_id", json_integer(tok->eos_id));
+    json_object_set_new(meta, "tokenizer", tj);
+    json_t *cj = json_object();
+    json_object_set_new(cj, "path", json_string(input));
+    json_object_set_new(cj, "format", json_string(cor->format));
+    if (!strcmp(cor->format, "jsonl")) json_object_set_new(cj, "field", json_string(o->field));
+    else json_object_set_new(cj, "documents_are", json_string(o->whole ? "whole files" : "blank-line-separated blocks"));
+    json_object_set_new(cj, "files", json_integer(cor->n_files));
+    json_object_set_new(cj, "bytes", json_integer((json_int_t)cor->n_bytes));
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)cor->hash);
+    json_object_set_new(cj, "hash_fnv1a64", json_string(hex));
+    json_object_set_new(cj, "documents", json_integer(cor->n_docs));
+    json_object_set_new(meta, "corpus", cj);
+    json_object_set_new(meta, "shuffle", json_boolean(o->shuffle));
+    json_object_set_new(meta, "packed", json_boolean(o->pack));
+    if (o->shuffle) json_object_set_new(meta, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(meta, "documents_examined", json_integer(cor->n_examined));
+    json_object_set_new(meta, "skipped_short", json_integer(cor->n_skipped));
+    return meta;
+}
+
 int mp_cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
     const char *model = NULL, *out = NULL;
@@ -118,41 +159,7 @@ int mp_cmd_corpus(int argc, char **argv) {
     if (mp_npy_write(out, MP_DT_I32, cor.ids, 2, shape, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
     } else {
-        char hex[32];
-        json_t *meta = json_object();
-        json_object_set_new(meta, "kind", json_string("token_cache"));
-        json_object_set_new(meta, "file", json_string(out));
-        json_object_set_new(meta, "dtype", json_string("int32"));
-        json_t *shp = json_array();
-        json_array_append_new(shp, json_integer(cor.n));
-        json_array_append_new(shp, json_integer(cor.seq));
-        json_object_set_new(meta, "shape", shp);
-        json_object_set_new(meta, "n", json_integer(cor.n));
-        json_object_set_new(meta, "seq", json_integer(cor.seq));
-        json_t *tj = json_object();
-        json_object_set_new(tj, "path", json_string(tok.path));
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)tok.hash);
-        json_object_set_new(tj, "hash_fnv1a64", json_string(hex));
-        json_object_set_new(tj, "add_special", json_boolean(o.add_special));
-        json_object_set_new(tj, "bos_id", json_integer(tok.bos_id));
-        json_object_set_new(tj, "eos_id", json_integer(tok.eos_id));
-        json_object_set_new(meta, "tokenizer", tj);
-        json_t *cj = json_object();
-        json_object_set_new(cj, "path", json_string(input));
-        json_object_set_new(cj, "format", json_string(cor.format));
-        if (!strcmp(cor.format, "jsonl")) json_object_set_new(cj, "field", json_string(o.field));
-        else json_object_set_new(cj, "documents_are", json_string(o.whole ? "whole files" : "blank-line-separated blocks"));
-        json_object_set_new(cj, "files", json_integer(cor.n_files));
-        json_object_set_new(cj, "bytes", json_integer((json_int_t)cor.n_bytes));
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)cor.hash);
-        json_object_set_new(cj, "hash_fnv1a64", json_string(hex));
-        json_object_set_new(cj, "documents", json_integer(cor.n_docs));
-        json_object_set_new(meta, "corpus", cj);
-        json_object_set_new(meta, "shuffle", json_boolean(o.shuffle));
-        json_object_set_new(meta, "packed", json_boolean(o.pack));
-        if (o.shuffle) json_object_set_new(meta, "seed", json_integer((json_int_t)o.seed));
-        json_object_set_new(meta, "documents_examined", json_integer(cor.n_examined));
-        json_object_set_new(meta, "skipped_short", json_integer(cor.n_skipped));
+        json_t *meta = corpus_meta(&cor, &tok, &o, out, input);
         mp_json_add_provenance(meta, argc, argv, mp_time_now() - t0);
         if (mp_json_write_atomic(meta_path, meta, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);
         json_decref(meta);

@@ -59,6 +59,58 @@ static int logits_argmax(const double *lp, int V) {
     return b;
 }
 
+/* "ID,ID,..." -> *ids64 [*n] (mp_malloc_or_die'd); MP_ERR when it is not such a list. */
+static int logits_parse_ids(const char *tokens, int64_t **ids64, int *n_out) {
+    int n = 1;
+    for (const char *p = tokens; *p; p++) n += *p == ',';
+    int64_t *ids = mp_malloc_or_die((size_t)n * sizeof *ids, "token ids");
+    char *dup = strdup(tokens), *save = NULL;
+    int k = 0, bad = dup == NULL;
+    for (char *tok = dup ? strtok_r(dup, ",", &save) : NULL; tok && !bad; tok = strtok_r(NULL, ",", &save)) {
+        if (k >= n || mp_parse_i64(tok, 0, INT32_MAX, &ids[k]) != MP_OK) bad = 1;
+        k++;
+    }
+    free(dup);
+    if (bad || k != n) {
+        free(ids);
+        return MP_ERR;
+    }
+    *ids64 = ids;
+    *n_out = n;
+    return MP_OK;
+}
+
+/* The table of the top most likely next tokens of lp [V]. */
+static void logits_print_top(const double *lp, int V, int top) {
+    printf("%6s %10s %12s %10s\n", "rank", "id", "log-prob", "prob");
+    if (top > V) top = V;
+    unsigned char *used = mp_calloc_or_die((size_t)V, 1, "ranks");
+    for (int r = 0; r < top; r++) {
+        int b = -1;
+        for (int i = 0; i < V; i++)
+            if (!used[i] && (b < 0 || lp[i] > lp[b])) b = i;
+        used[b] = 1;
+        printf("%6d %10d %12.6f %10.6f\n", r + 1, b, lp[b], exp(lp[b]));
+    }
+    free(used);
+}
+
+/* --greedy: ids [T] gets T - n argmax tokens after its n given ones (lp [V]: the log-probs after
+ * position n - 1, then scratch); prints them. */
+static int logits_greedy(MpFwd *f, int32_t *ids, int n, int T, double *lp, int V, MpErr *e) {
+    int len = n;
+    ids[len++] = logits_argmax(lp, V);
+    while (len < T) {
+        if (mp_fwd_run(f, ids, len, NULL, NULL, e) != MP_OK) return MP_ERR;
+        logits_log_softmax(lp, f->logits + (size_t)(len - 1) * V, V);
+        ids[len++] = logits_argmax(lp, V);
+    }
+    printf("greedy continuation (%d token%s):", T - n, T - n == 1 ? "" : "s");
+    for (int i = n; i < T; i++) printf("%s%d", i == n ? " " : ",", ids[i]);
+    printf("\n");
+    return MP_OK;
+}
+
 int mp_cmd_logits(int argc, char **argv) {
     const char *cmd = "logits";
     const char *tokens = NULL, *out = NULL;
@@ -105,22 +157,10 @@ int mp_cmd_logits(int argc, char **argv) {
     (void)threads;
 #endif
     /* parse the id list (ranges checked against the vocabulary once the model is open) */
-    int n = 1;
-    for (const char *p = tokens; *p; p++) n += *p == ',';
-    int64_t *ids64 = mp_malloc_or_die((size_t)n * sizeof *ids64, "token ids");
-    {
-        char *dup = strdup(tokens), *save = NULL;
-        int k = 0, bad = dup == NULL;
-        for (char *tok = dup ? strtok_r(dup, ",", &save) : NULL; tok && !bad; tok = strtok_r(NULL, ",", &save)) {
-            if (k >= n || mp_parse_i64(tok, 0, INT32_MAX, &ids64[k]) != MP_OK) bad = 1;
-            k++;
-        }
-        free(dup);
-        if (bad || k != n) {
-            free(ids64);
-            return mp_cli_error(cmd, "--tokens: '%s' is not a comma-separated list of non-negative ids", tokens);
-        }
-    }
+    int n = 0;
+    int64_t *ids64 = NULL;
+    if (logits_parse_ids(tokens, &ids64, &n) != MP_OK)
+        return mp_cli_error(cmd, "--tokens: '%s' is not a comma-separated list of non-negative ids", tokens);
     MpErr e;
     MpModel m;
     memset(&m, 0, sizeof m);
@@ -169,33 +209,10 @@ int mp_cmd_logits(int argc, char **argv) {
     logits_log_softmax(lp, f.logits + (size_t)(n - 1) * m.vocab, m.vocab);
     printf("%s (%s, %d layers): %d input token%s; next token after position %d:\n", model_path,
            mp_model_arch_name(m.arch), m.n_layers, n, n == 1 ? "" : "s", n - 1);
-    printf("%6s %10s %12s %10s\n", "rank", "id", "log-prob", "prob");
-    {
-        if (top > m.vocab) top = m.vocab;
-        unsigned char *used = mp_calloc_or_die((size_t)m.vocab, 1, "ranks");
-        for (int r = 0; r < top; r++) {
-            int b = -1;
-            for (int i = 0; i < m.vocab; i++)
-                if (!used[i] && (b < 0 || lp[i] > lp[b])) b = i;
-            used[b] = 1;
-            printf("%6d %10d %12.6f %10.6f\n", r + 1, b, lp[b], exp(lp[b]));
-        }
-        free(used);
-    }
-    if (greedy > 0) {
-        int len = n;
-        ids[len++] = logits_argmax(lp, m.vocab);
-        while (len < T) {
-            if (mp_fwd_run(&f, ids, len, NULL, NULL, &e) != MP_OK) {
-                rc = mp_cli_error(cmd, "%s", e.msg);
-                goto done;
-            }
-            logits_log_softmax(lp, f.logits + (size_t)(len - 1) * m.vocab, m.vocab);
-            ids[len++] = logits_argmax(lp, m.vocab);
-        }
-        printf("greedy continuation (%d token%s):", greedy, greedy == 1 ? "" : "s");
-        for (int i = n; i < T; i++) printf("%s%d", i == n ? " " : ",", ids[i]);
-        printf("\n");
+    logits_print_top(lp, m.vocab, top);
+    if (greedy > 0 && logits_greedy(&f, ids, n, T, lp, m.vocab, &e) != MP_OK) {
+        rc = mp_cli_error(cmd, "%s", e.msg);
+        goto done;
     }
     if (out) printf("wrote %s (float64 [%d, %d] log-probabilities)\n", out, n, m.vocab);
 done:

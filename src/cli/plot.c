@@ -243,18 +243,17 @@ done:
     return rc;
 }
 
-int mp_cmd_plot(int argc, char **argv) {
-    const char *cmd = "plot";
-    MpPlotOptions o;
-    mp_plot_options_default(&o);
-    /* flags are collected first, then applied over the preset */
-    const char *out = NULL, *preset = NULL, *layers = NULL, *heads = NULL, *cmap = NULL, *title = NULL;
+/* The flags as given (NaN / -1: not given); applied over the preset by plot_options. */
+typedef struct PlotFlags {
+    const char *out, *preset, *layers, *heads, *cmap, *title, *curve;
     const char *ptitle[PLOT_MAX_INPUTS];
-    int nptitle = 0, cols = -1, shared = -1, diagnorm = -1, annotate = -1, digits = -1, panel_px = -1,
-        index_base = -1;
-    double vmin = NAN, vmax = NAN, clip[2] = {NAN, NAN};
-    const char *curve = NULL;
-    int force = 0;
+    int nptitle, cols, shared, diagnorm, annotate, digits, panel_px, index_base, force;
+    double vmin, vmax, clip[2];
+} PlotFlags;
+
+/* Parses argv into fl; returns -1 to go on, else the exit status (--help, a bad flag). */
+static int plot_parse(PlotFlags *fl, int argc, char **argv) {
+    const char *cmd = "plot";
     static const struct option opts[] = {{"out", required_argument, 0, 'o'},
                                          {"preset", required_argument, 0, 'p'},
                                          {"layers", required_argument, 0, 'l'},
@@ -276,216 +275,235 @@ int mp_cmd_plot(int argc, char **argv) {
                                          {"force", no_argument, 0, 'f'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
+    memset(fl, 0, sizeof *fl);
+    fl->cols = fl->shared = fl->diagnorm = fl->annotate = fl->digits = fl->panel_px = fl->index_base = -1;
+    fl->vmin = fl->vmax = fl->clip[0] = fl->clip[1] = NAN;
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': out = optarg; break;
-        case 'p': preset = optarg; break;
-        case 'l': layers = optarg; break;
-        case 'H': heads = optarg; break;
-        case 'c': cols = (int)mp_cli_i64(cmd, "--cols", optarg, 1, MP_PLOT_MAX_PANELS); break;
+        case 'o': fl->out = optarg; break;
+        case 'p': fl->preset = optarg; break;
+        case 'l': fl->layers = optarg; break;
+        case 'H': fl->heads = optarg; break;
+        case 'c': fl->cols = (int)mp_cli_i64(cmd, "--cols", optarg, 1, MP_PLOT_MAX_PANELS); break;
         case 't':
-            if (strlen(optarg) >= sizeof o.title)
-                return mp_cli_error(cmd, "--title: longer than %zu bytes", sizeof o.title - 1);
-            title = optarg;
+            if (strlen(optarg) >= sizeof ((MpPlotOptions *)0)->title)
+                return mp_cli_error(cmd, "--title: longer than %zu bytes", sizeof ((MpPlotOptions *)0)->title - 1);
+            fl->title = optarg;
             break;
         case 'T':
-            if (nptitle >= PLOT_MAX_INPUTS) return mp_cli_error(cmd, "--panel-title: given too often");
-            ptitle[nptitle++] = optarg;
+            if (fl->nptitle >= PLOT_MAX_INPUTS) return mp_cli_error(cmd, "--panel-title: given too often");
+            fl->ptitle[fl->nptitle++] = optarg;
             break;
-        case 'm': cmap = optarg; break;
-        case 'a': vmin = mp_cli_double(cmd, "--vmin", optarg, -1e300, 1e300); break;
-        case 'b': vmax = mp_cli_double(cmd, "--vmax", optarg, -1e300, 1e300); break;
+        case 'm': fl->cmap = optarg; break;
+        case 'a': fl->vmin = mp_cli_double(cmd, "--vmin", optarg, -1e300, 1e300); break;
+        case 'b': fl->vmax = mp_cli_double(cmd, "--vmax", optarg, -1e300, 1e300); break;
         case 'C':
-            if (mp_parse_double_list(optarg, clip, 2) != 2 || !(clip[0] >= 0 && clip[0] < clip[1] && clip[1] <= 100))
+            if (mp_parse_double_list(optarg, fl->clip, 2) != 2 || !(fl->clip[0] >= 0 && fl->clip[0] < fl->clip[1] && fl->clip[1] <= 100))
                 return mp_cli_error(cmd, "--clip: '%s' is not P,Q with 0 <= P < Q <= 100", optarg);
             break;
-        case 's': shared = 1; break;
-        case 'd': diagnorm = 1; break;
-        case 'A': annotate = 1; break;
-        case 'k': digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 12); break;
-        case 'P': panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
-        case 'i': index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
-        case 'L': curve = optarg; break;
-        case 'f': force = 1; break;
+        case 's': fl->shared = 1; break;
+        case 'd': fl->diagnorm = 1; break;
+        case 'A': fl->annotate = 1; break;
+        case 'k': fl->digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 12); break;
+        case 'P': fl->panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
+        case 'i': fl->index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
+        case 'L': fl->curve = optarg; break;
+        case 'f': fl->force = 1; break;
         case 'h': fputs(plot_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }
-    int ninputs = argc - optind;
-    if (out) { /* an existing figure is replaced only with --force */
-        MpErr oe;
-        if (mp_outfile_claim(out, force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
-    }
-    if (curve) {
-        if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[optind]);
-        if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
-        return plot_curve(cmd, curve, out, title);
-    }
+    return -1;
+}
+
+/* The checks of the flags for ninputs maps, and o = the preset with the flags over it; returns -1
+ * to go on, else the exit status. */
+static int plot_options(MpPlotOptions *o, const PlotFlags *fl, int ninputs) {
+    const char *cmd = "plot";
     if (ninputs < 1) return mp_cli_error(cmd, "no input .npy file (see 'maskpos plot --help')");
     if (ninputs > PLOT_MAX_INPUTS) return mp_cli_error(cmd, "at most %d input files", PLOT_MAX_INPUTS);
-    if (!out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
-    if (mp_plot_format_from_path(out) < 0)
-        return mp_cli_error(cmd, "%s: unknown output extension (use .png, .pdf or .svg)", out);
-    if (nptitle > 1 && nptitle != ninputs)
+    if (!fl->out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
+    if (mp_plot_format_from_path(fl->out) < 0)
+        return mp_cli_error(cmd, "%s: unknown output extension (use .png, .pdf or .svg)", fl->out);
+    if (fl->nptitle > 1 && fl->nptitle != ninputs)
         return mp_cli_error(cmd, "--panel-title given %d times for %d inputs (give it once, or once per input)",
-                            nptitle, ninputs);
+                            fl->nptitle, ninputs);
     MpErr e;
-    if (preset && mp_plot_preset_apply(&o, preset, &e) != MP_OK) return mp_cli_error(cmd, "--preset: %s", e.msg);
+    if (fl->preset && mp_plot_preset_apply(o, fl->preset, &e) != MP_OK) return mp_cli_error(cmd, "--preset: %s", e.msg);
     MpPlotCmap cm;
-    if (cmap && mp_plot_cmap_find(&cm, cmap) != MP_OK)
-        return mp_cli_error(cmd, "--cmap: unknown colour map '%s' (known: %s)", cmap, mp_plot_cmap_names());
-    if (!isnan(vmin) && !isnan(vmax) && !(vmin < vmax))
-        return mp_cli_error(cmd, "--vmin %g must be below --vmax %g", vmin, vmax);
-    if (heads && strcmp(heads, "mean")) {
-        static unsigned char probe[PLOT_MAX_INDEX + 1];
-        if (mp_parse_range_list(heads, PLOT_MAX_INDEX, probe) < 0)
-            return mp_cli_error(cmd, "--heads: '%s' is not 'mean' or a list of ranges like 1-4", heads);
-    }
-    if (layers) {
-        static unsigned char probe[PLOT_MAX_INDEX + 1];
-        if (mp_parse_range_list(layers, PLOT_MAX_INDEX, probe) < 0)
-            return mp_cli_error(cmd, "--layers: '%s' is not a list of ranges like 1-4 or 1,3", layers);
-    }
+    if (fl->cmap && mp_plot_cmap_find(&cm, fl->cmap) != MP_OK)
+        return mp_cli_error(cmd, "--cmap: unknown colour map '%s' (known: %s)", fl->cmap, mp_plot_cmap_names());
+    if (!isnan(fl->vmin) && !isnan(fl->vmax) && !(fl->vmin < fl->vmax))
+        return mp_cli_error(cmd, "--vmin %g must be below --vmax %g", fl->vmin, fl->vmax);
+    static unsigned char probe[PLOT_MAX_INDEX + 1];
+    if (fl->heads && strcmp(fl->heads, "mean") && mp_parse_range_list(fl->heads, PLOT_MAX_INDEX, probe) < 0)
+        return mp_cli_error(cmd, "--heads: '%s' is not 'mean' or a list of ranges like 1-4", fl->heads);
+    if (fl->layers && mp_parse_range_list(fl->layers, PLOT_MAX_INDEX, probe) < 0)
+        return mp_cli_error(cmd, "--layers: '%s' is not a list of ranges like 1-4 or 1,3", fl->layers);
     /* explicit flags over the preset */
-    if (cmap) o.cmap = cmap;
-    if (title) snprintf(o.title, sizeof o.title, "%s", title);
-    if (shared >= 0) o.shared = shared;
-    if (diagnorm >= 0) o.diagnorm = diagnorm;
-    if (annotate >= 0) o.annotate = annotate;
-    if (digits >= 0) o.annotate_digits = digits;
-    if (panel_px >= 0) o.panel_px = panel_px;
-    if (index_base >= 0) o.index_base = index_base;
-    if (!isnan(clip[0])) { /* percentiles replace the preset's fixed limits */
-        o.clip_lo = clip[0];
-        o.clip_hi = clip[1];
-        o.vmin = o.vmax = NAN;
+    if (fl->cmap) o->cmap = fl->cmap;
+    if (fl->title) snprintf(o->title, sizeof o->title, "%s", fl->title);
+    if (fl->shared >= 0) o->shared = fl->shared;
+    if (fl->diagnorm >= 0) o->diagnorm = fl->diagnorm;
+    if (fl->annotate >= 0) o->annotate = fl->annotate;
+    if (fl->digits >= 0) o->annotate_digits = fl->digits;
+    if (fl->panel_px >= 0) o->panel_px = fl->panel_px;
+    if (fl->index_base >= 0) o->index_base = fl->index_base;
+    if (!isnan(fl->clip[0])) { /* percentiles replace the preset's fixed limits */
+        o->clip_lo = fl->clip[0];
+        o->clip_hi = fl->clip[1];
+        o->vmin = o->vmax = NAN;
     }
-    if (!isnan(vmin)) o.vmin = vmin;
-    if (!isnan(vmax)) o.vmax = vmax;
-    if (!isnan(o.vmin) && !isnan(o.vmax) && !(o.vmin < o.vmax))
+    if (!isnan(fl->vmin)) o->vmin = fl->vmin;
+    if (!isnan(fl->vmax)) o->vmax = fl->vmax;
+    if (!isnan(o->vmin) && !isnan(o->vmax) && !(o->vmin < o->vmax))
         return mp_cli_error(cmd, "colour limits: vmin %g must be below vmax %g (--vmin/--vmax with the preset's)",
-                            o.vmin, o.vmax);
-    int fig4 = preset && !strcmp(preset, "fig4");
-    int first4 = preset && (!strcmp(preset, "fig2") || fig4 || !strcmp(preset, "fig5"));
+                            o->vmin, o->vmax);
+    return -1;
+}
+
+/* The panels being built: the grid so far and the row length of each input (fig4: of each pass). */
+typedef struct PlotGrid {
+    MpPlotPanel *panels; /* [MP_PLOT_MAX_PANELS] */
+    int np, rowlen, rows_consistent;
+    unsigned char *lmask, *hmask; /* [PLOT_MAX_INDEX + 1] scratch: selected layers, heads */
+} PlotGrid;
+
+/* Panel (layer l, head h) of input x in pass `pass` (fig4's second pass: the normalised residue),
+ * titled by fmt. Returns MP_EXIT_OK or the exit status of an error. */
+static int plot_add_panel(PlotGrid *g, const PlotFlags *fl, const PlotInput *x, int l, int h, int pass, const char *fmt,
+                          int head_each) {
+    const char *cmd = "plot";
+    if (g->np >= MP_PLOT_MAX_PANELS)
+        return mp_cli_error(cmd, "too many panels (at most %d): select fewer with --layers/--heads", MP_PLOT_MAX_PANELS);
+    const size_t SS = (size_t)x->S * x->S;
+    MpPlotPanel *p = &g->panels[g->np];
+    memset(p, 0, sizeof *p);
+    p->map = x->data + ((size_t)(l - 1) * x->H + (h - 1)) * SS;
+    p->rows = p->cols = x->S;
+    p->group = pass;
+    if (pass == 1) { /* fig4's second row: the non-relative residue */
+        p->diagnorm = 1;
+        if (!fl->cmap) p->cmap = "vlag"; /* signed residue; --cmap sets both rows */
+    }
+    char t[sizeof p->title];
+    MpErr e;
+    if (mp_plot_title_format(t, sizeof t, fmt, l, h, &e) != MP_OK) return mp_cli_error(cmd, "--panel-title: %s", e.msg);
+    const char *suffix = pass == 1 ? (t[0] ? ", normalised" : "normalised") : "";
+    size_t tl = strlen(t), sl = strlen(suffix);
+    if (tl + sl < sizeof p->title) memcpy(t + tl, suffix, sl + 1); /* else: no suffix */
+    memcpy(p->title, t, sizeof p->title);
+    /* an all-NaN map is an input error: name the file and the layer */
+    size_t fin = 0;
+    for (size_t a = 0; a < SS; a++) fin += isfinite(p->map[a]) != 0;
+    if (!fin) {
+        if (x->rank == 2) return mp_cli_error(cmd, "%s: the map has no finite entries (only NaN or ±Inf)", x->path);
+        if (head_each) return mp_cli_error(cmd, "%s: layer %d, head %d has no finite entries (only NaN or ±Inf)", x->path, l, h);
+        return mp_cli_error(cmd, "%s: layer %d has no finite entries (only NaN or ±Inf)", x->path, l);
+    }
+    g->np++;
+    return MP_EXIT_OK;
+}
+
+/* Reads input f (path) into x and adds its panels to g. Returns MP_EXIT_OK or an exit status. */
+static int plot_input_panels(PlotGrid *g, PlotInput *x, const PlotFlags *fl, const char *path, int f, int ninputs) {
+    const char *cmd = "plot";
+    const int fig4 = fl->preset && !strcmp(fl->preset, "fig4");
+    const int first4 = fl->preset && (!strcmp(fl->preset, "fig2") || fig4 || !strcmp(fl->preset, "fig5"));
+    const int mean = fl->heads && !strcmp(fl->heads, "mean");
+    MpErr e;
+    if (plot_read_input(x, path, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    if (fl->heads && x->rank != 4) return mp_cli_error(cmd, "%s: --heads needs an [L,H,S,S] input, this one has rank %d", path, x->rank);
+    if (mean && plot_heads_mean(x, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    const char *lspec = fl->layers;
+    char def[32];
+    if (!lspec && first4 && x->rank >= 3) {
+        snprintf(def, sizeof def, "1-%d", x->L < 4 ? x->L : 4);
+        lspec = def;
+    }
+    if (x->rank == 2) memset(g->lmask, 1, 2);
+    else if (plot_select(g->lmask, lspec, x->L, "layers", path, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    const int head_each = x->H > 1 || (x->rank == 4 && !mean);
+    if (head_each && plot_select(g->hmask, fl->heads, x->H, "heads", path, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    /* title format of this input */
+    char stem[128], fmtbuf[256];
+    const char *fmt = fl->nptitle == 1 ? fl->ptitle[0] : fl->nptitle > 1 ? fl->ptitle[f] : NULL;
+    if (!fmt) {
+        if (x->rank == 2) fmt = ninputs > 1 ? plot_basename_stem(stem, sizeof stem, path) : "";
+        else fmt = head_each ? "Layer %d, head %h" : "Layer %d";
+    } else if (x->rank >= 3 && *fmt && !strstr(fmt, "%d")) {
+        snprintf(fmtbuf, sizeof fmtbuf, "%s %%d", fmt);
+        fmt = fmtbuf;
+    }
+    const int before = g->np;
+    for (int pass = 0; pass < (fig4 ? 2 : 1); pass++) {
+        const int start = g->np;
+        for (int l = 1; l <= x->L; l++) {
+            if (!g->lmask[l]) continue;
+            for (int h = 1; h <= x->H; h++) {
+                if (head_each && !g->hmask[h]) continue;
+                const int rc = plot_add_panel(g, fl, x, l, h, pass, fmt, head_each);
+                if (rc != MP_EXIT_OK) return rc;
+            }
+        }
+        const int len = g->np - start;
+        if (g->rowlen < 0) g->rowlen = len;
+        else if (g->rowlen != len) g->rows_consistent = 0;
+    }
+    if (g->np == before) return mp_cli_error(cmd, "%s: no panel selected", path);
+    return MP_EXIT_OK;
+}
+
+int mp_cmd_plot(int argc, char **argv) {
+    const char *cmd = "plot";
+    PlotFlags fl;
+    int rc = plot_parse(&fl, argc, argv);
+    if (rc >= 0) return rc;
+    const int ninputs = argc - optind;
+    if (fl.out) { /* an existing figure is replaced only with --force */
+        MpErr oe;
+        if (mp_outfile_claim(fl.out, fl.force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
+    }
+    if (fl.curve) {
+        if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[optind]);
+        if (!fl.out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
+        return plot_curve(cmd, fl.curve, fl.out, fl.title);
+    }
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    rc = plot_options(&o, &fl, ninputs);
+    if (rc >= 0) return rc;
+    const int fig4 = fl.preset && !strcmp(fl.preset, "fig4");
 
     /* ---- read the inputs and build the panels */
     PlotInput *in = calloc((size_t)ninputs, sizeof *in);
-    MpPlotPanel *panels = calloc(MP_PLOT_MAX_PANELS, sizeof *panels);
-    unsigned char *lmask = malloc(PLOT_MAX_INDEX + 1), *hmask = malloc(PLOT_MAX_INDEX + 1);
+    PlotGrid g = {calloc(MP_PLOT_MAX_PANELS, sizeof *g.panels), 0, -1, 1, malloc(PLOT_MAX_INDEX + 1), malloc(PLOT_MAX_INDEX + 1)};
     double(*lim)[2] = malloc(MP_PLOT_MAX_PANELS * sizeof *lim);
-    if (!in || !panels || !lmask || !hmask || !lim) mp_die("out of memory");
-    int rc = MP_EXIT_OK, np = 0, rowlen = -1, rows_consistent = 1;
-    for (int f = 0; f < ninputs && rc == MP_EXIT_OK; f++) {
-        PlotInput *x = &in[f];
-        const char *path = argv[optind + f];
-        if (plot_read_input(x, path, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
-            break;
-        }
-        if (heads && x->rank != 4) {
-            rc = mp_cli_error(cmd, "%s: --heads needs an [L,H,S,S] input, this one has rank %d", path, x->rank);
-            break;
-        }
-        if (heads && !strcmp(heads, "mean") && plot_heads_mean(x, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
-            break;
-        }
-        const char *lspec = layers;
-        char def[32];
-        if (!lspec && first4 && x->rank >= 3) {
-            snprintf(def, sizeof def, "1-%d", x->L < 4 ? x->L : 4);
-            lspec = def;
-        }
-        if (x->rank == 2) memset(lmask, 1, 2);
-        else if (plot_select(lmask, lspec, x->L, "layers", path, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
-            break;
-        }
-        int head_each = x->H > 1 || (x->rank == 4 && !(heads && !strcmp(heads, "mean")));
-        if (head_each && plot_select(hmask, heads, x->H, "heads", path, &e) != MP_OK) {
-            rc = mp_cli_error(cmd, "%s", e.msg);
-            break;
-        }
-        /* title format of this input */
-        char stem[128], fmtbuf[256];
-        const char *fmt = nptitle == 1 ? ptitle[0] : nptitle > 1 ? ptitle[f] : NULL;
-        if (!fmt) {
-            if (x->rank == 2) fmt = ninputs > 1 ? plot_basename_stem(stem, sizeof stem, path) : "";
-            else fmt = head_each ? "Layer %d, head %h" : "Layer %d";
-        } else if (x->rank >= 3 && *fmt && !strstr(fmt, "%d")) {
-            snprintf(fmtbuf, sizeof fmtbuf, "%s %%d", fmt);
-            fmt = fmtbuf;
-        }
-        int before = np;
-        size_t SS = (size_t)x->S * x->S;
-        for (int pass = 0; pass < (fig4 ? 2 : 1) && rc == MP_EXIT_OK; pass++) {
-            int start = np;
-            for (int l = 1; l <= x->L && rc == MP_EXIT_OK; l++) {
-                if (!lmask[l]) continue;
-                for (int h = 1; h <= x->H; h++) {
-                    if (head_each && !hmask[h]) continue;
-                    if (np >= MP_PLOT_MAX_PANELS) {
-                        rc = mp_cli_error(cmd, "too many panels (at most %d): select fewer with --layers/--heads",
-                                          MP_PLOT_MAX_PANELS);
-                        break;
-                    }
-                    MpPlotPanel *p = &panels[np];
-                    memset(p, 0, sizeof *p);
-                    p->map = x->data + ((size_t)(l - 1) * x->H + (h - 1)) * SS;
-                    p->rows = p->cols = x->S;
-                    p->group = pass;
-                    if (pass == 1) { /* fig4's second row: the non-relative residue */
-                        p->diagnorm = 1;
-                        if (!cmap) p->cmap = "vlag"; /* signed residue; --cmap sets both rows */
-                    }
-                    char t[sizeof p->title];
-                    if (mp_plot_title_format(t, sizeof t, fmt, l, h, &e) != MP_OK) {
-                        rc = mp_cli_error(cmd, "--panel-title: %s", e.msg);
-                        break;
-                    }
-                    const char *suffix = pass == 1 ? (t[0] ? ", normalised" : "normalised") : "";
-                    size_t tl = strlen(t), sl = strlen(suffix);
-                    if (tl + sl < sizeof p->title) memcpy(t + tl, suffix, sl + 1); /* else: no suffix */
-                    memcpy(p->title, t, sizeof p->title);
-                    /* an all-NaN map is an input error: name the file and the layer */
-                    size_t fin = 0;
-                    for (size_t a = 0; a < SS; a++) fin += isfinite(p->map[a]) != 0;
-                    if (!fin) {
-                        if (x->rank == 2) rc = mp_cli_error(cmd, "%s: the map has no finite entries (only NaN or ±Inf)", path);
-                        else if (head_each) rc = mp_cli_error(cmd, "%s: layer %d, head %d has no finite entries (only NaN or ±Inf)", path, l, h);
-                        else rc = mp_cli_error(cmd, "%s: layer %d has no finite entries (only NaN or ±Inf)", path, l);
-                        break;
-                    }
-                    np++;
-                }
-            }
-            int len = np - start;
-            if (rowlen < 0) rowlen = len;
-            else if (rowlen != len) rows_consistent = 0;
-        }
-        if (rc == MP_EXIT_OK && np == before) rc = mp_cli_error(cmd, "%s: no panel selected", path);
-    }
+    if (!in || !g.panels || !g.lmask || !g.hmask || !lim) mp_die("out of memory");
+    rc = MP_EXIT_OK;
+    for (int f = 0; f < ninputs && rc == MP_EXIT_OK; f++) rc = plot_input_panels(&g, &in[f], &fl, argv[optind + f], f, ninputs);
     if (rc == MP_EXIT_OK) {
-        if (cols > 0) o.cols = cols;
-        else if ((ninputs > 1 || fig4) && rows_consistent && rowlen > 0 && rowlen <= 8) o.cols = rowlen;
-        if (mp_plot_render_ex(out, panels, np, &o, lim, &e) != MP_OK) {
+        MpErr e;
+        if (fl.cols > 0) o.cols = fl.cols;
+        else if ((ninputs > 1 || fig4) && g.rows_consistent && g.rowlen > 0 && g.rowlen <= 8) o.cols = g.rowlen;
+        if (mp_plot_render_ex(fl.out, g.panels, g.np, &o, lim, &e) != MP_OK) {
             rc = mp_cli_error(cmd, "%s", e.msg);
         } else {
-            printf("maskpos plot: wrote %s (%d panel%s)\n", out, np, np == 1 ? "" : "s");
-            for (int k = 0; k < np; k++)
-                printf("  %-40s colour limits [%.6g, %.6g]\n", panels[k].title[0] ? panels[k].title : "(untitled)",
+            printf("maskpos plot: wrote %s (%d panel%s)\n", fl.out, g.np, g.np == 1 ? "" : "s");
+            for (int k = 0; k < g.np; k++)
+                printf("  %-40s colour limits [%.6g, %.6g]\n", g.panels[k].title[0] ? g.panels[k].title : "(untitled)",
                        lim[k][0], lim[k][1]);
         }
     }
     mp_plot_release();
     for (int f = ninputs - 1; f >= 0; f--) free(in[f].data);
     free(lim);
-    free(hmask);
-    free(lmask);
-    free(panels);
+    free(g.hmask);
+    free(g.lmask);
+    free(g.panels);
     free(in);
     return rc;
 }

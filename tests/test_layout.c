@@ -1,0 +1,323 @@
+/* test_layout.c — two rules of the house style (docs style.md §1, §11) checked on the tree itself:
+ *
+ *   - no include circle between units of src/: a unit is x.c with its header x.h (either may be
+ *     missing); unit A depends on unit B when x.c or x.h of A includes "B.h" (a header of
+ *     src/). Any circle A -> ... -> A fails, named unit by unit;
+ *   - no function body in src/ (.c and .h) longer than MP_LAYOUT_MAX_LINES lines, counted from
+ *     the line of its opening brace to the line of its closing brace, both included. A function
+ *     is a brace at file level whose previous token is ')' (comments, strings, character
+ *     constants and preprocessor lines are skipped first), so struct bodies and initialisers
+ *     (`= {`) are not counted.
+ * Both checks run first on small files written here (a circle of three units, a function one
+ * line over the limit and one at it, a long initialiser), so they are seen to fail where they
+ * must, then on MP_SOURCE_DIR/src.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+#define MP_LAYOUT_MAX_LINES 120
+#define MAX_UNITS 1024
+
+/* ================================================================ files */
+
+typedef struct Units {
+    char name[MAX_UNITS][512];   /* "core/util" */
+    int n;
+    unsigned char *dep;          /* [n, n]: dep[a*MAX_UNITS + b] = 1 when a includes a header of b */
+} Units;
+
+static char *slurp(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    if (len) *len = (size_t)n;
+    return s;
+}
+
+/* Every .c and .h under root/rel (rel "" at the top), as paths relative to root, into list. */
+static void walk(const char *root, const char *rel, char (*list)[512], int *n, int cap) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", root, rel);
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot open %s", dir);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.') continue;
+        char sub[512], full[1536];
+        snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", de->d_name);
+        snprintf(full, sizeof full, "%s/%s", root, sub);
+        struct stat st;
+        if (stat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) {
+            walk(root, sub, list, n, cap);
+            continue;
+        }
+        const size_t l = strlen(sub);
+        if (l > 2 && sub[l - 2] == '.' && (sub[l - 1] == 'c' || sub[l - 1] == 'h')) {
+            if (*n >= cap) fail_msg("more than %d source files", cap);
+            snprintf(list[(*n)++], 512, "%s", sub);
+        }
+    }
+    closedir(d);
+}
+
+/* ================================================================ include circles */
+
+static int unit_index(Units *u, const char *name, int add) {
+    for (int i = 0; i < u->n; i++)
+        if (!strcmp(u->name[i], name)) return i;
+    if (!add) return -1;
+    if (u->n >= MAX_UNITS) fail_msg("more than %d units", MAX_UNITS);
+    snprintf(u->name[u->n], sizeof u->name[0], "%s", name);
+    return u->n++;
+}
+
+/* The unit graph of the files under root. */
+static void units_read(Units *u, const char *root) {
+    static char files[4 * MAX_UNITS][512];
+    int nf = 0;
+    walk(root, "", files, &nf, 4 * MAX_UNITS);
+    u->n = 0;
+    for (int i = 0; i < nf; i++) {
+        char stem[512];
+        snprintf(stem, sizeof stem, "%.*s", (int)strlen(files[i]) - 2, files[i]);
+        unit_index(u, stem, 1);
+    }
+    u->dep = calloc((size_t)MAX_UNITS * MAX_UNITS, 1);
+    for (int i = 0; i < nf; i++) {
+        char stem[512], full[1536];
+        snprintf(stem, sizeof stem, "%.*s", (int)strlen(files[i]) - 2, files[i]);
+        snprintf(full, sizeof full, "%s/%s", root, files[i]);
+        const int a = unit_index(u, stem, 0);
+        char *s = slurp(full, NULL);
+        if (!s) fail_msg("cannot read %s", full);
+        for (char *line = s; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            char inc[512];
+            if (sscanf(line, " # include \"%511[^\"]\"", inc) != 1) continue;
+            const size_t l = strlen(inc);
+            if (l < 3 || strcmp(inc + l - 2, ".h")) continue;
+            inc[l - 2] = 0;
+            char hdr[1536];
+            snprintf(hdr, sizeof hdr, "%s/%s.h", root, inc);
+            struct stat st;
+            if (stat(hdr, &st) != 0) continue; /* a system or generated header */
+            const int b = unit_index(u, inc, 0);
+            if (b >= 0 && b != a) u->dep[(size_t)a * MAX_UNITS + b] = 1;
+        }
+        free(s);
+    }
+}
+
+/* Depth-first search from v; on a circle, writes it into msg and returns 1. */
+static int dfs(const Units *u, int v, int *state, int *stack, int depth, char *msg, size_t cap) {
+    state[v] = 1;
+    stack[depth] = v;
+    for (int w = 0; w < u->n; w++) {
+        if (!u->dep[(size_t)v * MAX_UNITS + w]) continue;
+        if (state[w] == 1) {
+            size_t o = 0;
+            int k = depth;
+            while (stack[k] != w) k--;
+            for (; k <= depth; k++) o += (size_t)snprintf(msg + o, o < cap ? cap - o : 0, "%s -> ", u->name[stack[k]]);
+            snprintf(msg + o, o < cap ? cap - o : 0, "%s", u->name[w]);
+            return 1;
+        }
+        if (state[w] == 0 && dfs(u, w, state, stack, depth + 1, msg, cap)) return 1;
+    }
+    state[v] = 2;
+    return 0;
+}
+
+/* 1 and the circle in msg when the units under root include each other in a circle. */
+static int find_circle(const char *root, char *msg, size_t cap) {
+    static Units u;
+    units_read(&u, root);
+    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
+    int found = 0;
+    for (int v = 0; v < u.n && !found; v++)
+        if (state[v] == 0) found = dfs(&u, v, state, stack, 0, msg, cap);
+    free(state);
+    free(stack);
+    free(u.dep);
+    return found;
+}
+
+/* ================================================================ function lengths */
+
+/* s with comments, string and character constants and preprocessor lines blanked (newlines
+ * kept, so line numbers stay). */
+static void blank_noise(char *s) {
+    int line_start = 1;
+    for (char *p = s; *p;) {
+        if (line_start && (*p == ' ' || *p == '\t')) {
+            p++;
+            continue;
+        }
+        if (line_start && *p == '#') { /* a preprocessor line, with its continuations */
+            char last = 0;
+            for (; *p && !(*p == '\n' && last != '\\'); p++) {
+                last = *p == '\n' ? 0 : *p;
+                if (*p != '\n') *p = ' ';
+            }
+            continue;
+        }
+        line_start = 0;
+        if (p[0] == '/' && p[1] == '*') {
+            char *e = strstr(p + 2, "*/");
+            char *end = e ? e + 2 : p + strlen(p);
+            for (; p < end; p++)
+                if (*p != '\n') *p = ' ';
+        } else if (p[0] == '/' && p[1] == '/') {
+            for (; *p && *p != '\n'; p++) *p = ' ';
+        } else if (*p == '"' || *p == '\'') {
+            const char q = *p++;
+            for (; *p && *p != q; p++) {
+                if (*p == '\\' && p[1]) *p++ = ' ';
+                if (*p != '\n') *p = ' ';
+            }
+            if (*p) p++;
+        } else {
+            if (*p == '\n') line_start = 1;
+            p++;
+        }
+    }
+}
+
+/* Appends "path:line (n lines)" to msg for every function of the file over max lines; returns
+ * how many. */
+static int long_functions(const char *path, const char *shown, int max, char *msg, size_t cap) {
+    char *s = slurp(path, NULL);
+    if (!s) fail_msg("cannot read %s", path);
+    blank_noise(s);
+    int depth = 0, line = 1, start = -1, found = 0;
+    char prev = 0; /* the last non-blank character at file level */
+    for (char *p = s; *p; p++) {
+        if (*p == '\n') line++;
+        if (*p == '{') {
+            if (depth == 0) start = prev == ')' ? line : -1;
+            depth++;
+        } else if (*p == '}') {
+            if (--depth == 0 && start >= 0) {
+                const int n = line - start + 1;
+                if (n > max) {
+                    const size_t o = strlen(msg);
+                    snprintf(msg + o, cap - o, "  %s:%d (%d lines)\n", shown, start, n);
+                    found++;
+                }
+                start = -1;
+            }
+        }
+        if (depth == 0 && *p != ' ' && *p != '\t' && *p != '\n') prev = *p;
+    }
+    free(s);
+    return found;
+}
+
+static int long_functions_under(const char *root, int max, char *msg, size_t cap) {
+    static char files[4 * MAX_UNITS][512];
+    int nf = 0, found = 0;
+    walk(root, "", files, &nf, 4 * MAX_UNITS);
+    for (int i = 0; i < nf; i++) {
+        char full[1536];
+        snprintf(full, sizeof full, "%s/%s", root, files[i]);
+        found += long_functions(full, files[i], max, msg, cap);
+    }
+    return found;
+}
+
+/* ================================================================ tests */
+
+static void put(const char *dir, const char *rel, const char *text) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    char *slash = strrchr(path, '/');
+    *slash = 0;
+    mkdir(path, 0755);
+    *slash = '/';
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The checks find what they must on a small tree: a circle a -> b -> c -> a through a header
+ * and two sources (not a -> d, which is one way), a function of 121 lines and not one of 120. */
+static void test_checks_can_fail(void **state) {
+    (void)state;
+    char root[512];
+    snprintf(root, sizeof root, "%s/layout", mp_test_tmpdir());
+    mkdir(root, 0755);
+    put(root, "m/a.h", "#include \"m/b.h\" /* note */\n#include <stdio.h>\n");
+    put(root, "m/b.c", "#include \"m/b.h\"\n#include \"n/c.h\"\n");
+    put(root, "m/b.h", "int b(void);\n");
+    put(root, "n/c.c", "  #  include \"m/a.h\"\n#include \"m/d.h\"\n");
+    put(root, "n/c.h", "int c(void);\n");
+    put(root, "m/d.h", "int d(void);\n");
+    char msg[4096] = "";
+    assert_int_equal(find_circle(root, msg, sizeof msg), 1);
+    print_message("found: %s\n", msg);
+    assert_non_null(strstr(msg, "m/a"));
+    assert_non_null(strstr(msg, "m/b"));
+    assert_non_null(strstr(msg, "n/c"));
+    assert_null(strstr(msg, "m/d"));
+    put(root, "n/c.c", "#include \"m/d.h\"\n"); /* the circle broken */
+    msg[0] = 0;
+    assert_int_equal(find_circle(root, msg, sizeof msg), 0);
+
+    /* f: 121 lines from '{' to '}'; g: 120; a long initialiser and braces in comments/strings */
+    char *src = malloc(20000);
+    size_t o = 0;
+    o += (size_t)sprintf(src + o, "static int f(int x)\n{\n");
+    for (int i = 0; i < 119 - 1; i++) o += (size_t)sprintf(src + o, "    x += %d; /* { */\n", i);
+    o += (size_t)sprintf(src + o, "    return x;\n}\nint g(void) {\n");
+    for (int i = 0; i < 118; i++) o += (size_t)sprintf(src + o, "    puts(\"}\");\n");
+    o += (size_t)sprintf(src + o, "}\nstatic const int t[] = {\n");
+    for (int i = 0; i < 200; i++) o += (size_t)sprintf(src + o, "    %d,\n", i);
+    o += (size_t)sprintf(src + o, "};\n#define M(x) { \\\n  x; \\\n }\n");
+    put(root, "m/long.c", src);
+    free(src);
+    msg[0] = 0;
+    assert_int_equal(long_functions_under(root, MP_LAYOUT_MAX_LINES, msg, sizeof msg), 1);
+    print_message("found:\n%s", msg);
+    assert_non_null(strstr(msg, "m/long.c:2 (121 lines)"));
+    msg[0] = 0;
+    assert_int_equal(long_functions_under(root, 121, msg, sizeof msg), 0);
+}
+
+static void test_no_include_circle_in_src(void **state) {
+    (void)state;
+    char root[1024], msg[8192] = "";
+    snprintf(root, sizeof root, "%s/src", MP_SOURCE_DIR);
+    if (find_circle(root, msg, sizeof msg)) fail_msg("an include circle between units of src/: %s", msg);
+}
+
+static void test_no_long_function_in_src(void **state) {
+    (void)state;
+    char root[1024], msg[16384] = "";
+    snprintf(root, sizeof root, "%s/src", MP_SOURCE_DIR);
+    const int n = long_functions_under(root, MP_LAYOUT_MAX_LINES, msg, sizeof msg);
+    if (n) fail_msg("%d function(s) of src/ longer than %d lines:\n%s", n, MP_LAYOUT_MAX_LINES, msg);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_checks_can_fail),
+        cmocka_unit_test(test_no_include_circle_in_src),
+        cmocka_unit_test(test_no_long_function_in_src),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

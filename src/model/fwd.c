@@ -108,7 +108,7 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm
  * up [FF, C], down [C, FF] (into expmats [L * E * 3] when given; counted only otherwise). */
 static void fwd_layout_moe(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmats, const MpModel *m, const MpFwdConfig *cfg) {
     const FwdDims d = fwd_dims(m, cfg);
-    const int b = cfg->compute == MP_FWD_COMPUTE_BF16, E = m->n_experts;
+    const int b = cfg->compute, E = m->n_experts; /* fwd_mat: bf16 panels, or f32 ones */
     for (int l = 0; l < d.L && E > 0; l++) {
         MpFwdMat tmp[3], router;
         fwd_mat(c, layers ? &layers[l].router : &router, E, d.C, b);

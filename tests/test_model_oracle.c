@@ -60,27 +60,17 @@ static void test_logprobs_match_llama_cpp(void **state) {
     char list[1024];
     ids_list(list, sizeof list, T, V, 12345);
     for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
-        char model[512], mk[512], out[8192], lp[512], ll[512];
+        char model[512], mk[512], lp[512], ll[512];
         snprintf(model, sizeof model, "%s/%s.gguf", d, archs[a].name);
         /* the arch's flags last: they override the common ones (gptneox: --kv-heads 4) */
         snprintf(mk, sizeof mk, "--layers 2 --heads 4 --kv-heads 2 --vocab %d --seed %zu --format gguf %s", V, 31 + a, archs[a].flags);
         model_make(model, mk);
         snprintf(lp, sizeof lp, "%s/%s_lp.npy", d, archs[a].name);
         snprintf(ll, sizeof ll, "%s/%s_ll.f64", d, archs[a].name);
-        int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", model, list, lp);
-        if (rc != 0) fail_msg("maskpos logits failed: %s", out);
-        rc = mp_test_shell(out, sizeof out, "cd %s/tests/oracle-llama && node logits.mjs %s %s %s", MP_SOURCE_DIR, model, list, ll);
-        if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", archs[a].name, rc, out);
-        int tn = 0, vn = 0;
-        if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("oracle output '%s'", out);
-        size_t n;
-        double *mine = npy_load_f64(lp, &n, NULL);
-        assert_int_equal(n, (size_t)T * V);
-        double *lg = malloc(sizeof(double) * T * V);
-        FILE *f = fopen(ll, "rb");
-        assert_non_null(f);
-        assert_int_equal(fread(lg, sizeof(double), (size_t)T * V, f), (size_t)T * V);
-        fclose(f);
+        char oracle[512];
+        snprintf(oracle, sizeof oracle, "%s/tests/oracle-llama", MP_SOURCE_DIR);
+        double *mine, *lg;
+        logits_and_oracle(archs[a].name, model, list, lp, ll, oracle, T, V, &mine, &lg);
         const double err = logprob_diff(archs[a].name, mine, lg, T, V, archs[a].tol, 0); /* reference: llama.cpp */
         print_message("%-14s max |log-prob maskpos - llama.cpp| = %.3g over %d positions x %d tokens\n", archs[a].name, err, T, V);
         free(lg);

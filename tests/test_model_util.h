@@ -4,7 +4,8 @@
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
  * `logits --tokens`), logprob_stats(), logprob_diff() and logits_vs_ref() (log-probs of
- * `maskpos logits` against reference logits; test_stories_oracle.c uses them too), and
+ * `maskpos logits` against reference logits; test_stories_oracle.c uses them too),
+ * logits_and_oracle() (`maskpos logits` and llama.cpp's logits of the same ids), and
  * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
@@ -134,6 +135,30 @@ static LogprobStats logprob_stats(const char *name, const double *lp, const doub
         }
     }
     return st;
+}
+
+/* `maskpos logits MODEL --tokens LIST --out LP` and llama.cpp's logits of the same ids (node
+ * logits.mjs in oracle_dir, writing the raw f64 file LL); *mine gets the [T, V] log-probs and *ref
+ * the [T, V] logits (both malloc'd). Fails the test (naming `name`) on any error or shape. */
+static void logits_and_oracle(const char *name, const char *model, const char *list, const char *lp, const char *ll,
+                              const char *oracle_dir, int T, int V, double **mine, double **ref) __attribute__((unused));
+static void logits_and_oracle(const char *name, const char *model, const char *list, const char *lp, const char *ll,
+                              const char *oracle_dir, int T, int V, double **mine, double **ref) {
+    static char out[1 << 16];
+    int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", model, list, lp);
+    if (rc != 0) fail_msg("%s: maskpos logits failed: %s", name, out);
+    rc = mp_test_shell(out, sizeof out, "cd %s && node logits.mjs %s %s %s", oracle_dir, model, list, ll);
+    if (rc != 0) fail_msg("%s: llama.cpp oracle failed (%d): %s", name, rc, out);
+    int tn = 0, vn = 0;
+    if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("%s: oracle output '%s'", name, out);
+    size_t cnt;
+    *mine = npy_load_f64(lp, &cnt, NULL);
+    assert_int_equal(cnt, (size_t)T * V);
+    *ref = malloc(sizeof(double) * (size_t)T * V);
+    FILE *f = fopen(ll, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(*ref, sizeof(double), (size_t)T * V, f), (size_t)T * V);
+    fclose(f);
 }
 
 /* Largest |lp − log_softmax(logits)| over [T, V] (logprob_stats' max_abs, same failure rule). */

@@ -81,21 +81,8 @@ static void test_logits_every_position(void **state) {
     for (int t = 0; t < T; t++) snprintf(list + strlen(list), 8, "%s%d", t ? "," : "", ids[t]);
     snprintf(lp, sizeof lp, "%s/lp.npy", d);
     snprintf(ll, sizeof ll, "%s/ll.f64", d);
-    static char out[1 << 16];
-    int rc = mp_test_run(out, sizeof out, "logits %s --tokens %s --out %s", STORIES, list, lp);
-    if (rc != 0) fail_msg("maskpos logits failed: %s", out);
-    rc = mp_test_shell(out, sizeof out, "cd %s && node logits.mjs %s %s %s", ORACLE, STORIES, list, ll);
-    if (rc != 0) fail_msg("llama.cpp oracle failed (%d): %s", rc, out);
-    int tn = 0, vn = 0;
-    if (sscanf(out, "%d %d", &tn, &vn) != 2 || tn != T || vn != V) fail_msg("oracle output '%s'", out);
-    size_t cnt;
-    double *mine = npy_load_f64(lp, &cnt, NULL);
-    assert_int_equal(cnt, (size_t)T * V);
-    double *lg = malloc(sizeof(double) * T * V);
-    FILE *f = fopen(ll, "rb");
-    assert_non_null(f);
-    assert_int_equal(fread(lg, sizeof(double), (size_t)T * V, f), (size_t)T * V);
-    fclose(f);
+    double *mine, *lg;
+    logits_and_oracle("stories260K", STORIES, list, lp, ll, ORACLE, T, V, &mine, &lg);
     /* |Δ| ≤ 1e-4: f32 in both, different summation orders, through 5 layers of trained weights whose
      * log-probs reach −25 (measured 6.4e-5; 3.8e-5 where the log-prob is above −10) */
     const LogprobStats st = logprob_stats("stories260K", mine, lg, T, V, 1e-4, 0, -10); /* reference: llama.cpp */

@@ -130,6 +130,27 @@ def rope_inv_freq(cfg, head_dim, seq_len):
     return inv, attn, dim
 
 
+def model_dims(cfg):
+    """C, NH, NKV, HS, L of a config.json, as every forward below reads them (GPT-NeoX: one
+    key/value head per query head and head size C / NH, whatever else the file says, as HF's
+    GPTNeoX reads it)."""
+    C, NH, L = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_hidden_layers"]
+    if cfg["model_type"] == "gpt_neox":
+        return C, NH, NH, C // NH, L
+    return C, NH, cfg.get("num_key_value_heads", NH), cfg.get("head_dim") or C // NH, L
+
+
+def rope_table(cfg, HS, S, scaled):
+    """cos, sin [S, rdim] for positions 0..S-1 (rotate-half layout: the frequencies twice) and
+    rdim; scaled: times the attention factor of longrope configs (Llama-style forward only)."""
+    inv, attn_f, rdim = rope_inv_freq(cfg, HS, S)
+    fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
+    emb = torch.cat([fr, fr], dim=-1)
+    if scaled:
+        return emb.cos() * attn_f, emb.sin() * attn_f, rdim
+    return emb.cos(), emb.sin(), rdim
+
+
 def rope(x, cos, sin, rdim):
     # x [..., S, hd]; HF rotate_half on the first rdim dims
     xr, xp = x[..., :rdim], x[..., rdim:]
@@ -156,17 +177,11 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     """GPT-NeoX (GPTNeoXForCausalLM): LayerNorm with bias, query_key_value viewed per head as
     [q, k, v] blocks, rotate-half RoPE on the first rotary_pct of each head, exact GELU MLP,
     x + attn(ln1(x)) + mlp(ln2(x)) when use_parallel_residual, else the two in sequence."""
-    C = cfg["hidden_size"]
-    NH = cfg["num_attention_heads"]
-    HS = C // NH
+    C, NH, _, HS, L = model_dims(cfg)
     eps = cfg.get("layer_norm_eps", 1e-5)
-    L = cfg["num_hidden_layers"]
     S = ids.shape[0]
     c2 = dict(cfg, partial_rotary_factor=cfg.get("rotary_pct", 0.25), rope_theta=cfg.get("rotary_emb_base", 10000.0))
-    inv, _, rdim = rope_inv_freq(c2, HS, S)
-    fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
-    emb = torch.cat([fr, fr], dim=-1)
-    cos, sin = emb.cos(), emb.sin()
+    cos, sin, rdim = rope_table(c2, HS, S, False)
     mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
     x = W["gpt_neox.embed_in.weight"][ids]
     deepest = max(layers_wanted) if not want_logits else L
@@ -244,26 +259,16 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     query_pre_attn_scalar^-1/2 then soft-capped c tanh(s / c) (the map holds these, what the
     softmax receives), GeGLU with the tanh GELU, tied head, final logits soft-capped. Local layers
     mask the keys outside their sliding window after the cap (layer_windows, attn_mask)."""
-    C = cfg["hidden_size"]
-    NH = cfg["num_attention_heads"]
-    NKV = cfg.get("num_key_value_heads", NH)
-    HS = cfg.get("head_dim") or C // NH
+    C, NH, NKV, HS, L = model_dims(cfg)
     eps = cfg["rms_norm_eps"]
-    L = cfg["num_hidden_layers"]
     S = ids.shape[0]
     rep = NH // NKV
     wins = layer_windows(cfg)
     g3 = cfg["model_type"] == "gemma3_text"
     g1 = cfg["model_type"] == "gemma"   # Gemma 1: pre-norms only (Llama's names), 1/sqrt(head_dim)
-
-    def table(c):
-        inv, _, rdim = rope_inv_freq(c, HS, S)
-        fr = torch.arange(S, dtype=DT)[:, None] * inv[None, :]
-        emb = torch.cat([fr, fr], dim=-1)
-        return emb.cos(), emb.sin(), rdim
-    cos, sin, rdim = table(cfg)
+    cos, sin, rdim = rope_table(cfg, HS, S, False)
     # Gemma 3: sliding-window layers rotate with rope_local_base_freq, unscaled
-    cos_l, sin_l, _ = table(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0), rope_scaling=None))
+    cos_l, sin_l, _ = rope_table(dict(cfg, rope_theta=cfg.get("rope_local_base_freq", 10000.0), rope_scaling=None), HS, S, False)
     pattern = cfg.get("sliding_window_pattern", 6)
     local = [t == "sliding_attention" for t in cfg["layer_types"]] if cfg.get("layer_types") else \
         [bool((i + 1) % pattern) for i in range(L)]
@@ -355,19 +360,11 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         return forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
     if arch == "gpt_neox":
         return forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits)
-    C = cfg["hidden_size"]
-    NH = cfg["num_attention_heads"]
-    NKV = cfg.get("num_key_value_heads", NH)
-    HS = cfg.get("head_dim") or C // NH
+    C, NH, NKV, HS, L = model_dims(cfg)
     eps = cfg["rms_norm_eps"]
-    L = cfg["num_hidden_layers"]
     S = ids.shape[0]
     rep = NH // NKV
-    inv, attn_f, rdim = rope_inv_freq(cfg, HS, S)
-    pos = torch.arange(S, dtype=DT)
-    fr = pos[:, None] * inv[None, :]
-    emb = torch.cat([fr, fr], dim=-1)
-    cos, sin = emb.cos() * attn_f, emb.sin() * attn_f
+    cos, sin, rdim = rope_table(cfg, HS, S, True)
     wins = layer_windows(cfg)
     x = W["model.embed_tokens.weight"][ids]
     deepest = max(layers_wanted) if not want_logits else L

@@ -39,6 +39,23 @@ static void config_for(MpProbeConfig *c, const char *model, const int32_t *ids, 
     c->threads = 2;
 }
 
+/* Runs c, which must succeed (what names the run in a failure). */
+static void run_ok(MpProbeResult *res, const MpProbeConfig *c, const char *what) {
+    MpErr e;
+    if (mp_probe_run(res, c, &e) != MP_OK) fail_msg("%s: %s", what, e.msg);
+}
+
+/* Runs c, which must be refused with a one-line message holding want (NULL: any message) and
+ * leave an incomplete result. */
+static void run_refused(const MpProbeConfig *c, const char *want) {
+    MpProbeResult res;
+    MpErr e;
+    assert_int_equal(mp_probe_run(&res, c, &e), MP_ERR);
+    if (want && !strstr(e.msg, want)) fail_msg("message: %s", e.msg);
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(res.complete, 0);
+}
+
 static void test_library_equals_cli(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -107,11 +124,11 @@ static void test_mean_is_mean_of_sequences(void **state) {
     config_for(&c, NULL, ids, N);
     c.model = &m; /* borrowed */
     MpProbeResult all, one[N];
-    if (mp_probe_run(&all, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    run_ok(&all, &c, "all sequences");
     for (int k = 0; k < N; k++) {
         config_for(&c, NULL, ids + (size_t)k * S, 1);
         c.model = &m;
-        if (mp_probe_run(&one[k], &c, &e) != MP_OK) fail_msg("sequence %d: %s", k, e.msg);
+        run_ok(&one[k], &c, "one sequence");
     }
     const size_t cnt = (size_t)all.L * S * S;
     double worst = 0, worst_se = 0;
@@ -140,7 +157,7 @@ static void test_mean_is_mean_of_sequences(void **state) {
     /* a model opened by the run gives the same bits as the borrowed one */
     MpProbeResult again;
     config_for(&c, model, ids, N);
-    if (mp_probe_run(&again, &c, &e) != MP_OK) fail_msg("%s", e.msg);
+    run_ok(&again, &c, "the model opened by the run");
     assert_memory_equal(again.mean, all.mean, cnt * sizeof(double));
     mp_probe_result_free(&again);
     for (int k = 0; k < N; k++) mp_probe_result_free(&one[k]);
@@ -202,24 +219,17 @@ static void test_bad_input(void **state) {
     ids[S + 3] = V; /* sequence 1 */
     MpProbeConfig c;
     config_for(&c, model, ids, N);
-    MpProbeResult res;
-    MpErr e;
-    assert_int_equal(mp_probe_run(&res, &c, &e), MP_ERR);
-    if (!strstr(e.msg, "id 300 (sequence 1) outside the model's vocabulary")) fail_msg("message: %s", e.msg);
-    assert_null(strchr(e.msg, '\n'));
+    run_refused(&c, "id 300 (sequence 1) outside the model's vocabulary");
     config_for(&c, model, ids, 0);
-    assert_int_equal(mp_probe_run(&res, &c, &e), MP_ERR);
+    run_refused(&c, NULL);
     config_for(&c, model, NULL, N);
-    assert_int_equal(mp_probe_run(&res, &c, &e), MP_ERR);
-    if (!strstr(e.msg, "required")) fail_msg("message: %s", e.msg);
+    run_refused(&c, "required");
     config_for(&c, model, ids, N);
     c.layers = "7";
-    assert_int_equal(mp_probe_run(&res, &c, &e), MP_ERR);
-    if (!strstr(e.msg, "layer 7 does not exist")) fail_msg("message: %s", e.msg);
+    run_refused(&c, "layer 7 does not exist");
     c.model_path = "/nonexistent/model";
     c.layers = NULL;
-    assert_int_equal(mp_probe_run(&res, &c, &e), MP_ERR);
-    assert_int_equal(res.complete, 0);
+    run_refused(&c, NULL);
     free(ids);
 }
 

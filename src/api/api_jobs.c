@@ -16,10 +16,10 @@
 #include "api/api.h"       /* MaskposConfig, MaskposResult insides */
 #include "core/json.h"     /* mp_json_add_provenance */
 #include "core/util.h"     /* mp_time_now */
-#include "job/sim_out.h"   /* mp_sim_write_outputs: the folder `maskpos simulate` writes */
+#include "job/sim_out.h"   /* mp_sim_write_outputs, mp_sim_result_meta: the folder `maskpos simulate` writes */
 #include "load/model.h"    /* MpModel, mp_model_open */
 #include "sim/simulate.h"  /* mp_sim_run */
-#include "job/theory.h"    /* mp_theory_run, mp_theory_result_write */
+#include "job/theory.h"    /* mp_theory_run, mp_theory_result_write, mp_theory_result_meta */
 
 /* ================================================================ theory */
 
@@ -33,8 +33,12 @@ static int api_theory_write(const MaskposResult *r, const char *dir, MpErr *e) {
     return mp_theory_result_write(r->job, dir, &o, e);
 }
 
-/* The meta of the theory is what its writer writes (mp_api_result_through_folder). */
-static int api_theory_meta(MaskposResult *r, MpErr *e) { return mp_api_result_through_folder(r, 0, e); }
+/* The meta of the theory: the object its writer writes, made in memory. */
+static int api_theory_meta(MaskposResult *r, MpErr *e) {
+    MpJobWriteOptions o = {.plot = 0, .argc = r->argc, .argv = r->argv, .wall_s = r->wall_s};
+    r->meta = mp_theory_result_meta(r->job, &o);
+    return r->meta ? MP_OK : mp_err_set(e, "theory: out of memory for the meta");
+}
 
 MASKPOS_API int maskpos_theory(const MaskposConfig *c, MaskposResult **out) {
     MpErr e;
@@ -116,8 +120,12 @@ static int api_sim_write(const MaskposResult *r, const char *dir, MpErr *e) {
     return mp_sim_write_outputs(dir, &s->cfg, s->scale_word, &s->res, 0, r->argc, r->argv, e);
 }
 
-/* The meta of a simulation is what its writer writes (mp_api_result_through_folder). */
-static int api_sim_meta(MaskposResult *r, MpErr *e) { return mp_api_result_through_folder(r, 0, e); }
+/* The meta of a simulation: the object its writer writes, made in memory. */
+static int api_sim_meta(MaskposResult *r, MpErr *e) {
+    const ApiSim *s = r->job;
+    r->meta = mp_sim_result_meta(&s->cfg, s->scale_word, &s->res, 0, r->argc, r->argv);
+    return r->meta ? MP_OK : mp_err_set(e, "simulate: out of memory for the meta");
+}
 
 /* The command's defaults that depend on other flags (src/cli/simulate.c). */
 static void api_sim_resolve(ApiSim *s, const MaskposConfig *c) {

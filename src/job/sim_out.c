@@ -50,34 +50,8 @@ json_t *mp_job_stats_json(const MpPosStats *st, const int *layers, int n) {
     return arr;
 }
 
-int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,
-                         const MpSimResult *r, int plot, int argc, char **argv, MpErr *e) {
-    char path[4096];
-    int64_t shp[3] = {r->layers, r->seq, r->seq};
-    const struct {
-        const char *name;
-        const double *data;
-    } files[] = {{"scores.npy", r->scores},
-                 {"scores_se.npy", r->se},
-                 {"probs.npy", r->probs},
-                 {"scores_diagnorm.npy", r->diagnorm}};
-    if (mp_mkdir_p(dir, e) != MP_OK) return MP_ERR;
-    /* meta.json marks completeness: remove a stale one before rewriting the arrays */
-    if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
-    remove(path);
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
-        if (mp_path_join(path, sizeof path, dir, files[i].name, e) != MP_OK ||
-            mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
-            return MP_ERR;
-    if (plot) {
-        char title[256];
-        snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",
-                 c->norm == MP_NORM_L2 ? "L2 norm" : c->norm == MP_NORM_LAYERNORM ? "LayerNorm" : "no norm", c->causal ? "causal" : "bidirectional",
-                 c->alpha, c->rope ? ", RoPE" : "", (long long)c->batch, c->seq, c->dim);
-        MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0}, {r->scores, r->layers, r->seq, "Normalised", 1}};
-        if (mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK)
-            return MP_ERR;
-    }
+json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
+                           char **argv) {
     json_t *m = json_object();
     json_object_set_new(m, "kind", json_string("simulate"));
     json_object_set_new(m, "batch", json_integer(c->batch));
@@ -121,6 +95,38 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
         json_object_set_new(m, "residual", json_boolean(0));
     json_object_set_new(m, "sim_wall_time_s", json_real(r->wall_s));
     mp_json_add_provenance(m, argc, argv, r->wall_s);
+    return m;
+}
+
+int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,
+                         const MpSimResult *r, int plot, int argc, char **argv, MpErr *e) {
+    char path[4096];
+    int64_t shp[3] = {r->layers, r->seq, r->seq};
+    const struct {
+        const char *name;
+        const double *data;
+    } files[] = {{"scores.npy", r->scores},
+                 {"scores_se.npy", r->se},
+                 {"probs.npy", r->probs},
+                 {"scores_diagnorm.npy", r->diagnorm}};
+    if (mp_mkdir_p(dir, e) != MP_OK) return MP_ERR;
+    /* meta.json marks completeness: remove a stale one before rewriting the arrays */
+    if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
+    remove(path);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (mp_path_join(path, sizeof path, dir, files[i].name, e) != MP_OK ||
+            mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
+            return MP_ERR;
+    if (plot) {
+        char title[256];
+        snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",
+                 c->norm == MP_NORM_L2 ? "L2 norm" : c->norm == MP_NORM_LAYERNORM ? "LayerNorm" : "no norm", c->causal ? "causal" : "bidirectional",
+                 c->alpha, c->rope ? ", RoPE" : "", (long long)c->batch, c->seq, c->dim);
+        MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0}, {r->scores, r->layers, r->seq, "Normalised", 1}};
+        if (mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK)
+            return MP_ERR;
+    }
+    json_t *m = mp_sim_result_meta(c, scale_word, r, plot, argc, argv);
     int rc = mp_path_join(path, sizeof path, dir, "meta.json", e) == MP_OK ? mp_json_write_atomic(path, m, e) : MP_ERR;
     json_decref(m);
     return rc;

@@ -8,6 +8,10 @@
 #include "core/err.h"     /* MpErr */
 #include "sim/simulate.h" /* MpSimConfig, MpSimResult */
 
+/* meta.json of a simulation as an object (the caller owns it): what mp_sim_write_outputs writes
+ * (plot: the figure listed in "files"). */
+json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
+                           char **argv);
 /* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, meta.json (and figures when
  * plot) into dir, creating it. Every file is written atomically; meta.json goes last, so a
  * directory with a meta.json holds a complete result. */

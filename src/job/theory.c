@@ -58,7 +58,9 @@ void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits) {
     }
 }
 
-static json_t *theory_meta(const MpTheoryResult *r) {
+json_t *mp_theory_result_meta(const MpTheoryResult *r, const MpJobWriteOptions *o) {
+    const MpJobWriteOptions none = {0};
+    if (!o) o = &none;
     const int n = r->c.n;
     json_t *meta = json_object();
     json_object_set_new(meta, "kind", json_string("theory"));
@@ -78,6 +80,7 @@ static json_t *theory_meta(const MpTheoryResult *r) {
     arr = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(r->th.h[i]));
     json_object_set_new(meta, "h", arr);
+    mp_json_add_provenance(meta, o->argc, o->argv, o->wall_s);
     return meta;
 }
 
@@ -92,8 +95,7 @@ int mp_theory_result_write(const MpTheoryResult *r, const char *dir, const MpJob
         (r->deep && (mp_path_join(path, sizeof path, dir, "layer_scores.npy", e) ||
                      mp_npy_write(path, MP_DT_F64, r->deep, 3, shp3, e) != MP_OK)))
         return MP_ERR;
-    json_t *meta = theory_meta(r);
-    mp_json_add_provenance(meta, o->argc, o->argv, o->wall_s);
+    json_t *meta = mp_theory_result_meta(r, o);
     int rc = MP_OK;
     if (mp_path_join(path, sizeof path, dir, "meta.json", e) || mp_json_write_atomic(path, meta, e) != MP_OK) rc = MP_ERR;
     json_decref(meta);

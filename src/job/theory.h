@@ -13,6 +13,7 @@
 #ifndef MP_JOB_THEORY_H
 #define MP_JOB_THEORY_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "core/err.h"   /* MpErr */
@@ -36,6 +37,8 @@ int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e);
 void mp_theory_result_free(MpTheoryResult *r);
 /* Z_i, g(i), h(i) and the score tables (layer 2, or layers 1..L) with `digits` decimals. */
 void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits);
+/* meta.json as an object (the caller owns it): what mp_theory_result_write writes. o may be NULL. */
+json_t *mp_theory_result_meta(const MpTheoryResult *r, const MpJobWriteOptions *o);
 /* layer2_scores.npy [N,N], layer_scores.npy [L,N,N] (layers > 0) and meta.json into dir (which
  * must exist). o may be NULL. */
 int mp_theory_result_write(const MpTheoryResult *r, const char *dir, const MpJobWriteOptions *o, MpErr *e);

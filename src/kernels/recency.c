@@ -73,33 +73,20 @@ static uint64_t recency_merge(double *dst, const double *src, int h, int n) {
  * number of vectors (keys from k on are read and masked out) rather than ending in a scalar
  * tail. For rows up to MP_RECENCY_VEC_MAX this beats the merge count, whose every step waits on
  * the one before. */
-RECENCY_CLONES
-static uint64_t recency_count_vec(const double *row, int n) {
-    uint64_t c = 0;
-    for (int k = 1; k < n; k++) {
-        const double v = row[k];
-        const int je = ((k + 15) & ~15) < n ? ((k + 15) & ~15) : n; /* whole vectors, keys >= k masked */
-        int m = 0;
-#pragma omp simd reduction(+ : m)
-        for (int j = 0; j < je; j++) m += (row[j] < v) & (j < k);
-        c += (uint64_t)m;
+#define RECENCY_COUNT_VEC(name, T)                                                                 \
+    RECENCY_CLONES static uint64_t name(const T *row, int n) {                                     \
+        uint64_t c = 0;                                                                            \
+        for (int k = 1; k < n; k++) {                                                              \
+            const T v = row[k];                                                                    \
+            const int je = ((k + 15) & ~15) < n ? ((k + 15) & ~15) : n; /* keys >= k masked */    \
+            int m = 0;                                                                             \
+            _Pragma("omp simd reduction(+ : m)") for (int j = 0; j < je; j++) m += (row[j] < v) & (j < k); \
+            c += (uint64_t)m;                                                                      \
+        }                                                                                          \
+        return c;                                                                                  \
     }
-    return c;
-}
-
-RECENCY_CLONES
-static uint64_t recency_count_vec_f32(const float *row, int n) {
-    uint64_t c = 0;
-    for (int k = 1; k < n; k++) {
-        const float v = row[k];
-        const int je = ((k + 15) & ~15) < n ? ((k + 15) & ~15) : n; /* whole vectors, keys >= k masked */
-        int m = 0;
-#pragma omp simd reduction(+ : m)
-        for (int j = 0; j < je; j++) m += (row[j] < v) & (j < k);
-        c += (uint64_t)m;
-    }
-    return c;
-}
+RECENCY_COUNT_VEC(recency_count_vec, double)    /* rows of doubles (the simulations' maps) */
+RECENCY_COUNT_VEC(recency_count_vec_f32, float) /* rows of floats (a head's scores) */
 
 uint64_t mp_recency_row_count_f32(const float *row, int n, double *scratch) {
     if (n <= MP_RECENCY_VEC_MAX) return recency_count_vec_f32(row, n);

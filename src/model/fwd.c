@@ -420,22 +420,16 @@ double mp_fwd_flops(const MpFwd *f, int T) {
  * region: libgomp builds a nested team of one for it, with two futex calls, ~70 times per token
  * (a quarter of the CPU of `generate` on stories260K). FWD_PAR_FOR2: two nested loops, collapsed
  * and handed out one item at a time (the attention's heads x row blocks). */
-#define FWD_PAR_FOR(work, ...)                                                                    \
+#define FWD_PAR(pragma, work, ...)                                                                 \
     do {                                                                                          \
         if ((double)(work) > FWD_PAR_MIN && mp_fwd_top_level()) {                                 \
-            _Pragma("omp parallel for schedule(static)") __VA_ARGS__                              \
+            _Pragma(pragma) __VA_ARGS__                                                           \
         } else {                                                                                  \
             __VA_ARGS__                                                                           \
         }                                                                                         \
     } while (0)
-#define FWD_PAR_FOR2(work, ...)                                                                   \
-    do {                                                                                          \
-        if ((double)(work) > FWD_PAR_MIN && mp_fwd_top_level()) {                                 \
-            _Pragma("omp parallel for collapse(2) schedule(dynamic, 1)") __VA_ARGS__              \
-        } else {                                                                                  \
-            __VA_ARGS__                                                                           \
-        }                                                                                         \
-    } while (0)
+#define FWD_PAR_FOR(work, ...) FWD_PAR("omp parallel for schedule(static)", work, __VA_ARGS__)
+#define FWD_PAR_FOR2(work, ...) FWD_PAR("omp parallel for collapse(2) schedule(dynamic, 1)", work, __VA_ARGS__)
 
 static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
     if (!b) return;

@@ -196,13 +196,7 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         if use_rope:
             q, k = rope(q, cos, sin, rdim), rope(k, cos, sin, rdim)
         sc = (q @ k.transpose(1, 2)) / math.sqrt(HS)
-        sc = sc.masked_fill(~mask, float("-inf"))
-        if (li + 1) in layers_wanted:
-            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
-        pr = torch.softmax(sc, dim=-1)
-        if (li + 1) in layers_wanted:
-            probs_out[li + 1] = pr
-        o = (pr @ v).transpose(0, 1).reshape(S, C)
+        o = attend(sc, mask, v, li, layers_wanted, scores_out, probs_out)
         a = o @ W[p + "attention.dense.weight"].T + W[p + "attention.dense.bias"]
         mlp = lambda t: gelu(t @ W[p + "mlp.dense_h_to_4h.weight"].T + W[p + "mlp.dense_h_to_4h.bias"]) @ \
             W[p + "mlp.dense_4h_to_h.weight"].T + W[p + "mlp.dense_4h_to_h.bias"]
@@ -253,6 +247,19 @@ def attn_mask(S, causal, W):
     return m
 
 
+def attend(sc, mask, v, li, layers_wanted, scores_out, probs_out):
+    """softmax of the scores sc [NH, S, S] where mask holds, times the values v [NH, S, HS]:
+    [S, NH*HS]. Keeps layer li+1's pre-softmax scores (NaN where masked) and probabilities
+    when that layer is wanted."""
+    sc = sc.masked_fill(~mask, float("-inf"))
+    if (li + 1) in layers_wanted:
+        scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
+    pr = torch.softmax(sc, dim=-1)
+    if (li + 1) in layers_wanted:
+        probs_out[li + 1] = pr
+    return (pr @ v).transpose(0, 1).reshape(sc.shape[1], -1)
+
+
 def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     """Gemma 2 (Gemma2ForCausalLM): embeddings x sqrt(C) (the factor rounded to the checkpoint's
     dtype), RMSNorm with (1 + w) before and after attention and MLP, scores scaled by
@@ -299,13 +306,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         if a_cap:
             sc = torch.tanh(sc / a_cap) * a_cap
         mask = attn_mask(S, causal, wins[li])
-        sc = sc.masked_fill(~mask, float("-inf"))
-        if (li + 1) in layers_wanted:
-            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
-        pr = torch.softmax(sc, dim=-1)
-        if (li + 1) in layers_wanted:
-            probs_out[li + 1] = pr
-        o = (pr @ v).transpose(0, 1).reshape(S, NH * HS) @ W[p + "self_attn.o_proj.weight"].T
+        o = attend(sc, mask, v, li, layers_wanted, scores_out, probs_out) @ W[p + "self_attn.o_proj.weight"].T
         x = x + (o if g1 else gnorm(o, W[p + "post_attention_layernorm.weight"]))
         h = gnorm(x, W[p + ("post_attention_layernorm.weight" if g1 else "pre_feedforward_layernorm.weight")])
         y = (gelu_tanh(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
@@ -399,13 +400,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         v = v[:, None].expand(NKV, rep, S, HS).reshape(NH, S, HS)
         sc = (q @ k.transpose(1, 2)) * HS ** -0.5
         mask = attn_mask(S, causal, wins[li])
-        sc = sc.masked_fill(~mask, float("-inf"))
-        if (li + 1) in layers_wanted:
-            scores_out[li + 1] = torch.where(mask, sc, torch.full_like(sc, float("nan")))
-        pr = torch.softmax(sc, dim=-1)
-        if (li + 1) in layers_wanted:
-            probs_out[li + 1] = pr
-        o = (pr @ v).transpose(0, 1).reshape(S, NH * HS)
+        o = attend(sc, mask, v, li, layers_wanted, scores_out, probs_out)
         if arch == "olmo2":   # post-norm placement: norm of the block output, then the residual add
             x = x + rmsnorm(o @ W[p + "self_attn.o_proj.weight"].T, W[p + "post_attention_layernorm.weight"], eps)
             g = x @ W[p + "mlp.gate_proj.weight"].T

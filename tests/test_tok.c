@@ -276,12 +276,7 @@ static void write_gguf_vocab(const char *path, const MpTokVocab *v) {
     mp_gguf_w_arr_str(&w, "tokenizer.ggml.merges", (const char *const *)mer, (uint64_t)v->n_merges);
     if (v->bos_id >= 0) mp_gguf_w_u32(&w, "tokenizer.ggml.bos_token_id", (uint32_t)v->bos_id);
     if (v->eos_id >= 0) mp_gguf_w_u32(&w, "tokenizer.ggml.eos_token_id", (uint32_t)v->eos_id);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    MpErr e;
-    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
-    fclose(f);
-    mp_gguf_writer_free(&w);
+    tok_gguf_save(&w, path);
     for (int64_t i = 0; i < v->n_tokens; i++) free(tok[i]);
     for (int64_t i = 0; i < v->n_merges; i++) free(mer[i]);
     free(tok), free(mer);
@@ -824,12 +819,7 @@ static void test_gguf_vocab_odd_types(void **state) {
     mp_gguf_w_arr_str(&w, "tokenizer.ggml.merges", mer, 1);
     mp_gguf_w_u32(&w, "tokenizer.ggml.bos_token_id", 0);
     mp_gguf_w_u32(&w, "tokenizer.ggml.eos_token_id", 1);
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    MpErr e;
-    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
-    fclose(f);
-    mp_gguf_writer_free(&w);
+    tok_gguf_save(&w, p);
     const int rc = mp_test_run(out, sizeof out, "tokenize --model %s --no-special %s", p, txt);
     if (rc != 0 || strcmp(out, "2\n") != 0) fail_msg("tokenize with odd token types: exit %d, output '%s' (want 0, '2')", rc, out);
 }

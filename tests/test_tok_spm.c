@@ -213,12 +213,7 @@ static void write_llama2_vocab(const char *path, int extras) {
     mp_gguf_w_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
     mp_gguf_w_bool(&w, "tokenizer.ggml.add_bos_token", 1);
     mp_gguf_w_bool(&w, "tokenizer.ggml.add_eos_token", 0);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    MpErr e;
-    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
-    fclose(f);
-    mp_gguf_writer_free(&w);
+    tok_gguf_save(&w, path);
     free(tok), free(score), free(type);
     json_decref(root);
 }
@@ -358,12 +353,7 @@ static void write_vocab(const char *path, const char *model, const char *const *
     if (tok) mp_gguf_w_arr_str(&w, "tokenizer.ggml.tokens", tok, (uint64_t)n);
     if (types) mp_gguf_w_arr(&w, "tokenizer.ggml.token_type", MP_GGUF_INT32, types, (uint64_t)n_types);
     if (scores) mp_gguf_w_arr(&w, "tokenizer.ggml.scores", MP_GGUF_FLOAT32, scores, (uint64_t)n_scores);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    MpErr e;
-    assert_int_equal(mp_gguf_w_header(&w, f, &e), MP_OK);
-    fclose(f);
-    mp_gguf_writer_free(&w);
+    tok_gguf_save(&w, path);
 }
 
 static void expect_error(const char *needle, const char *model, const char *txt) {

@@ -16,6 +16,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include "load/gguf.h" /* MpGgufWriter */
+
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
 #elif defined(__has_feature)
@@ -331,6 +333,17 @@ static void write_edge_files(const char *dir, char **files, int *nfiles) {
         n++;
     }
     *nfiles = n;
+}
+
+/* Writes the metadata w holds as a GGUF file at path (no tensors), then frees w. */
+static void tok_gguf_save(MpGgufWriter *w, const char *path) __attribute__((unused));
+static void tok_gguf_save(MpGgufWriter *w, const char *path) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    MpErr e;
+    assert_int_equal(mp_gguf_w_header(w, f, &e), MP_OK);
+    fclose(f);
+    mp_gguf_writer_free(w);
 }
 
 #endif

@@ -6,7 +6,7 @@
  * these), wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
  * "<path>.tmp.<pid>"; commit fsyncs it, renames it and fsyncs the folder; abort unlinks it: neither
  * a crash nor a power loss leaves a partial file under the final name), strict number parsing for
- * CLI flags, and FNV-1a hashing.
+ * CLI flags, FNV-1a hashing, and the OpenMP thread number (0 in a build without OpenMP).
  * Does not: print progress (progress.h) or decide exit codes (cli/).
  * Tested by: tests/test_core.c
  */
@@ -21,6 +21,7 @@
 
 double mp_time_now(void);          /* seconds, monotonic */
 size_t mp_peak_rss_bytes(void);    /* peak resident set size of this process, bytes */
+int mp_thread_num(void);           /* this thread's number in the innermost OpenMP team; 0 outside one or without OpenMP */
 
 /* Opens path read-only; refuses non-regular files ("<path>: is a directory" / "<path>: not a
  * regular file (a FIFO, socket or device)"). *size (may be NULL) gets the file length. */

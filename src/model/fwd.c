@@ -7,9 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "core/util.h" /* mp_thread_num */
 
 /* ================================================================ memory plan */
 
@@ -567,46 +565,107 @@ static void fwd_window_row(float *row, int i, int T, int W, int causal) {
         for (int j = i + W; j < T; j++) row[j] = -INFINITY;
 }
 
+/* What every block of one layer's attention needs (fwd_attn_core). */
+typedef struct FwdAttn {
+    float scale, cap; /* 1/sqrt(HS) (or gemma's query_pre_attn_scalar); gemma2's soft-cap, 0: none */
+    int win;          /* the sliding window when the sequence is longer than it, else 0 */
+    int rep, causal, plain, ldt;
+    int64_t ldq;
+    double work;      /* multiply-adds of the layer's attention (FWD_PAR's threshold) */
+} FwdAttn;
+
+/* Head h's scores of rows [i0, i1) into f->scores: the kernel (scale and causal mask fused), then
+ * gemma2's soft-cap and a sliding window. */
+static void fwd_attn_scores_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, int T, int h, int i0, int i1) {
+    float *sh = f->scores + (size_t)h * a->ldt * a->ldt;
+    (a->plain ? mp_fwd_attn_scores_plain : mp_fwd_attn_scores)(sh, f->q + (int64_t)h * f->HS, a->ldq, kv->kp + (size_t)(h / a->rep) * kv->kpf,
+                                                               f->HS, a->ldt, a->causal, a->scale, i0, i1);
+    if (a->cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
+        for (int i = i0; i < i1; i++) mp_fwd_softcap(sh + (size_t)i * a->ldt, a->causal ? (size_t)i + 1 : (size_t)T, a->cap);
+    if (a->win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
+        for (int i = i0; i < i1; i++) fwd_window_row(sh + (size_t)i * a->ldt, i, T, a->win, a->causal);
+}
+
+/* Head h, rows [i0, i1): softmax in place, then p·v into f->ao while the rows are in cache (a
+ * cached run leaves the masked tail of a row alone: never read). */
+static void fwd_attn_mix_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, FwdRows r, int h, int i0, int i1) {
+    float *sh = f->scores + (size_t)h * a->ldt * a->ldt;
+    for (int i = i0; i < i1; i++)
+        (a->plain ? mp_fwd_softmax_row_plain : mp_fwd_softmax_row)(sh + (size_t)i * a->ldt, a->causal ? i + 1 : r.T, r.cached ? i + 1 : r.T);
+    (a->plain ? mp_fwd_attn_mix_plain : mp_fwd_attn_mix)(f->ao + (int64_t)h * f->HS, a->ldq, sh, kv->vh + (size_t)(h / a->rep) * a->ldt * f->HS,
+                                                         f->HS, f->HS, a->ldt, a->causal, i0, i1);
+}
+
+/* One block of rows [i0, i1) through every head: scores, the rows hook, then (unless
+ * scores_only) softmax and p·v. */
+static void fwd_attn_block(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, const FwdAttn *a, int i0, int i1,
+                           int scores_only, int worker) {
+    for (int h = 0; h < f->NH; h++) fwd_attn_scores_rows(f, kv, a, r.T, h, i0, i1);
+    const MpFwdRowsHook *rh = &f->rows_hook;
+    rh->rows(rh->ctx, layer, f->scores, f->NH, r.T, i0, i1, worker);
+    if (!scores_only)
+        for (int h = 0; h < f->NH; h++) fwd_attn_mix_rows(f, kv, a, r, h, i0, i1);
+}
+
+/* With f->rows_hook: one pass over blocks of FWD_ROWS rows, each through every head (the hook
+ * needs a row's every head before its softmax), blocks in parallel from the last (the longest
+ * rows under the causal mask) so the threads finish together. The same kernels on the same
+ * rows as the two passes of fwd_attn_core: the same bits. */
+static void fwd_attn_by_rows(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, const FwdAttn *a, int nb, int scores_only) {
+    const int workers = f->rows_hook.workers;
+    if (workers > 1 && a->work > FWD_PAR_MIN && mp_fwd_top_level()) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(workers)
+        for (int k = 0; k < nb; k++) {
+            const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
+            fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, mp_thread_num());
+        }
+    } else
+        for (int k = 0; k < nb; k++) {
+            const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
+            fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, 0);
+        }
+    f->rows_hook.done(f->rows_hook.ctx, layer);
+}
+
 /* Rows [t0, T) of f->ao [T, NH*HS] = softmax(scores) · v per head. Two parallel passes over
  * (head, 16-row block):
  *   1. scores (scale and causal mask fused into the kernel) into f->scores [NH, ldt, ldt]; the
  *      hook then sees the whole layer's pre-softmax map (it averages over heads, so it needs them
  *      all); scores_only stops here (the last layer of a run without logits: nothing reads on);
  *   2. per row block: softmax in place, then p·v while those rows are in cache.
+ * With f->rows_hook (mp_fwd_run only), fwd_attn_by_rows does both in one pass instead.
  * After pass 2, f->scores holds the layer's post-softmax probabilities of this one sequence:
  * the place to read them is marked POST-SOFTMAX below. */
 static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwdHook hook, void *ctx, int scores_only) {
-    const int NH = f->NH, HS = f->HS, rep = NH / f->NKV, causal = f->cfg.causal;
-    const int t0 = r.t0, T = r.T, n = T - t0, ldt = kv->ldt;
-    const int64_t ldq = (int64_t)NH * HS;
-    const float scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)); /* gemma: query_pre_attn_scalar */
-    const float cap = (float)f->m->attn_softcap;
-    const int W = mp_model_layer_window(f->m, layer), win = W > 0 && T > W ? W : 0; /* within the window: nothing masked */
-    const int nb = (n + FWD_ROWS - 1) / FWD_ROWS, plain = fwd_plain(f);
-    const double attn_work = (double)NH * n * T * HS;
-    FWD_PAR_FOR2(attn_work,
-    for (int h = 0; h < NH; h++)
-        for (int b = 0; b < nb; b++) {
-            const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            (plain ? mp_fwd_attn_scores_plain : mp_fwd_attn_scores)(f->scores + (size_t)h * ldt * ldt, f->q + (int64_t)h * HS, ldq,
-                                                                    kv->kp + (size_t)(h / rep) * kv->kpf, HS, ldt, causal, scale, i0, i1);
-            if (cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
-                for (int i = i0; i < i1; i++) mp_fwd_softcap(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, causal ? (size_t)i + 1 : (size_t)T, cap);
-            if (win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
-                for (int i = i0; i < i1; i++) fwd_window_row(f->scores + (size_t)h * ldt * ldt + (size_t)i * ldt, i, T, win, causal);
-        });
-    if (hook) hook(ctx, layer, f->scores, NH, T);
+    const int NH = f->NH, HS = f->HS, T = r.T, n = T - r.t0;
+    const int W = mp_model_layer_window(f->m, layer);
+    const FwdAttn a = {
+        .scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)), /* gemma: query_pre_attn_scalar */
+        .cap = (float)f->m->attn_softcap,
+        .win = W > 0 && T > W ? W : 0, /* within the window: nothing masked */
+        .rep = NH / f->NKV, .causal = f->cfg.causal, .plain = fwd_plain(f), .ldt = kv->ldt,
+        .ldq = (int64_t)NH * HS, .work = (double)NH * n * T * HS,
+    };
+    const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
+    if (f->rows_hook.rows && !r.cached) {
+        fwd_attn_by_rows(f, layer, r, kv, &a, nb, scores_only);
+    } else {
+        FWD_PAR_FOR2(a.work,
+        for (int h = 0; h < NH; h++)
+            for (int b = 0; b < nb; b++) {
+                const int i0 = r.t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+                fwd_attn_scores_rows(f, kv, &a, T, h, i0, i1);
+            });
+        if (hook) hook(ctx, layer, f->scores, NH, T);
+        if (scores_only) return;
+        FWD_PAR_FOR2(a.work,
+        for (int h = 0; h < NH; h++)
+            for (int b = 0; b < nb; b++) {
+                const int i0 = r.t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
+                fwd_attn_mix_rows(f, kv, &a, r, h, i0, i1);
+            });
+    }
     if (scores_only) return;
-    /* probabilities and values (a cached run leaves the masked tail of a row alone: never read) */
-    FWD_PAR_FOR2(attn_work,
-    for (int h = 0; h < NH; h++)
-        for (int b = 0; b < nb; b++) {
-            const int i0 = t0 + b * FWD_ROWS, i1 = i0 + FWD_ROWS < T ? i0 + FWD_ROWS : T;
-            float *sh = f->scores + (size_t)h * ldt * ldt;
-            for (int i = i0; i < i1; i++)
-                (plain ? mp_fwd_softmax_row_plain : mp_fwd_softmax_row)(sh + (size_t)i * ldt, causal ? i + 1 : T, r.cached ? i + 1 : T);
-            (plain ? mp_fwd_attn_mix_plain : mp_fwd_attn_mix)(f->ao + (int64_t)h * HS, ldq, sh, kv->vh + (size_t)(h / rep) * ldt * HS, HS, HS, ldt, causal, i0, i1);
-        });
     /* POST-SOFTMAX: here (mp_fwd_run: t0 = 0, ldt = T) f->scores [NH, T, T] holds layer `layer`'s
      * attention probabilities of this sequence (rows sum to 1; exact 0 where masked); the next
      * layer overwrites them. probe --probs reads them here: */
@@ -810,6 +869,9 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e) {
     MpModel *m = f->m;
     if (T < 1 || T > f->cfg.max_seq) return mp_err_set(e, "sequence of %d tokens (1..%d allowed)", T, f->cfg.max_seq);
+    if (hook && f->rows_hook.rows) return mp_err_set(e, "mp_fwd_run: a layer hook and a rows hook at once");
+    if (f->rows_hook.rows && (!f->rows_hook.done || f->rows_hook.workers < 1))
+        return mp_err_set(e, "mp_fwd_run: a rows hook needs done() and workers >= 1");
     if (fwd_embed(f, ids, 0, T, e) != MP_OK) return MP_ERR;
     fwd_release_mapped(m, MP_ROLE_TOK_EMBD, 0); /* rows copied; keeps the resident set flat over a corpus */
     if (f->cfg.rope && f->R > 0) {

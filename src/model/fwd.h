@@ -9,7 +9,8 @@
  * residual; optionally final RMSNorm + lm_head. GQA: query head h reads key/value head
  * h / (NH/NKV). Two counterfactuals: no causal mask in any layer, and no RoPE.
  * The hook sees each layer's pre-softmax scores [NH,T,T] of the current sequence (masked
- * entries −inf) before they are turned into probabilities; capture points (MpFwdPoint, f->capture)
+ * entries −inf) before they are turned into probabilities (or, f->rows_hook, each block of rows of
+ * them in the attention's own pass, before their softmax); capture points (MpFwdPoint, f->capture)
  * show the layer's activations on the way (normed input, q, k, attention mix and output, the
  * residual stream, the MLP's input, the layer output) — tests/test_train_fwd.c checks each
  * against the training model's forward.
@@ -79,6 +80,19 @@ int mp_fwd_compute_parse(const char *s);
 /* Called once per layer with the layer's pre-softmax scores (after scale and mask).
  * scores [NH, T, T]: row = query i, column = key j; −inf where masked (causal mask, sliding window). */
 typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads, int T);
+
+/* Row blocks of a layer's pre-softmax scores, seen inside the attention pass while they are still in
+ * cache (probe's map sums: one pass over the scores instead of a second one over [NH, T, T]).
+ * rows(): rows [i0, i1) of every head are final in scores [NH, T, T] (row stride T, −inf where
+ * masked); the blocks of a layer are disjoint and come in no fixed order, up to `workers` at once
+ * from different threads (worker in [0, workers) names the caller's scratch). done(): every row of
+ * the layer has been seen; called before the next layer starts. */
+typedef struct MpFwdRowsHook {
+    void (*rows)(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker);
+    void (*done)(void *ctx, int layer);
+    void *ctx;
+    int workers; /* >= 1 */
+} MpFwdRowsHook;
 
 /* Capture points of a layer's activations (mp_fwd_run only; rows are positions, all T rows). */
 typedef enum MpFwdPoint {
@@ -156,6 +170,9 @@ typedef struct MpFwd {
      * [NH,T,T] (0 where masked) once the values are mixed (probe --probs); mp_fwd_run only */
     MpFwdHook probs_hook;
     void *probs_ctx;
+    /* optional, set by the caller after init (mp_fwd_run only; rows == NULL: none): the scores
+     * row block by row block, in place of mp_fwd_run's layer hook (the two exclude each other) */
+    MpFwdRowsHook rows_hook;
     /* optional, set by the caller after init: every capture point of every layer (MpFwdPoint;
      * mp_fwd_run only; the last layer of a run without logits stops after its keys) */
     MpFwdCaptureFn capture;
@@ -172,7 +189,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */
 
 /* One sequence ids [T] (1 <= T <= max_seq, 0 <= id < V) through the layers; hook (may be NULL)
- * sees every layer's scores. With cfg.logits, f->logits [T, V] holds next-token logits; without,
+ * sees every layer's scores (NULL when f->rows_hook is set: MP_ERR). With cfg.logits, f->logits [T, V] holds next-token logits; without,
  * the last layer stops at its scores (its softmax, values and MLP would feed nothing). */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
 

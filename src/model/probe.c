@@ -7,12 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "core/npy.h"  /* mp_npy_read */
-#include "core/util.h" /* mp_fnv1a64, MpAtomicFile, mp_input_open */
+#include "core/util.h" /* mp_fnv1a64, MpAtomicFile, mp_input_open, mp_thread_num */
 #include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
 
 /* ================================================================ token input */
@@ -163,13 +159,12 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
     a->seqmap = mp_try_malloc(map * sizeof(double));
     a->seqres = mp_try_malloc(map * sizeof(double));
     a->seqsub = mp_try_malloc(map * sizeof(double));
-    a->rowbuf = mp_try_calloc((size_t)a->threads * (size_t)S, sizeof(double));
     if (per_head) {
         size_t allh;
         if (mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
         a->sum_heads = mp_try_calloc(allh, sizeof(double));
     }
-    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->seqsub || !a->rowbuf || (per_head && !a->sum_heads)) {
+    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->seqsub || (per_head && !a->sum_heads)) {
         mp_probe_acc_free(a);
         return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
     }
@@ -185,7 +180,6 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->seqres);
     free(a->seqsub);
     free(a->sum_heads);
-    free(a->rowbuf);
     free(a->psum);
     free(a->psum_heads);
     free(a->sink);
@@ -335,44 +329,48 @@ void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
     *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
 }
 
-void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
-    MpProbeAcc *a = ctx;
-    MP_ASSERT(T == a->S && n_heads == a->H);
-    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
-    const int li = a->layer_of[layer], S = a->S, H = a->H;
+/* Query row i of layer slot li: the head sum of its observed scores in double, heads ascending
+ * (kept in the row of seqmap, then turned into the head mean there), added to sum, sumsq and
+ * sum_heads. Rows are independent: any order, any thread, the same bits. */
+static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
+    const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    double *sum = a->sum + (size_t)li * SS, *sumsq = a->sumsq + (size_t)li * SS;
     const double inv_h = 1.0 / H;
-#pragma omp parallel num_threads(a->threads) if ((double)S * S * H > 200000.0)
-    {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        double *tmp = a->rowbuf + (size_t)tid * S;
-#pragma omp for schedule(dynamic, 8)
-        for (int i = 0; i < S; i++) {
-            int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
-            mp_probe_acc_row_keys(a, li, i, &j0, &n);
-            for (int j = j0; j < n; j++) tmp[j] = 0.0;
-            for (int h = 0; h < H; h++) {
-                const float *row = scores + (size_t)h * SS + (size_t)i * S;
-                for (int j = j0; j < n; j++) tmp[j] += (double)row[j];
-                if (a->sum_heads) {
-                    double *sh = a->sum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
-                    for (int j = j0; j < n; j++) sh[j] += (double)row[j];
-                }
-            }
-            double *out = sum + (size_t)i * S, *out2 = sumsq + (size_t)i * S, *sm = a->seqmap + (size_t)i * S;
-            for (int j = 0; j < j0; j++) sm[j] = NAN;
-            for (int j = j0; j < n; j++) {
-                out[j] += tmp[j];
-                out2[j] += (tmp[j] * inv_h) * (tmp[j] * inv_h);
-                sm[j] = tmp[j] * inv_h;
-            }
-            for (int j = n; j < S; j++) sm[j] = NAN;
+    int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
+    mp_probe_acc_row_keys(a, li, i, &j0, &n);
+    double *sm = a->seqmap + (size_t)i * S;
+    for (int j = j0; j < n; j++) sm[j] = 0.0;
+    for (int h = 0; h < H; h++) {
+        const float *row = scores + (size_t)h * SS + (size_t)i * S;
+        for (int j = j0; j < n; j++) sm[j] += (double)row[j];
+        if (a->sum_heads) {
+            double *sh = a->sum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
+            for (int j = j0; j < n; j++) sh[j] += (double)row[j];
         }
     }
+    double *out = a->sum + (size_t)li * SS + (size_t)i * S, *out2 = a->sumsq + (size_t)li * SS + (size_t)i * S;
+    for (int j = 0; j < j0; j++) sm[j] = NAN;
+    for (int j = j0; j < n; j++) {
+        out[j] += sm[j];
+        out2[j] += (sm[j] * inv_h) * (sm[j] * inv_h);
+        sm[j] = sm[j] * inv_h;
+    }
+    for (int j = n; j < S; j++) sm[j] = NAN;
+}
+
+void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && n_heads == a->H && 0 <= i0 && i0 <= i1 && i1 <= T && worker >= 0 && worker < a->threads);
+    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+    const int li = a->layer_of[layer];
+    for (int i = i0; i < i1; i++) probe_row(a, li, scores, i);
+    if (a->recency) a->recency_rows(a, li, scores, i0, i1, worker); /* probe --recency: triple counts */
+}
+
+void mp_probe_acc_layer_done(void *ctx, int layer) {
+    MpProbeAcc *a = ctx;
+    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+    const int li = a->layer_of[layer], S = a->S;
     /* this sequence's residue (of positions skip..S-1), averaged per block */
     const int P = S - a->skip;
     const double *src = a->seqmap;
@@ -383,7 +381,16 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
     mp_posmap_diagnorm(a->seqres, src, P);
     const int nb = a->nb;
     mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
-    if (a->recency) a->recency_seq(a, li, scores); /* probe --recency: triples and lengths */
+    if (a->recency) a->recency_seq(a, li); /* probe --recency: sums of the counts, lengths */
+}
+
+void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && n_heads == a->H);
+    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)T * T * n_heads > 200000.0)
+    for (int i = 0; i < T; i++) mp_probe_acc_rows(a, layer, scores, n_heads, T, i, i + 1, mp_thread_num());
+    mp_probe_acc_layer_done(a, layer);
 }
 
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal) {

@@ -67,8 +67,7 @@ typedef struct MpProbeAcc {
     double *bsum, *bsumsq; /* [L, nb, nb] Σ_seq of the sequence's block-mean residue, and of its square */
     double *seqmap, *seqres, *seqsub; /* [S, S] scratch: one sequence's head-mean map, its residue,
                                          its [P, P] part from position skip */
-    double *rowbuf;       /* [threads, S] scratch */
-    int threads;
+    int threads;          /* rows hooks may come from this many threads at once (worker < threads) */
     /* attention probabilities (mp_probe_acc_probs_on; probe --probs), summed like the scores */
     int probs;
     double *psum;         /* [L, S, S] Σ_seq Σ_h p */
@@ -90,9 +89,10 @@ typedef struct MpProbeAcc {
     double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
     double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
     /* set by mp_probe_acc_recency_on (model/probe_recency.c), which this file does not include:
-     * called per layer slot with the sequence's scores once seqmap holds its head-mean map, and
-     * by mp_probe_acc_free */
-    void (*recency_seq)(struct MpProbeAcc *a, int li, const float *scores);
+     * called per block of rows of a layer slot with the sequence's scores, per layer slot once
+     * seqmap holds its head-mean map, and by mp_probe_acc_free */
+    void (*recency_rows)(struct MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker);
+    void (*recency_seq)(struct MpProbeAcc *a, int li);
     void (*recency_free)(struct MpProbeAcc *a);
 } MpProbeAcc;
 
@@ -136,7 +136,15 @@ void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
 /* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
  * model/probe_ranks.c calls it; the accumulator owns its count). */
 void mp_probe_acc_seq_end(MpProbeAcc *a);
-/* MpFwdHook: adds one sequence's scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*). */
+/* MpFwdRowsHook.rows (ctx = MpProbeAcc*): adds rows [i0, i1) of one sequence's scores [H, S, S]
+ * of model layer `layer` (worker < a->threads: the calling thread's scratch). Rows of a layer
+ * in any order and from any threads give the same bits. */
+void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker);
+/* MpFwdRowsHook.done: once every row of the layer is in (the sequence's block residue, and
+ * --recency's sums). */
+void mp_probe_acc_layer_done(void *ctx, int layer);
+/* MpFwdHook: adds one sequence's whole scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*):
+ * mp_probe_acc_rows over every row (in parallel), then mp_probe_acc_layer_done. */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
 /* Before any sequence: also accumulate the post-softmax probabilities (psum, psum_heads when
  * per_head, sink, entropy); memory O(L·S²) (and O(L·H·S²) per head), never O(N). MP_ERR when out

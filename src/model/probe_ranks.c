@@ -9,11 +9,20 @@
 #include "core/util.h" /* mp_time_now */
 #include "model/probe_recency.h" /* mp_probe_acc_recency_on: the part sums of --recency */
 
+/* One sequence of ids [seq] through f into a: the scores reach a's sums row block by row block,
+ * inside the attention's own pass (f->rows_hook; a single pass over each layer's scores). */
+static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr *e) {
+    f->rows_hook = (MpFwdRowsHook){mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
+    const int rc = mp_fwd_run(f, ids, seq, NULL, NULL, e);
+    f->rows_hook = (MpFwdRowsHook){0};
+    return rc;
+}
+
 /* One process: the loop as it always was. */
 static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
                      MpErr *e) {
     for (int64_t s = a->n_done; s < n; s++) {
-        if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, e) != MP_OK)
+        if (ranks_run(f, a, ids + (size_t)s * seq, seq, e) != MP_OK)
             return mp_err_prefix(e, "sequence %lld", (long long)s);
         mp_probe_acc_seq_end(a);
         if (step && step(ctx, a, s, e) != MP_OK) return MP_ERR;
@@ -58,7 +67,7 @@ static int ranks_threads(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n,
 #pragma omp parallel for num_threads(cnt) schedule(static, 1)
         for (int k = 0; k < cnt; k++) {
             mp_probe_acc_reset(&part[k]);
-            bad[k] = mp_fwd_run(&fw[k], ids + (size_t)(s0 + k) * seq, seq, mp_probe_acc_hook, &part[k], &pe[k]) != MP_OK;
+            bad[k] = ranks_run(&fw[k], &part[k], ids + (size_t)(s0 + k) * seq, seq, &pe[k]) != MP_OK;
             if (!bad[k]) mp_probe_acc_seq_end(&part[k]);
         }
         for (int k = 0; k < cnt && rc == MP_OK; k++) {
@@ -87,7 +96,7 @@ static void ranks_worker(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t fi
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     for (int64_t s = first + rank; s < n; s += size) {
         mp_probe_acc_reset(a);
-        if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, &e) != MP_OK) {
+        if (ranks_run(f, a, ids + (size_t)s * seq, seq, &e) != MP_OK) {
             fprintf(stderr, "maskpos probe (rank %d): error: sequence %lld: %s\n", rank, (long long)s, e.msg);
             mp_mpi_abort(MP_EXIT_ERROR);
         }
@@ -116,7 +125,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     for (int64_t s = first; s < n && rc == MP_OK; s++) {
         const int owner = (int)((s - first) % size);
         if (owner == 0) {
-            if (mp_fwd_run(f, ids + (size_t)s * seq, seq, mp_probe_acc_hook, a, e) != MP_OK) {
+            if (ranks_run(f, a, ids + (size_t)s * seq, seq, e) != MP_OK) {
                 rc = mp_err_prefix(e, "sequence %lld", (long long)s);
                 break;
             }

@@ -5,10 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "core/util.h"       /* mp_try_calloc */
 #include "kernels/posmap.h"  /* mp_posmap_diagnorm, mp_posmap_stats */
 #include "kernels/recency.h" /* mp_recency_row_count, mp_recency_triples */
@@ -19,6 +15,7 @@
 
 int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e) {
     MP_ASSERT(a->n_done == 0 && !a->recency);
+    a->recency_rows = mp_probe_acc_recency_rows;
     a->recency_seq = mp_probe_acc_recency_seq; /* the accumulator calls back through these */
     a->recency_free = mp_probe_acc_recency_free;
     const int S = a->S, L = a->L, H = a->H;
@@ -83,25 +80,23 @@ static uint64_t pr_triples(const MpProbeAcc *a, int li, int n) {
     return t;
 }
 
-void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores) {
-    const int S = a->S, H = a->H, first = a->skip;
+void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker) {
+    const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    /* triples per head and query row, heads in parallel (counts are integers: order-free) */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(a->threads) if ((double)S * S * H > 200000.0)
-    for (int h = 0; h < H; h++) {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
-        double *sc = a->rp_scratch + (size_t)tid * 3 * S;
+    double *sc = a->rp_scratch + (size_t)worker * 3 * S;
+    for (int h = 0; h < H; h++) { /* triples per head and query row (counts are integers: order-free) */
         uint64_t *cnt = a->rp_seq + (size_t)h * S;
-        for (int i = 0; i < S; i++) {
+        for (int i = i0; i < i1; i++) {
             const int k0 = pr_first_key(a, li, i); /* from position first, or a sliding window's first key */
             cnt[i] = 0;
             if (i < k0 + 2) continue;
             cnt[i] = mp_recency_row_count_f32(scores + (size_t)h * SS + (size_t)i * S + k0, i - k0, sc);
         }
     }
+}
+
+void mp_probe_acc_recency_seq(MpProbeAcc *a, int li) {
+    const int S = a->S, H = a->H, first = a->skip;
     double *acc = a->rp_row + (size_t)li * H * S;
     for (int h = 0; h < H; h++) {
         uint64_t th = 0;

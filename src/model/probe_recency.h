@@ -30,9 +30,13 @@
 
 /* Before any sequence (after mp_probe_acc_skip): allocate and choose the lengths. */
 int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e);
-/* Called by mp_probe_acc_hook (through a->recency_seq, set by mp_probe_acc_recency_on) for layer
- * slot li with the sequence's scores [H,S,S] once a->seqmap holds its head-mean map. */
-void mp_probe_acc_recency_seq(MpProbeAcc *a, int li, const float *scores);
+/* Called by mp_probe_acc_rows (through a->recency_rows, set by mp_probe_acc_recency_on) for rows
+ * [i0, i1) of layer slot li of the sequence's scores [H,S,S]: their triple counts (scratch of
+ * `worker`). */
+void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker);
+/* Called by mp_probe_acc_layer_done (through a->recency_seq) for layer slot li once every row is
+ * counted and a->seqmap holds the sequence's head-mean map. */
+void mp_probe_acc_recency_seq(MpProbeAcc *a, int li);
 void mp_probe_acc_recency_free(MpProbeAcc *a); /* by mp_probe_acc_free (through a->recency_free) */
 
 typedef struct MpProbeRecencyOut {

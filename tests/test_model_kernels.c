@@ -7,6 +7,11 @@
  *     lengths on and off the register blocks; masked entries −inf;
  *   - softmax rows sum to 1, masked entries exact zeros; attention mix == the plain fmaf loop bit
  *     for bit and within 1e-5 of a double sum;
+ *   - the softmax's exponential (mp_fwd_exp_neg) within 1 ulp of libm's double exp on every 61st
+ *     float in [-104, 0] and every float whose result is subnormal; exactly 1 at ±0, 0 at -inf and
+ *     below -104, NaN at NaN; the softmax within 1e-6 of a double softmax, an exact 0 where a
+ *     score is -inf, and the same bits wherever the row sits in memory (vector loops peel
+ *     differently at each alignment, the lanes of the sum must not move);
  *   - RoPE: rotate-half pairing (i, i+R/2) against hand-computed values; dims ≥ R untouched;
  *   - RMSNorm against a double computation.
  */
@@ -125,6 +130,81 @@ static void test_attention_matches_reference(void **state) {
     }
 }
 
+/* |y - e^x| in units in the last place of e^x as a float (2^-149 below 2^-126). */
+static double exp_ulps(float y, float x) {
+    const double r = exp((double)x);
+    const double u = r < 0x1p-126 ? 0x1p-149 : ldexp(1.0, ilogb(r) - 23);
+    return fabs((double)y - r) / u;
+}
+
+static void test_exp_neg(void **state) {
+    (void)state;
+    enum { B = 1 << 16 };
+    float *x = malloc(sizeof(float) * B), *y = malloc(sizeof(float) * B);
+    assert_non_null(x);
+    assert_non_null(y);
+    double worst = 0;
+    uint64_t checked = 0;
+    /* bit patterns of -0 .. -104 by 61, then every float of -87.3 .. -104 (subnormal results) */
+    const uint32_t ranges[2][3] = {{0x80000000u, 0xC2D00000u, 61}, {0xC2AE0000u, 0xC2D00000u, 1}};
+    for (int g = 0; g < 2; g++)
+        for (uint64_t u = ranges[g][0]; u <= ranges[g][1];) {
+            int n = 0;
+            for (; n < B && u <= ranges[g][1]; n++, u += ranges[g][2]) {
+                const uint32_t b = (uint32_t)u;
+                memcpy(&x[n], &b, sizeof b);
+            }
+            mp_fwd_exp_neg(y, x, n);
+            for (int i = 0; i < n; i++) {
+                const double e = exp_ulps(y[i], x[i]);
+                if (e > worst) worst = e;
+            }
+            checked += (uint64_t)n;
+        }
+    assert_true(checked > 20000000u);
+    if (worst > 1.0) fail_msg("mp_fwd_exp_neg: %.3f ulp from exp", worst);
+    const float sx[6] = {0.0f, -0.0f, -INFINITY, -104.5f, -1e30f, NAN};
+    float sy[6];
+    mp_fwd_exp_neg(sy, sx, 6);
+    assert_true(sy[0] == 1.0f && sy[1] == 1.0f && sy[2] == 0.0f && sy[3] == 0.0f && sy[4] == 0.0f && isnan(sy[5]));
+    free(x);
+    free(y);
+}
+
+static void test_softmax_row(void **state) {
+    (void)state;
+    enum { N = 1000 };
+    float *buf = malloc(sizeof(float) * (N + 32)), *first = malloc(sizeof(float) * N), *src = malloc(sizeof(float) * N);
+    assert_non_null(buf);
+    mp_test_fill(src, N, 77, 1000.0f);
+    for (int j = 0; j < N; j++) src[j] = src[j] * 0.02f; /* scores of a few units, as attention's */
+    for (int j = 0; j < N; j += 7) src[j] = -INFINITY;  /* keys a window masks */
+    const int lens[] = {1, 2, 15, 16, 17, 33, 255, 1000};
+    for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+        const int n = lens[c], len = n + 5 < N ? n + 5 : N;
+        if (isinf(src[0])) src[0] = 0.5f; /* a row has at least one key */
+        double mx = -INFINITY, sum = 0;
+        for (int j = 0; j < n; j++) mx = src[j] > mx ? src[j] : mx;
+        for (int j = 0; j < n; j++) sum += exp((double)src[j] - mx);
+        for (int off = 0; off < 16; off++) {
+            float *row = buf + off;
+            memcpy(row, src, sizeof(float) * (size_t)len);
+            mp_fwd_softmax_row(row, n, len);
+            if (off == 0) memcpy(first, row, sizeof(float) * (size_t)len);
+            else if (memcmp(first, row, sizeof(float) * (size_t)len))
+                fail_msg("softmax of %d entries: other bits at offset %d floats", n, off);
+        }
+        for (int j = 0; j < len; j++) {
+            const double ref = j < n ? exp((double)src[j] - mx) / sum : 0.0;
+            if (ref == 0.0) assert_true(first[j] == 0.0f);
+            else if (fabs(first[j] - ref) > 1e-6 * ref) fail_msg("softmax n %d, entry %d: %.9g vs %.9g", n, j, first[j], ref);
+        }
+    }
+    free(buf);
+    free(first);
+    free(src);
+}
+
 static void test_rope_and_rmsnorm(void **state) {
     (void)state;
     /* R = 4 of HS = 6: pairs (0,2), (1,3); dims 4,5 unchanged. */
@@ -153,6 +233,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul_matches_reference),
         cmocka_unit_test(test_attention_matches_reference),
+        cmocka_unit_test(test_exp_neg),
+        cmocka_unit_test(test_softmax_row),
         cmocka_unit_test(test_rope_and_rmsnorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

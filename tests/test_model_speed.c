@@ -386,11 +386,9 @@ static void test_bf16_weight_bytes_halved(void **state) {
     const char *d = mp_test_tmpdir();
     char model[256];
     snprintf(model, sizeof model, "%s/m", d);
-    model_make(model, "--arch llama --layers 2 --dim 128 --heads 4 --kv-heads 2 --ffn 320 --vocab 300 --dtype bf16");
     MpModel m;
     MpErr e;
-    memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, model, &e) != MP_OK) fail_msg("%s", e.msg);
+    model_make_open(&m, model, "--arch llama --layers 2 --dim 128 --heads 4 --kv-heads 2 --ffn 320 --vocab 300 --dtype bf16");
     MpFwdConfig c32 = {.n_layers = 2, .max_seq = 64, .causal = 1, .rope = 1}, c16 = c32;
     c16.compute = MP_FWD_COMPUTE_BF16;
     uint64_t w32, a32, w16, a16;

@@ -1,6 +1,7 @@
 /* test_model_util.h — helpers shared by tests/test_model_*.c (header-only, static functions).
  *
- * Provides: model_make() (maskpos mkmodel into a scratch dir), ids_write() (an int32 [N,S] .npy
+ * Provides: model_make() (maskpos mkmodel into a scratch dir), model_make_open() (the same, then
+ * opened as an MpModel), ids_write() (an int32 [N,S] .npy
  * of pseudo-random or constant ids), npy_load_f64() (a .npy as doubles, failing the test on
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
  * `logits --tokens`), logprob_stats(), logprob_diff() and logits_vs_ref() (log-probs of
@@ -14,6 +15,7 @@
 #include "testutil.h"
 
 #include "core/npy.h"
+#include "load/model.h" /* mp_model_open */
 
 /* Runs `maskpos mkmodel <args> OUT`; fails the test on a non-zero exit. */
 static void model_make(const char *out, const char *args) __attribute__((unused));
@@ -21,6 +23,15 @@ static void model_make(const char *out, const char *args) {
     char buf[4096];
     int rc = mp_test_run(buf, sizeof buf, "mkmodel %s %s", args, out);
     if (rc != 0) fail_msg("mkmodel %s %s failed (%d): %s", args, out, rc, buf);
+}
+
+/* model_make(out, args), then *m = that model opened; fails the test on an error. */
+static void model_make_open(MpModel *m, const char *out, const char *args) __attribute__((unused));
+static void model_make_open(MpModel *m, const char *out, const char *args) {
+    MpErr e;
+    model_make(out, args);
+    memset(m, 0, sizeof *m);
+    if (mp_model_open(m, out, &e) != MP_OK) fail_msg("%s: %s", out, e.msg);
 }
 
 /* ids [N,S] int32: constant `value` when value >= 0, else pseudo-random in [0, vocab). */

@@ -114,12 +114,9 @@ static void test_mean_is_mean_of_sequences(void **state) {
     const char *d = mp_test_tmpdir();
     char model[256];
     snprintf(model, sizeof model, "%s/m", d);
-    model_make(model, "--arch qwen3 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 300 --seed 8");
-    int32_t *ids = make_ids(9);
-    MpErr e;
     MpModel m;
-    memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, model, &e) != MP_OK) fail_msg("%s", e.msg);
+    model_make_open(&m, model, "--arch qwen3 --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 --vocab 300 --seed 8");
+    int32_t *ids = make_ids(9);
     MpProbeConfig c;
     config_for(&c, NULL, ids, N);
     c.model = &m; /* borrowed */

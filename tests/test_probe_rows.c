@@ -10,14 +10,12 @@
  *   - logits and the probabilities the probs hook sees are unchanged by the rows hook;
  *   - mp_fwd_run refuses a layer hook and a rows hook at once, and a rows hook without done().
  */
-#include "test_model_util.h" /* model_make */
+#include "test_model_util.h" /* model_make_open */
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
-#include "core/util.h"           /* mp_file_exists */
-#include "load/model.h"          /* mp_model_open */
 #include "model/fwd.h"           /* mp_fwd_run, MpFwdRowsHook */
 #include "model/probe.h"         /* MpProbeAcc */
 #include "model/probe_recency.h" /* mp_probe_acc_recency_on */
@@ -65,11 +63,9 @@ static void rows_case(const RowsCase *c) {
     const char *d = mp_test_tmpdir();
     char model[512];
     snprintf(model, sizeof model, "%s/%s.gguf", d, c->name);
-    if (!mp_file_exists(model)) model_make(model, c->mk);
     MpModel m;
     MpErr e;
-    memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, model, &e) != MP_OK) fail_msg("%s", e.msg);
+    model_make_open(&m, model, c->mk);
 #ifdef _OPENMP
     omp_set_num_threads(c->threads); /* without OpenMP every case runs on one thread */
 #endif
@@ -125,11 +121,9 @@ static void test_rows_hook_refusals(void **state) {
     const char *d = mp_test_tmpdir();
     char model[512];
     snprintf(model, sizeof model, "%s/small.gguf", d);
-    model_make(model, "--arch llama --layers 1 --vocab 300 --format gguf");
     MpModel m;
     MpErr e;
-    memset(&m, 0, sizeof m);
-    if (mp_model_open(&m, model, &e) != MP_OK) fail_msg("%s", e.msg);
+    model_make_open(&m, model, "--arch llama --layers 1 --vocab 300 --format gguf");
     MpFwdConfig fc = {.n_layers = 1, .max_seq = 8, .causal = 1, .rope = 1};
     MpFwd f;
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK) fail_msg("%s", e.msg);

@@ -1,4 +1,4 @@
-/* vexp.h — exp(x) for double, branch-free so that loops over arrays vectorise.
+/* vexp.h — exp(x) for double and for float, branch-free so that loops over arrays vectorise.
  *
  * Implements: mp_vexp(x) for x ≤ 709: x = n·ln2 + r with |r| ≤ ln2/2 (n by the 1.5·2^52
  * "shifter" rounding trick, ln2 split into a high part exact to 32 bits and a low part), exp(r)
@@ -8,11 +8,16 @@
  * Accurate to about 1 ulp, and deterministic: the same bits at any vector width (no int/float
  * conversion instructions, which need AVX-512DQ to vectorise).
  * Does not: handle NaN, +inf, or x > 709 (callers pass finite x ≤ 0).
- * Tested by: tests/test_posmap.c (against libm exp over [−745, 0] and at edge points).
+ * mp_vexpf_neg(x): e^x in f32 for x ≤ 0 (the attention softmax's x − max), -inf giving 0 and NaN
+ * NaN: the same scheme in float with fmaf (the 1.5·2^23 shifter, ln 2 in two floats, Taylor to
+ * degree 7), scaled by 2^(k+64)·2^-64 so that subnormal results are rounded once. Within 1 ulp.
+ * Tested by: tests/test_posmap.c (mp_vexp against libm exp over [−745, 0] and at edge points),
+ * tests/test_model_kernels.c (mp_vexpf_neg against exp in double over [−104, 0], edge points).
  */
 #ifndef MP_VEXP_H
 #define MP_VEXP_H
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -48,6 +53,33 @@ static inline double mp_vexp(double x) {
     memcpy(&scale, &sb, sizeof scale);
     const double y = p * scale;
     return x < -708.0 ? 0.0 : y;
+}
+
+/* e^x, x <= 0. x = k ln2 + r, |r| <= ln2/2: k = x log2(e) rounded to nearest by the shifter
+ * (fused, one rounding; its low mantissa bits hold k, read without a float-to-int conversion);
+ * r by Cody-Waite: ln2 = hi + lo with hi = 0x1.62e4p-1 (15 significant bits, so k·hi is exact
+ * for |k| < 2^9, and here |k| <= 151); e^r by Taylor to r^7 (truncation < 0.35^8/8! = 5e-9
+ * relative). Below -104, e^x < 2^-150 rounds to 0. */
+static inline float mp_vexpf_neg(float x) {
+    const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f); /* 1.5·2^23 + k */
+    const float k = z - 0x1.8p23f;
+    float r = fmaf(k, -0x1.62e400p-1f, x);
+    r = fmaf(k, -0x1.7f7d1cp-20f, r);
+    float p = 0x1.a01a02p-13f; /* 1/7!, then 1/6! ... 1/0! */
+    p = fmaf(p, r, 0x1.6c16c2p-10f);
+    p = fmaf(p, r, 0x1.111112p-7f);
+    p = fmaf(p, r, 0x1.555556p-5f);
+    p = fmaf(p, r, 0x1.555556p-3f);
+    p = fmaf(p, r, 0x1.000000p-1f);
+    p = fmaf(p, r, 1.0f);
+    p = fmaf(p, r, 1.0f);
+    uint32_t zb;
+    memcpy(&zb, &z, sizeof zb);
+    const uint32_t sb = (zb - 0x4B400000u + 127u + 64u) << 23; /* 2^(k+64): k >= -151 here, a normal float */
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    const float y = p * scale * 0x1p-64f;
+    return x < -104.0f ? 0.0f : y;
 }
 
 #endif

@@ -21,6 +21,8 @@
 #include <immintrin.h>
 #endif
 
+#include "kernels/vexp.h" /* mp_vexpf_neg: the softmax's exponential */
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
 #define FWD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 #else
@@ -706,39 +708,13 @@ void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kp, 
     for (; i < i1; i++) attn_scores_row(s + (size_t)i * T, q + i * ldq, kp, HS, T, causal ? i + 1 : T, scale, 0);
 }
 
-/* e^x for x <= 0 (and -inf: 0; NaN: NaN), in f32 with fmaf, the same operations in every lane so
- * any vector width gives the same bits. x = k ln2 + r, |r| <= ln2/2: k from the round-to-nearest
- * of x log2(e) by the 1.5·2^23 shift (its low mantissa bits hold k, read without a float-to-int
- * conversion); r by Cody-Waite with ln2 split in two floats (hi has 12 zero low bits, so k·hi is
- * exact for |k| < 2^11); e^r by its Taylor series to r^7 in Horner form (truncation below
- * 0.35^8/8! = 5e-9 relative); then times 2^(k+64) and 2^-64, so results below 2^-126 round once,
- * into the subnormals. Below -104 (e^x < 2^-150) the result is 0. Error: 2 ulp (tests/test_model_kernels.c). */
-static inline __attribute__((always_inline)) float fwd_exp_neg(float x) {
-    const float z = fmaf(x, 0x1.715476p+0f, 0x1.8p23f); /* 1.5·2^23 + k: the float add rounds x·log2(e) to an integer */
-    const float k = z - 0x1.8p23f;
-    float r = fmaf(k, -0x1.62e400p-1f, x); /* ln2 = 0x1.62e400p-1 + 0x1.7f7d1cp-20 (+ 2^-43 ...) */
-    r = fmaf(k, -0x1.7f7d1cp-20f, r);
-    float p = 0x1.a01a02p-13f; /* 1/7! ... 1/0! */
-    p = fmaf(p, r, 0x1.6c16c2p-10f);
-    p = fmaf(p, r, 0x1.111112p-7f);
-    p = fmaf(p, r, 0x1.555556p-5f);
-    p = fmaf(p, r, 0x1.555556p-3f);
-    p = fmaf(p, r, 0x1.000000p-1f);
-    p = fmaf(p, r, 1.0f);
-    p = fmaf(p, r, 1.0f);
-    union { float f; uint32_t u; } zb = {z}, sc;
-    sc.u = (zb.u - 0x4B400000u + 127u + 64u) << 23; /* 2^(k+64): k >= -151 here, so a normal float */
-    const float y = p * sc.f * 0x1p-64f;
-    return x < -104.0f ? 0.0f : y;
-}
-
 FWD_CLONES void mp_fwd_exp_neg(float *y, const float *x, int n) {
 #pragma omp simd
-    for (int j = 0; j < n; j++) y[j] = fwd_exp_neg(x[j]);
+    for (int j = 0; j < n; j++) y[j] = mp_vexpf_neg(x[j]);
 }
 
 /* Softmax of row[0, n) in place (the maximum subtracted), row[n, len) = 0. Deterministic for any
- * vector width: e^x by fwd_exp_neg per entry, the sum in 16 lanes (lane l adds entries j ≡ l mod
+ * vector width: e^x by mp_vexpf_neg (kernels/vexp.h) per entry, the sum in 16 lanes (lane l adds entries j ≡ l mod
  * 16 in ascending j, then the lanes pairwise in a fixed tree), each entry divided by it (a vector
  * divide rounds each quotient as the scalar one does). The maximum is order-free: x - (+0) and
  * x - (-0) are equal, so a ±0 tie changes nothing. */
@@ -747,7 +723,7 @@ FWD_CLONES void mp_fwd_softmax_row(float *row, int n, int len) {
 #pragma omp simd reduction(max : mx)
     for (int j = 1; j < n; j++) mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd
-    for (int j = 0; j < n; j++) row[j] = fwd_exp_neg(row[j] - mx);
+    for (int j = 0; j < n; j++) row[j] = mp_vexpf_neg(row[j] - mx);
     float acc[16] = {0};
     int j = 0;
     for (; j + 16 <= n; j += 16) {

@@ -137,10 +137,10 @@ void mp_fwd_attn_scores(float *s, const float *q, int64_t ldq, const float *kp, 
 /* Reference with k [T] rows of stride ldk. */
 void mp_fwd_attn_scores_ref(float *s, const float *q, int64_t ldq, const float *k, int64_t ldk,
                             int HS, int T, int causal, float scale);
-/* Softmax in place over row[0, n); row[n, len) set to 0. e^x by mp_fwd_exp_neg's arithmetic and
+/* Softmax in place over row[0, n); row[n, len) set to 0. e^x by mp_vexpf_neg (kernels/vexp.h) and
  * the sum in 16 fixed lanes: the same bits for any vector width (fwd_kernels.c). */
 void mp_fwd_softmax_row(float *row, int n, int len);
-/* y[j] = e^x[j] for x[j] <= 0 (-inf: 0, NaN: NaN; positive x is outside its range), within 2 ulp
+/* y[j] = e^x[j] for x[j] <= 0 (-inf: 0, NaN: NaN; positive x is outside its range), within 1 ulp
  * of the exact value, subnormal results rounded once; the softmax's exponential. */
 void mp_fwd_exp_neg(float *y, const float *x, int n);
 /* o_i [HS] (row stride ldo) = Σ_{j<n_i} p[i,j] v_j for rows [i0, i1), fmaf in ascending j from 0

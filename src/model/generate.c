@@ -10,7 +10,7 @@
 #endif
 
 #include "core/rng.h"     /* MpRng: Philox stream per sequence */
-#include "core/util.h"    /* mp_time_now */
+#include "core/util.h"    /* mp_time_now, mp_thread_num */
 #include "kernels/vexp.h" /* mp_vexp: exp in double, vectorisable */
 #include "model/fwd.h"    /* MpFwd, mp_fwd_extend */
 
@@ -217,10 +217,7 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
     first.msg[0] = '\0';
 #pragma omp parallel num_threads(nw) if (nw > 1 && rc == MP_OK)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = mp_thread_num();
         MpErr te;
 #pragma omp for schedule(dynamic, 1)
         for (int64_t i = 0; i < c->n; i++) {

@@ -610,20 +610,16 @@ static void fwd_attn_block(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, cons
 /* With f->rows_hook: one pass over blocks of FWD_ROWS rows, each through every head (the hook
  * needs a row's every head before its softmax), blocks in parallel from the last (the longest
  * rows under the causal mask) so the threads finish together. The same kernels on the same
- * rows as the two passes of fwd_attn_core: the same bits. */
+ * rows as the two passes of fwd_attn_core: the same bits. One region per layer, so the if(0)
+ * region of a sequence-parallel worker costs nothing worth FWD_PAR's two branches; inside it
+ * the worker's number is 0. */
 static void fwd_attn_by_rows(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, const FwdAttn *a, int nb, int scores_only) {
-    const int workers = f->rows_hook.workers;
-    if (workers > 1 && a->work > FWD_PAR_MIN && mp_fwd_top_level()) {
-#pragma omp parallel for schedule(dynamic, 1) num_threads(workers)
-        for (int k = 0; k < nb; k++) {
-            const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
-            fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, mp_thread_num());
-        }
-    } else
-        for (int k = 0; k < nb; k++) {
-            const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
-            fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, 0);
-        }
+    const int workers = f->rows_hook.workers, par = workers > 1 && a->work > FWD_PAR_MIN && mp_fwd_top_level();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (par)
+    for (int k = 0; k < nb; k++) {
+        const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
+        fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, mp_thread_num());
+    }
     f->rows_hook.done(f->rows_hook.ctx, layer);
 }
 

@@ -10,8 +10,8 @@
  *   - probe --data: documents of real text through the model's own tokenizer give the maps of
  *     probe --tokens on llama.cpp's ids of the same documents, byte for byte (skipped, with the
  *     reason, when maskpos cannot read the vocabulary).
- * Tolerance: |Δ log-prob| ≤ 1e-4 (f32 in both, different summation orders; measured 6.4e-5, and
- * 3.8e-5 where the log-prob is above −10; the test prints both). logits.mjs keeps one context cell
+ * Tolerance: |Δ log-prob| ≤ 1e-4 (f32 in both, different summation orders; measured 4.0e-5, and
+ * 3.0e-5 where the log-prob is above −10; the test prints both). logits.mjs keeps one context cell
  * free: with the context exactly full, llama.cpp's last position came out 0.66 off.
  * A missing oracle is a failure (CI installs it: scripts/setup.sh --test).
  */
@@ -84,7 +84,7 @@ static void test_logits_every_position(void **state) {
     double *mine, *lg;
     logits_and_oracle("stories260K", STORIES, list, lp, ll, ORACLE, T, V, &mine, &lg);
     /* |Δ| ≤ 1e-4: f32 in both, different summation orders, through 5 layers of trained weights whose
-     * log-probs reach −25 (measured 6.4e-5; 3.8e-5 where the log-prob is above −10) */
+     * log-probs reach −25 (measured 4.0e-5; 3.0e-5 where the log-prob is above −10) */
     const LogprobStats st = logprob_stats("stories260K", mine, lg, T, V, 1e-4, 0, -10); /* reference: llama.cpp */
     const double err = st.max_abs, err_likely = st.max_above, rel = st.max_rel;
     print_message("stories260K: largest relative difference %.2g; where the log-prob is above -10: max |difference| %.3g\n",

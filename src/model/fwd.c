@@ -614,8 +614,8 @@ static void fwd_attn_block(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, cons
  * region of a sequence-parallel worker costs nothing worth FWD_PAR's two branches; inside it
  * the worker's number is 0. */
 static void fwd_attn_by_rows(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, const FwdAttn *a, int nb, int scores_only) {
-    const int workers = f->rows_hook.workers, par = workers > 1 && a->work > FWD_PAR_MIN && mp_fwd_top_level();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(workers) if (par)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(f->rows_hook.workers) \
+    if (f->rows_hook.workers > 1 && a->work > FWD_PAR_MIN && mp_fwd_top_level())
     for (int k = 0; k < nb; k++) {
         const int i0 = r.t0 + (nb - 1 - k) * FWD_ROWS, i1 = i0 + FWD_ROWS < r.T ? i0 + FWD_ROWS : r.T;
         fwd_attn_block(f, layer, r, kv, a, i0, i1, scores_only, mp_thread_num());

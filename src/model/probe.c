@@ -260,11 +260,16 @@ int mp_probe_acc_probs_on(MpProbeAcc *a, MpErr *e) {
     return MP_OK;
 }
 
+/* The slot of model layer `layer` in a's maps, or -1 when the layer is not kept. */
+static int acc_slot(const MpProbeAcc *a, int layer) {
+    return layer >= 0 && layer < 256 ? a->layer_of[layer] : -1;
+}
+
 void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T) {
     MpProbeAcc *a = ctx;
     MP_ASSERT(T == a->S && n_heads == a->H && a->probs);
-    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
-    const int li = a->layer_of[layer], S = a->S, H = a->H;
+    const int li = acc_slot(a, layer), S = a->S, H = a->H;
+    if (li < 0) return;
     const size_t SS = (size_t)S * S;
     double *psum = a->psum + (size_t)li * SS;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
@@ -361,16 +366,16 @@ static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
 void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker) {
     MpProbeAcc *a = ctx;
     MP_ASSERT(T == a->S && n_heads == a->H && 0 <= i0 && i0 <= i1 && i1 <= T && worker >= 0 && worker < a->threads);
-    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
-    const int li = a->layer_of[layer];
+    const int li = acc_slot(a, layer);
+    if (li < 0) return;
     for (int i = i0; i < i1; i++) probe_row(a, li, scores, i);
     if (a->recency) a->recency_rows(a, li, scores, i0, i1, worker); /* probe --recency: triple counts */
 }
 
 void mp_probe_acc_layer_done(void *ctx, int layer) {
     MpProbeAcc *a = ctx;
-    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
-    const int li = a->layer_of[layer], S = a->S;
+    const int li = acc_slot(a, layer), S = a->S;
+    if (li < 0) return;
     /* this sequence's residue (of positions skip..S-1), averaged per block */
     const int P = S - a->skip;
     const double *src = a->seqmap;
@@ -387,7 +392,7 @@ void mp_probe_acc_layer_done(void *ctx, int layer) {
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
     MpProbeAcc *a = ctx;
     MP_ASSERT(T == a->S && n_heads == a->H);
-    if (layer < 0 || layer >= 256 || a->layer_of[layer] < 0) return;
+    if (acc_slot(a, layer) < 0) return;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)T * T * n_heads > 200000.0)
     for (int i = 0; i < T; i++) mp_probe_acc_rows(a, layer, scores, n_heads, T, i, i + 1, mp_thread_num());
     mp_probe_acc_layer_done(a, layer);

@@ -325,6 +325,47 @@ static void test_hf_every_arch_matches_generator(void **state) {
     }
 }
 
+/* config.json's token ids must index the embedding for every family and vocabulary size: a key
+ * left out takes the default of transformers' config class, and Phi3Config's pad_token_id default
+ * (32000) made HF refuse every phi3 model with --vocab <= 32000 ("Padding_idx must be within
+ * num_embeddings"). The defaults below are those of transformers 5.x's configuration_*.py
+ * (field `pad_token_id`); bos/eos have no default here because mkmodel always writes them. */
+static int64_t hf_default_pad(const char *model_type) {
+    if (!strcmp(model_type, "phi3")) return 32000;                     /* Phi3Config */
+    if (!strcmp(model_type, "olmo2")) return 1;                        /* Olmo2Config */
+    if (!strncmp(model_type, "gemma", 5)) return 0;                    /* Gemma/Gemma2/Gemma3TextConfig */
+    return -1; /* Llama, Mistral, Qwen2/3, GPTNeoX, Mixtral, Qwen2/3-MoE: None */
+}
+
+static void test_hf_config_token_ids_in_vocab(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const int vocabs[] = {1, 2, 300, 32000, 32064};
+    char path[256], cfg[300];
+    for (int a = 0; a < MP_ARCH_COUNT; a++)
+        for (size_t k = 0; k < sizeof vocabs / sizeof vocabs[0]; k++) {
+            MpMkSpec s = lt_spec((MpArch)a, MP_FORMAT_HF, MP_WT_F32, 1, 3);
+            s.vocab = vocabs[k];
+            snprintf(path, sizeof path, "%s/%s-v%d", d, mp_model_arch_name((MpArch)a), vocabs[k]);
+            lt_mk(&s, path);
+            snprintf(cfg, sizeof cfg, "%s/config.json", path);
+            json_error_t je;
+            json_t *c = json_load_file(cfg, 0, &je);
+            assert_non_null(c);
+            const char *type = json_string_value(json_object_get(c, "model_type"));
+            const char *keys[3] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+            for (int i = 0; i < 3; i++) {
+                json_t *v = json_object_get(c, keys[i]);
+                int64_t id = v ? (json_is_null(v) ? -1 : json_integer_value(v)) : i == 2 ? hf_default_pad(type) : -1;
+                if (v && !json_is_null(v)) assert_true(json_is_integer(v));
+                if (id >= vocabs[k])
+                    fail_msg("%s --vocab %d: %s %lld (%s) is outside the vocabulary", type, vocabs[k], keys[i],
+                             (long long)id, v ? "written" : "transformers' default");
+            }
+            json_decref(c);
+        }
+}
+
 static void test_sharded_equals_single(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -569,6 +610,7 @@ int main(void) {
         cmocka_unit_test(test_real_world_configs),
         cmocka_unit_test(test_rope_tables),
         cmocka_unit_test(test_hf_every_arch_matches_generator),
+        cmocka_unit_test(test_hf_config_token_ids_in_vocab),
         cmocka_unit_test(test_sharded_equals_single),
         cmocka_unit_test(test_lazy_access),
         cmocka_unit_test(test_cli_roundtrip),

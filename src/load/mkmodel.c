@@ -414,6 +414,10 @@ static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCau
                                                "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
                                                "GemmaForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"};
 
+/* pad_token_id of transformers' config class when config.json has none (-1: None; Gemma's 0 is
+ * always inside the vocabulary). */
+static int64_t mk_hf_default_pad(MpArch a) { return a == MP_ARCH_PHI3 ? 32000 : a == MP_ARCH_OLMO2 ? 1 : -1; }
+
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
     json_t *arr = json_array();
@@ -434,6 +438,9 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
     json_object_set_new(c, "bos_token_id", json_integer(s->vocab >= 2 ? s->vocab - 2 : 0));
     json_object_set_new(c, "eos_token_id", json_integer(s->vocab - 1));
+    /* a pad id the family's HF config class would default to outside the vocabulary (Phi3Config:
+     * 32000, Olmo2Config: 1) is written as the eos id, as Phi-3's own checkpoints pad with eos */
+    if (mk_hf_default_pad(s->arch) >= s->vocab) json_object_set_new(c, "pad_token_id", json_integer(s->vocab - 1));
     if (s->arch != MP_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_false());
     if (s->arch == MP_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_false());
     const int qwen = s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;

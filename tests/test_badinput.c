@@ -25,6 +25,8 @@
  *              into a folder that cannot be made (a regular file in the way), refused before
  *              any work; test_outfile_force checks that a refused file is left as it was and
  *              that --force replaces it
+ *   threads    OMP_NUM_THREADS above the cap of --threads (1024): simulate died in GOMP_parallel
+ *              (issue 31; both cases failed with the binary of main at f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
  * Run: make test (or build/tests/test_badinput).
  */
@@ -184,6 +186,11 @@ static const BadCase cases[] = {
     {"outfile", "echo x > afile && rm -rf o-vth && $M theory --out o-vth > /dev/null", "view o-vth -o afile/v.html",
      "afile/v.html", "afile/v.html"},
     {"outfile", "echo x > afile", "tokenize --model bytes --out afile/t.npy corpus.txt", "afile/t.npy", "afile/t.npy"},
+    /* threads (issue 31, class 8): OpenMP's default team over the cap of --threads (simulate died
+     * in GOMP_parallel, SIGSEGV) */
+    {"threads", "export OMP_NUM_THREADS=100000", "simulate --batch 20 --seq 5 --dim 4 --layers 2 --quiet --out o-thr1",
+     "OMP_NUM_THREADS=100000", "o-thr1"},
+    {"threads", "export OMP_NUM_THREADS=100000", "logits model --tokens 1,2,3", "OMP_NUM_THREADS=100000", NULL},
 };
 
 /* One case: exit 2, a single "maskpos <cmd>: error:" line naming names, nothing left at absent.

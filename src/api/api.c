@@ -201,7 +201,7 @@ static int api_set_simulate(MaskposConfig *c, const char *key, const char *flag,
     }
     if (!strcmp(key, "dim")) return api_sim_int(flag, v, 1, 65536, &s->dim, NULL);
     if (!strcmp(key, "layers")) return api_sim_int(flag, v, 1, 64, &s->layers, NULL);
-    if (!strcmp(key, "threads")) return api_sim_int(flag, v, 1, 1024, &s->threads, NULL);
+    if (!strcmp(key, "threads")) return api_sim_int(flag, v, 1, MP_THREADS_MAX, &s->threads, NULL);
     if (!strcmp(key, "rope-theta")) return api_double(flag, v, 1.0000001, 1e12, &s->rope_theta);
     if (!strcmp(key, "seed")) {
         if (api_sim_int(flag, v, 0, INT64_MAX, NULL, &seed) != MP_OK) return MP_ERR;

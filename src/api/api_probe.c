@@ -62,7 +62,7 @@ static int probe_setting(MpProbeConfig *p, const char *k, const char *v) {
     } else if (!strcmp(k, "n")) {
         if (probe_i64(flag, v, 1, INT64_C(1) << 40, &p->n) != MP_OK) return MP_ERR;
     } else if (!strcmp(k, "threads")) {
-        if (probe_i64(flag, v, 1, 1024, &x) != MP_OK) return MP_ERR;
+        if (probe_i64(flag, v, 1, MP_THREADS_MAX, &x) != MP_OK) return MP_ERR;
         p->threads = (int)x;
     } else if (!strcmp(k, "seed")) {
         if (probe_i64(flag, v, 0, INT64_MAX, &x) != MP_OK) return MP_ERR;

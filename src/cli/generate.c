@@ -145,7 +145,7 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         case 'i': o->print_ids = 1; break;
         case 'q': o->quiet = 1; break;
         case 'f': o->force = 1; break;
-        case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'c':
             if ((o->cfg.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;

@@ -72,7 +72,7 @@ int mp_cmd_gram(int argc, char **argv) {
         case 'p': plot = 1; break;
         case 'f': force = 1; break;
         case 'A': c.allow_long = 1; break;
-        case 'j': c.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': c.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'h': fputs(gram_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }

@@ -132,7 +132,7 @@ int mp_cmd_logits(int argc, char **argv) {
         case 'o': out = optarg; break;
         case 'f': force = 1; break;
         case 'A': allow_long = 1; break;
-        case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'P':
             if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;

@@ -9,6 +9,7 @@
 #include "cli/mpi_job.h" /* mp_cli_mpi_run: under mpirun */
 #include "core/mpi.h"    /* mp_mpi_init */
 #include "core/json.h"  /* MP_VERSION */
+#include "core/util.h"  /* mp_threads_resolve */
 
 typedef struct MpCommand {
     const char *name;
@@ -58,7 +59,14 @@ static int main_dispatch(int argc, char **argv) {
         return MP_EXIT_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(cmd, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+        if (!strcmp(cmd, commands[i].name)) {
+            /* OpenMP's default team (OMP_NUM_THREADS) under the cap of every other thread count:
+             * the parallel regions that take the default would otherwise ask for all of it */
+            MpErr e;
+            int nt;
+            if (mp_threads_resolve(0, NULL, &nt, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+            return commands[i].run(argc - 1, argv + 1);
+        }
     fprintf(stderr, "maskpos: error: unknown command '%s' (see 'maskpos help')\n", cmd);
     return MP_EXIT_ERROR;
 }

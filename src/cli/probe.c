@@ -167,7 +167,7 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         case 'Y': c->recency = 1; break;
         case 'b': c->bidirectional = 1; break;
         case 'r': c->no_rope = 1; break;
-        case 'j': c->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': c->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'k': c->checkpoint_every = mp_cli_i64(cmd, "--checkpoint-every", optarg, 1, INT64_C(1) << 40); break;
         case 'R': c->resume = 1; break;
         case 'o': c->out = optarg; break;

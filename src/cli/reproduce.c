@@ -133,7 +133,7 @@ static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv, int *done)
         case 'f': cfg->force = 1; break;
         case 'B': cfg->batch_flag = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
         case 's': cfg->base.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'j': cfg->base.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': cfg->base.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'M': models_flag = optarg; break;
         case 'm': cfg->model = optarg; break;
         case 'd': cfg->data = optarg; break;

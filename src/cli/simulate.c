@@ -132,7 +132,7 @@ static int simulate_flags(MpSimConfig *cfg, SimFlags *fl, int argc, char **argv)
         case 't': cfg->rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0000001, 1e12); break;
         case 'b': cfg->causal = 0; break;
         case 'e': cfg->seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'j': cfg->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': cfg->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'o': fl->out = optarg; break;
         case 'p': fl->plot = 1; break;
         case 'd': fl->dump = optarg; break;

@@ -17,6 +17,7 @@
 
 #include "cli/cli.h"     /* mp_cli_* */
 #include "core/files.h"  /* MP_OUTDIR_* */
+#include "core/util.h"   /* MP_THREADS_MAX */
 #include "job/train.h"   /* mp_train_job_run */
 
 static const char *train_help =
@@ -161,7 +162,7 @@ int mp_cmd_train(int argc, char **argv) {
         case 'g': c.log_every = mp_cli_i64(cmd, "--log-every", optarg, 1, INT64_C(1) << 40); break;
         case 'b': c.bf16 = 1; c.model_flags++; break;
         case 'r': c.resume = optarg; break;
-        case 'j': c.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, 1024); break;
+        case 'j': c.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
         case 'q': c.quiet = 1; break;
         case 'S': c.stop_after = mp_cli_i64(cmd, "--stop-after", optarg, 1, INT64_C(1) << 40); break;
         case 'I': c.save_init = 1; break;

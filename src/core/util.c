@@ -25,6 +25,25 @@ double mp_time_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+int mp_threads_resolve(int requested, const char *source, int *n, MpErr *e) {
+    if (requested < 0 || requested > MP_THREADS_MAX)
+        return mp_err_set(e, "%s: %d threads is outside [1, %d]", source, requested, MP_THREADS_MAX);
+    *n = requested;
+    if (requested > 0) return MP_OK;
+#ifdef _OPENMP
+    *n = omp_get_max_threads();
+#else
+    *n = 1;
+#endif
+    if (*n > MP_THREADS_MAX) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        return mp_err_set(e, "OMP_NUM_THREADS=%.40s: %d threads is more than the cap of %d; HINT: a smaller "
+                             "OMP_NUM_THREADS, or --threads N",
+                          env ? env : "?", *n, MP_THREADS_MAX);
+    }
+    return MP_OK;
+}
+
 int mp_thread_num(void) {
 #ifdef _OPENMP
     return omp_get_thread_num();

@@ -23,6 +23,15 @@ double mp_time_now(void);          /* seconds, monotonic */
 size_t mp_peak_rss_bytes(void);    /* peak resident set size of this process, bytes */
 int mp_thread_num(void);           /* this thread's number in the innermost OpenMP team; 0 outside one or without OpenMP */
 
+/* Thread counts, whatever their source, obey one cap: a flag (--threads), the C API / Python
+ * setting "threads", and OpenMP's default (OMP_NUM_THREADS, else the cores). More than this made
+ * GOMP_parallel die for want of thread stacks (OMP_NUM_THREADS=100000). */
+#define MP_THREADS_MAX 1024
+/* *n = requested when > 0, else OpenMP's default (1 without OpenMP). A count outside
+ * [1, MP_THREADS_MAX] is refused with one line naming its source: `source` ("--threads",
+ * "threads") for a requested count, OMP_NUM_THREADS for the default. */
+int mp_threads_resolve(int requested, const char *source, int *n, MpErr *e);
+
 /* Opens path read-only; refuses non-regular files ("<path>: is a directory" / "<path>: not a
  * regular file (a FIFO, socket or device)"). *size (may be NULL) gets the file length. */
 int mp_input_open_fd(const char *path, int64_t *size, MpErr *e);      /* fd, or -1 with a message */

@@ -11,7 +11,7 @@
 #include "core/files.h" /* mp_outdir_claim */
 #include "core/json.h"  /* mp_json_read, mp_json_write_atomic, mp_json_add_provenance */
 #include "core/npy.h"   /* mp_npy_read, mp_npy_write */
-#include "core/util.h"  /* mp_file_exists, mp_path_join */
+#include "core/util.h"  /* mp_threads_resolve, mp_file_exists, mp_path_join */
 #include "tok/tok.h"    /* MpTok: the model's own tokenizer when it ships tokenizer.json */
 #include "viz/plot.h"   /* mp_plot_render */
 
@@ -175,6 +175,8 @@ static int gram_on_model(MpGramResult *r, const MpGramConfig *c, MpModel *m, MpE
 
 int mp_gram_run(MpGramResult *r, const MpGramConfig *c, MpErr *e) {
     memset(r, 0, sizeof *r);
+    int nt; /* --threads, else OMP_NUM_THREADS or the cores: under the one cap */
+    if (mp_threads_resolve(c->threads, "threads", &nt, e) != MP_OK) return MP_ERR;
 #ifdef _OPENMP
     if (c->threads > 0) omp_set_num_threads(c->threads);
 #endif

@@ -22,7 +22,8 @@
 #include "core/files.h"    /* mp_outdir_claim */
 #include "core/json.h"     /* MP_VERSION */
 #include "core/mpi.h"      /* mp_mpi_rank, mp_mpi_size, mp_mpi_agree */
-#include "core/util.h"     /* mp_parse_range_list, mp_path_join, mp_time_now, mp_fnv1a64 */
+#include "core/util.h"     /* mp_parse_range_list, mp_path_join, mp_time_now, mp_fnv1a64,
+                              mp_threads_resolve */
 #include "job/probe_len.h"  /* mp_probe_len_meta */
 #include "job/sim_out.h"   /* mp_job_stats_json */
 #include "model/fwd.h"     /* MpFwd */
@@ -598,12 +599,9 @@ int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e) {
     s.c = c;
     s.causal = !c->bidirectional;
     s.rope = !c->no_rope;
-    s.threads = c->threads;
+    if (mp_threads_resolve(c->threads, "threads", &s.threads, e) != MP_OK) return MP_ERR;
 #ifdef _OPENMP
-    if (s.threads == 0) s.threads = omp_get_max_threads();
     omp_set_num_threads(s.threads);
-#else
-    s.threads = 1;
 #endif
     const int nranks = mp_mpi_size();
     int rc = probe_setup(&s, e);

@@ -12,7 +12,7 @@
 
 #include "core/files.h" /* mp_outdir_claim */
 #include "core/npy.h"   /* mp_npy_write (dump_batches) */
-#include "core/util.h"  /* mp_time_now, MpAtomicFile, mp_input_open */
+#include "core/util.h"  /* mp_threads_resolve, mp_time_now, MpAtomicFile, mp_input_open */
 #include "tok/tok.h"    /* MpTok: the tokenizer */
 
 void mp_train_job_config_init(MpTrainJobConfig *c) {
@@ -449,6 +449,8 @@ static int train_setup(TrainJob *j, MpErr *e) {
 int mp_train_job_run(MpTrainJobResult *r, const MpTrainJobConfig *c, MpErr *e) {
     memset(r, 0, sizeof *r);
     r->last_loss = r->last_val = NAN;
+    int nt; /* --threads, else OMP_NUM_THREADS or the cores: under the one cap */
+    if (mp_threads_resolve(c->threads, "threads", &nt, e) != MP_OK) return MP_ERR;
 #ifdef _OPENMP
     if (c->threads > 0) omp_set_num_threads(c->threads);
 #endif

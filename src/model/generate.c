@@ -186,10 +186,9 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
     const int np = c->prompt ? c->n_prompt : 1;
     if (!c->prompt && m->bos_id < 0) return mp_err_set(e, "%s: the model names no BOS token; give a prompt", m->path);
     if (gen_check(m, c, np, prompt, e) != MP_OK) return MP_ERR;
-    int nt = c->threads;
-#ifdef _OPENMP
-    if (nt < 1) nt = omp_get_max_threads();
-#else
+    int nt;
+    if (mp_threads_resolve(c->threads, "threads", &nt, e) != MP_OK) return MP_ERR;
+#ifndef _OPENMP
     nt = 1;
 #endif
     const MpFwdConfig fc = {.n_layers = m->n_layers, .max_seq = c->len, .causal = 1, .rope = 1, .logits = 1,

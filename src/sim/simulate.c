@@ -20,7 +20,7 @@
 #include "core/mpi.h"      /* mp_mpi_*: blocks shared among MPI ranks (cfg.mpi) */
 #include "core/progress.h" /* MpProgress */
 #include "core/rng.h"      /* MpRng, mp_rng_normal_fill */
-#include "core/util.h"     /* mp_time_now */
+#include "core/util.h"     /* mp_time_now, mp_threads_resolve */
 #include "kernels/recency.h" /* mp_recency_map_count: recency triples per sequence */
 #include "kernels/vexp.h"   /* mp_vexp: vectorisable exp */
 
@@ -63,6 +63,8 @@ int mp_sim_config_check(const MpSimConfig *c, MpErr *e) {
     if (c->seq < 1 || c->seq > 4096) return mp_err_set(e, "seq must be in [1, 4096]");
     if (c->dim < 1 || c->dim > 65536) return mp_err_set(e, "dim must be in [1, 65536]");
     if (c->layers < 1 || c->layers > 64) return mp_err_set(e, "layers must be in [1, 64]");
+    int nt; /* the count sim_blocks_run will use: --threads, else OMP_NUM_THREADS or the cores */
+    if (mp_threads_resolve(c->threads, "threads", &nt, e) != MP_OK) return MP_ERR;
     if (!(c->alpha >= 0 && c->alpha < 1)) return mp_err_set(e, "alpha must be in [0, 1)");
     if (!(c->scale > 0) || !isfinite(c->scale)) return mp_err_set(e, "scale must be > 0");
     if (c->rope && c->dim % 2) return mp_err_set(e, "--rope needs an even --dim (got %d)", c->dim);

@@ -98,7 +98,9 @@ MASKPOS_API int maskpos_model_info(const MaskposModel *m, int *layers, int *head
                                    int64_t *vocab);
 /* The probe of `maskpos probe`: scores, scores_diagnorm, scores_se [L,S,S] (scores_heads
  * [L,H,S,S] with per-head, probs... with probs). Tokens: ids [n, seq] (int32, borrowed for the
- * call) when ids is not NULL, else the "tokens" or "data" setting. progress may be NULL. */
+ * call) when ids is not NULL, else the "tokens" or "data" setting; with ids, the "n" and "seq"
+ * settings take the first rows and columns (as `probe --tokens F.npy --n --seq` does), and more
+ * than the array holds is an error. progress may be NULL. */
 MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int32_t *ids, int64_t n,
                               int seq, MaskposProgressFn progress, void *user, MaskposResult **out);
 

@@ -12,39 +12,67 @@ A thin layer over libmaskpos.so (ctypes; include/maskpos.h): the same computatio
     >>> r.save("results/run")                                  # the folder the command writes
     >>> maskpos.load("results/run")
 
-Errors raise maskpos.Error with the command's message. Long runs draw progress (tqdm when it is
+Every array of a result is an attribute (r.scores_heads, r.probs, r.recency_probability, ...).
+Errors raise maskpos.Error: the command's message, naming Python's arguments. Long runs draw progress (tqdm when it is
 installed, a plain line otherwise) and stop cleanly on Ctrl-C (KeyboardInterrupt afterwards).
 Docs: docs/python.md. Tests: python/tests (run by tests/test_pyapi.c in `make test`).
 """
-import ctypes
-import json
-import os
-import signal
-import sys
-import tempfile
-import threading
-import time
+import ctypes as _ctypes
+import json as _json
+import os as _os
+import re as _re
+import signal as _signal
+import sys as _sys
+import tempfile as _tempfile
+import threading as _threading
+import time as _time
 
-import numpy as np
+import numpy as _np
 
 from . import _lib
 
-__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "library_path", "version"]
+__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "library_path", "version",
+           "__version__"]
 
 library_path = _lib.path
 
 
 def version():
-    """The library's version ("0.1.0")."""
+    """The library's version ("0.1.0"; also maskpos.__version__)."""
     return _lib.lib.maskpos_version().decode()
 
 
+__version__ = version()
+
+
 class Error(Exception):
-    """A failed call; str(e) is the one-line message the command prints after "error: "."""
+    """A failed call. str(e) is one line naming the argument and the problem in Python's terms:
+    `layers=[7]: layer 7 does not exist (the model has 5)` (the command line says `--layers: ...`)."""
 
 
-def _fail():
-    return Error(_lib.lib.maskpos_last_error().decode("utf-8", "replace"))
+_FLAG = _re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def _pythonic(msg, given=None, texts=None):
+    """The library's message (worded for the command line) in Python's terms: a leading
+    `--key: ` becomes `key=<value given>: `, `--key 5` and `--key N` become `key=5`, `key=N`, other
+    `--key-name` become `key_name`, and the temporary file of text= documents is called `texts`."""
+    if texts:
+        msg = msg.replace(texts, "texts")
+    m = _FLAG.match(msg)
+    if m and msg[m.end():m.end() + 2] == ": ":
+        key = m.group(1).replace("-", "_")
+        if given and given.get(key) is not None:
+            msg = "%s=%r%s" % (key, given[key], msg[m.end():])
+        else:
+            msg = key + msg[m.end():]
+    msg = _re.sub(_FLAG.pattern + r" ([A-Z]+|-?[0-9][0-9.e+-]*)\b",
+                  lambda x: "%s=%s" % (x.group(1).replace("-", "_"), x.group(2)), msg)
+    return _FLAG.sub(lambda x: x.group(1).replace("-", "_"), msg)
+
+
+def _fail(given=None, texts=None):
+    return Error(_pythonic(_lib.lib.maskpos_last_error().decode("utf-8", "replace"), given, texts))
 
 
 # ---------------------------------------------------------------- settings
@@ -60,7 +88,10 @@ def _word(value):
 
 
 class _Config:
-    def __init__(self, job, settings):
+    """The settings of one job; given: the caller's own arguments (for the error messages)."""
+
+    def __init__(self, job, settings, given=None, texts=None):
+        self.given, self.texts = given if given is not None else settings, texts
         self.handle = _lib.lib.maskpos_config_new(job.encode())
         if not self.handle:
             raise _fail()
@@ -69,10 +100,13 @@ class _Config:
                 if value is None:
                     continue
                 if _lib.lib.maskpos_config_set(self.handle, key.encode(), _word(value).encode()) != _lib.OK:
-                    raise _fail()
+                    raise self.error()
         except BaseException:
             self.close()
             raise
+
+    def error(self):
+        return _fail(self.given, self.texts)
 
     def close(self):
         if self.handle:
@@ -93,7 +127,7 @@ class _Progress:
 
     def __init__(self, label, show):
         self.label = label
-        self.show = sys.stderr.isatty() if show is None else bool(show)
+        self.show = _sys.stderr.isatty() if show is None else bool(show)
         self.stop = False
         self.bar = None
         self.last = 0.0
@@ -119,34 +153,34 @@ class _Progress:
         if self.bar:
             self.bar.update(done - self.bar.n)
             return
-        now = time.monotonic()
+        now = _time.monotonic()
         if done < total and now - self.last < 0.1:
             return
         self.last = now
         pct = 100.0 * done / total if total else 100.0
-        sys.stderr.write("\r%s: %d/%d (%.0f%%)" % (self.label, done, total, pct))
-        sys.stderr.flush()
+        _sys.stderr.write("\r%s: %d/%d (%.0f%%)" % (self.label, done, total, pct))
+        _sys.stderr.flush()
         self.drawn = True
 
     def close(self):
         if self.bar:
             self.bar.close()
         elif self.drawn:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+            _sys.stderr.write("\n")
+            _sys.stderr.flush()
 
     def run(self, call):
         """Runs call(callback) with Ctrl-C turned into a stop request; KeyboardInterrupt afterwards."""
         previous = None
-        if threading.current_thread() is threading.main_thread():
+        if _threading.current_thread() is _threading.main_thread():
             def on_sigint(signum, frame):
                 self.stop = True
-            previous = signal.signal(signal.SIGINT, on_sigint)
+            previous = _signal.signal(_signal.SIGINT, on_sigint)
         try:
             rc = call(self.callback)
         finally:
             if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+                _signal.signal(_signal.SIGINT, previous)
             self.close()
         if rc == _lib.STOPPED and self.stop:
             raise KeyboardInterrupt("maskpos: %s stopped by Ctrl-C" % self.label)
@@ -155,14 +189,51 @@ class _Progress:
 
 # ---------------------------------------------------------------- results
 
-class Result:
-    """One run: named arrays (numpy copies), statistics and meta.json.
+def _meta_array(value):
+    """A meta.json value that is a number list (nested, rectangular) as an ndarray (null -> nan),
+    else None."""
+    if not isinstance(value, list) or not value:
+        return None
+    flat, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)):
+            flat.append(v)
+        else:
+            return None
+    try:
+        a = _np.array([[_np.nan if x is None else x for x in row] if isinstance(row, list) else row for row in value]
+                      if all(isinstance(r, list) and all(not isinstance(x, list) for x in r) for r in value)
+                      else _nan_fill(value), dtype=_np.float64)
+    except (ValueError, TypeError):  # ragged
+        return None
+    if a.dtype == object:
+        return None
+    if all(isinstance(x, int) for x in flat):
+        a = a.astype(_np.int64)
+    return a
 
-    .arrays     dict name -> ndarray (the .npy files of the run folder, by file name)
-    .scores     mean pre-softmax scores [L,S,S] (theory: the layer-2 map [n,n])
-    .scores_se  their standard errors, .diagnorm the diagonal-mean normalised scores, .probs
-    .stats      dict statistic -> ndarray over the maps (meta.json "stats"; null -> nan)
-    .meta       meta.json as a dict
+
+def _nan_fill(v):
+    return [_nan_fill(x) for x in v] if isinstance(v, list) else (_np.nan if v is None else v)
+
+
+class Result:
+    """One run (theory, simulate, probe, or a folder read by maskpos.load).
+
+    Every array is an attribute: r.scores, r.scores_se, r.scores_diagnorm (also r.diagnorm),
+    r.probs, r.scores_heads, r.layer_scores, ... (the .npy files of the run folder, by file name;
+    r.arrays holds them as a dict), and so is every numeric series meta.json carries, as an
+    ndarray (null -> nan): r.recency_probability [L, ...], r.recency_probability_se,
+    r.recency_probability_heads, r.residue_block_z, r.residue_by_position, ...
+    (r.meta_arrays holds them; r.meta keeps meta.json as it is). dir(r) lists them all.
+
+    .stats   dict statistic -> ndarray over the maps (meta.json "stats": nri, residue_z_rms, ...)
+    .meta    meta.json as a dict; meta["command"] is the `maskpos` command line of the same run
+    .kind    "theory", "simulate", "probe", ...
+    .save(folder), .plot(path, ...)
     """
 
     def __init__(self, handle):
@@ -172,21 +243,42 @@ class Result:
         self.arrays = {}
         for i in range(lib.maskpos_result_narrays(handle)):
             name = lib.maskpos_result_array_name(handle, i).decode()
-            dt, nd = ctypes.c_int(), ctypes.c_int()
-            shape = (ctypes.c_int64 * _lib.MAX_DIMS)()
-            ptr = lib.maskpos_result_array(handle, name.encode(), ctypes.byref(dt), ctypes.byref(nd), shape)
+            dt, nd = _ctypes.c_int(), _ctypes.c_int()
+            shape = (_ctypes.c_int64 * _lib.MAX_DIMS)()
+            ptr = lib.maskpos_result_array(handle, name.encode(), _ctypes.byref(dt), _ctypes.byref(nd), shape)
             if not ptr:
                 raise _fail()
             dims = tuple(shape[d] for d in range(nd.value))
-            dtype = np.dtype(_lib.DTYPES[dt.value])
-            count = int(np.prod(dims)) if dims else 1
-            buf = (ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
-            self.arrays[name] = np.frombuffer(buf, dtype=dtype, count=count).reshape(dims).copy()
+            dtype = _np.dtype(_lib.DTYPES[dt.value])
+            count = int(_np.prod(dims)) if dims else 1
+            buf = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+            self.arrays[name] = _np.frombuffer(buf, dtype=dtype, count=count).reshape(dims).copy()
         text = lib.maskpos_result_meta(handle)
         if text is None:
             raise _fail()
-        self.meta = json.loads(text.decode())
+        self.meta = _json.loads(text.decode())
         self.stats = _stats_columns(self.meta.get("stats"))
+        self.meta_arrays = {}
+        for k, v in self.meta.items():
+            if k not in ("command", "stats") and k not in self.arrays:
+                a = _meta_array(v)
+                if a is not None:
+                    self.meta_arrays[k] = a
+
+    def __getattr__(self, name):
+        # only called for names the instance and class lack: the arrays, then meta's series
+        d = self.__dict__
+        if name in d.get("arrays", {}):
+            return d["arrays"][name]
+        if name in d.get("meta_arrays", {}):
+            return d["meta_arrays"][name]
+        if name.startswith("__") or "arrays" not in d:
+            raise AttributeError(name)
+        raise AttributeError("this %s result has no %r (arrays: %s; from meta.json: %s)" % (
+            d.get("kind", "?"), name, ", ".join(d["arrays"]) or "none", ", ".join(d["meta_arrays"]) or "none"))
+
+    def __dir__(self):
+        return sorted(set(object.__dir__(self)) | set(self.arrays) | set(self.meta_arrays))
 
     def _get(self, *names):
         for n in names:
@@ -196,25 +288,29 @@ class Result:
 
     @property
     def scores(self):
+        """Mean pre-softmax scores [L,S,S] (theory: the layer-2 map [n,n]); None when absent."""
         return self._get("scores", "layer2_scores")
 
     @property
     def scores_se(self):
+        """Standard errors of .scores [L,S,S]; None when absent."""
         return self._get("scores_se")
 
     @property
     def diagnorm(self):
+        """The diagonal-mean normalised scores [L,S,S] (scores_diagnorm); None when absent."""
         return self._get("scores_diagnorm")
 
     @property
     def probs(self):
+        """Mean post-softmax attention probabilities [L,S,S]; None unless the run computed them."""
         return self._get("probs")
 
     def save(self, folder, force=False):
         """Writes the run folder the command writes (same .npy bytes; meta.json last). A folder
         holding another run is refused unless force."""
-        if _lib.lib.maskpos_result_save(self._handle, os.fsencode(folder), 1 if force else 0) != _lib.OK:
-            raise _fail()
+        if _lib.lib.maskpos_result_save(self._handle, _os.fsencode(folder), 1 if force else 0) != _lib.OK:
+            raise _fail(dict(folder=_os.fspath(folder), force=force))
 
     def close(self):
         if self._handle:
@@ -239,58 +335,71 @@ def _stats_columns(rows):
     for k in keys:
         vals = [row.get(k) for row in rows]
         if all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
-            out[k] = np.array(vals, dtype=np.int64)
+            out[k] = _np.array(vals, dtype=_np.int64)
         else:
-            out[k] = np.array([np.nan if v is None else v for v in vals], dtype=np.float64)
+            out[k] = _np.array([_np.nan if v is None else v for v in vals], dtype=_np.float64)
     return out
 
 
-def _result(rc, out):
+def _result(rc, out, config=None):
     if rc != _lib.OK:
-        raise _fail()
+        raise config.error() if config is not None else _fail()
     return Result(out)
 
 
 # ---------------------------------------------------------------- jobs
 
 def theory(alpha=0.0, n=3, layers=None):
-    """The closed form (paper §3): .scores = S(2) [n,n]; with layers, .arrays["layer_scores"]
-    [L,n,n] from the infinite-width recursion. meta["g"], meta["h"]."""
-    with _Config("theory", {"alpha": alpha, "n": n, "layers": layers}) as c:
-        out = ctypes.c_void_p()
-        return _result(_lib.lib.maskpos_theory(c.handle, ctypes.byref(out)), out)
+    """The closed form of the parameter-free causal decoder (paper §3, `maskpos theory`).
+
+    Returns a Result: .scores = S(2), the layer-2 score map [n, n] (NaN above the diagonal);
+    with layers=L, .layer_scores [L, n, n] from the infinite-width recursion; .meta["g"],
+    .meta["h"] (also .g, .h as arrays)."""
+    given = dict(alpha=alpha, n=n, layers=layers)
+    with _Config("theory", given) as c:
+        out = _ctypes.c_void_p()
+        return _result(_lib.lib.maskpos_theory(c.handle, _ctypes.byref(out)), out, c)
 
 
 def simulate(batch=None, seq=None, dim=None, layers=None, alpha=None, norm=None, scale=None, rope=None,
              rope_theta=None, bidirectional=None, seed=None, threads=None, layer_form=None, residual=None,
              progress=None):
     """The parameter-free decoder by Monte Carlo (`maskpos simulate`, one alpha; same defaults).
-    progress: None = a bar when stderr is a terminal, True/False = always/never."""
+
+    Returns a Result with .scores (mean pre-softmax scores), .scores_se (their standard errors),
+    .probs (mean attention probabilities) and .diagnorm (diagonal-mean normalised scores), each
+    [L, S, S] (row = query i, column = key j, NaN where the mask hides the pair), and .stats
+    (nri, residue_z_rms, ... per layer). progress: None = a bar when stderr is a terminal,
+    True/False = always/never."""
     settings = dict(batch=batch, seq=seq, dim=dim, layers=layers, alpha=alpha, norm=norm, scale=scale, rope=rope,
                     rope_theta=rope_theta, bidirectional=bidirectional, seed=seed, threads=threads,
                     layer_form=layer_form)
+    given = dict(settings, residual=residual)
     if residual is not None:
         settings["residual"] = residual if isinstance(residual, str) else ("on" if residual else "off")
-    with _Config("simulate", settings) as c:
-        out = ctypes.c_void_p()
+    with _Config("simulate", settings, given) as c:
+        out = _ctypes.c_void_p()
         p = _Progress("simulate", progress)
-        rc = p.run(lambda cb: _lib.lib.maskpos_simulate(c.handle, cb, None, ctypes.byref(out)))
-        return _result(rc, out)
+        rc = p.run(lambda cb: _lib.lib.maskpos_simulate(c.handle, cb, None, _ctypes.byref(out)))
+        return _result(rc, out, c)
 
 
 class Model:
-    """An open checkpoint (HF folder with config.json + safetensors, or a .gguf file)."""
+    """An open checkpoint: an HF folder (config.json + safetensors) or a .gguf file.
+
+    .layers, .heads, .context (trained positions; 0 when not stated), .vocab, .path.
+    close() or `with maskpos.Model(path) as m:`."""
 
     def __init__(self, path):
-        self._handle = ctypes.c_void_p()
-        self.path = os.fspath(path)
-        if _lib.lib.maskpos_model_open(os.fsencode(self.path), ctypes.byref(self._handle)) != _lib.OK:
+        self._handle = _ctypes.c_void_p()
+        self.path = _os.fspath(path)
+        if _lib.lib.maskpos_model_open(_os.fsencode(self.path), _ctypes.byref(self._handle)) != _lib.OK:
             self._handle = None
             raise _fail()
-        layers, heads = ctypes.c_int(), ctypes.c_int()
-        ctx, vocab = ctypes.c_int64(), ctypes.c_int64()
-        _lib.lib.maskpos_model_info(self._handle, ctypes.byref(layers), ctypes.byref(heads), ctypes.byref(ctx),
-                                    ctypes.byref(vocab))
+        layers, heads = _ctypes.c_int(), _ctypes.c_int()
+        ctx, vocab = _ctypes.c_int64(), _ctypes.c_int64()
+        _lib.lib.maskpos_model_info(self._handle, _ctypes.byref(layers), _ctypes.byref(heads), _ctypes.byref(ctx),
+                                    _ctypes.byref(vocab))
         self.layers, self.heads, self.context, self.vocab = layers.value, heads.value, ctx.value, vocab.value
 
     def close(self):
@@ -323,12 +432,34 @@ def _layers_word(layers):
 def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=None, no_rope=None, per_head=None,
           n=None, seq=None, probs=None, recency=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
           tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, progress=None):
-    """`maskpos probe`: mean pre-softmax attention-score maps of a model over token sequences.
+    """Mean pre-softmax attention-score maps of a model over token sequences (`maskpos probe`).
 
-    model: a Model or a path. One source of tokens: tokens = int array [N, S] (a 1-D array is one
-    sequence), text = a str or a list of str (documents, tokenized by the model's tokenizer as
-    `--data`; needs seq), data = a path as `--data`, or a token file via data=None and
-    tokens=<path>. layers: 1-based, e.g. [1, 2] or "1-4"."""
+    model: a Model or a path. One source of tokens:
+      tokens = an int array [N, S] (a 1-D array is one sequence) or the path of a token file;
+      text   = a str or a list of str (documents, tokenized by the model's own tokenizer; give seq);
+      data   = a path of documents (.txt, .jsonl, ...; give n and seq).
+    n, seq: use the first n sequences and their first seq tokens (more than there are is an error).
+    layers: 1-based, e.g. [1, 2] or "1-4" (default: those `maskpos probe` picks).
+
+    Returns a Result with, each [L, S, S] (row = query i, column = key j, NaN above the diagonal):
+      .scores      mean pre-softmax score of every (query, key) pair over the N sequences,
+                   averaged over heads;
+      .scores_se   its standard error over the sequences;
+      .diagnorm    the scores divided by their diagonal's mean (the figures' residue maps);
+    and .stats (per layer: nri, residue_min/max/rms, residue_z_rms, ...), .meta (meta.json).
+    per_head=True adds .scores_heads [L, H, S, S] (and .scores_heads_se where the library writes it).
+    probs=True adds .probs [L, S, S], the mean post-softmax attention probabilities.
+    recency=True adds the recency analysis of the probabilities: .recency_probability [L] (the
+      chance that a query's largest attention goes to the nearest key, per layer), its standard
+      error .recency_probability_se, per head .recency_probability_heads [L, H] (+ _se), and
+      .recency_probability_mean_map (arrays from meta.json; docs/recency.md).
+    bidirectional=True / no_rope=True: the counterfactuals without the causal mask / without RoPE.
+    Errors raise maskpos.Error naming the argument (`layers=[7]: layer 7 does not exist ...`)."""
+    given = dict(tokens=tokens if isinstance(tokens, (str, bytes, _os.PathLike)) else None, data=data,
+                 layers=layers, bidirectional=bidirectional, no_rope=no_rope, per_head=per_head, n=n, seq=seq,
+                 probs=probs, recency=recency, compute=compute, threads=threads, allow_long=allow_long,
+                 max_mem_gib=max_mem_gib, tokenizer=tokenizer, field=field, whole=whole, shuffle=shuffle, seed=seed,
+                 no_special=no_special, pack=pack)
     own = not isinstance(model, Model)
     m = Model(model) if own else model
     tmp = None
@@ -341,46 +472,52 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
         sources = sum(x is not None for x in (tokens, text, data))
         if sources != 1:
             raise Error("probe: give exactly one of tokens=, text= or data=")
-        if isinstance(tokens, (str, bytes, os.PathLike)):
-            settings["tokens"] = os.fsdecode(tokens)
+        if isinstance(tokens, (str, bytes, _os.PathLike)):
+            settings["tokens"] = _os.fsdecode(tokens)
         elif tokens is not None:
-            arr = np.asarray(tokens)
+            arr = _np.asarray(tokens)
             if arr.ndim == 1:
                 arr = arr[None, :]
-            if arr.ndim != 2 or not np.issubdtype(arr.dtype, np.integer):
-                raise Error("probe: tokens must be an integer array [N, S] (got %s %s)" % (arr.dtype, list(arr.shape)))
-            if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
-                raise Error("probe: token ids must lie in [0, 2^31)")
-            ids = np.ascontiguousarray(arr, dtype=np.int32)
+            if arr.ndim != 2 or not _np.issubdtype(arr.dtype, _np.integer):
+                raise Error("tokens: an integer array [N, S] is needed (got %s %s)" % (arr.dtype, list(arr.shape)))
+            if arr.size and (arr.min() < 0 or arr.max() > _np.iinfo(_np.int32).max):
+                raise Error("tokens: token ids must lie in [0, 2^31)")
+            ids = _np.ascontiguousarray(arr, dtype=_np.int32)
         elif text is not None:
             docs = [text] if isinstance(text, str) else list(text)
-            fd, tmp = tempfile.mkstemp(suffix=".jsonl", prefix="maskpos-text-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
+            if seq is None:
+                raise Error("text: give seq= (the tokens per sequence; documents shorter than that are skipped)")
+            fd, tmp = _tempfile.mkstemp(suffix=".jsonl", prefix="maskpos-text-")
+            with _os.fdopen(fd, "w", encoding="utf-8") as f:
                 for d in docs:
-                    f.write(json.dumps({"text": d}) + "\n")
+                    f.write(_json.dumps({"text": d}) + "\n")
             settings["data"] = tmp
             settings["field"] = "text"
             if n is None:
                 settings["n"] = len(docs)
         else:
-            settings["data"] = os.fsdecode(data)
-        with _Config("probe", settings) as c:
-            out = ctypes.c_void_p()
+            if n is None or seq is None:
+                raise Error("data: give n= and seq= (how many sequences of how many tokens)")
+            settings["data"] = _os.fsdecode(data)
+        with _Config("probe", settings, given, tmp) as c:
+            out = _ctypes.c_void_p()
             p = _Progress("probe", progress)
             ptr = ids.ctypes.data if ids is not None else None
             nrow, ncol = (ids.shape[0], ids.shape[1]) if ids is not None else (0, 0)
             rc = p.run(lambda cb: _lib.lib.maskpos_probe(m._handle, c.handle, ptr, nrow, ncol, cb, None,
-                                                         ctypes.byref(out)))
-            return _result(rc, out)
+                                                         _ctypes.byref(out)))
+            return _result(rc, out, c)
     finally:
         if tmp:
-            os.unlink(tmp)
+            _os.unlink(tmp)
         if own:
             m.close()
 
 
 def load(folder):
-    """A finished run folder written by maskpos (simulate, theory, probe, ...): every .npy its
-    meta.json lists, as a Result."""
-    out = ctypes.c_void_p()
-    return _result(_lib.lib.maskpos_load(os.fsencode(folder), ctypes.byref(out)), out)
+    """A finished run folder written by maskpos (simulate, theory, probe, ...) as a Result: every
+    .npy its meta.json lists (files inside the folder only) and the meta."""
+    out = _ctypes.c_void_p()
+    if _lib.lib.maskpos_load(_os.fsencode(folder), _ctypes.byref(out)) != _lib.OK:
+        raise _fail()
+    return Result(out)

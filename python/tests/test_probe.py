@@ -95,7 +95,7 @@ def test_probe_errors_carry_the_commands_message(cli, tmp_path):
     with pytest.raises(maskpos.Error) as e:
         maskpos.Model(tmp_path / "no-such-model")
     assert str(e.value) == line[len("maskpos probe: error: "):]
-    with pytest.raises(maskpos.Error, match="--layers"):
+    with pytest.raises(maskpos.Error, match=r"^layers=\[9\]: layer 9 does not exist \(the model has 4\)$"):
         maskpos.probe(MODEL, tokens=ids(), layers=[9], progress=False)
     with pytest.raises(maskpos.Error, match="exactly one of"):
         maskpos.probe(MODEL, progress=False)

@@ -67,23 +67,27 @@ def test_simulate_threads_do_not_change_bits(tmp_path):
         assert a.arrays[n].tobytes() == b.arrays[n].tobytes(), n
 
 
-@pytest.mark.parametrize("flags,call", [
-    (["simulate", "--alpha", "1.5"], lambda: maskpos.simulate(alpha=1.5)),
-    (["simulate", "--batch", "0"], lambda: maskpos.simulate(batch=0)),
-    (["simulate", "--norm", "l3"], lambda: maskpos.simulate(norm="l3")),
-    (["simulate", "--rope", "--dim", "7"], lambda: maskpos.simulate(rope=True, dim=7, batch=10)),
-    (["theory", "--alpha", "1.5"], lambda: maskpos.theory(alpha=1.5)),
-    (["theory", "--n", "0"], lambda: maskpos.theory(n=0)),
+@pytest.mark.parametrize("flags,call,cli_head,py_head", [
+    (["simulate", "--alpha", "1.5"], lambda: maskpos.simulate(alpha=1.5), "--alpha: ", "alpha=1.5: "),
+    (["simulate", "--batch", "0"], lambda: maskpos.simulate(batch=0), "--batch: ", "batch=0: "),
+    (["simulate", "--norm", "l3"], lambda: maskpos.simulate(norm="l3"), "--norm: ", "norm='l3': "),
+    (["simulate", "--rope", "--dim", "7"], lambda: maskpos.simulate(rope=True, dim=7, batch=10),
+     "--rope needs an even --dim", "rope needs an even dim"),
+    (["theory", "--alpha", "1.5"], lambda: maskpos.theory(alpha=1.5), "--alpha: ", "alpha=1.5: "),
+    (["theory", "--n", "0"], lambda: maskpos.theory(n=0), "--n: ", "n=0: "),
 ])
-def test_errors_carry_the_commands_message(cli, flags, call):
+def test_errors_carry_the_commands_message_in_python_terms(cli, flags, call, cli_head, py_head):
+    """The same problem as the command reports, worded for Python: the argument as it was given
+    (`alpha=1.5`), never a flag (`--alpha`)."""
     rc, out, err = cli(*flags, check=False)
     assert rc == 2
     prefix = "maskpos %s: error: " % flags[0]
     line = err.strip().splitlines()[-1]
-    assert line.startswith(prefix), err
+    assert line.startswith(prefix + cli_head), err
     with pytest.raises(maskpos.Error) as e:
         call()
-    assert str(e.value) == line[len(prefix):]
+    assert str(e.value) == py_head + line[len(prefix + cli_head):]
+    assert "--" not in str(e.value)
 
 
 def test_load_saved_run_and_save_again(cli, tmp_path):

@@ -400,7 +400,11 @@ static int api_load_arrays(MaskposResult *r, const char *dir, json_t *files, MpE
         json_t *v;
         json_object_foreach(files, k, v) {
             size_t len = strlen(k);
-            if (len > 4 && !strcmp(k + len - 4, ".npy") && n < MP_API_MAX_ARRAYS) names[n++] = k;
+            if (len <= 4 || strcmp(k + len - 4, ".npy")) continue;
+            /* a key is a file of this folder: "../x.npy" or "/x.npy" would read outside it */
+            if (strchr(k, '/') || k[0] == '.')
+                return mp_err_set(e, "%s: meta.json \"files\" names '%s', which is not a file of this folder", dir, k);
+            if (n < MP_API_MAX_ARRAYS) names[n++] = k;
         }
     } else {
         DIR *d = opendir(dir);

@@ -105,12 +105,23 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
     p.model = &m->m;
     for (int i = 0; i < c->n_probe; i++)
         if (probe_setting(&p, c->probe_keys[i], c->probe_vals[i]) != MP_OK) return MASKPOS_ERR;
+    int32_t *prefix = NULL; /* ids [p.n, p.seq] when "seq" asks for fewer columns than the array has */
     if (ids) {
         if (p.tokens_path || p.data) return mp_api_failf("probe: token ids given twice (an array and a file)");
         if (n < 1 || seq < 1) return mp_api_failf("probe: the token array is empty (%lld x %d)", (long long)n, seq);
-        p.ids = ids;
-        p.n = n;
-        p.seq = seq;
+        /* "n" and "seq" select the first rows and columns, as `probe --tokens F.npy` does; more than
+         * the array holds is refused (never clamped: meta.json's command would not say what ran) */
+        if (p.n > n)
+            return mp_api_failf("tokens: --n %lld but the array holds %lld sequences", (long long)p.n, (long long)n);
+        if (p.seq > seq) return mp_api_failf("tokens: --seq %d but the array's sequences have %d tokens", p.seq, seq);
+        if (!p.n) p.n = n;
+        if (!p.seq) p.seq = seq;
+        if (p.seq < seq) {
+            if (!(prefix = malloc((size_t)p.n * (size_t)p.seq * sizeof *prefix))) return mp_api_failf("out of memory");
+            for (int64_t i = 0; i < p.n; i++)
+                memcpy(prefix + (size_t)i * (size_t)p.seq, ids + (size_t)i * (size_t)seq, (size_t)p.seq * sizeof *prefix);
+        }
+        p.ids = prefix ? prefix : ids;
     }
     ApiProgress pg;
     mp_api_progress_init(&pg, progress, user);
@@ -123,12 +134,14 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
     if (!r || !a) {
         free(r);
         free(a);
+        free(prefix);
         return mp_api_failf("out of memory");
     }
     r->job = a;
     r->job_free = api_probe_free;
     r->write = api_probe_write;
     int rc = mp_probe_run(&a->res, &p, &e);
+    free(prefix); /* the result keeps no pointer to the ids */
     if (rc == MP_OK) mp_api_progress_end(&pg, a->res.n);
     if (rc == MP_OK) rc = mp_api_result_argv(r, c, &e);
     if (rc == MP_OK) {

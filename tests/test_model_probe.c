@@ -11,6 +11,9 @@
  *   - logits: top-k printed, greedy continuation = argmax of the written log-probs;
  *   - quantised GGUF weights (f16, q8_0, q4_k) stay close to f32, closer with more bits;
  *   - --data: text through the model's tokenizer gives the maps of `maskpos corpus` + --tokens.
+ *   - --per-head: scores_heads.npy and scores_heads_se.npy are float32 by default, the float32
+ *     rounding of the --heads-f64 files; the per-head standard errors equal the sample standard
+ *     deviation over one-sequence runs / sqrt(N) (brute force);
  *   - threads: 1, 2 and 3 threads write the same bytes (a small model runs whole sequences per
  *     thread, merged in sequence order; 7 sequences leave a partial last batch), with --per-head,
  *     --recency, --bidirectional and --probs (which keeps the one-sequence-at-a-time loop).
@@ -52,8 +55,8 @@ static void test_resume_after_sigkill_is_exact(void **state) {
     rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --per-head --checkpoint-every 2 --resume --quiet", model, ids, d);
     if (rc != 0) fail_msg("resume failed: %s", out);
     if (!strstr(out, "4 of 7 sequences already done")) fail_msg("resume did not start from the checkpoint: %s", out);
-    const char *files[] = {"scores.npy", "scores_diagnorm.npy", "scores_heads.npy"};
-    for (int i = 0; i < 3; i++) {
+    const char *files[] = {"scores.npy", "scores_diagnorm.npy", "scores_heads.npy", "scores_heads_se.npy"};
+    for (int i = 0; i < 4; i++) {
         snprintf(a, sizeof a, "%s/full/%s", d, files[i]);
         snprintf(b, sizeof b, "%s/res/%s", d, files[i]);
         if (!files_equal(a, b)) fail_msg("%s after kill + resume differs from the uninterrupted run", files[i]);
@@ -388,6 +391,90 @@ static void test_threads_same_bytes(void **state) {
     assert_true(mp_file_exists(a)); /* the comparison above compared something */
 }
 
+/* The dtype of one .npy (fails the test on a read error). */
+static MpDtype npy_dtype(const char *path) {
+    MpNpy a;
+    MpErr e;
+    if (mp_npy_read(path, &a, &e) != MP_OK) fail_msg("%s", e.msg);
+    const MpDtype dt = a.dtype;
+    mp_npy_free(&a);
+    return dt;
+}
+
+/* --per-head: float32 files by default (the rounding of --heads-f64's), and per-head standard
+ * errors against brute force: N one-sequence runs, sample standard deviation / sqrt(N). */
+static void test_heads_f32_and_se(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *model = small_model(d);
+    enum { N = 5, S = 20, H = 4, L = 3 };
+    char ids[256], out[8192], a[600], b[600];
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    ids_write(ids, N, S, 300, -1, 23);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/f32 --per-head --layers all --quiet", model, ids, d);
+    if (rc != 0) fail_msg("probe --per-head failed: %s", out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/f64 --per-head --heads-f64 --layers all --quiet", model, ids, d);
+    if (rc != 0) fail_msg("probe --per-head --heads-f64 failed: %s", out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/bad --heads-f64 --quiet", model, ids, d);
+    if (rc != 2 || !strstr(out, "--heads-f64 goes with --per-head")) fail_msg("--heads-f64 alone: want exit 2, got %d: %s", rc, out);
+    const char *names[2] = {"scores_heads.npy", "scores_heads_se.npy"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(a, sizeof a, "%s/f32/%s", d, names[k]);
+        snprintf(b, sizeof b, "%s/f64/%s", d, names[k]);
+        assert_int_equal(npy_dtype(a), MP_DT_F32);
+        assert_int_equal(npy_dtype(b), MP_DT_F64);
+        size_t na, nb;
+        double *x = npy_load_f64(a, &na, NULL), *y = npy_load_f64(b, &nb, NULL);
+        assert_int_equal(na, nb);
+        assert_int_equal(na, (size_t)L * H * S * S);
+        for (size_t i = 0; i < na; i++)
+            if (!(isnan(x[i]) && isnan(y[i])) && x[i] != (double)(float)y[i])
+                fail_msg("%s[%zu]: float32 file %.9g, float64 file %.17g", names[k], i, x[i], y[i]);
+        free(x);
+        free(y);
+    }
+    /* brute force: each sequence alone (--heads-f64), then the standard error over the N maps */
+    MpNpy all;
+    MpErr e;
+    if (mp_npy_read(ids, &all, &e) != MP_OK) fail_msg("%s", e.msg);
+    double *one[N];
+    for (int q = 0; q < N; q++) {
+        snprintf(a, sizeof a, "%s/seq%d.npy", d, q);
+        const int64_t shp[2] = {1, S};
+        if (mp_npy_write(a, MP_DT_I32, (const int32_t *)all.data + (size_t)q * S, 2, shp, &e) != MP_OK) fail_msg("%s", e.msg);
+        rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/one%d --per-head --heads-f64 --layers all --quiet", model, a, d, q);
+        if (rc != 0) fail_msg("one-sequence probe failed: %s", out);
+        snprintf(b, sizeof b, "%s/one%d/scores_heads.npy", d, q);
+        size_t n1;
+        one[q] = npy_load_f64(b, &n1, NULL);
+        assert_int_equal(n1, (size_t)L * H * S * S);
+    }
+    mp_npy_free(&all);
+    snprintf(b, sizeof b, "%s/f64/scores_heads_se.npy", d);
+    size_t nse;
+    double *se = npy_load_f64(b, &nse, NULL), worst = 0;
+    size_t finite = 0;
+    for (size_t i = 0; i < nse; i++) {
+        double m = 0, v = 0;
+        for (int q = 0; q < N; q++) m += one[q][i] / N;
+        for (int q = 0; q < N; q++) v += (one[q][i] - m) * (one[q][i] - m) / (N - 1);
+        const double ref = sqrt(v / N);
+        if (isnan(one[0][i])) {
+            if (!isnan(se[i])) fail_msg("se[%zu] = %g where the map is masked", i, se[i]);
+            continue;
+        }
+        finite++;
+        /* the accumulator's Σx²/N - mean² cancels: 1e-9 of the scores' scale (|m| + ref) */
+        const double err = fabs(se[i] - ref) / (fabs(m) + ref + 1e-12);
+        if (err > worst) worst = err;
+        if (err > 1e-9) fail_msg("se[%zu] = %.17g, brute force %.17g (mean %.6g)", i, se[i], ref, m);
+    }
+    print_message("per-head standard errors: %zu entries, max relative difference from brute force %.3g\n", finite, worst);
+    assert_true(finite == (size_t)L * H * S * (S + 1) / 2);
+    free(se);
+    for (int q = 0; q < N; q++) free(one[q]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_after_sigkill_is_exact),
@@ -398,6 +485,7 @@ int main(void) {
         cmocka_unit_test(test_quantised_gguf),
         cmocka_unit_test(test_text_input),
         cmocka_unit_test(test_threads_same_bytes),
+        cmocka_unit_test(test_heads_f32_and_se),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

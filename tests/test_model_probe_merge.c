@@ -137,9 +137,10 @@ static void test_reset_table_and_refusals(void **state) {
     feed(&a, 0, 1);
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&a, t);
-    assert_int_equal(n, 5); /* sum, sumsq, bsum, bsumsq, sum_heads */
+    assert_int_equal(n, 6); /* sum, sumsq, bsum, bsumsq, sum_heads, sumsq_heads */
     assert_int_equal(t[0].n, (size_t)2 * S * S);
     assert_int_equal(t[4].n, (size_t)2 * H * S * S);
+    assert_int_equal(t[5].n, (size_t)2 * H * S * S);
     mp_probe_acc_reset(&a);
     assert_int_equal(a.n_done, 0);
     for (int k = 0; k < n; k++)

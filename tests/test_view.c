@@ -86,7 +86,7 @@ static void test_probe_heads_and_text_in_browser(void **state) {
                                  MP_SOURCE_DIR, MP_SOURCE_DIR, run), 0);
     snprintf(page, sizeof page, "%s/view.html", d);
     assert_int_equal(mp_test_run(out, sizeof out, "view %s -o %s", run, page), 0);
-    assert_non_null(strstr(out, "heads float16 (4 heads)"));
+    assert_non_null(strstr(out, "heads float16 (4 heads, with standard errors)"));
     assert_null(strstr(out, "text not shown"));
     char extra[512];
     snprintf(extra, sizeof extra, "--bytes-text %s/models/kjv.txt", MP_SOURCE_DIR);

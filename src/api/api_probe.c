@@ -40,6 +40,7 @@ static int probe_setting(MpProbeConfig *p, const char *k, const char *v) {
     else if (!strcmp(k, "tokenizer")) p->tokenizer = v;
     else if (!strcmp(k, "field")) p->field = v;
     else if (!strcmp(k, "per-head")) p->per_head = on;
+    else if (!strcmp(k, "heads-f64")) p->heads_f64 = on;
     else if (!strcmp(k, "bidirectional")) p->bidirectional = on;
     else if (!strcmp(k, "no-rope")) p->no_rope = on;
     else if (!strcmp(k, "probs")) p->probs = on;

@@ -54,7 +54,9 @@ static const char *probe_help =
     "                       S (rows may span documents; for a few long or many short documents);\n"
     "                       with a tokenizer that adds BOS every row is BOS + the next S-1 ids\n"
     "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, or all when fewer)\n"
-    "  --per-head           also write scores_heads.npy [L,H,S,S] (and probs_heads.npy with --probs)\n"
+    "  --per-head           also write scores_heads.npy [L,H,S,S] and its standard errors\n"
+    "                       scores_heads_se.npy, float32 (and probs_heads.npy with --probs)\n"
+    "  --heads-f64          --per-head: write those two as float64 (summed in double either way)\n"
     "  --probs              also average the post-softmax attention: probs.npy [L,S,S] (rows sum to\n"
     "                       1), per head the mass on the first token and the mean entropy (meta.json\n"
     "                       attention_sink, attention_entropy); with --plot probs.png and\n"
@@ -128,7 +130,7 @@ static int probe_report(const char *cmd, const MpProbeResult *res, const char *o
     const MpJobWriteOptions wo = {.plot = plot, .argc = argc, .argv = argv, .wall_s = mp_time_now() - t_start};
     if (mp_probe_result_write(res, out, &wo, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     printf("wrote %s/{scores,scores_diagnorm%s%s%s}.npy, meta.json%s%s (peak RSS %.1f MiB)\n", out,
-           res->per_head ? ",scores_heads" : "", res->probs ? ",probs" : "",
+           res->per_head ? ",scores_heads,scores_heads_se" : "", res->probs ? ",probs" : "",
            res->probs && res->per_head ? ",probs_heads" : "", plot ? ", scores_diagnorm.png" : "",
            plot && res->probs ? ", probs.png, sink_entropy.png" : "", mp_peak_rss_bytes() / 1048576.0);
     return MP_EXIT_OK;
@@ -152,6 +154,7 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         {"compute", required_argument, 0, 'P'},
         {"force", no_argument, 0, 'f'},        {"allow-long", no_argument, 0, 'A'},
         {"probs", no_argument, 0, 'Z'},        {"recency", no_argument, 0, 'Y'},
+        {"heads-f64", no_argument, 0, '6'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -163,6 +166,7 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         case 'n': c->n = mp_cli_i64(cmd, "--n", optarg, 1, INT64_C(1) << 40); break;
         case 'L': c->layers = optarg; break;
         case 'H': c->per_head = 1; break;
+        case '6': c->heads_f64 = 1; break;
         case 'Z': c->probs = 1; break;
         case 'Y': c->recency = 1; break;
         case 'b': c->bidirectional = 1; break;
@@ -199,6 +203,7 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
     if (c->data && (!c->n || !c->seq)) return mp_cli_error(cmd, "--data needs --n N and --seq S");
     if (!c->data && (c->tokenizer || c->field || c->whole || c->shuffle || c->no_special || c->pack))
         return mp_cli_error(cmd, "--tokenizer, --field, --whole, --shuffle, --no-special and --pack go with --data");
+    if (c->heads_f64 && !c->per_head) return mp_cli_error(cmd, "--heads-f64 goes with --per-head");
     if (!c->out) return mp_cli_error(cmd, "--out DIR is required");
     c->out_mode = c->resume ? MP_OUTDIR_RESUME : force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW;
     return MP_EXIT_OK;

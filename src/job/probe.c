@@ -238,12 +238,14 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
     const uint64_t SS = (uint64_t)S * S;
     /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
      * residue, the part after BOS) */
-    p->maps = SS * 8 * (L * (c->per_head ? 2 + (uint64_t)m->n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
+    p->maps = SS * 8 * (L * (c->per_head ? 2 + 2 * (uint64_t)m->n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
     if (c->probs) p->maps += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probability sums */
     if (c->recency) /* triple counts per row and head, two corner maps, counting scratch, length blocks */
         p->maps += 8 * ((uint64_t)L * m->n_heads * S + 2 * SS + (uint64_t)S * (3 * threads + m->n_heads) + (uint64_t)L * 24 * 512);
-    /* mean, diagnorm, standard errors, heads at the end, and the statistics' scratch */
-    p->outs = SS * 8 * (L * (c->per_head ? 3 + (uint64_t)m->n_heads : 3) + 3);
+    /* mean, diagnorm, standard errors, heads and their standard errors at the end (and the float32
+     * copy written), and the statistics' scratch */
+    p->outs = SS * 8 * (L * (c->per_head ? 3 + 2 * (uint64_t)m->n_heads : 3) + 3);
+    if (c->per_head && !c->heads_f64) p->outs += SS * 4 * L * (uint64_t)m->n_heads;
     if (c->probs) p->outs += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probs.npy, probs_heads.npy */
     p->tokens = (uint64_t)n * S * 4;
     /* bf16 packs one panel of 32 rows at a time */
@@ -518,7 +520,15 @@ static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     json_object_set_new(fj, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score over sequences and heads, row = query, column = key; NaN where masked"));
     json_object_set_new(fj, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
     json_object_set_new(fj, "scores_se.npy", json_string("float64 [L,S,S] standard error of each entry of scores.npy: sample standard deviation over sequences of the head-mean score / sqrt(N); NaN where masked or N < 2"));
-    if (res->heads) json_object_set_new(fj, "scores_heads.npy", json_string("float64 [L,H,S,S] mean over sequences per query head"));
+    if (res->heads) {
+        const char *dt = res->heads_f64 ? "float64" : "float32";
+        char d[256];
+        snprintf(d, sizeof d, "%s [L,H,S,S] mean over sequences per query head (summed in double; --heads-f64: float64)", dt);
+        json_object_set_new(fj, "scores_heads.npy", json_string(d));
+        snprintf(d, sizeof d, "%s [L,H,S,S] standard error of each entry of scores_heads.npy: sample standard deviation "
+                              "over sequences of the head's score / sqrt(N); NaN where masked or N < 2", dt);
+        json_object_set_new(fj, "scores_heads_se.npy", json_string(d));
+    }
     json_object_set_new(j, "files", fj);
     json_object_set_new(j, "stats", mp_job_stats_json(res->stats, res->layers, L));
     json_t *bz = json_array();
@@ -552,17 +562,19 @@ static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
     res->diagnorm = mp_try_malloc(SS * L * sizeof(double));
     res->se = mp_try_malloc(SS * L * sizeof(double));
     res->heads = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
+    res->heads_se = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
     res->stats = mp_try_calloc((size_t)L, sizeof *res->stats);
     res->block_z = mp_try_malloc((size_t)L * sizeof(double));
     res->block_z_regions = mp_try_malloc((size_t)L * MP_PROBE_NREGIONS * sizeof(double));
     double *scratch = a->skip ? mp_try_malloc(3 * SS * sizeof(double)) : NULL;
-    if (!res->mean || !res->diagnorm || !res->se || (a->per_head && !res->heads) || !res->stats || !res->block_z ||
+    if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
         !res->block_z_regions || (a->skip && !scratch)) {
         free(scratch);
         return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
     }
     mp_probe_acc_mean(a, res->mean, res->heads);
     mp_probe_acc_se(a, res->se);
+    if (a->per_head) mp_probe_acc_se_heads(a, res->heads_se);
     mp_probe_layer_stats(res->stats, res->diagnorm, res->mean, res->se, a->n_done >= 2, L, S, a->skip, scratch);
     free(scratch);
     for (int l = 0; l < L; l++) {
@@ -584,7 +596,7 @@ static void probe_result_dims(MpProbeResult *res, const ProbeState *s) {
     res->L = s->L, res->H = s->m->n_heads, res->S = s->tk.seq, res->n = s->tk.n;
     memcpy(res->layers, s->layers, sizeof res->layers);
     res->skip = s->acc.skip, res->bos_id = s->m->bos_id;
-    res->causal = s->causal, res->rope = s->rope, res->per_head = s->c->per_head, res->compute = s->c->compute;
+    res->causal = s->causal, res->rope = s->rope, res->per_head = s->c->per_head, res->heads_f64 = s->c->heads_f64, res->compute = s->c->compute;
     res->threads = s->threads, res->nranks = mp_mpi_size();
     res->probs = s->c->probs, res->recency = s->c->recency;
     res->first = s->acc.n_done;
@@ -628,6 +640,7 @@ void mp_probe_result_free(MpProbeResult *res) {
     free(res->diagnorm);
     free(res->se);
     free(res->heads);
+    free(res->heads_se);
     free(res->stats);
     free(res->block_z);
     free(res->block_z_regions);

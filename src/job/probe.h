@@ -11,7 +11,8 @@
  *     meta.json object;
  *   - mp_probe_result_print: the tables `maskpos probe` prints after the run;
  *   - mp_probe_result_write: the folder `maskpos probe --out DIR` writes (scores.npy,
- *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, probs*.npy, figures, meta.json last),
+ *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy, probs*.npy,
+ *     figures, meta.json last),
  *     byte for byte.
  * Does not: parse flags (src/cli/probe.c), accumulate (model/probe.c), run the model (model/fwd.c).
  * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c.
@@ -50,7 +51,8 @@ typedef struct MpProbeConfig {
     uint64_t seed;                        /* (c) shuffle seed */
     /* what to measure */
     const char *layers;      /* "1-4", "2,5", "all"; NULL = 1-4 (all when fewer) */
-    int per_head;            /* also [L,H,S,S] */
+    int per_head;            /* also [L,H,S,S] and its standard errors */
+    int heads_f64;           /* per_head: write the heads' maps as float64 (default float32; summed in double either way) */
     int bidirectional;       /* counterfactual: no causal mask */
     int no_rope;             /* counterfactual: no rotation */
     int probs;               /* also the post-softmax probabilities, sink and entropy */
@@ -83,6 +85,8 @@ typedef struct MpProbeResult {
     double *diagnorm;        /* [L,S,S] mean minus the mean of its diagonal */
     double *se;              /* [L,S,S] standard error of each entry (NaN when N < 2) */
     double *heads;           /* [L,H,S,S] mean per head, or NULL */
+    double *heads_se;        /* [L,H,S,S] standard error per head (NaN when N < 2), or NULL */
+    int heads_f64;           /* write heads, heads_se as float64 (else float32) */
     MpPosStats *stats;       /* [L] NRI, residue, ... over positions skip..S-1 */
     double *block_z;         /* [L] the residue's block test */
     double *block_z_regions; /* [MP_PROBE_NREGIONS, L] per region (row 0 unused: NaN) */

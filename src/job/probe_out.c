@@ -55,17 +55,32 @@ static int probe_plot(const MpProbeResult *res, const char *dir, MpErr *e) {
     return rc;
 }
 
-/* The score maps: scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy. */
+/* One per-head array [L,H,S,S] (summed in double): float32 unless res->heads_f64. */
+static int probe_write_heads(const MpProbeResult *res, const char *dir, const char *name, const double *x, MpErr *e) {
+    const int64_t shp[4] = {res->L, res->H, res->S, res->S};
+    char path[4096];
+    if (mp_path_join(path, sizeof path, dir, name, e) != MP_OK) return MP_ERR;
+    if (res->heads_f64) return mp_npy_write(path, MP_DT_F64, x, 4, shp, e);
+    const size_t n = (size_t)res->L * res->H * res->S * res->S;
+    float *f = mp_try_malloc(n * sizeof *f);
+    if (!f) return mp_err_set(e, "%s: out of memory for %zu float32 values", path, n);
+    for (size_t k = 0; k < n; k++) f[k] = (float)x[k];
+    const int rc = mp_npy_write(path, MP_DT_F32, f, 4, shp, e);
+    free(f);
+    return rc;
+}
+
+/* The score maps: scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy. */
 static int probe_write_maps(const MpProbeResult *res, const char *dir, MpErr *e) {
-    const int64_t shp[4] = {res->L, res->S, res->S, 0}, shph[4] = {res->L, res->H, res->S, res->S};
+    const int64_t shp[3] = {res->L, res->S, res->S};
     static const char *names[3] = {"scores.npy", "scores_diagnorm.npy", "scores_se.npy"};
     const double *maps[3] = {res->mean, res->diagnorm, res->se};
     char path[4096];
     for (int k = 0; k < 3; k++)
         if (mp_path_join(path, sizeof path, dir, names[k], e) != MP_OK || mp_npy_write(path, MP_DT_F64, maps[k], 3, shp, e) != MP_OK)
             return MP_ERR;
-    if (res->heads && (mp_path_join(path, sizeof path, dir, "scores_heads.npy", e) != MP_OK ||
-                       mp_npy_write(path, MP_DT_F64, res->heads, 4, shph, e) != MP_OK))
+    if (res->heads && (probe_write_heads(res, dir, "scores_heads.npy", res->heads, e) != MP_OK ||
+                       probe_write_heads(res, dir, "scores_heads_se.npy", res->heads_se, e) != MP_OK))
         return MP_ERR;
     return MP_OK;
 }

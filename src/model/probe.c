@@ -163,8 +163,10 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
         size_t allh;
         if (mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
         a->sum_heads = mp_try_calloc(allh, sizeof(double));
+        a->sumsq_heads = mp_try_calloc(allh, sizeof(double));
     }
-    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->seqsub || (per_head && !a->sum_heads)) {
+    if (!a->sum || !a->sumsq || !a->bsum || !a->bsumsq || !a->seqmap || !a->seqres || !a->seqsub ||
+        (per_head && (!a->sum_heads || !a->sumsq_heads))) {
         mp_probe_acc_free(a);
         return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
     }
@@ -180,6 +182,7 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->seqres);
     free(a->seqsub);
     free(a->sum_heads);
+    free(a->sumsq_heads);
     free(a->psum);
     free(a->psum_heads);
     free(a->sink);
@@ -197,6 +200,7 @@ int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
     out[k++] = (MpProbeArray){a->bsum, nblk, "bsum"};
     out[k++] = (MpProbeArray){a->bsumsq, nblk, "bsumsq"};
     if (a->sum_heads) out[k++] = (MpProbeArray){a->sum_heads, all * (size_t)a->H, "sum_heads"};
+    if (a->sumsq_heads) out[k++] = (MpProbeArray){a->sumsq_heads, all * (size_t)a->H, "sumsq_heads"};
     if (a->probs) { /* probe --probs */
         const size_t LH = (size_t)a->L * a->H;
         out[k++] = (MpProbeArray){a->psum, all, "psum"};
@@ -335,8 +339,8 @@ void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
 }
 
 /* Query row i of layer slot li: the head sum of its observed scores in double, heads ascending
- * (kept in the row of seqmap, then turned into the head mean there), added to sum, sumsq and
- * sum_heads. Rows are independent: any order, any thread, the same bits. */
+ * (kept in the row of seqmap, then turned into the head mean there), added to sum, sumsq,
+ * sum_heads and sumsq_heads. Rows are independent: any order, any thread, the same bits. */
 static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
@@ -349,8 +353,13 @@ static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
         const float *row = scores + (size_t)h * SS + (size_t)i * S;
         for (int j = j0; j < n; j++) sm[j] += (double)row[j];
         if (a->sum_heads) {
-            double *sh = a->sum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
-            for (int j = j0; j < n; j++) sh[j] += (double)row[j];
+            const size_t off = ((size_t)li * H + h) * SS + (size_t)i * S;
+            double *sh = a->sum_heads + off, *sq = a->sumsq_heads + off;
+            for (int j = j0; j < n; j++) {
+                const double x = (double)row[j];
+                sh[j] += x;
+                sq[j] += x * x;
+            }
         }
     }
     double *out = a->sum + (size_t)li * SS + (size_t)i * S, *out2 = a->sumsq + (size_t)li * SS + (size_t)i * S;
@@ -510,6 +519,28 @@ void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
     }
 }
 
+void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
+    MP_ASSERT(a->sum_heads && a->sumsq_heads);
+    const int S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
+    const double dn = (double)a->n_done;
+    for (int l = 0; l < a->L; l++)
+        for (int i = 0; i < S; i++) {
+            int lo, hi;
+            mp_probe_acc_row_keys(a, l, i, &lo, &hi);
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < S; j++) {
+                    const size_t k = ((size_t)l * H + h) * SS + (size_t)i * S + j;
+                    if (j < lo || j >= hi || a->n_done < 2) {
+                        se_heads[k] = NAN;
+                        continue;
+                    }
+                    const double m = a->sum_heads[k] / dn, var = (a->sumsq_heads[k] / dn - m * m) * dn / (dn - 1.0);
+                    se_heads[k] = sqrt((var > 0 ? var : 0.0) / dn);
+                }
+        }
+}
+
 /* ================================================================ model hash */
 
 static uint64_t hash_i64(uint64_t h, int64_t v) { return mp_fnv1a64(&v, sizeof v, h); }
@@ -537,7 +568,9 @@ uint64_t mp_probe_model_hash(const MpModel *m) {
 /* ================================================================ checkpoints */
 
 #define CKPT_MAGIC "MPPRBCK1"
-#define CKPT_VERSION 2 /* 2: Σ of squared head means and the block residue sums after the sums */
+/* 2: Σ of squared head means and the block residue sums after the sums; 3 (runs with per-head
+ * sums only; the others stay 2, byte for byte): Σ of the heads' squares first among the extra arrays */
+#define CKPT_VERSION(a) ((a)->per_head ? 3u : 2u)
 
 typedef struct CkptHeader {
     char magic[8];
@@ -551,17 +584,18 @@ typedef struct CkptHeader {
 
 #define CKPT_FLAG_PROBS 1
 #define CKPT_FLAG_RECENCY 2
-#define CKPT_EXTRA_MAX 9
+#define CKPT_EXTRA_MAX 10
 
 static int32_t ckpt_flags(const MpProbeAcc *a) {
     return (a->probs ? CKPT_FLAG_PROBS : 0) | (a->recency ? CKPT_FLAG_RECENCY : 0);
 }
 
-/* The optional sums in file order: with --probs psum, psum_heads (per head), sink, entropy; with
+/* The optional sums in file order: with --per-head sumsq_heads; with --probs psum, psum_heads (per head), sink, entropy; with
  * --recency rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq. Fills ptr/bytes; returns how many. */
 static int ckpt_extra_arrays(const MpProbeAcc *a, void **ptr, size_t *bytes) {
     const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H, D = sizeof(double);
     int k = 0;
+    if (a->sumsq_heads) ptr[k] = a->sumsq_heads, bytes[k++] = SS * LH * D;
     if (a->probs) {
         ptr[k] = a->psum, bytes[k++] = SS * a->L * D;
         if (a->psum_heads) ptr[k] = a->psum_heads, bytes[k++] = SS * LH * D;
@@ -583,7 +617,7 @@ int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpEr
     CkptHeader hd;
     memset(&hd, 0, sizeof hd);
     memcpy(hd.magic, CKPT_MAGIC, 8);
-    hd.version = CKPT_VERSION;
+    hd.version = CKPT_VERSION(a);
     hd.header_bytes = sizeof hd;
     hd.key = key;
     hd.n_done = a->n_done;
@@ -655,8 +689,8 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
     int rc = MP_OK;
     if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, CKPT_MAGIC, 8))
         rc = mp_err_set(e, "%s: not a maskpos probe checkpoint", path);
-    else if (hd.version != CKPT_VERSION || hd.header_bytes != sizeof hd)
-        rc = mp_err_set(e, "%s: checkpoint version %u is not %d", path, hd.version, CKPT_VERSION);
+    else if (hd.version != CKPT_VERSION(a) || hd.header_bytes != sizeof hd)
+        rc = mp_err_set(e, "%s: checkpoint version %u is not %u", path, hd.version, CKPT_VERSION(a));
     else if (hd.key != key || hd.L != a->L || hd.H != a->H || hd.S != a->S || hd.per_head != a->per_head ||
              hd.causal != a->causal || hd.flags != ckpt_flags(a))
         rc = mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "

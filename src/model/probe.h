@@ -7,8 +7,9 @@
  *     vocabulary; malformed files return MP_ERR with a one-line message (never abort);
  *   - MpProbeAcc: Σ over sequences of Σ over heads of the pre-softmax scores, per selected layer,
  *     in double ([L,S,S]; optionally per head [L,H,S,S]), and Σ over sequences of the square of
- *     each sequence's head-mean score, from which the standard error of every entry of the mean
- *     map follows (sequences as independent draws); and, per sequence, the diagonal-mean
+ *     each sequence's head-mean score (and per head, of each head's score), from which the
+ *     standard error of every entry of the mean maps follows (sequences as independent draws);
+ *     and, per sequence, the diagonal-mean
  *     normalised residue of that sequence's head-mean map averaged over a 16 × 16 grid of blocks,
  *     summed and squared, so the residue's block means get exact standard errors too (the residue
  *     is linear in the map: the mean of per-sequence residues is the residue of the mean map);
@@ -60,6 +61,7 @@ typedef struct MpProbeAcc {
     int64_t n_done;       /* sequences accumulated */
     double *sum;          /* [L, S, S] Σ_seq Σ_h score */
     double *sum_heads;    /* [L, H, S, S] Σ_seq score, or NULL */
+    double *sumsq_heads;  /* [L, H, S, S] Σ_seq score², or NULL (per_head only: the heads' standard errors) */
     double *sumsq;        /* [L, S, S] Σ_seq (Σ_h score / H)² */
     int skip;             /* the block test looks at positions skip..S-1 only (mp_probe_acc_skip) */
     int nb;               /* blocks per side: min(P, 16), P = S - skip; block b holds positions
@@ -166,6 +168,8 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads);
 /* se [L,S,S]: standard error of each entry of the mean map, sqrt(sample variance over sequences
  * of the head-mean score / N); NaN where not observed or when fewer than 2 sequences were run. */
 void mp_probe_acc_se(const MpProbeAcc *a, double *se);
+/* se_heads [L,H,S,S]: the same per head, from sum_heads and sumsq_heads (per_head only). */
+void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads);
 /* Block test of layer slot l's residue: z = sqrt(mean over blocks of (block mean / its standard
  * error)²), ≈ 1 when the residue is noise, ≫ 1 when a non-relative pattern is resolved; blocks
  * with at least one observed entry count. NaN with fewer than 2 sequences. */

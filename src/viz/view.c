@@ -67,7 +67,7 @@ typedef struct ViewRun {
     const char *dir;          /* borrowed from the caller */
     char label[256];
     int L, H, S;
-    ViewArr scores, se, probs, heads; /* (L,S,S), (L,S,S), (L,S,S), (L,H,S,S) */
+    ViewArr scores, se, probs, heads, heads_se; /* (L,S,S), (L,S,S), (L,S,S), (L,H,S,S), (L,H,S,S) */
     json_t *meta;             /* meta.json or NULL (owned) */
     int causal;               /* every scores map is NaN above its diagonal */
     int gram;                 /* the maps are gram.npy's nine matrices (a)-(i), not layers */
@@ -86,6 +86,7 @@ static void view_run_free(ViewRun *r) {
     view_arr_free(&r->se);
     view_arr_free(&r->probs);
     view_arr_free(&r->heads);
+    view_arr_free(&r->heads_se);
     if (r->meta) json_decref(r->meta);
     if (r->tokens) json_decref(r->tokens);
     memset(r, 0, sizeof *r);
@@ -236,6 +237,12 @@ static int view_run_load(ViewRun *r, const char *dir, const char *label, const M
             return mp_err_set(e, "%s/scores_heads.npy: want [L,H,S,S] with 1 ≤ H ≤ 1024", dir);
         r->H = (int)sh[1];
         if (view_arr_check(&r->heads, dir, "scores_heads.npy", r->L, r->H, r->S, e) != MP_OK) return MP_ERR;
+        if (view_arr_read(&r->heads_se, dir, "scores_heads_se.npy", e) != MP_OK ||
+            (r->heads_se.npy.data && view_arr_check(&r->heads_se, dir, "scores_heads_se.npy", r->L, r->H, r->S, e) != MP_OK))
+            return MP_ERR;
+        if (r->heads_se.npy.data && r->heads_se.npy.shape[1] != r->H)
+            return mp_err_set(e, "%s/scores_heads_se.npy: %lld heads, scores_heads.npy %d", dir,
+                              (long long)r->heads_se.npy.shape[1], r->H);
     }
     char path[4096];
     if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
@@ -404,12 +411,21 @@ static int view_plan(ViewKind *kinds, const ViewRun *r, size_t budget, int max_s
         ViewKind *k = &kinds[nk++];
         *k = (ViewKind){"heads", view_arr(&r->heads), r->L * r->H, 1, VIEW_F16, f0, view_side(r->S, f0), 0};
         k->tri = view_is_causal(k->maps, k->nmaps, r->S);
+        const int with_se = r->heads_se.npy.data != NULL;
         size_t left = budget > used ? budget - used : 0;
         for (int step = 0;; step++) {
             k->enc = step % 2 ? VIEW_U8 : VIEW_F16;
             k->f = f0 << (step / 2);
             k->n = view_side(r->S, k->f);
-            if (k->n <= 16 || (size_t)k->nmaps * view_map_bytes(k->n, k->tri, k->enc, 1) <= left) break;
+            const size_t need = view_map_bytes(k->n, k->tri, k->enc, 1) + (with_se ? view_map_bytes(k->n, k->tri, k->enc, 0) : 0);
+            if (k->n <= 16 || (size_t)k->nmaps * need <= left) break;
+        }
+        if (with_se) { /* the heads' standard errors at the heads' side and encoding (the page pairs them entry by entry) */
+            ViewKind *q = &kinds[nk++];
+            *q = *k;
+            q->name = "heads_se";
+            q->maps = view_arr(&r->heads_se);
+            q->resid = 0;
         }
     }
     return nk;
@@ -421,8 +437,10 @@ static void view_note(char *out, size_t cap, const ViewRun *r, const ViewKind *k
                      r->causal ? ", causal" : "");
     for (int a = 0; a < nk && w > 0 && (size_t)w < cap; a++) {
         const ViewKind *k = &kinds[a];
+        if (!strcmp(k->name, "heads_se")) continue; /* stored as the heads are */
         w += snprintf(out + w, cap - (size_t)w, "; %s %s", k->name, k->enc == VIEW_F16 ? "float16" : "8-bit");
-        if (!strcmp(k->name, "heads") && (size_t)w < cap) w += snprintf(out + w, cap - (size_t)w, " (%d heads)", r->H);
+        if (!strcmp(k->name, "heads") && (size_t)w < cap) w += snprintf(out + w, cap - (size_t)w, " (%d heads%s)", r->H,
+                                                                  a + 1 < nk ? ", with standard errors" : "");
         if (k->f > 1 && (size_t)w < cap)
             w += snprintf(out + w, cap - (size_t)w, " area-averaged %dx%d to %d x %d", k->f, k->f, k->n, k->n);
     }
@@ -525,7 +543,7 @@ int mp_view_write_block(FILE *f, const char *id, const char *const *dirs, const 
     if (sum) memset(sum, 0, sizeof *sum);
     for (int r = 0; r < n; r++) {
         if (view_run_load(&runs[r], dirs[r], labels ? labels[r] : NULL, o, e) != MP_OK) goto done;
-        ViewKind kinds[4];
+        ViewKind kinds[5];
         int nk = view_plan(kinds, &runs[r], budget, o->max_side);
         char note[512];
         view_note(note, sizeof note, &runs[r], kinds, nk);

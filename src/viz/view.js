@@ -156,16 +156,16 @@
     if (st.layer >= run.L) return { missing: "no layer " + (st.layer + 1) };
     const head = st.head >= 0 && run.H > 0 ? st.head : -1;
     if (st.head >= 0 && run.H === 0) return { missing: "this run kept no heads" };
-    if (head >= run.H) return { missing: "no head " + head };
+    if (head >= run.H) return { missing: "no head " + (head + 1) };
     const key = "cur:" + r + ":" + st.layer + ":" + head + ":" + st.view;
     let c = this.cache.get(key);
     if (c) return c;
     const base = head >= 0 ? this.map(r, "heads", st.layer * run.H + head) : this.map(r, "scores", st.layer);
-    const se = head >= 0 ? null : this.map(r, "se", st.layer);
+    const se = head >= 0 ? this.map(r, "heads_se", st.layer * run.H + head) : this.map(r, "se", st.layer);
     let v;
     if (st.view === "raw") v = base.v;
     else if (st.view === "diag" || st.view === "z") {
-      if (st.view === "z" && !se) return { missing: head >= 0 ? "no standard errors per head" : "this run has no scores_se.npy" };
+      if (st.view === "z" && !se) return { missing: head >= 0 ? "this run has no scores_heads_se.npy" : "this run has no scores_se.npy" };
       const n = base.n;
       v = new Float64Array(n * n);
       for (let i = 0; i < n; i++)
@@ -174,7 +174,7 @@
           v[a] = st.view === "z" ? res / se.v[a] : res;
         }
     } else if (st.view === "se") {
-      if (!se) return { missing: head >= 0 ? "no standard errors per head" : "this run has no scores_se.npy" };
+      if (!se) return { missing: head >= 0 ? "this run has no scores_heads_se.npy" : "this run has no scores_se.npy" };
       v = se.v;
     } else {
       const p = head >= 0 ? null : this.map(r, "probs", st.layer);
@@ -212,7 +212,7 @@
     this.layerSel = sel("Layer", "mpv-layer", layers, (v) => { st.layer = +v; });
     if (this.maxH > 0) {
       const heads = [[-1, "mean over heads"]];
-      for (let h = 0; h < this.maxH; h++) heads.push([h, "head " + h]);
+      for (let h = 0; h < this.maxH; h++) heads.push([h, "head " + (h + 1)]); // heads 1-based, as layers (docs/outputs.md)
       this.headSel = sel("Head", "mpv-head", heads, (v) => { st.head = +v; });
     }
     const has = (name) => this.runs.some((r) => r.arrays[name]);

@@ -86,7 +86,8 @@ async function main() {
     return 2;
   }
   const opt = (f) => (fs.existsSync(path.join(dir, f)) ? readNpy(path.join(dir, f)) : null);
-  const scores = opt("scores.npy"), se = opt("scores_se.npy"), probs = opt("probs.npy"), heads = opt("scores_heads.npy");
+  const scores = opt("scores.npy"), se = opt("scores_se.npy"), probs = opt("probs.npy"), heads = opt("scores_heads.npy"),
+    headsSe = opt("scores_heads_se.npy");
   const L = scores.shape[0], S = scores.shape[1], H = heads ? heads.shape[1] : 0;
   const browser = await chromium.launch({
     executablePath: "/usr/bin/chromium",
@@ -195,8 +196,17 @@ async function main() {
       await select("mpv-head", H - 1);
       const hoff = (0 * H + (H - 1)) * S * S;
       const f16 = await page.evaluate((id) => window.mpvViewers[id].runs[0].arrays.heads.enc === "f16", id);
-      const got = await expect(`layer 1 head ${H - 1} raw`, heads, hoff, i, j, "raw", f16);
+      const got = await expect(`layer 1 head ${H} raw`, heads, hoff, i, j, "raw", f16);
       check(/mean of a/.test(got.text) === !/^\d+$/.test(got.i), "block note shown exactly when the map is area-averaged");
+      const headLabel = await page.$eval(`${V} select.mpv-head`, (s) => s.options[s.selectedIndex].textContent);
+      check(headLabel === `head ${H}`, `the last head is labelled '${headLabel}' (heads 1-based, docs/outputs.md)`);
+      if (headsSe) {
+        const pm = /± ([^ ]+) \(standard error\)/.exec(got.text);
+        check(pm !== null, `layer 1 head ${H} hover shows ± (its standard error)`);
+        await select("mpv-view", "se");
+        await expect(`layer 1 head ${H} standard error`, headsSe, hoff, i, j, "plain", f16);
+        await select("mpv-view", "raw");
+      }
       await select("mpv-head", -1);
       await select("mpv-layer", l);
     }

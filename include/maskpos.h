@@ -104,6 +104,36 @@ MASKPOS_API int maskpos_model_info(const MaskposModel *m, int *layers, int *head
 MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int32_t *ids, int64_t n,
                               int seq, MaskposProgressFn progress, void *user, MaskposResult **out);
 
+/* ---------------------------------------------------------------- text, logits, samples, figures */
+/* The token ids of text [len bytes] by a model's own tokenizer (tokenizer: the model's folder with
+ * tokenizer.json, a tokenizer.json, or a .gguf; as `maskpos tokenize --model`). add_special: BOS /
+ * EOS as the tokenizer's config says. *ids [*n] is freed with maskpos_free. */
+MASKPOS_API int maskpos_tokenize(const char *tokenizer, const char *text, int64_t len, int add_special,
+                                 int32_t **ids, int64_t *n);
+/* The text of ids [n] (`maskpos tokenize --decode`): *text [*len bytes + NUL], maskpos_free. */
+MASKPOS_API int maskpos_detokenize(const char *tokenizer, const int32_t *ids, int64_t n, int skip_special,
+                                   char **text, int64_t *len);
+MASKPOS_API void maskpos_free(void *p);
+/* The whole model on ids [n]: out [n, vocab] (the caller's buffer) = row t the next-token log-probs
+ * after position t (log_probs = 1: the bits of `maskpos logits --out`) or the raw logits (0).
+ * compute: "f32" (NULL) or "bf16". */
+MASKPOS_API int maskpos_logits(MaskposModel *m, const int32_t *ids, int64_t n, const char *compute, int log_probs,
+                               double *out);
+/* n sequences of len ids each into ids [n, len] (the caller's buffer), as `maskpos generate --out`
+ * with the same settings (temperature 0 = greedy; top_k 0 and top_p 1 = no cut; prompt NULL = BOS;
+ * threads 0 = all cores; the ids do not depend on it). *nll (may be NULL): the mean negative
+ * log-likelihood of the sampled tokens, nats per token. */
+MASKPOS_API int maskpos_generate(MaskposModel *m, int64_t n, int len, double temperature, int top_k, double top_p,
+                                 uint64_t seed, const int32_t *prompt, int n_prompt, const char *compute, int threads,
+                                 int32_t *ids, double *nll);
+/* The figure of `maskpos plot` for a stack of n square maps [n, rows, rows] (row = query, column
+ * = key; NaN blank): one panel per map in layers [n_layers] (1-based; NULL = all), titled
+ * "Layer <number>"; .png, .pdf or .svg by path's extension; preset "fig1".."fig5" or NULL; cmap /
+ * title NULL = the preset's; diagnorm: diagonal-mean normalise each map first. An existing file is
+ * replaced only with force; the file is written atomically. */
+MASKPOS_API int maskpos_plot(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
+                             const char *preset, const char *cmap, int diagnorm, const char *title, int force);
+
 /* A finished run folder written by maskpos (its meta.json marks it complete): every .npy the
  * meta lists, and the meta. */
 MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out);

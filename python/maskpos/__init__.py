@@ -31,8 +31,8 @@ import numpy as _np
 
 from . import _lib
 
-__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "library_path", "version",
-           "__version__"]
+__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "tokenize", "detokenize", "logits",
+           "generate", "plot", "library_path", "version", "__version__"]
 
 library_path = _lib.path
 
@@ -312,6 +312,20 @@ class Result:
         if _lib.lib.maskpos_result_save(self._handle, _os.fsencode(folder), 1 if force else 0) != _lib.OK:
             raise _fail(dict(folder=_os.fspath(folder), force=force))
 
+    def plot(self, path, array=None, layers=None, preset=None, cmap=None, diagnorm=False, title=None,
+             force=False):
+        """Draws one of the result's [L,S,S] arrays (default: scores_diagnorm when the run has it,
+        else scores) as a figure with the library's plot code (`maskpos plot`), one panel per layer
+        titled with its 1-based number; path ends in .png, .pdf or .svg. layers: 1-based numbers
+        of the panels to draw (default all). See maskpos.plot for the other arguments."""
+        if array is None:
+            array = "scores_diagnorm" if "scores_diagnorm" in self.arrays else "scores"
+        if array not in self.arrays:
+            raise Error("array=%r: this %s result has no such array (it has %s)" % (
+                array, self.kind, ", ".join(self.arrays)))
+        return plot(self.arrays[array], path, layers=layers, preset=preset, cmap=cmap, diagnorm=diagnorm, title=title,
+                    force=force)
+
     def close(self):
         if self._handle:
             _lib.lib.maskpos_result_free(self._handle)
@@ -521,3 +535,138 @@ def load(folder):
     if _lib.lib.maskpos_load(_os.fsencode(folder), _ctypes.byref(out)) != _lib.OK:
         raise _fail()
     return Result(out)
+
+
+# ---------------------------------------------------------------- tokens, logits, samples, figures
+
+def _path_of(model):
+    return model.path if isinstance(model, Model) else _os.fspath(model)
+
+
+def _ids_1d(tokens, what="tokens"):
+    arr = _np.asarray(tokens)
+    if arr.ndim != 1 or (arr.size and not _np.issubdtype(arr.dtype, _np.integer)):
+        raise Error("%s: a 1-D integer array of token ids is needed (got %s %s)" % (what, arr.dtype, list(arr.shape)))
+    if arr.size and (arr.min() < 0 or arr.max() > _np.iinfo(_np.int32).max):
+        raise Error("%s: token ids must lie in [0, 2^31)" % what)
+    return _np.ascontiguousarray(arr, dtype=_np.int32)
+
+
+def tokenize(model, text, special=True):
+    """The token ids of text (str) by the model's own tokenizer (`maskpos tokenize --model`).
+
+    model: a Model, a model folder with tokenizer.json, a tokenizer.json or a .gguf.
+    special: add BOS/EOS as the tokenizer's config says (HF add_special_tokens).
+    Returns an int32 array [T]."""
+    data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
+    ptr, n = _ctypes.POINTER(_ctypes.c_int32)(), _ctypes.c_int64()
+    if _lib.lib.maskpos_tokenize(_os.fsencode(_path_of(model)), data, len(data), 1 if special else 0,
+                                 _ctypes.byref(ptr), _ctypes.byref(n)) != _lib.OK:
+        raise _fail()
+    try:
+        return _np.ctypeslib.as_array(ptr, shape=(n.value,)).copy() if n.value else _np.zeros(0, _np.int32)
+    finally:
+        _lib.lib.maskpos_free(ptr)
+
+
+def detokenize(model, ids, skip_special=False):
+    """The text of token ids [T] (`maskpos tokenize --decode`); skip_special leaves out special
+    tokens (HF skip_special_tokens). Returns a str (invalid UTF-8 replaced)."""
+    a = _ids_1d(ids, "ids")
+    ptr, n = _ctypes.c_void_p(), _ctypes.c_int64()
+    if _lib.lib.maskpos_detokenize(_os.fsencode(_path_of(model)), a.ctypes.data if a.size else None, a.size,
+                                   1 if skip_special else 0, _ctypes.byref(ptr), _ctypes.byref(n)) != _lib.OK:
+        raise _fail()
+    try:
+        return _ctypes.string_at(ptr, n.value).decode("utf-8", "replace")
+    finally:
+        _lib.lib.maskpos_free(ptr)
+
+
+def logits(model, tokens, log_probs=True, compute=None):
+    """The whole model on one sequence of token ids [T] (`maskpos logits`).
+
+    Returns a float64 array [T, V]: row t is the distribution of the token after position t, as
+    log-probabilities (log_probs=True: the bits `maskpos logits --out` writes) or raw logits.
+    compute: "f32" (default) or "bf16"."""
+    own = not isinstance(model, Model)
+    m = Model(model) if own else model
+    try:
+        a = _ids_1d(tokens)
+        if not a.size:
+            raise Error("tokens: no token ids")
+        out = _np.empty((a.size, m.vocab), dtype=_np.float64)
+        if _lib.lib.maskpos_logits(m._handle, a.ctypes.data, a.size, compute.encode() if compute else None,
+                                   1 if log_probs else 0, out.ctypes.data) != _lib.OK:
+            raise _fail(dict(compute=compute))
+        return out
+    finally:
+        if own:
+            m.close()
+
+
+def generate(model, n=1, length=64, temperature=1.0, greedy=False, top_k=0, top_p=1.0, seed=0, prompt=None,
+             compute=None, threads=0):
+    """Samples n sequences of exactly `length` token ids from the model (`maskpos generate`).
+
+    Each starts with prompt (a str, tokenized with BOS as the model's tokenizer says, or token
+    ids; default: the model's BOS) and is extended from the model's next-token distribution at
+    the temperature (greedy=True or 0: the most likely id), optionally cut to top_k ids / the
+    top_p nucleus. Deterministic for a seed whatever the threads.
+    Returns an int32 array [n, length] (the ids `maskpos generate --out` writes); decode a row
+    with maskpos.detokenize(model, row)."""
+    given = dict(n=n, len=length, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, compute=compute,
+                 threads=threads)
+    if greedy:
+        if temperature not in (0, 1.0):
+            raise Error("greedy=True and temperature=%r contradict each other" % temperature)
+        temperature = 0.0
+    own = not isinstance(model, Model)
+    m = Model(model) if own else model
+    try:
+        p = None
+        if isinstance(prompt, str):
+            p = tokenize(m, prompt)
+            if not p.size:
+                raise Error("prompt=%r gives no token" % prompt)
+        elif prompt is not None:
+            p = _ids_1d(prompt, "prompt")
+        ids = _np.empty((int(n), int(length)) if n > 0 and length > 0 else (0,), dtype=_np.int32)
+        nll = _ctypes.c_double()
+        if _lib.lib.maskpos_generate(m._handle, int(n), int(length), float(temperature), int(top_k), float(top_p),
+                                     int(seed), p.ctypes.data if p is not None else None,
+                                     int(p.size) if p is not None else 0, compute.encode() if compute else None,
+                                     int(threads), ids.ctypes.data, _ctypes.byref(nll)) != _lib.OK:
+            raise _fail(given)
+        return ids
+    finally:
+        if own:
+            m.close()
+
+
+def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=None, force=False):
+    """Draws score maps as a figure with the library's plot code (`maskpos plot`).
+
+    maps: [S, S] (one panel) or [L, S, S] (one panel per layer, titled "Layer 1", "Layer 2", ...:
+    1-based, as every figure of maskpos); NaN cells are left blank. path: .png, .pdf or .svg.
+    layers: 1-based numbers of the layers to draw (default all). preset: "fig1".."fig5" (the
+    paper's figures, as `maskpos plot --preset`); cmap: "rocket", "vlag", "RdBu" (+ "_r");
+    diagnorm: divide each map by its diagonal mean first; title: the figure's title. An existing
+    file is replaced only with force=True. Returns path."""
+    a = _np.asarray(maps, dtype=_np.float64)
+    if a.ndim == 2:
+        a = a[None]
+    if a.ndim != 3 or a.shape[1] != a.shape[2] or not a.size:
+        raise Error("maps: [S, S] or [L, S, S] square maps are needed (got shape %s)" % list(_np.shape(maps)))
+    a = _np.ascontiguousarray(a)
+    sel = None
+    if layers is not None:
+        sel = _np.ascontiguousarray([layers] if isinstance(layers, int) else list(layers), dtype=_np.intc)
+    enc = lambda v: v.encode() if v is not None else None  # noqa: E731
+    rc = _lib.lib.maskpos_plot(_os.fsencode(path), a.ctypes.data, a.shape[0], a.shape[1],
+                               sel.ctypes.data if sel is not None and sel.size else None,
+                               int(sel.size) if sel is not None else 0, enc(preset), enc(cmap), 1 if diagnorm else 0,
+                               enc(title), 1 if force else 0)
+    if rc != _lib.OK:
+        raise _fail(dict(layers=layers, preset=preset, cmap=cmap, title=title))
+    return path

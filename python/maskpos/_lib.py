@@ -68,6 +68,20 @@ _SIGNATURES = {
                                                ctypes.POINTER(ctypes.c_int), c_int64_p]),
     "maskpos_result_meta": (ctypes.c_char_p, [ctypes.c_void_p]),
     "maskpos_result_save": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]),
+    "maskpos_free": (None, [ctypes.c_void_p]),
+    "maskpos_tokenize": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int64, ctypes.c_int,
+                                        ctypes.POINTER(ctypes.POINTER(ctypes.c_int32)), c_int64_p]),
+    "maskpos_detokenize": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
+                                          ctypes.POINTER(ctypes.c_void_p), c_int64_p]),
+    "maskpos_logits": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int,
+                                      ctypes.c_void_p]),
+    "maskpos_generate": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double, ctypes.c_int,
+                                        ctypes.c_double, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
+                                        ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.POINTER(ctypes.c_double)]),
+    "maskpos_plot": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                    ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                    ctypes.c_int]),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():

@@ -22,6 +22,7 @@
 #include "core/util.h"  /* mp_parse_i64 */
 #include "load/model.h" /* mp_model_open */
 #include "model/fwd.h"  /* MpFwd */
+#include "model/generate.h" /* mp_gen_log_softmax */
 #include "core/files.h" /* mp_outfile_claim: an existing output is not replaced without --force */
 
 static const char *logits_help =
@@ -42,15 +43,6 @@ static const char *logits_help =
     "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
     "                  accumulation; docs/speed.md)\n"
     "Bad input: one-line error, exit 2.\n";
-
-/* lp [V] = log_softmax(logits [V]) in double. */
-static void logits_log_softmax(double *lp, const float *lg, int V) {
-    double mx = -INFINITY, s = 0;
-    for (int i = 0; i < V; i++) mx = lg[i] > mx ? lg[i] : mx;
-    for (int i = 0; i < V; i++) s += exp((double)lg[i] - mx);
-    const double lse = mx + log(s);
-    for (int i = 0; i < V; i++) lp[i] = (double)lg[i] - lse;
-}
 
 static int logits_argmax(const double *lp, int V) {
     int b = 0;
@@ -102,7 +94,7 @@ static int logits_greedy(MpFwd *f, int32_t *ids, int n, int T, double *lp, int V
     ids[len++] = logits_argmax(lp, V);
     while (len < T) {
         if (mp_fwd_run(f, ids, len, NULL, NULL, e) != MP_OK) return MP_ERR;
-        logits_log_softmax(lp, f->logits + (size_t)(len - 1) * V, V);
+        mp_gen_log_softmax(lp, f->logits + (size_t)(len - 1) * V, V);
         ids[len++] = logits_argmax(lp, V);
     }
     printf("greedy continuation (%d token%s):", T - n, T - n == 1 ? "" : "s");
@@ -199,14 +191,14 @@ int mp_cmd_logits(int argc, char **argv) {
     }
     if (out) {
         all = mp_malloc_or_die((size_t)n * (size_t)m.vocab * sizeof *all, "log-probs");
-        for (int t = 0; t < n; t++) logits_log_softmax(all + (size_t)t * m.vocab, f.logits + (size_t)t * m.vocab, m.vocab);
+        for (int t = 0; t < n; t++) mp_gen_log_softmax(all + (size_t)t * m.vocab, f.logits + (size_t)t * m.vocab, m.vocab);
         int64_t shp[2] = {n, m.vocab};
         if (mp_npy_write(out, MP_DT_F64, all, 2, shp, &e) != MP_OK) {
             rc = mp_cli_error(cmd, "%s", e.msg);
             goto done;
         }
     }
-    logits_log_softmax(lp, f.logits + (size_t)(n - 1) * m.vocab, m.vocab);
+    mp_gen_log_softmax(lp, f.logits + (size_t)(n - 1) * m.vocab, m.vocab);
     printf("%s (%s, %d layers): %d input token%s; next token after position %d:\n", model_path,
            mp_model_arch_name(m.arch), m.n_layers, n, n == 1 ? "" : "s", n - 1);
     logits_print_top(lp, m.vocab, top);

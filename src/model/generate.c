@@ -264,3 +264,11 @@ void mp_gen_result_free(MpGenResult *r) {
     free(r->ids);
     memset(r, 0, sizeof *r);
 }
+
+void mp_gen_log_softmax(double *lp, const float *logits, int V) {
+    double mx = -INFINITY, s = 0;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (int i = 0; i < V; i++) s += exp((double)logits[i] - mx);
+    const double lse = mx + log(s);
+    for (int i = 0; i < V; i++) lp[i] = (double)logits[i] - lse;
+}

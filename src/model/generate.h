@@ -95,6 +95,10 @@ void mp_gen_work_free(MpGenWork *w);
  * 1, no cut), in double. */
 int mp_gen_sample(const float *logits, const MpGenSampler *s, double u, MpGenWork *w, double *nll);
 
+/* lp [V] = log_softmax(logits [V]) in double (max subtracted; `maskpos logits` and the C API's
+ * maskpos_logits). */
+void mp_gen_log_softmax(double *lp, const float *logits, int V);
+
 /* "sampler validity": NULL when s is usable, else a message naming the bad field. */
 const char *mp_gen_sampler_check(const MpGenSampler *s);
 

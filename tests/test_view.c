@@ -195,9 +195,29 @@ static void test_theory_and_bad_input(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "view -o %s", page), 2); /* no folder */
 }
 
+/* A --data probe run with a relative path, viewed from another folder, shows its text: meta.json
+ * records the corpus (and tokenizer) by absolute path (issue 30; the page said "text not shown:
+ * corpus.txt: No such file or directory"). */
+static void test_text_from_another_folder(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192];
+    int rc = mp_test_shell(out, sizeof out, "mkdir -p %s/w %s/elsewhere && cp %s/models/kjv.txt %s/w/corpus.txt && cd %s/w && "
+                           "%s probe %s/models/rope --data corpus.txt --pack --n 3 --seq 32 --quiet --out s/p1",
+                           d, d, MP_SOURCE_DIR, d, d, MP_TEST_BIN, MP_SOURCE_DIR);
+    if (rc != 0) fail_msg("probe: %s", out);
+    rc = mp_test_shell(out, sizeof out, "cd %s/elsewhere && %s view ../w/s/p1 -o view.html", d, MP_TEST_BIN);
+    if (rc != 0) fail_msg("view: %s", out);
+    if (strstr(out, "text not shown")) fail_msg("view from another folder lost the text: %s", out);
+    char page[512];
+    snprintf(page, sizeof page, "%s/elsewhere/view.html", d);
+    assert_true(mp_file_exists(page));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f16_exponent),
+        cmocka_unit_test(test_text_from_another_folder),
         cmocka_unit_test(test_theory_and_bad_input),
         cmocka_unit_test(test_simulate_pair_in_browser),
         cmocka_unit_test(test_probe_heads_and_text_in_browser),

@@ -409,7 +409,7 @@ static void test_titles_and_stacks(void **state) {
     MpPlotOptions o;
     mp_plot_options_default(&o);
     assert_int_equal(mp_plot_preset_apply(&o, "fig5", &e), MP_OK);
-    assert_true(o.diagnorm == 1 && o.clip_lo == 1 && o.clip_hi == 99 && !strcmp(o.cmap, "rocket"));
+    assert_true(o.diagnorm == 1 && o.clip_lo == 1 && o.clip_hi == 99 && !strcmp(o.cmap, "vlag"));
     assert_int_equal(mp_plot_preset_apply(&o, "fig2", &e), MP_OK);
     assert_true(o.vmin == 0 && o.vmax == 1 && o.diagnorm == 0 && isnan(o.clip_lo));
     assert_int_equal(mp_plot_preset_apply(&o, "fig3", &e), MP_ERR);
@@ -725,6 +725,112 @@ static void test_cli_curve(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "plot --curve %s/absent.csv -o %s", d, png), 2);
 }
 
+/* ---------------------------------------------------------------- colour maps and limits in the PNG */
+
+/* The text of the PNG's tEXt chunk "maskpos:panels" (malloc'd), or NULL when it has none. */
+static char *png_panels_text(const char *path) {
+    size_t n = 0;
+    char *b = NULL;
+    MpErr e;
+    if (mp_file_read_all(path, (size_t)1 << 28, "a PNG", &b, &n, &e) != MP_OK) fail_msg("%s", e.msg);
+    const unsigned char *u = (const unsigned char *)b;
+    char *out = NULL;
+    for (size_t i = 8; i + 12 <= n && !out;) {
+        const size_t len = (size_t)u[i] << 24 | (size_t)u[i + 1] << 16 | (size_t)u[i + 2] << 8 | u[i + 3];
+        if (i + 12 + len > n) break;
+        const size_t klen = strlen("maskpos:panels") + 1;
+        if (!memcmp(u + i + 4, "tEXt", 4) && len >= klen && !memcmp(u + i + 8, "maskpos:panels", klen)) {
+            out = calloc(len - klen + 1, 1);
+            memcpy(out, u + i + 8 + klen, len - klen);
+        }
+        i += 12 + len;
+    }
+    free(b);
+    return out;
+}
+
+/* Checks every line "title<TAB>cmap<TAB>lo<TAB>hi" of a PNG: colour map `cmap`, lo = -hi (centred
+ * on 0), hi <= hi_max; returns the number of panels. */
+static int png_expect_symmetric(const char *path, const char *cmap, double hi_max) {
+    char *t = png_panels_text(path);
+    if (!t) fail_msg("%s: no maskpos:panels tEXt chunk", path);
+    int n = 0;
+    for (char *save = NULL, *line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save), n++) {
+        char title[128], cm[32];
+        double lo, hi;
+        if (sscanf(line, "%127[^\t]\t%31[^\t]\t%lf\t%lf", title, cm, &lo, &hi) != 4) fail_msg("%s: bad line '%s'", path, line);
+        if (strcmp(cm, cmap)) fail_msg("%s: %s drawn with %s, want %s", path, title, cm, cmap);
+        if (!(lo == -hi && hi > 0)) fail_msg("%s: %s limits [%g, %g] not symmetric about 0", path, title, lo, hi);
+        if (!(hi <= hi_max)) fail_msg("%s: %s limit %g above %g (not robust)", path, title, hi, hi_max);
+    }
+    free(t);
+    return n;
+}
+
+/* The residue figures (issue 30): `plot --preset fig5`, `plot --diagnorm` and `probe --plot` draw the
+ * diagonal-normalised residue in vlag centred on 0 with robust symmetric limits (an outlier of
+ * 1000 in a map of |residue| <= ~1 does not set them), recorded in the PNG; the pixel of a
+ * zero residue is vlag's centre. */
+static void test_residue_figures_centred(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    enum { L = 5, S = 40 };
+    double *m = malloc(sizeof(double) * L * S * S);
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < S; i++)
+            for (int j = 0; j < S; j++) /* lopsided: a residue in [-0.2, 1] plus one outlier */
+                m[((size_t)l * S + i) * S + j] = j > i ? NAN : 0.6 * sin(0.3 * i * (l + 1)) * cos(0.2 * j) + 0.4 * (j % 3 == 0) +
+                                                                 (i == S - 1 && j == 1 ? 1000.0 : 0.0);
+    char npy[256], png[512], buf[8192];
+    snprintf(npy, sizeof npy, "%s/m.npy", d);
+    const int64_t shp[3] = {L, S, S};
+    MpErr e;
+    assert_int_equal(mp_npy_write(npy, MP_DT_F64, m, 3, shp, &e), MP_OK);
+    snprintf(png, sizeof png, "%s/f5.png", d);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "plot %s -o %s --preset fig5", npy, png), 0);
+    assert_int_equal(png_expect_symmetric(png, "vlag", 50), 4);
+    if (!strstr(buf, "vlag, colour limits [-") || !strstr(buf, "(symmetric about 0)")) fail_msg("plot's lines: %s", buf);
+    snprintf(png, sizeof png, "%s/dn.png", d);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "plot %s -o %s --diagnorm", npy, png), 0);
+    assert_int_equal(png_expect_symmetric(png, "vlag", 50), L);
+    /* the colour of a zero residue: a map that is 0 but for +-1 corners, at cell (1, 1) */
+    double z[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    z[2] = 1, z[6] = -1;
+    MpPlotPanel pn = panel_of(z, 3, 3, "zero");
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    assert_int_equal(mp_plot_preset_apply(&o, "fig5", &e), MP_OK);
+    o.diagnorm = 0;
+    o.clip_lo = o.clip_hi = NAN;
+    MpPlotLayout lay;
+    assert_int_equal(mp_plot_layout_compute(&lay, &pn, 1, &o, &e), MP_OK);
+    snprintf(png, sizeof png, "%s/zero.png", d);
+    assert_int_equal(mp_plot_render(png, &pn, 1, &o, &e), MP_OK);
+    MpPlotCmap vlag;
+    assert_int_equal(mp_plot_cmap_find(&vlag, "vlag"), MP_OK);
+    double mid[3];
+    mp_plot_cmap_eval(&vlag, 0.5, mid);
+    cairo_surface_t *s = png_load(png);
+    expect_rgb(cell_pixel(s, &lay, 0, 3, 3, 1, 1), (Rgb){(int)lround(mid[0] * 255), (int)lround(mid[1] * 255), (int)lround(mid[2] * 255)}, 2,
+               "fig5: a zero residue");
+    cairo_surface_destroy(s);
+    /* probe --plot: every probed layer of a 5-layer model */
+    char model[256], ids[256], outd[256];
+    snprintf(model, sizeof model, "%s/model", d);
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    snprintf(outd, sizeof outd, "%s/probe", d);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "mkmodel --arch llama --layers 5 --dim 32 --heads 2 --kv-heads 2 --ffn 64 --vocab 64 --seed 3 %s", model), 0);
+    int32_t tok[6 * 24];
+    for (int k = 0; k < 6 * 24; k++) tok[k] = (k * 37 + 11) % 64;
+    const int64_t ts[2] = {6, 24};
+    assert_int_equal(mp_npy_write(ids, MP_DT_I32, tok, 2, ts, &e), MP_OK);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers all --plot --quiet --out %s", model, ids, outd), 0);
+    snprintf(png, sizeof png, "%s/scores_diagnorm.png", outd);
+    assert_int_equal(png_expect_symmetric(png, "vlag", 1e30), L);
+    if (!strstr(buf, "scores_diagnorm.png: ") || !strstr(buf, "layer 5 +-")) fail_msg("probe's last lines name no limits: %s", buf);
+    free(m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cmap_anchors),
@@ -742,6 +848,7 @@ int main(void) {
         cmocka_unit_test(test_cli),
         cmocka_unit_test(test_line_plot),
         cmocka_unit_test(test_cli_curve),
+        cmocka_unit_test(test_residue_figures_centred),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     mp_plot_release(); /* font caches: keeps LeakSanitizer quiet under make asan */

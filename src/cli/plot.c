@@ -44,7 +44,8 @@ static const char *plot_help =
     "                         fig2  layers 1-4, rocket, colour range [0,1] shared\n"
     "                         fig4  layers 1-4: raw row (rocket) + diagonal-normalised row (vlag;\n"
     "                               --cmap sets both rows)\n"
-    "                         fig5  layers 1-4 diagonal-normalised, clip 1,99, rocket\n"
+    "                         fig5  layers 1-4 diagonal-normalised, vlag centred on 0, limits\n"
+    "                               +-max(|1st|, |99th| percentile) (the report's Figure 5)\n"
     "  --layers RANGE       layers of [L,...] inputs, 1-based: 1-4, 2, 1,3-5 (default: all;\n"
     "                       fig2/fig4/fig5: 1-4); [S,S] inputs have one map and ignore it\n"
     "  --heads RANGE|mean   heads of [L,H,S,S] inputs, 1-based (default all); 'mean' averages the\n"
@@ -59,10 +60,14 @@ static const char *plot_help =
     "  --vmin X, --vmax X   colour limits (default: from the data)\n"
     "  --clip P,Q           limits at the P-th and Q-th percentiles of the finite entries\n"
     "  --shared             one set of limits for all panels (raw and normalised rows apart)\n"
-    "  --diagnorm           diagonal-mean normalise each map first: S_ij - mean over i'-j' = i-j\n"
+    "  --diagnorm           diagonal-mean normalise each map first: S_ij - mean over i'-j' = i-j;\n"
+    "                       the residue is then drawn with vlag centred on 0 and limits\n"
+    "                       +-max(|1st|, |99th| percentile) per panel, unless --cmap, --clip,\n"
+    "                       --vmin/--vmax or a preset say otherwise\n"
     "  --annotate           print each cell's value (small maps); --digits K decimals (default 3)\n"
     "  --panel-px N         heatmap side in pixels (points for PDF/SVG), 40..4000 (default 300)\n"
-    "  --index-base 0|1     label of the first position on the axes (default 1)\n"
+    "  --index-base 0|1     label of the first position on the axes (default 0: positions are\n"
+    "                       numbered from 0 everywhere, layers and heads from 1; docs/outputs.md)\n"
     "  -h, --help           this text\n"
     "\n"
     "Maps larger than the panel are area-averaged over their finite entries (not point-sampled).\n";
@@ -348,6 +353,10 @@ static int plot_options(MpPlotOptions *o, const PlotFlags *fl, int ninputs) {
     if (fl->title) snprintf(o->title, sizeof o->title, "%s", fl->title);
     if (fl->shared >= 0) o->shared = fl->shared;
     if (fl->diagnorm >= 0) o->diagnorm = fl->diagnorm;
+    if (fl->diagnorm > 0 && !fl->preset) { /* a residue: signed, centred on 0, robust limits */
+        if (!fl->cmap) o->cmap = "vlag";
+        if (isnan(fl->clip[0]) && isnan(fl->vmin) && isnan(fl->vmax)) o->clip_lo = 1, o->clip_hi = 99;
+    }
     if (fl->annotate >= 0) o->annotate = fl->annotate;
     if (fl->digits >= 0) o->annotate_digits = fl->digits;
     if (fl->panel_px >= 0) o->panel_px = fl->panel_px;
@@ -493,9 +502,11 @@ int mp_cmd_plot(int argc, char **argv) {
             rc = mp_cli_error(cmd, "%s", e.msg);
         } else {
             printf("maskpos plot: wrote %s (%d panel%s)\n", fl.out, g.np, g.np == 1 ? "" : "s");
-            for (int k = 0; k < g.np; k++)
-                printf("  %-40s colour limits [%.6g, %.6g]\n", g.panels[k].title[0] ? g.panels[k].title : "(untitled)",
-                       lim[k][0], lim[k][1]);
+            for (int k = 0; k < g.np; k++) {
+                const char *cm = g.panels[k].cmap ? g.panels[k].cmap : o.cmap;
+                printf("  %-40s %s, colour limits [%.6g, %.6g]%s\n", g.panels[k].title[0] ? g.panels[k].title : "(untitled)",
+                       cm, lim[k][0], lim[k][1], lim[k][0] == -lim[k][1] ? " (symmetric about 0)" : "");
+            }
         }
     }
     mp_plot_release();

@@ -18,7 +18,8 @@
 #include "core/files.h"     /* MP_OUTDIR_* */
 #include "core/mpi.h"       /* mp_mpi_rank, mp_mpi_size: under mpirun */
 #include "core/progress.h"  /* MpProgress */
-#include "core/util.h"      /* mp_time_now, mp_peak_rss_bytes */
+#include "core/json.h"      /* mp_json_read: the files meta.json lists */
+#include "core/util.h"      /* mp_time_now, mp_peak_rss_bytes, mp_path_join */
 #include "job/probe.h"      /* mp_probe_run, mp_probe_result_print, mp_probe_result_write */
 #include "model/fwd.h"      /* mp_fwd_compute_parse */
 
@@ -53,7 +54,8 @@ static const char *probe_help =
     "  --pack               --data: concatenate the documents' ids and cut the stream into N rows of\n"
     "                       S (rows may span documents; for a few long or many short documents);\n"
     "                       with a tokenizer that adds BOS every row is BOS + the next S-1 ids\n"
-    "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, or all when fewer)\n"
+    "  --layers SPEC        1-based layers, e.g. 1-4, 2,5, all (default 1-4, the paper's Figure 5,\n"
+    "                       or all when fewer; the set-up line says when layers are left out)\n"
     "  --per-head           also write scores_heads.npy [L,H,S,S] and its standard errors\n"
     "                       scores_heads_se.npy, float32 (and probs_heads.npy with --probs)\n"
     "  --heads-f64          --per-head: write those two as float64 (summed in double either way)\n"
@@ -81,12 +83,14 @@ static const char *probe_help =
     "  --force              replace the outputs of an earlier run in --out (else such a folder is\n"
     "                       refused: a folder holds one run's outputs)\n"
     "  --out DIR            outputs: scores.npy float64 [L,S,S] (mean over sequences and heads; NaN\n"
-    "                       where masked), scores_diagnorm.npy, scores_heads.npy, meta.json\n"
-    "  --plot               also draw DIR/scores_diagnorm.png (first 4 selected layers, diagonal-\n"
-    "                       normalised, colour limits at the 1st/99th percentile)\n"
+    "                       where masked), scores_diagnorm.npy, scores_se.npy, scores_heads*.npy,\n"
+    "                       meta.json (its \"files\" lists every file written, as the last line does)\n"
+    "  --plot               also draw DIR/scores_diagnorm.png (every selected layer, diagonal-\n"
+    "                       normalised, vlag centred on 0, limits +-max(|1st|, |99th| percentile),\n"
+    "                       printed and in meta.json's files)\n"
     "  --max-mem-gib G      refuse to start when the expected peak exceeds G GiB (default: the\n"
     "                       memory available now)\n"
-    "  --quiet              no progress bar\n"
+    "  --quiet              no progress bar and no tables (meta.json holds every statistic)\n"
     "\n"
     "Printed: the expected peak memory before starting; per layer the NRI (non-relative index,\n"
     "docs/metrics.md) and the range and rms of the diagonal-normalised residue; tokens/s.\n"
@@ -114,9 +118,26 @@ static int probe_bar(void *ctx, int64_t done, int64_t total) {
     return 0;
 }
 
-/* After the run: the speed (and the MPI figures), the tables, the folder. */
-static int probe_report(const char *cmd, const MpProbeResult *res, const char *out, int plot, double t_start, int argc,
-                        char **argv) {
+/* "wrote DIR/: every file meta.json lists, meta.json" (read back from the folder, so the line and
+ * meta.json's files agree), then the figure's colour limits. */
+static void probe_wrote(const char *out, int plot) {
+    char path[4096];
+    MpErr e;
+    json_t *m = mp_path_join(path, sizeof path, out, "meta.json", &e) == MP_OK ? mp_json_read(path, &e) : NULL;
+    const json_t *files = m ? json_object_get(m, "files") : NULL;
+    printf("wrote %s/:", out);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)files, k, v) printf(" %s,", k);
+    printf(" meta.json (peak RSS %.1f MiB)\n", mp_peak_rss_bytes() / 1048576.0);
+    const char *fig = plot && files ? json_string_value(json_object_get(files, "scores_diagnorm.png")) : NULL;
+    if (fig) printf("scores_diagnorm.png: %s\n", fig + (strncmp(fig, "figure: ", 8) ? 0 : 8));
+    if (m) json_decref(m);
+}
+
+/* After the run: the speed (and the MPI figures), the tables (not with --quiet), the folder. */
+static int probe_report(const char *cmd, const MpProbeResult *res, const char *out, int plot, int quiet, double t_start,
+                        int argc, char **argv) {
     const int64_t ran = res->n - res->first;
     const double toks = (double)ran * res->S, cs = res->compute_s;
     printf("ran %lld sequence%s (%.0f tokens) in %.2f s: %.1f tokens/s, %.2f GFLOP/s\n", (long long)ran,
@@ -125,14 +146,11 @@ static int probe_report(const char *cmd, const MpProbeResult *res, const char *o
         printf("MPI: %d ranks; rank 0 received %lld sequences (%.1f MiB) in %.3f s and merged them in %.3f s\n",
                res->nranks, (long long)res->ranks.received, res->ranks.bytes / 1048576.0, res->ranks.wait_s,
                res->ranks.merge_s);
-    mp_probe_result_print(stdout, res);
+    if (!quiet) mp_probe_result_print(stdout, res);
     MpErr e;
     const MpJobWriteOptions wo = {.plot = plot, .argc = argc, .argv = argv, .wall_s = mp_time_now() - t_start};
     if (mp_probe_result_write(res, out, &wo, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    printf("wrote %s/{scores,scores_diagnorm%s%s%s}.npy, meta.json%s%s (peak RSS %.1f MiB)\n", out,
-           res->per_head ? ",scores_heads,scores_heads_se" : "", res->probs ? ",probs" : "",
-           res->probs && res->per_head ? ",probs_heads" : "", plot ? ", scores_diagnorm.png" : "",
-           plot && res->probs ? ", probs.png, sink_entropy.png" : "", mp_peak_rss_bytes() / 1048576.0);
+    probe_wrote(out, plot);
     return MP_EXIT_OK;
 }
 
@@ -230,7 +248,7 @@ int mp_cmd_probe(int argc, char **argv) {
         return mp_cli_error(cmd, "%s", e.msg);
     }
     if (bar.started) mp_progress_finish(&bar.pg);
-    if (mp_mpi_rank() == 0) rc = probe_report(cmd, &res, c.out, plot, t_start, argc, argv);
+    if (mp_mpi_rank() == 0) rc = probe_report(cmd, &res, c.out, plot, quiet, t_start, argc, argv);
     mp_probe_result_free(&res);
     return rc;
 }

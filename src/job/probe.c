@@ -9,6 +9,7 @@
  */
 #include "job/probe.h"
 
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -270,6 +271,8 @@ static int probe_plan(ProbeState *s, MpErr *e) {
         fprintf(lg, "probe: %s (%s, %d of %d layers run), N=%lld S=%d, layers", m->path, mp_model_arch_name(m->arch),
                 s->deepest, m->n_layers, (long long)tk->n, tk->seq);
         for (int l = 0; l < L; l++) fprintf(lg, "%s%d", l ? "," : " ", s->layers[l] + 1);
+        if (!r->layers && m->n_layers > L) /* the default left layers out: say so */
+            fprintf(lg, " (the default --layers 1-%d, as the paper's Figure 5; --layers all for all %d)", L, m->n_layers);
         int nope_layers = 0;
         for (int l = 0; l < m->n_layers && m->rope_layer; l++) nope_layers += !m->rope_layer[l];
         const char *rope_word = !s->rope                       ? "off (--no-rope)"
@@ -443,6 +446,13 @@ static int probe_loop(ProbeState *s, MpProbeResult *res, MpErr *e) {
 
 static json_t *probe_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+/* path made absolute (realpath) for meta.json, so `maskpos view` finds the text from any folder;
+ * as given when it cannot be resolved. */
+static json_t *probe_abs_path(const char *path) {
+    char buf[PATH_MAX];
+    return json_string(realpath(path, buf) ? buf : path);
+}
+
 /* The run's half of meta.json: model, data, flags. */
 static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     const MpProbeConfig *r = s->c;
@@ -459,8 +469,8 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "model_hash", json_string(hex));
     json_object_set_new(j, "model_hash_of", json_string("fnv1a64 of hyperparameters and tensor table (names, types, shapes, sizes)"));
     if (r->data) {
-        json_object_set_new(j, "data", json_string(r->data));
-        json_object_set_new(j, "tokenizer", json_string(r->tokenizer ? r->tokenizer : m->path));
+        json_object_set_new(j, "data", probe_abs_path(r->data)); /* absolute: issue 30 (view from elsewhere) */
+        json_object_set_new(j, "tokenizer", probe_abs_path(r->tokenizer ? r->tokenizer : m->path));
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->corpus_hash);
         json_object_set_new(j, "data_files_hash", json_string(hex));
         json_object_set_new(j, "packed", json_boolean(r->pack));

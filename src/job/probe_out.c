@@ -31,15 +31,22 @@ void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
     if (res->recency) mp_probe_len_print(f, &res->rec, res->layers);
 }
 
-/* scores_diagnorm.png: the first 4 selected layers, diagonal-normalised (the fig5 preset). */
-static int probe_plot(const MpProbeResult *res, const char *dir, MpErr *e) {
+/* scores_diagnorm.png: every selected layer, diagonal-normalised (the fig5 preset: vlag centred on
+ * 0, limits ±max(|1st|, |99th| percentile) per layer); its entry in files names the limits. */
+static int probe_plot(const MpProbeResult *res, const char *dir, json_t *files, MpErr *e) {
     const size_t SS = (size_t)res->S * res->S;
+    const int np = res->L;
     MpPlotOptions o;
     mp_plot_options_default(&o);
     if (mp_plot_preset_apply(&o, "fig5", e) != MP_OK) return MP_ERR;
-    MpPlotPanel pn[4];
-    memset(pn, 0, sizeof pn);
-    const int np = res->L < 4 ? res->L : 4;
+    o.cols = np <= 6 ? np : 4; /* stories260K's 5 layers in one row */
+    MpPlotPanel *pn = calloc((size_t)np, sizeof *pn);
+    double(*lim)[2] = calloc((size_t)np, sizeof *lim);
+    char *desc = malloc(256 + (size_t)np * 48);
+    if (!pn || !lim || !desc) {
+        free(pn), free(lim), free(desc);
+        return mp_err_set(e, "%s: out of memory for the figure", dir);
+    }
     for (int l = 0; l < np; l++) {
         pn[l].map = res->mean + l * SS;
         pn[l].rows = pn[l].cols = res->S;
@@ -49,9 +56,17 @@ static int probe_plot(const MpProbeResult *res, const char *dir, MpErr *e) {
              res->rope ? "" : ", no RoPE");
     char path[4096];
     int rc = MP_OK;
-    if (mp_path_join(path, sizeof path, dir, "scores_diagnorm.png", e) != MP_OK || mp_plot_render(path, pn, np, &o, e) != MP_OK)
+    if (mp_path_join(path, sizeof path, dir, "scores_diagnorm.png", e) != MP_OK || mp_plot_render_ex(path, pn, np, &o, lim, e) != MP_OK)
         rc = MP_ERR;
     mp_plot_release();
+    if (rc == MP_OK) {
+        int w = snprintf(desc, 256, "figure: diagonal-normalised residue of every selected layer, vlag centred on 0, "
+                                    "symmetric limits +-max(|1st|, |99th| percentile):");
+        for (int l = 0; l < np; l++)
+            w += snprintf(desc + w, 48, " layer %d +-%.3g%s", res->layers[l] + 1, lim[l][1], l + 1 < np ? "," : "");
+        json_object_set_new(files, "scores_diagnorm.png", json_string(desc));
+    }
+    free(pn), free(lim), free(desc);
     return rc;
 }
 
@@ -92,12 +107,12 @@ int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJob
     char path[4096];
     if (mp_mkdir_p(dir, e) != MP_OK || mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
     remove(path); /* meta.json marks a complete result: drop a stale one first */
-    if (probe_write_maps(res, dir, e) != MP_OK || (o->plot && probe_plot(res, dir, e) != MP_OK)) return MP_ERR;
+    if (probe_write_maps(res, dir, e) != MP_OK) return MP_ERR;
     json_t *j = json_deep_copy(res->meta);
     if (!j) return mp_err_set(e, "%s: out of memory for meta.json", dir);
     json_t *files = json_object_get(j, "files");
-    int rc = MP_OK;
-    if (res->probs) rc = mp_probe_probs_write(dir, &res->pr, o->plot, res->title, files, e);
+    int rc = o->plot ? probe_plot(res, dir, files, e) : MP_OK;
+    if (rc == MP_OK && res->probs) rc = mp_probe_probs_write(dir, &res->pr, o->plot, res->title, files, e);
     if (rc == MP_OK && res->recency) rc = mp_probe_len_write(dir, &res->rec, res->layers, o->plot, res->title, files, e);
     if (rc == MP_OK) {
         mp_json_add_provenance(j, o->argc, o->argv, o->wall_s);

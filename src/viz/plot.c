@@ -39,7 +39,7 @@ void mp_plot_options_default(MpPlotOptions *o) {
     o->clip_lo = o->clip_hi = NAN;
     o->annotate_digits = 3;
     o->panel_px = 300;
-    o->index_base = 1;
+    o->index_base = 0; /* positions from 0, as the arrays, meta.json and the viewer (docs/outputs.md) */
     snprintf(o->xlabel, sizeof o->xlabel, "Key position");
     snprintf(o->ylabel, sizeof o->ylabel, "Query position");
 }
@@ -67,7 +67,9 @@ int mp_plot_preset_apply(MpPlotOptions *o, const char *preset, MpErr *e) {
         o->vmin = 0;
         o->vmax = 1;
         o->shared = 1;
-    } else if (fig5) { /* Figure 5: real models, diagonal-normalised, 1st–99th percentile */
+    } else if (fig5) { /* Figure 5: real models, the diagonal-normalised residue in vlag centred on 0,
+                          limits ±max(|1st|, |99th| percentile) (as the report's Figure 5) */
+        o->cmap = "vlag";
         o->diagnorm = 1;
         o->clip_lo = 1;
         o->clip_hi = 99;
@@ -822,8 +824,66 @@ static cairo_status_t plot_write(void *closure, const unsigned char *data, unsig
     return fwrite(data, 1, len, af->f) == len ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
 }
 
+/* A PNG held in memory until its tEXt chunk is inserted. */
+typedef struct PlotPngBuf {
+    unsigned char *b;
+    size_t n, cap;
+} PlotPngBuf;
+
+static cairo_status_t plot_png_append(void *closure, const unsigned char *data, unsigned int len) {
+    PlotPngBuf *p = closure;
+    if (p->n + len > p->cap) {
+        size_t cap = p->cap ? p->cap : 1 << 16;
+        while (cap < p->n + len) cap *= 2;
+        unsigned char *nb = realloc(p->b, cap);
+        if (!nb) return CAIRO_STATUS_NO_MEMORY;
+        p->b = nb;
+        p->cap = cap;
+    }
+    memcpy(p->b + p->n, data, len);
+    p->n += len;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+/* CRC-32 of PNG chunks (ISO 3309, polynomial 0xEDB88320), bit by bit: chunks here are short. */
+static uint32_t plot_crc32(uint32_t c, const unsigned char *b, size_t n) {
+    c = ~c;
+    for (size_t i = 0; i < n; i++) {
+        c ^= b[i];
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+
+static void plot_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24), p[1] = (unsigned char)(v >> 16), p[2] = (unsigned char)(v >> 8), p[3] = (unsigned char)v;
+}
+
+/* Writes the PNG in p to af with a tEXt chunk (MP_PLOT_PNG_KEY, text) after the 8-byte signature
+ * and the 25-byte IHDR chunk. */
+static cairo_status_t plot_png_write_text(MpAtomicFile *af, const PlotPngBuf *p, const char *text) {
+    const size_t head = 8 + 25, klen = strlen(MP_PLOT_PNG_KEY) + 1, tlen = strlen(text);
+    if (p->n < head || memcmp(p->b + 12, "IHDR", 4) || klen + tlen > 0x7fffffff) return CAIRO_STATUS_WRITE_ERROR;
+    unsigned char *ch = malloc(12 + klen + tlen);
+    if (!ch) return CAIRO_STATUS_NO_MEMORY;
+    plot_be32(ch, (uint32_t)(klen + tlen));
+    memcpy(ch + 4, "tEXt", 4);
+    memcpy(ch + 8, MP_PLOT_PNG_KEY, klen); /* keyword, NUL separator */
+    memcpy(ch + 8 + klen, text, tlen);
+    plot_be32(ch + 8 + klen + tlen, plot_crc32(0, ch + 4, 4 + klen + tlen));
+    const int ok = fwrite(p->b, 1, head, af->f) == head && fwrite(ch, 1, 12 + klen + tlen, af->f) == 12 + klen + tlen &&
+                   fwrite(p->b + head, 1, p->n - head, af->f) == p->n - head;
+    free(ch);
+    return ok ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
 int mp_plot_surface_write(const char *path, int fmt, double width, double height, const char *title,
                           MpPlotDrawFn draw, void *ctx, MpErr *e) {
+    return mp_plot_surface_write_text(path, fmt, width, height, title, NULL, draw, ctx, e);
+}
+
+int mp_plot_surface_write_text(const char *path, int fmt, double width, double height, const char *title,
+                               const char *png_text, MpPlotDrawFn draw, void *ctx, MpErr *e) {
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     cairo_surface_t *surf;
@@ -842,8 +902,14 @@ int mp_plot_surface_write(const char *path, int fmt, double width, double height
     int drew = draw(cr, fmt, ctx, e);
     cairo_status_t st = cairo_status(cr);
     cairo_destroy(cr);
-    if (drew == MP_OK && st == CAIRO_STATUS_SUCCESS && fmt == PLOT_PNG)
+    if (drew == MP_OK && st == CAIRO_STATUS_SUCCESS && fmt == PLOT_PNG && !png_text)
         st = cairo_surface_write_to_png_stream(surf, plot_write, &af);
+    else if (drew == MP_OK && st == CAIRO_STATUS_SUCCESS && fmt == PLOT_PNG) {
+        PlotPngBuf pb = {0};
+        st = cairo_surface_write_to_png_stream(surf, plot_png_append, &pb);
+        if (st == CAIRO_STATUS_SUCCESS) st = plot_png_write_text(&af, &pb, png_text);
+        free(pb.b);
+    }
     cairo_surface_finish(surf);
     if (st == CAIRO_STATUS_SUCCESS) st = cairo_surface_status(surf);
     cairo_surface_destroy(surf);
@@ -856,6 +922,26 @@ int mp_plot_surface_write(const char *path, int fmt, double width, double height
         return mp_err_set(e, "%s: cannot write the figure: %s", path, cairo_status_to_string(st));
     }
     return mp_atomic_commit(&af, e);
+}
+
+/* The heatmaps' tEXt: one line per panel, "title<TAB>colour map<TAB>lo<TAB>hi" (limits %.6g), in
+ * panel order; malloc'd, NULL when out of memory. */
+static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n) {
+    size_t cap = (size_t)n * 256 + 1, w = 0;
+    char *t = malloc(cap);
+    if (!t) return NULL;
+    t[0] = 0;
+    for (int k = 0; k < n; k++) {
+        char title[sizeof panels[k].title];
+        snprintf(title, sizeof title, "%s", panels[k].title);
+        for (char *c = title; *c; c++)
+            if (*c == '\t' || *c == '\n' || (unsigned char)*c >= 0x80) *c = '?'; /* tEXt is Latin-1 */
+        int m = snprintf(t + w, cap - w, "%s\t%s%s\t%.6g\t%.6g\n", title, pp[k].cmap.name, pp[k].cmap.reversed ? "_r" : "",
+                         pp[k].lo, pp[k].hi);
+        if (m < 0 || (size_t)m >= cap - w) break;
+        w += (size_t)m;
+    }
+    return t;
 }
 
 typedef struct PlotDrawCtx {
@@ -903,8 +989,14 @@ int mp_plot_render_ex(const char *path, const MpPlotPanel *panels, int npanels,
         goto done;
     }
     PlotDrawCtx dc = {lay, &g, panels, pp, npanels, o};
-    if (mp_plot_surface_write(path, fmt, lay->width, lay->height, o->title, plot_draw_cb, &dc, e) != MP_OK) goto done;
-    rc = MP_OK;
+    char *text = fmt == PLOT_PNG ? plot_png_text(panels, pp, npanels) : NULL;
+    if (fmt == PLOT_PNG && !text) {
+        mp_err_set(e, "%s: out of memory", path);
+        goto done;
+    }
+    rc = mp_plot_surface_write_text(path, fmt, lay->width, lay->height, o->title, text, plot_draw_cb, &dc, e);
+    free(text);
+    if (rc != MP_OK) goto done;
     if (rc == MP_OK && lim)
         for (int k = 0; k < npanels; k++) {
             lim[k][0] = pp[k].lo;

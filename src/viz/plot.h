@@ -14,7 +14,8 @@
  *     (mp_plot_raster_average), never point-sampled;
  *   - cell annotations (small maps), presets for the paper's figures;
  *   - atomic output: the file is written under a temporary name and renamed, so a failure
- *     never leaves a partial file under the final name.
+ *     never leaves a partial file under the final name; a PNG records each panel's title, colour
+ *     map and limits in a tEXt chunk "maskpos:panels" (lines "title<TAB>cmap<TAB>lo<TAB>hi").
  * Does not: read .npy files or pick layers/heads (cli/plot.c and callers do), or draw NaN.
  * Tested by: tests/test_viz.c (PNG read-back of cell colours, NaN, constant maps, area
  * averaging of a 1024² checkerboard, pdfinfo on PDF, XML parse of SVG, CLI bad input).
@@ -50,7 +51,7 @@ typedef struct MpPlotOptions {
     int annotate_digits;     /* default 3 */
     int panel_px;            /* panel side in PNG pixels, default 300 */
     /* Added fields, set by mp_plot_options_default. */
-    int index_base;          /* label of the first position on the axes: 1 (default) or 0 */
+    int index_base;          /* label of the first position on the axes: 0 (default: docs/outputs.md) or 1 */
     char xlabel[64];         /* "Key position" */
     char ylabel[64];         /* "Query position" */
 } MpPlotOptions;
@@ -58,7 +59,8 @@ typedef struct MpPlotOptions {
 void mp_plot_options_default(MpPlotOptions *o); /* start from this: it also sets the added fields */
 /* fig1: annotated small theory map; fig2: rocket, limits [0,1] shared, 4 per row; fig4: rocket,
  * 4 per row (callers add a diagonal-normalised row with cmap "vlag", see cli/plot.c);
- * fig5: diagonal-normalised, clip 1,99, rocket, 4 per row. Unknown name → MP_ERR. */
+ * fig5: diagonal-normalised, vlag centred on 0, limits ±max(|1st|, |99th| percentile), 4 per row.
+ * Unknown name → MP_ERR. */
 int mp_plot_preset_apply(MpPlotOptions *o, const char *preset, MpErr *e);
 int mp_plot_render(const char *path, const MpPlotPanel *panels, int npanels,
                    const MpPlotOptions *o, MpErr *e); /* MP_OK or MP_ERR + message naming path */

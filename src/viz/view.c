@@ -192,7 +192,9 @@ static void view_read_text(ViewRun *r) {
     memset(&t, 0, sizeof t);
     memset(&c, 0, sizeof c);
     if (mp_tok_init(&t, tokz, &e) != MP_OK || mp_tok_corpus_build(&c, &t, data, &o, &e) != MP_OK) {
-        snprintf(r->text_note, sizeof r->text_note, "text not shown: %.200s", e.msg);
+        snprintf(r->text_note, sizeof r->text_note, "text not shown: %.120s%s", e.msg,
+                 data[0] != '/' ? " (meta.json's path is relative, as older runs stored it: run view from the probe's folder)"
+                                : "");
         goto done;
     }
     uint64_t h = MP_FNV_INIT;

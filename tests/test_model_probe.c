@@ -145,7 +145,11 @@ static void test_raw_input_and_selection(void **state) {
     int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/npy --layers 2,3 --quiet", model, ids, d);
     if (rc != 0) fail_msg("%s", out);
     assert_non_null(strstr(out, "expected peak memory"));
-    assert_non_null(strstr(out, "NRI"));
+    /* --quiet: no tables (issue 30); the last line lists every file meta.json lists */
+    assert_null(strstr(out, "NRI"));
+    assert_null(strstr(out, "rms/noise"));
+    if (!strstr(out, "/npy/: scores.npy, scores_diagnorm.npy, scores_se.npy, meta.json (peak RSS"))
+        fail_msg("the wrote line does not list every file: %s", out);
     rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --seq 30 --out %s/raw --layers 2,3 --plot", model, raw, d);
     if (rc != 0) fail_msg("%s", out);
     if (!strstr(out, "7 trailing tokens")) fail_msg("skipped remainder not reported: %s", out);

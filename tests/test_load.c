@@ -487,6 +487,11 @@ static void test_cli_roundtrip(void **state) {
                      0);
     char p[256];
     snprintf(p, sizeof p, "%s/q2", d);
+    { /* one line on success (issue 30: mkmodel printed nothing) */
+        char want[512];
+        snprintf(want, sizeof want, "wrote %s: HF folder qwen2, 3 layers, dim 48, 6 heads (2 key/value), vocab 400, seed 9\n", p);
+        assert_string_equal(out, want);
+    }
     json_t *j = inspect_json(p);
     assert_string_equal(json_string_value(json_object_get(j, "architecture")), "qwen2");
     assert_int_equal(jint(j, "layers"), 3);

@@ -252,7 +252,12 @@ static void test_bad_inputs_exit_2(void **state) {
         if (nl && nl[1]) fail_msg("%s: error is not one line: %s", cases[i][1], out);
         print_message("%-32s -> %s", cases[i][1], err);
     }
-    /* no model, missing model */
+    /* the memory refusal suggests bf16 weights (issue 30), not when they are bf16 already */
+    int rm = mp_test_run(out, sizeof out, "probe %s --tokens %s/ok.npy --max-mem-gib 0.000001 --out %s/o", model, d, d);
+    if (rm != 2 || !strstr(out, "HINT: --compute bf16")) fail_msg("the memory refusal names no --compute bf16: %s", out);
+    rm = mp_test_run(out, sizeof out, "probe %s --tokens %s/ok.npy --max-mem-gib 0.000001 --compute bf16 --out %s/o", model, d, d);
+    if (rm != 2 || strstr(out, "--compute bf16 (")) fail_msg("bf16 run told to use bf16: %s", out);
+        /* no model, missing model */
     assert_int_equal(mp_test_run(out, sizeof out, "probe"), 2);
     assert_int_equal(mp_test_run(out, sizeof out, "probe %s/nope --tokens %s/ok.npy --out %s/o", d, d, d), 2);
     /* logits: bad ids */

@@ -605,6 +605,13 @@ static void test_cli_tokenize(void **state) {
     assert_string_equal(out + 17, text);
     assert_int_equal(mp_test_run(out, sizeof out, "tokenize --model %s --decode --skip-special %s", LLAMA_DIR, npy), 0);
     assert_int_equal(strncmp(out, "Hello, world!", 13), 0);
+    /* the ids themselves on the command line (issue 30: was "cannot open") */
+    char inl[1024];
+    snprintf(inl, sizeof inl, "tokenize --model %s --decode \"%.500s\"", LLAMA_DIR, expect);
+    assert_int_equal(mp_test_run(out, sizeof out, "%s", inl), 0);
+    assert_int_equal(strncmp(out, "<|begin_of_text|>", 17), 0);
+    assert_string_equal(out + 17, text);
+    assert_int_equal(mp_test_run(out, sizeof out, "tokenize --model %s --decode 12x", LLAMA_DIR), 2); /* a missing file */
     /* stdin and --count */
     assert_int_equal(mp_test_run(out, sizeof out, "tokenize --model %s --count - < %s", QWEN_DIR, txt), 0);
     MpTokIds q = {0};

@@ -12,6 +12,7 @@
 
 #include "cli/cli.h"       /* mp_cli_* */
 #include "core/files.h"    /* mp_outdir_claim, mp_outfile_claim */
+#include "load/arch.h"     /* mp_model_arch_name: the success line */
 #include "load/mkmodel.h"  /* MpMkSpec, mp_mk_write */
 
 static const char *mkmodel_help =
@@ -162,5 +163,9 @@ int mp_cmd_mkmodel(int argc, char **argv) {
                                   : mp_outfile_claim(out, force, &e)) != MP_OK)
         return mp_cli_error(cmd, "%s", e.msg);
     if (mp_mk_write(&s, out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
+    /* one line on success (it printed nothing before issue 30) */
+    printf("wrote %s: %s %s, %d layers, dim %d, %d heads (%d key/value), vocab %d, seed %llu\n", out,
+           s.format == MP_FORMAT_GGUF ? "GGUF" : "HF folder", mp_model_arch_name(s.arch), s.layers, s.dim, s.heads,
+           s.kv_heads, s.vocab, (unsigned long long)s.seed);
     return MP_EXIT_OK;
 }

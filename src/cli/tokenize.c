@@ -2,7 +2,8 @@
  *
  *   maskpos tokenize --model M FILE            ids of FILE's text on one line, space-separated
  *   maskpos tokenize --model M --out ids.npy FILE      the same as int32 [n] .npy
- *   maskpos tokenize --model M --decode IDS    IDS: ids separated by white space, or a .npy
+ *   maskpos tokenize --model M --decode IDS    IDS: a file of ids separated by white space, a .npy,
+ *                                              or the ids themselves ("1 403 407")
  * M is a directory with tokenizer.json (and tokenizer_config.json) or a tokenizer.json path.
  * FILE "-" reads standard input. Exit 0 ok, 2 bad input (one-line message).
  * Tested by: tests/test_tok.c (ids against HF tokenizers; bad inputs).
@@ -32,7 +33,8 @@ static const char *tokenize_help =
     "                   in the text are still matched, as HF does\n"
     "  --out F.npy      write the ids as int32 [n] instead of printing them (an existing F is refused)\n"
     "  --force          replace an existing --out file\n"
-    "  --decode         IDS holds ids (white-space separated text, or an int .npy): print the text\n"
+    "  --decode         IDS holds ids (a file of white-space separated ids, an int .npy, or the ids\n"
+    "                   themselves: --decode \"1 403 407\"): print the text\n"
     "  --skip-special   with --decode: leave out special tokens (HF skip_special_tokens=True)\n"
     "  --count          print only the number of ids\n"
     "  --time           report on stderr the encode time alone (no loading, no output) and tokens/s\n";
@@ -87,7 +89,17 @@ static int read_ids(const char *path, MpTokIds *ids, MpErr *e) {
     }
     char *text;
     size_t n;
-    if (read_all(path, &text, &n, e) != MP_OK) return MP_ERR;
+    /* the ids themselves ("1 403 407", "1,403"): not a file name, only digits and separators */
+    const int inline_ids = strcmp(path, "-") && !mp_file_exists(path) && path[strspn(path, "0123456789 \t\r\n,")] == '\0' &&
+                           strpbrk(path, "0123456789");
+    if (inline_ids) {
+        n = strlen(path);
+        text = malloc(n + 1);
+        if (!text) return mp_err_set(e, "out of memory");
+        memcpy(text, path, n + 1);
+        path = "the ids given";
+    } else if (read_all(path, &text, &n, e) != MP_OK)
+        return MP_ERR;
     int rc = MP_OK;
     size_t i = 0;
     while (rc == MP_OK && i < n) {

@@ -291,8 +291,9 @@ static int probe_plan(ProbeState *s, MpErr *e) {
     }
     const uint64_t limit = r->max_mem_gib > 0 ? (uint64_t)(r->max_mem_gib * 1073741824.0) : probe_mem_available();
     if (limit && peak > limit)
-        return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: fewer --layers, a shorter --seq or no --per-head",
-                          peak / 1048576.0, r->max_mem_gib > 0 ? "--max-mem-gib limit" : "memory available", limit / 1048576.0);
+        return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: %sfewer --layers, a shorter --seq or no --per-head",
+                          peak / 1048576.0, r->max_mem_gib > 0 ? "--max-mem-gib limit" : "memory available", limit / 1048576.0,
+                          r->compute == MP_FWD_COMPUTE_F32 ? "--compute bf16 (weights in half the memory), " : "");
     return MP_OK;
 }
 

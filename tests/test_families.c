@@ -376,8 +376,102 @@ static void test_moe_bad_files(void **state) {
     lt_inspect_fails(gg, "qwen3moe.expert_feed_forward_length", "missing key");
 }
 
+
+/* The family table (src/load/arch.c) is keyed by MpArch: each row names its own family — the
+ * --arch name, the HF model_type and the GGUF architecture map back to the same enum value, and
+ * the HF class mkmodel writes is that family's (a row moved to another place, or a class, name or
+ * type typed into the wrong row, fails here). Every family's model, written in both formats and
+ * opened, binds exactly the layer roles its row declares (the loader reads the row), and the
+ * forward pass's memory plan counts exactly those tensors' floats (f32, one layer). */
+static void test_family_table(void **state) {
+    (void)state;
+    /* tensors of one layer in an HF checkpoint, counted by hand from transformers' modeling files
+     * (4 experts): llama 2 norms + q, k, v, o + gate, up, down; qwen2 + q/k/v biases; qwen3 + q/k
+     * norms; phi3 2 norms + qkv_proj, o_proj, gate_up_proj, down_proj; olmo2 q, k, v, o, q/k norms,
+     * 2 post norms, gate, up, down; gptneox 2 LayerNorms (w, b), query_key_value (w, b), dense
+     * (w, b), dense_h_to_4h (w, b), dense_4h_to_h (w, b); gemma2 llama + 2 post norms; gemma3 + q/k
+     * norms; mixtral 2 norms + q, k, v, o + router + 4 x (w1, w2, w3); qwen3moe + q/k norms;
+     * qwen2moe mixtral + q/k/v biases + shared expert's gate, up, down and its gate */
+    static const int hf_layer_tensors[MP_ARCH_COUNT] = {
+        [MP_ARCH_LLAMA] = 9, [MP_ARCH_MISTRAL] = 9, [MP_ARCH_QWEN2] = 12, [MP_ARCH_QWEN3] = 11, [MP_ARCH_PHI3] = 6,
+        [MP_ARCH_OLMO2] = 11, [MP_ARCH_GPTNEOX] = 12, [MP_ARCH_GEMMA2] = 11, [MP_ARCH_GEMMA3] = 13, [MP_ARCH_GEMMA] = 9,
+        [MP_ARCH_MIXTRAL] = 19, [MP_ARCH_QWEN3MOE] = 21, [MP_ARCH_QWEN2MOE] = 26};
+    char names[512];
+    mp_family_list(MP_FAMILY_NAMES, ",", names, sizeof names);
+    for (int a = 0; a < MP_ARCH_COUNT; a++) {
+        const MpFamily *f = mp_family((MpArch)a);
+        assert_non_null(f);
+        assert_int_equal(mp_family_from_name(f->name), a);
+        assert_string_equal(mp_model_arch_name((MpArch)a), f->name);
+        assert_int_equal(mp_family_from_hf(f->hf_types[0]), a);
+        assert_int_equal(mp_family_from_gguf(f->gguf_arch ? f->gguf_arch : f->name), f->gguf_arch ? MP_ARCH_LLAMA : a);
+        /* the class is <model_type without '_'>ForCausalLM, case aside, for one of its types */
+        int cls = 0;
+        for (int i = 0; i < 2 && f->hf_types[i]; i++) {
+            char want[64];
+            size_t k = 0;
+            for (const char *p = f->hf_types[i]; *p && k < 40; p++)
+                if (*p != '_') want[k++] = *p;
+            snprintf(want + k, sizeof want - k, "forcausallm");
+            cls |= !strcasecmp(want, f->hf_class);
+        }
+        if (!cls) fail_msg("family %s: class %s is not one of its model types'", f->name, f->hf_class);
+        assert_true(mp_family_has((MpArch)a, MP_ROLE_Q) && mp_family_has((MpArch)a, MP_ROLE_O));
+        for (int fmt = 0; fmt < 2; fmt++) {
+            char path[512];
+            snprintf(path, sizeof path, "%s/fam-%s-%d%s", mp_test_tmpdir(), f->name, fmt, fmt ? ".gguf" : "");
+            MpMkSpec s = lt_spec((MpArch)a, (MpFormat)fmt, MP_WT_F32, 1, 7);
+            lt_mk(&s, path);
+            MpModel m;
+            MpErr e;
+            memset(&m, 0, sizeof m);
+            if (mp_model_open(&m, path, &e) != MP_OK) fail_msg("%s: %s", path, e.msg);
+            /* GGUF calls mistral llama, and mixtral llama with experts */
+            assert_int_equal(m.arch, fmt && f->gguf_arch ? (a == MP_ARCH_MIXTRAL ? MP_ARCH_MIXTRAL : MP_ARCH_LLAMA) : a);
+            uint64_t floats = 0; /* what the plan must hold for layer 0: the declared roles' shapes */
+            for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
+                if (r == MP_ROLE_OUTPUT_NORM_BIAS) continue;
+                int64_t sh[2] = {0, 0};
+                int bound = r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS ? mp_model_expert_shape(&m, (MpRole)r, 0, 0, sh) != 0
+                                                                             : mp_model_shape(&m, (MpRole)r, 0, sh) != 0;
+                if (bound != mp_family_has(m.arch, (MpRole)r))
+                    fail_msg("%s: role %s bound %d, declared %d", path, mp_model_role_name((MpRole)r), bound, !bound);
+                /* matrices packed in panels of 32 rows (fwd_kernels.h), vectors (1-D, and qwen2moe's [1, C]
+                 * gate) as they are; each piece rounded up to 16 floats (64 bytes) */
+                const int vec = sh[1] == 1 || sh[0] == 1;
+                const uint64_t rows = vec ? 1 : ((uint64_t)sh[0] + 31) / 32 * 32, n = vec ? (uint64_t)(sh[0] * sh[1]) : rows * (uint64_t)sh[1];
+                const uint64_t pieces = r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS ? (uint64_t)m.n_experts : 1;
+                if (bound) floats += pieces * ((n + 15) / 16 * 16);
+            }
+            /* and nothing the file holds is left unbound (a row that forgets a role its files have) */
+            unsigned char *used = calloc(m.n_tensors, 1);
+            assert_non_null(used);
+            for (int r = 0; r < MP_ROLE_COUNT; r++)
+                if (m.global[r].tensor >= 0) used[m.global[r].tensor] = 1;
+            for (size_t i = 0; i < (size_t)m.n_layers * MP_ROLE_COUNT; i++)
+                if (m.layer[i].tensor >= 0) used[m.layer[i].tensor] = 1;
+            for (size_t i = 0; m.expert && i < (size_t)m.n_layers * (size_t)m.n_experts * 3; i++)
+                if (m.expert[i].tensor >= 0) used[m.expert[i].tensor] = 1;
+            for (size_t i = 0; i < m.n_tensors; i++)
+                if (!used[i]) fail_msg("%s: tensor %s is bound to no role", path, m.tensors[i].name);
+            free(used);
+            /* globals: embedding, final norm, the head unless tied, gptneox's final norm bias */
+            const size_t globals = 2 + !m.tie_embeddings + (a == MP_ARCH_GPTNEOX);
+            if (fmt == MP_FORMAT_HF && m.n_tensors != globals + (size_t)hf_layer_tensors[a])
+                fail_msg("%s: %zu tensors, by hand %zu + %d", path, m.n_tensors, globals, hf_layer_tensors[a]);
+            MpFwdConfig cfg = {.n_layers = 1, .max_seq = 8, .causal = 1, .rope = 1};
+            uint64_t wb = 0, ab = 0;
+            mp_fwd_plan_bytes(&m, &cfg, &wb, &ab);
+            if (wb != floats * 4) fail_msg("%s: plan %llu bytes for %llu floats", path, (unsigned long long)wb, (unsigned long long)floats);
+            mp_model_free(&m);
+        }
+    }
+    print_message("families: %s\n", names);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_family_table),
         cmocka_unit_test(test_published_configs),
         cmocka_unit_test(test_probe_peak_by_hand),
         cmocka_unit_test(test_unknown_family),

@@ -23,14 +23,14 @@ static const char *mkmodel_help =
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
     "\n"
-    "  --arch A          llama | mistral | qwen2 | qwen3 | phi3 | olmo2 | gptneox | gemma | gemma2 |\n"
-    "                    gemma3 | mixtral | qwen3moe | qwen2moe\n"
+    "  --arch A          %s\n" /* the family table's names (src/load/arch.c), wrapped */
     "                    (default llama)\n"
     "  --layers L        decoder layers (default 2)\n"
     "  --dim C           hidden size (default 64)\n"
     "  --heads H         query heads (default 4)\n"
     "  --kv-heads K      key/value heads, divides H (default 2)\n"
     "  --head-dim D      head dim (default C/H; llama.cpp's phi3 needs H x D = C)\n"
+
     "  --ffn F           MLP intermediate size (default 128)\n"
     "  --vocab V         vocabulary size (default 512; GGUF needs >= 258)\n"
     "  --seed S          RNG seed (default 1)\n"
@@ -66,6 +66,26 @@ static const char *mkmodel_help =
     "Models over 64 GB of weights, or over the free space where OUT goes, are refused before\n"
     "anything is written.\n";
 
+/* The help, with the --arch names of the family table (src/load/arch.c) as "a | b | ...", lines
+ * wrapped before column 98 and continued under column 20. */
+static void mkmodel_print_help(void) {
+    char wrapped[640];
+    size_t k = 0, col = 20;
+    for (int a = 0; a < MP_ARCH_COUNT; a++) {
+        const char *name = mp_model_arch_name((MpArch)a);
+        const size_t n = strlen(name) + (a ? 3 : 0);
+        if (a && col + n + 2 > 98) { /* " |" ends the line, the name starts the next */
+            k += (size_t)snprintf(wrapped + k, sizeof wrapped - k, " |\n%20s%s", "", name);
+            col = 20 + strlen(name);
+        } else {
+            k += (size_t)snprintf(wrapped + k, sizeof wrapped - k, "%s%s", a ? " | " : "", name);
+            col += n;
+        }
+        if (k >= sizeof wrapped) break;
+    }
+    printf(mkmodel_help, wrapped);
+}
+
 int mp_cmd_mkmodel(int argc, char **argv) {
     const char *cmd = "mkmodel";
     MpMkSpec s;
@@ -92,10 +112,12 @@ int mp_cmd_mkmodel(int argc, char **argv) {
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'a': {
-            int a;
-            for (a = 0; a < MP_ARCH_COUNT; a++)
-                if (!strcmp(optarg, mp_model_arch_name((MpArch)a))) break;
-            if (a == MP_ARCH_COUNT) return mp_cli_error(cmd, "--arch: '%s' is not one of llama, mistral, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, mixtral, qwen3moe, qwen2moe", optarg);
+            const int a = mp_family_from_name(optarg);
+            if (a < 0) {
+                char list[512];
+                mp_family_list(MP_FAMILY_NAMES, ", ", list, sizeof list);
+                return mp_cli_error(cmd, "--arch: '%s' is not one of %s", optarg, list);
+            }
             s.arch = (MpArch)a;
             break;
         }
@@ -138,7 +160,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
         case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
         case 'z': force = 1; break;
-        case 'h': fputs(mkmodel_help, stdout); return MP_EXIT_OK;
+        case 'h': mkmodel_print_help(); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
     }

@@ -4,14 +4,93 @@
 #include "load/arch.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/err.h" /* mp_try_calloc, mp_err_set */
 
 /* ================================================================ names */
 
-static const char *arch_names[MP_ARCH_COUNT] = {"llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma2", "gemma3", "gemma", "mixtral", "qwen3moe", "qwen2moe"};
-const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? arch_names[a] : "?"; }
+/* Role sets the rows below share (MP_ROLE_BIT of each). */
+#define R_(x) MP_ROLE_BIT(MP_ROLE_##x)
+#define ARCH_ATTN (R_(Q) | R_(K) | R_(V) | R_(O))                       /* every family */
+#define ARCH_PRE (R_(ATTN_NORM) | R_(FFN_NORM))                         /* norms before attention and MLP */
+#define ARCH_POST (R_(ATTN_POST_NORM) | R_(FFN_POST_NORM))              /* norms of their outputs */
+#define ARCH_QKV_BIAS (R_(Q_BIAS) | R_(K_BIAS) | R_(V_BIAS))
+#define ARCH_QK_NORM (R_(Q_NORM) | R_(K_NORM))
+#define ARCH_GLU (R_(GATE) | R_(UP) | R_(DOWN))                          /* the dense gated MLP */
+#define ARCH_MOE (R_(FFN_ROUTER) | R_(GATE_EXPS) | R_(UP_EXPS) | R_(DOWN_EXPS))
+#define ARCH_SHEXP (R_(SHEXP_GATE_INP) | R_(SHEXP_GATE) | R_(SHEXP_UP) | R_(SHEXP_DOWN))
+#define ARCH_NEOX_BIAS (R_(O_BIAS) | R_(ATTN_NORM_BIAS) | R_(FFN_NORM_BIAS) | R_(UP_BIAS) | R_(DOWN_BIAS) | R_(OUTPUT_NORM_BIAS))
+
+static const MpFamily families[] = {
+    [MP_ARCH_LLAMA] = {"llama", NULL, {"llama", "smollm3"}, "LlamaForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_GLU, 0},
+    [MP_ARCH_MISTRAL] = {"mistral", "llama", {"mistral"}, "MistralForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_GLU, 0},
+    [MP_ARCH_QWEN2] = {"qwen2", NULL, {"qwen2"}, "Qwen2ForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_QKV_BIAS | ARCH_GLU, 0},
+    [MP_ARCH_QWEN3] = {"qwen3", NULL, {"qwen3"}, "Qwen3ForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_QK_NORM | ARCH_GLU, 0},
+    [MP_ARCH_PHI3] = {"phi3", NULL, {"phi3"}, "Phi3ForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_GLU, 0},
+    [MP_ARCH_OLMO2] = {"olmo2", NULL, {"olmo2"}, "Olmo2ForCausalLM", MP_ACT_SILU, ARCH_ATTN | ARCH_QK_NORM | ARCH_POST | ARCH_GLU, 1},
+    [MP_ARCH_GPTNEOX] = {"gptneox", NULL, {"gpt_neox"}, "GPTNeoXForCausalLM", MP_ACT_GELU_ERF,
+                         ARCH_PRE | ARCH_ATTN | ARCH_QKV_BIAS | R_(UP) | R_(DOWN) | ARCH_NEOX_BIAS, 0},
+    [MP_ARCH_GEMMA2] = {"gemma2", NULL, {"gemma2"}, "Gemma2ForCausalLM", MP_ACT_GELU_TANH, ARCH_PRE | ARCH_ATTN | ARCH_POST | ARCH_GLU, 0},
+    [MP_ARCH_GEMMA3] = {"gemma3", NULL, {"gemma3_text", "gemma3"}, "Gemma3ForCausalLM", MP_ACT_GELU_TANH,
+                        ARCH_PRE | ARCH_ATTN | ARCH_QK_NORM | ARCH_POST | ARCH_GLU, 0},
+    [MP_ARCH_GEMMA] = {"gemma", NULL, {"gemma"}, "GemmaForCausalLM", MP_ACT_GELU_TANH, ARCH_PRE | ARCH_ATTN | ARCH_GLU, 0},
+    [MP_ARCH_MIXTRAL] = {"mixtral", "llama", {"mixtral"}, "MixtralForCausalLM", MP_ACT_SILU, ARCH_PRE | ARCH_ATTN | ARCH_MOE, 0},
+    [MP_ARCH_QWEN3MOE] = {"qwen3moe", NULL, {"qwen3_moe"}, "Qwen3MoeForCausalLM", MP_ACT_SILU,
+                          ARCH_PRE | ARCH_ATTN | ARCH_QK_NORM | ARCH_MOE, 0},
+    [MP_ARCH_QWEN2MOE] = {"qwen2moe", NULL, {"qwen2_moe"}, "Qwen2MoeForCausalLM", MP_ACT_SILU,
+                          ARCH_PRE | ARCH_ATTN | ARCH_QKV_BIAS | ARCH_MOE | ARCH_SHEXP, 0},
+};
+_Static_assert(sizeof families / sizeof families[0] == MP_ARCH_COUNT, "one row of families[] per MpArch");
+_Static_assert(MP_ROLE_COUNT <= 64, "MpFamily.roles holds one bit per MpRole");
+
+const char *mp_act_hf_name(MpAct a) {
+    switch (a) {
+    case MP_ACT_SILU: return "silu";
+    case MP_ACT_GELU_ERF: return "gelu";
+    case MP_ACT_GELU_TANH: return "gelu_pytorch_tanh";
+    }
+    return "?";
+}
+
+const MpFamily *mp_family(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? &families[a] : NULL; }
+const char *mp_model_arch_name(MpArch a) { return (unsigned)a < MP_ARCH_COUNT ? families[a].name : "?"; }
+int mp_family_has(MpArch a, MpRole r) { return (unsigned)a < MP_ARCH_COUNT && (unsigned)r < MP_ROLE_COUNT && (families[a].roles & MP_ROLE_BIT(r)); }
+
+int mp_family_from_hf(const char *type) {
+    for (int a = 0; a < MP_ARCH_COUNT; a++)
+        for (int i = 0; i < 2; i++)
+            if (families[a].hf_types[i] && !strcmp(type, families[a].hf_types[i])) return a;
+    return -1;
+}
+
+int mp_family_from_gguf(const char *arch) {
+    for (int a = 0; a < MP_ARCH_COUNT; a++)
+        if (!families[a].gguf_arch && !strcmp(arch, families[a].name)) return a;
+    return -1;
+}
+
+int mp_family_from_name(const char *name) {
+    for (int a = 0; a < MP_ARCH_COUNT; a++)
+        if (!strcmp(name, families[a].name)) return a;
+    return -1;
+}
+
+void mp_family_list(MpFamilyList kind, const char *sep, char *out, size_t cap) {
+    size_t k = 0;
+    out[0] = 0;
+    for (int a = 0; a < MP_ARCH_COUNT; a++) {
+        const MpFamily *f = &families[a];
+        const int gguf = !f->gguf_arch, moe = (f->roles & MP_ROLE_BIT(MP_ROLE_FFN_ROUTER)) != 0;
+        if ((kind == MP_FAMILY_GGUF && !gguf) || (kind == MP_FAMILY_GGUF_MOE && !(gguf && moe))) continue;
+        for (int i = 0; i < (kind == MP_FAMILY_HF ? 2 : 1); i++) {
+            const char *s = kind == MP_FAMILY_HF ? f->hf_types[i] : f->name;
+            if (s && k < cap) k += (size_t)snprintf(out + k, cap - k, "%s%s", k ? sep : "", s);
+        }
+    }
+}
 
 const char *mp_model_rope_scaling_name(MpRopeScaling s) {
     switch (s) {
@@ -24,18 +103,57 @@ const char *mp_model_rope_scaling_name(MpRopeScaling s) {
     return "?";
 }
 
+/* ================================================================ role shapes */
+
+int mp_role_shape(MpRole r, const MpRoleDims *d, int64_t *rows, int64_t *cols) {
+    *cols = 1;
+    switch (r) {
+    case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: *rows = d->V; *cols = d->C; return 2;
+    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: *rows = d->C; return 1;
+    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM: *rows = d->C; return 1;
+    case MP_ROLE_Q: *rows = d->Q; *cols = d->C; return 2;
+    case MP_ROLE_K: case MP_ROLE_V: *rows = d->KV; *cols = d->C; return 2;
+    case MP_ROLE_Q_BIAS: *rows = d->Q; return 1;
+    case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: *rows = d->KV; return 1;
+    case MP_ROLE_O: *rows = d->C; *cols = d->Q; return 2;
+    case MP_ROLE_Q_NORM: *rows = d->qk_whole ? d->Q : d->HS; return 1;
+    case MP_ROLE_K_NORM: *rows = d->qk_whole ? d->KV : d->HS; return 1;
+    case MP_ROLE_GATE: case MP_ROLE_UP: *rows = d->FF; *cols = d->C; return 2;
+    case MP_ROLE_DOWN: *rows = d->C; *cols = d->FF; return 2;
+    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
+    case MP_ROLE_OUTPUT_NORM_BIAS: *rows = d->C; return 1;
+    case MP_ROLE_UP_BIAS: *rows = d->FF; return 1;
+    case MP_ROLE_FFN_ROUTER: *rows = d->E; *cols = d->C; return 2;
+    case MP_ROLE_GATE_EXPS: case MP_ROLE_UP_EXPS: *rows = d->E * d->FF; *cols = d->C; return 2;
+    case MP_ROLE_DOWN_EXPS: *rows = d->E * d->C; *cols = d->FF; return 2;
+    case MP_ROLE_SHEXP_GATE_INP: *rows = 1; *cols = d->C; return 2;
+    case MP_ROLE_SHEXP_GATE: case MP_ROLE_SHEXP_UP: *rows = d->FFS; *cols = d->C; return 2;
+    case MP_ROLE_SHEXP_DOWN: *rows = d->C; *cols = d->FFS; return 2;
+    case MP_ROLE_COUNT: break;
+    }
+    *rows = 0;
+    return 0;
+}
+
+MpRoleDims mp_model_role_dims(const MpModel *m) {
+    const MpRoleDims d = {m->dim, (int64_t)m->n_heads * m->head_dim, (int64_t)m->n_kv_heads * m->head_dim, m->head_dim, m->ffn,
+                          m->vocab, m->n_experts, m->ffn_shexp, m->qk_norm_whole};
+    return d;
+}
+
 /* ================================================================ features */
 
 void mp_model_arch_features(MpModel *m) {
-    m->has_qkv_bias = m->arch == MP_ARCH_QWEN2 || m->arch == MP_ARCH_QWEN2MOE;
-    m->has_qk_norm = m->arch == MP_ARCH_QWEN3 || m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_QWEN3MOE;
-    m->qk_norm_whole = m->arch == MP_ARCH_OLMO2;
-    m->no_pre_norm = m->arch == MP_ARCH_OLMO2;
-    m->post_norm = m->arch == MP_ARCH_OLMO2 || m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3;
-    m->geglu = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
-    m->has_qk_norm |= m->arch == MP_ARCH_GEMMA3;
-    m->layer_norm = m->gelu_mlp = m->arch == MP_ARCH_GPTNEOX;
-    m->has_qkv_bias |= m->arch == MP_ARCH_GPTNEOX;
+    const MpFamily *f = mp_family(m->arch);
+    if (!f) return;
+    m->has_qkv_bias = mp_family_has(m->arch, MP_ROLE_Q_BIAS);
+    m->has_qk_norm = mp_family_has(m->arch, MP_ROLE_Q_NORM);
+    m->qk_norm_whole = f->qk_norm_whole;
+    m->no_pre_norm = !mp_family_has(m->arch, MP_ROLE_ATTN_NORM);
+    m->post_norm = mp_family_has(m->arch, MP_ROLE_ATTN_POST_NORM);
+    m->geglu = f->act == MP_ACT_GELU_TANH;
+    m->layer_norm = mp_family_has(m->arch, MP_ROLE_ATTN_NORM_BIAS);
+    m->gelu_mlp = f->act == MP_ACT_GELU_ERF;
 }
 
 /* ================================================================ sliding-window layers */

@@ -104,6 +104,66 @@ typedef enum MpRole {
 } MpRole;
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
 
+/* ================================================================ families
+ * One row per MpArch (designated initializers; arch.c checks the count): what a family is called
+ * in each format, the activation its MLP runs, and the declaration of its tensors — every role a
+ * layer holds, plus the global roles beyond TOK_EMBD, OUTPUT_NORM and OUTPUT. The loader
+ * (model.c), the writer (mkmodel.c), the feature flags below and the forward pass's plan
+ * (src/model/fwd.c) all read `roles`; names, HF classes and the lists in messages and help come
+ * from the other fields. Adding a family: its enum value (at the end), its row, the forward-pass
+ * differences, tests (docs/architecture.md). */
+#define MP_ROLE_BIT(r) (UINT64_C(1) << (r))
+
+typedef enum MpAct {
+    MP_ACT_SILU = 0,  /* SwiGLU: silu(gate) * up */
+    MP_ACT_GELU_ERF,  /* exact GELU of up, no gate (gptneox) */
+    MP_ACT_GELU_TANH, /* GeGLU: gelu_tanh(gate) * up (gemma) */
+} MpAct;
+const char *mp_act_hf_name(MpAct a); /* HF's hidden_act: "silu", "gelu", "gelu_pytorch_tanh" */
+
+typedef struct MpFamily {
+    const char *name;        /* --arch, meta.json "arch", GGUF general.architecture */
+    const char *gguf_arch;   /* what GGUF calls it when not name (mistral, mixtral: "llama"), else NULL */
+    const char *hf_types[2]; /* HF model_type values read as this family; [0] is what mkmodel writes */
+    const char *hf_class;    /* the config.json "architectures" entry mkmodel writes */
+    MpAct act;               /* the MLP's nonlinearity (hidden_act: silu, gelu, gelu_pytorch_tanh) */
+    uint64_t roles;          /* MP_ROLE_BIT of every tensor role it holds (see above) */
+    int qk_norm_whole;       /* olmo2: q/k norm over the whole projection, not per head */
+} MpFamily;
+
+/* The row of family a (NULL when a is out of range). */
+const MpFamily *mp_family(MpArch a);
+/* 1 when family a holds tensor role r (layer roles, and OUTPUT_NORM_BIAS; not TOK_EMBD,
+ * OUTPUT_NORM, OUTPUT, which every family has). */
+int mp_family_has(MpArch a, MpRole r);
+/* The family whose HF model_type is `type` (any of hf_types), else -1. */
+int mp_family_from_hf(const char *type);
+/* The family GGUF names `arch` (families written under their own name only), else -1. */
+int mp_family_from_gguf(const char *arch);
+/* The family called `name` (--arch), else -1. */
+int mp_family_from_name(const char *name);
+/* The list of names of one kind, joined by sep, into out[cap] (truncated, always terminated). */
+typedef enum MpFamilyList {
+    MP_FAMILY_NAMES = 0, /* every --arch name */
+    MP_FAMILY_HF,        /* every HF model_type read */
+    MP_FAMILY_GGUF,      /* every general.architecture read */
+    MP_FAMILY_GGUF_MOE,  /* the mixture-of-experts ones among them */
+} MpFamilyList;
+void mp_family_list(MpFamilyList kind, const char *sep, char *out, size_t cap);
+
+/* The sizes a role's served shape follows (C, NH*HS, NKV*HS, HS, FF, V, E, FFS) and whether the
+ * q/k norms span the whole projection (olmo2). */
+typedef struct MpRoleDims {
+    int64_t C, Q, KV, HS, FF, V, E, FFS;
+    int qk_whole;
+} MpRoleDims;
+/* The served shape of role r ([rows] or [rows, cols], HF orientation; experts stacked: [E*FF, C],
+ * [E*C, FF]); returns ndim (1 or 2), 0 for MP_ROLE_COUNT. One switch over every role, without
+ * default: a new role that is not given a shape here is a -Wswitch error. */
+int mp_role_shape(MpRole r, const MpRoleDims *d, int64_t *rows, int64_t *cols);
+struct MpModel;
+MpRoleDims mp_model_role_dims(const struct MpModel *m); /* the dims of a model's hyperparameters */
+
 /* One tensor as stored in a file (borrowed view into the mmap). */
 typedef struct MpModelTensor {
     const char *name;     /* borrowed from the MpSt / MpGguf that owns it */
@@ -209,7 +269,8 @@ int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e);
 int mp_model_layer_window(const MpModel *m, int l);
 
 /* Sets the per-arch feature flags (has_qkv_bias, has_qk_norm, qk_norm_whole, no_pre_norm,
- * post_norm) from m->arch; both readers call it. */
+ * post_norm, geglu, layer_norm, gelu_mlp) from m->arch's row of the family table; both readers
+ * call it. */
 void mp_model_arch_features(MpModel *m);
 
 const char *mp_model_rope_scaling_name(MpRopeScaling s);

@@ -186,36 +186,28 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
     if (!json_is_string(mt)) return mp_err_set(e, "%s: missing or non-string key \"model_type\"", path);
     const char *type = json_string_value(mt);
     /* smollm3 (HF SmolLM3ForCausalLM) is the Llama block with RoPE switched off in some layers
-     * ("no_rope_layers", or every no_rope_layer_interval-th layer): read as llama */
-    const int smollm3 = !strcmp(type, "smollm3");
-    /* GPT-NeoX (Pythia): model_type "gpt_neox", GGUF / --arch "gptneox" */
-    const char *want = smollm3 ? "llama" : !strcmp(type, "gpt_neox") ? "gptneox" : !strcmp(type, "gptneox") ? "-" : type;
-    /* Qwen3-MoE: model_type "qwen3_moe", GGUF / --arch "qwen3moe" */
-    if (!strcmp(type, "qwen3_moe")) want = "qwen3moe";
-    else if (!strcmp(type, "qwen3moe")) want = "-";
-    if (!strcmp(type, "qwen2_moe")) want = "qwen2moe"; /* Qwen1.5-MoE, Qwen2-57B-A14B */
-    else if (!strcmp(type, "qwen2moe")) want = "-";
-    int a;
-    for (a = 0; a < MP_ARCH_COUNT; a++)
-        if (!strcmp(want, mp_model_arch_name((MpArch)a))) break;
-    if (a == MP_ARCH_COUNT)
-        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (llama, mistral, qwen2, qwen3, phi3, smollm3, olmo2, gpt_neox, gemma, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, qwen2_moe)", path,
-                          type);
+     * ("no_rope_layers", or every no_rope_layer_interval-th layer): read as llama (the family
+     * table's hf_types, arch.c; "gptneox", "qwen3moe", "qwen2moe" are GGUF's names, not HF's) */
+    const int a = mp_family_from_hf(type);
+    if (a < 0) {
+        char list[512];
+        mp_family_list(MP_FAMILY_HF, ", ", list, sizeof list);
+        return mp_err_set(e, "%s: model_type \"%.40s\" is not supported (%s)", path, type, list);
+    }
     m->arch = (MpArch)a;
 
     static const char *moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
-    const int moe = m->arch == MP_ARCH_MIXTRAL || m->arch == MP_ARCH_QWEN3MOE || m->arch == MP_ARCH_QWEN2MOE; /* cfg_moe reads their keys */
+    const int moe = mp_family_has(m->arch, MP_ROLE_FFN_ROUTER); /* cfg_moe reads their keys */
     for (size_t i = 0; i < 3 && !moe; i++) {
         json_t *v = json_object_get(root, moe_keys[i]);
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
-    const int neox = m->arch == MP_ARCH_GPTNEOX, gemma1 = m->arch == MP_ARCH_GEMMA;
-    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || gemma1;
+    const int gemma1 = m->arch == MP_ARCH_GEMMA, gemma = mp_family(m->arch)->act == MP_ACT_GELU_TANH;
     json_t *act = json_object_get(root, gemma && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
     /* gpt_neox: exact (erf) GELU; Gemma 1's released configs say hidden_act "gelu", which
      * GemmaModel runs as the tanh GELU unless hidden_activation says otherwise */
-    const char *want_act = neox ? "gelu" : gemma ? "gelu_pytorch_tanh" : "silu";
+    const char *want_act = mp_act_hf_name(mp_family(m->arch)->act);
     if (gemma1 && act && json_is_string(act) && !strcmp(json_string_value(act), "gelu") && !json_object_get(root, "hidden_activation"))
         act = NULL;
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))

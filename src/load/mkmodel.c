@@ -44,11 +44,11 @@ void mp_mk_spec_default(MpMkSpec *s) {
 
 static int mk_window(const MpMkSpec *s) { return s->sliding_window > 0 ? s->sliding_window : 4096; } /* gemma2/3 */
 
-static int mk_moe(const MpMkSpec *s) { return s->arch == MP_ARCH_MIXTRAL || s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE; }
+static int mk_moe(const MpMkSpec *s) { return mp_family_has(s->arch, MP_ROLE_FFN_ROUTER); }
 static int mk_exp_ffn(const MpMkSpec *s) { return s->arch != MP_ARCH_MIXTRAL && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
 static int mk_shared_ffn(const MpMkSpec *s) { return s->shared_ffn > 0 ? s->shared_ffn : s->ffn; } /* qwen2moe */
 
-static int mk_gemma(const MpMkSpec *s) { return s->arch == MP_ARCH_GEMMA2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA; }
+static int mk_gemma(const MpMkSpec *s) { return mp_family(s->arch)->act == MP_ACT_GELU_TANH; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
 static int mk_rot_dim(const MpMkSpec *s) { return (int)(mk_head_dim(s) * s->partial_rotary); }
@@ -143,24 +143,11 @@ static MpWType mk_type2(const MpMkSpec *s, int64_t cols) {
     return MP_WT_F16;
 }
 
+/* A layer role the writer stores: the family's (arch.c), less the parts of a fused tensor (gptneox's
+ * K/V and their biases are rows of query_key_value, written with Q / Q_BIAS). */
 static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
-    if (s->arch == MP_ARCH_GPTNEOX) /* K/V and their biases are rows of the fused Q / Q_BIAS tensor */
-        return r == MP_ROLE_ATTN_NORM || r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS || r == MP_ROLE_O || r == MP_ROLE_FFN_NORM ||
-               r == MP_ROLE_UP || r == MP_ROLE_DOWN || r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS ||
-               r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS || r == MP_ROLE_DOWN_BIAS || (r == MP_ROLE_OUTPUT && !s->tie);
-    if (r >= MP_ROLE_SHEXP_GATE_INP) return s->arch == MP_ARCH_QWEN2MOE;
-    if (r >= MP_ROLE_FFN_ROUTER) return mk_moe(s);
-    if (mk_moe(s) && (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN)) return 0;
-    if (r >= MP_ROLE_O_BIAS) return 0;
-    if (mk_gemma(s) && r == MP_ROLE_OUTPUT) return 0; /* tied */
-    if (mk_gemma(s) && (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM)) return s->arch != MP_ARCH_GEMMA;
-    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN2MOE;
-    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM)
-        return s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_OLMO2 || s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_QWEN3MOE;
-    if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return s->arch != MP_ARCH_OLMO2;
-    if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return s->arch == MP_ARCH_OLMO2;
-    if (r == MP_ROLE_OUTPUT) return !s->tie;
-    return 1;
+    if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_K || r == MP_ROLE_V || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS)) return 0;
+    return r != MP_ROLE_OUTPUT_NORM_BIAS && mp_family_has(s->arch, r);
 }
 
 static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
@@ -173,50 +160,25 @@ static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
     t->layer = layer;
     t->nparts = 1;
     t->part_role[0] = r;
-    t->ndim = 2;
-    t->cols = C;
-    switch (r) {
-    case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: t->rows = s->vocab; break;
-    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: t->ndim = 1; t->rows = C; break;
-    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM: t->ndim = 1; t->rows = C; break;
-    case MP_ROLE_Q:
-        t->rows = Q;
-        if (phi) {
-            t->nparts = 3;
-            t->part_role[1] = MP_ROLE_K;
-            t->part_role[2] = MP_ROLE_V;
-            t->part_rows[1] = t->part_rows[2] = KV;
-            t->rows = Q + 2 * KV;
-        }
-        break;
-    case MP_ROLE_K: case MP_ROLE_V: t->rows = KV; break;
-    case MP_ROLE_Q_BIAS: t->ndim = 1; t->rows = Q; break;
-    case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: t->ndim = 1; t->rows = KV; break;
-    case MP_ROLE_O: t->rows = C; t->cols = Q; break;
-    case MP_ROLE_Q_NORM: t->ndim = 1; t->rows = s->arch == MP_ARCH_OLMO2 ? Q : HD; break; /* olmo2: whole projection */
-    case MP_ROLE_K_NORM: t->ndim = 1; t->rows = s->arch == MP_ARCH_OLMO2 ? KV : HD; break;
-    case MP_ROLE_GATE:
-        t->rows = s->ffn;
-        if (phi) {
-            t->nparts = 2;
-            t->part_role[1] = MP_ROLE_UP;
-            t->part_rows[1] = s->ffn;
-            t->rows = 2 * (int64_t)s->ffn;
-        }
-        break;
-    case MP_ROLE_UP: t->rows = s->ffn; break;
-    case MP_ROLE_DOWN: t->rows = C; t->cols = s->ffn; break;
-    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
-    case MP_ROLE_OUTPUT_NORM_BIAS: t->ndim = 1; t->rows = C; break;
-    case MP_ROLE_UP_BIAS: t->ndim = 1; t->rows = s->ffn; break;
-    case MP_ROLE_FFN_ROUTER: t->rows = s->experts; break;
-    case MP_ROLE_SHEXP_GATE_INP: /* HF Linear [1, C]; GGUF 1-D [C] (the same C values) */
-        if (gguf) t->ndim = 1;
-        t->rows = gguf ? C : 1;
-        break;
-    case MP_ROLE_SHEXP_GATE: case MP_ROLE_SHEXP_UP: t->rows = mk_shared_ffn(s); break;
-    case MP_ROLE_SHEXP_DOWN: t->rows = C; t->cols = mk_shared_ffn(s); break;
-    default: return mp_err_set(e, "internal: role %d", (int)r);
+    const MpRoleDims d = {C, Q, KV, HD, s->ffn, s->vocab, s->experts, mk_shared_ffn(s), mp_family(s->arch)->qk_norm_whole};
+    if (r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS) return mp_err_set(e, "internal: role %d", (int)r); /* mk_experts */
+    t->ndim = mp_role_shape(r, &d, &t->rows, &t->cols);
+    if (r == MP_ROLE_SHEXP_GATE_INP && gguf) { /* HF Linear [1, C]; GGUF 1-D [C] (the same C values) */
+        t->ndim = 1;
+        t->rows = C;
+    }
+    if (phi && r == MP_ROLE_Q) { /* fused qkv_proj */
+        t->nparts = 3;
+        t->part_role[1] = MP_ROLE_K;
+        t->part_role[2] = MP_ROLE_V;
+        t->part_rows[1] = t->part_rows[2] = KV;
+        t->rows = Q + 2 * KV;
+    }
+    if (phi && r == MP_ROLE_GATE) { /* fused gate_up_proj */
+        t->nparts = 2;
+        t->part_role[1] = MP_ROLE_UP;
+        t->part_rows[1] = s->ffn;
+        t->rows = 2 * (int64_t)s->ffn;
     }
     if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) { /* fused [Q; K; V] (GGUF), per head (HF) */
         t->nparts = 3;
@@ -283,7 +245,7 @@ static int mk_build(const MpMkSpec *s, MkList *l, MpErr *e) {
                 (r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS ? mk_experts(s, l, (MpRole)r, layer, e) : mk_one(s, l, (MpRole)r, layer, e)))
                 return MP_ERR;
     if (mk_one(s, l, MP_ROLE_OUTPUT_NORM, -1, e)) return MP_ERR;
-    if (s->arch == MP_ARCH_GPTNEOX && mk_one(s, l, MP_ROLE_OUTPUT_NORM_BIAS, -1, e)) return MP_ERR;
+    if (mp_family_has(s->arch, MP_ROLE_OUTPUT_NORM_BIAS) && mk_one(s, l, MP_ROLE_OUTPUT_NORM_BIAS, -1, e)) return MP_ERR;
     if (!s->tie && mk_one(s, l, MP_ROLE_OUTPUT, -1, e)) return MP_ERR;
     if (gguf && s->rope_scaling == MP_ROPE_LLAMA3 && mk_special(s, l, "rope_freqs.weight", MK_ROPE_FREQS, e)) return MP_ERR;
     if (gguf && s->rope_scaling == MP_ROPE_LONGROPE &&
@@ -409,11 +371,6 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 
 /* ================================================================ HF writer */
 
-static const char *hf_class[MP_ARCH_COUNT] = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                                               "Qwen3ForCausalLM", "Phi3ForCausalLM",   "Olmo2ForCausalLM",
-                                               "GPTNeoXForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM",
-                                               "GemmaForCausalLM", "MixtralForCausalLM", "Qwen3MoeForCausalLM", "Qwen2MoeForCausalLM"};
-
 /* pad_token_id of transformers' config class when config.json has none (-1: None; Gemma's 0 is
  * always inside the vocabulary). */
 static int64_t mk_hf_default_pad(MpArch a) { return a == MP_ARCH_PHI3 ? 32000 : a == MP_ARCH_OLMO2 ? 1 : -1; }
@@ -421,16 +378,16 @@ static int64_t mk_hf_default_pad(MpArch a) { return a == MP_ARCH_PHI3 ? 32000 : 
 static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     json_t *c = json_object();
     json_t *arr = json_array();
-    json_array_append_new(arr, json_string(hf_class[s->arch]));
+    json_array_append_new(arr, json_string(mp_family(s->arch)->hf_class));
     json_object_set_new(c, "architectures", arr);
-    json_object_set_new(c, "model_type", json_string(mp_model_arch_name(s->arch)));
+    json_object_set_new(c, "model_type", json_string(mp_family(s->arch)->hf_types[0]));
     json_object_set_new(c, "hidden_size", json_integer(s->dim));
     json_object_set_new(c, "intermediate_size", json_integer(s->ffn));
     json_object_set_new(c, "num_hidden_layers", json_integer(s->layers));
     json_object_set_new(c, "num_attention_heads", json_integer(s->heads));
     json_object_set_new(c, "num_key_value_heads", json_integer(s->kv_heads));
     json_object_set_new(c, "head_dim", json_integer(mk_head_dim(s)));
-    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "hidden_act", json_string(mp_act_hf_name(mp_family(s->arch)->act)));
     json_object_set_new(c, "rms_norm_eps", json_real(s->norm_eps));
     json_object_set_new(c, "rope_theta", json_real(mk_theta(s)));
     json_object_set_new(c, "max_position_embeddings", json_integer(mk_max_pos(s)));
@@ -473,7 +430,6 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
     }
     json_object_set_new(c, "rope_scaling", rs);
     if (mk_gemma(s)) { /* Gemma2Config: scaled like llama.cpp reads it (query_pre_attn_scalar = head dim) */
-        json_object_set_new(c, "hidden_act", json_string("gelu_pytorch_tanh"));
         json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
         json_object_set_new(c, "query_pre_attn_scalar", json_integer(mk_head_dim(s)));
         json_object_set_new(c, "attn_logit_softcapping", s->attn_softcap > 0 ? json_real(s->attn_softcap) : json_null());
@@ -487,18 +443,15 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
             json_object_del(c, "sliding_window");
         }
         if (s->arch == MP_ARCH_GEMMA3) { /* local layers 5 of 6, base 10000 (llama.cpp's fixed value) */
-            json_object_set_new(c, "model_type", json_string("gemma3_text"));
             json_object_set_new(c, "sliding_window_pattern", json_integer(6));
             json_object_set_new(c, "rope_local_base_freq", json_real(10000.0));
         }
     }
     if (s->arch == MP_ARCH_GPTNEOX) { /* GPTNeoXConfig's own keys */
-        json_object_set_new(c, "model_type", json_string("gpt_neox"));
         json_object_del(c, "num_key_value_heads");
         json_object_del(c, "rms_norm_eps");
         json_object_del(c, "rope_theta");
         json_object_del(c, "head_dim");
-        json_object_set_new(c, "hidden_act", json_string("gelu"));
         json_object_set_new(c, "layer_norm_eps", json_real(s->norm_eps));
         json_object_set_new(c, "rotary_emb_base", json_real(mk_theta(s)));
         json_object_set_new(c, "rotary_pct", json_real(s->partial_rotary));
@@ -513,7 +466,6 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(c, "sliding_window", json_null());
     }
     if (s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE) {
-        json_object_set_new(c, "model_type", json_string(s->arch == MP_ARCH_QWEN2MOE ? "qwen2_moe" : "qwen3_moe"));
         json_object_set_new(c, "moe_intermediate_size", json_integer(mk_exp_ffn(s)));
         json_object_set_new(c, "norm_topk_prob", json_boolean(s->arch == MP_ARCH_QWEN3MOE && !s->no_norm_topk)); /* qwen2moe: as its GGUF */
         json_object_set_new(c, "decoder_sparse_step", json_integer(1));
@@ -716,7 +668,7 @@ static uint32_t mk_file_type(MpWType t) {
 }
 
 static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, MpErr *e) {
-    const char *arch = s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL ? "llama" : mp_model_arch_name(s->arch);
+    const char *arch = mp_family(s->arch)->gguf_arch ? mp_family(s->arch)->gguf_arch : mp_family(s->arch)->name;
     MpGgufWriter w;
     mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
     char key[128];

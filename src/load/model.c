@@ -23,36 +23,52 @@
 /* ================================================================ names */
 
 
-static const char *role_names[MP_ROLE_COUNT] = {"tok_embd", "output_norm", "output",   "attn_norm", "q",
-                                                "k",        "v",           "q_bias",   "k_bias",    "v_bias",
-                                                "o",        "q_norm",      "k_norm",   "ffn_norm",  "gate",
-                                                "up",       "down",        "attn_post_norm", "ffn_post_norm",
-                                                "o_bias",   "attn_norm_bias", "ffn_norm_bias", "up_bias",   "down_bias",
-                                                "output_norm_bias", "router", "gate_exps", "up_exps", "down_exps",
-                                                "shexp_gate_inp", "shexp_gate", "shexp_up", "shexp_down"};
-const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_names[r] : "?"; }
+/* Every role: its name (messages, inspect), and the stored tensor name suffixes in HF (after
+ * "model.layers.N." for layer roles) and GGUF (after "blk.N."); keyed by MpRole. Experts: one
+ * tensor per expert in HF (mp_model_expert_name). */
+typedef struct RoleNames {
+    const char *name, *hf, *gguf;
+} RoleNames;
+static const RoleNames role_info[] = {
+    [MP_ROLE_TOK_EMBD] = {"tok_embd", "model.embed_tokens.weight", "token_embd.weight"},
+    [MP_ROLE_OUTPUT_NORM] = {"output_norm", "model.norm.weight", "output_norm.weight"},
+    [MP_ROLE_OUTPUT] = {"output", "lm_head.weight", "output.weight"},
+    [MP_ROLE_ATTN_NORM] = {"attn_norm", "input_layernorm.weight", "attn_norm.weight"},
+    [MP_ROLE_Q] = {"q", "self_attn.q_proj.weight", "attn_q.weight"},
+    [MP_ROLE_K] = {"k", "self_attn.k_proj.weight", "attn_k.weight"},
+    [MP_ROLE_V] = {"v", "self_attn.v_proj.weight", "attn_v.weight"},
+    [MP_ROLE_Q_BIAS] = {"q_bias", "self_attn.q_proj.bias", "attn_q.bias"},
+    [MP_ROLE_K_BIAS] = {"k_bias", "self_attn.k_proj.bias", "attn_k.bias"},
+    [MP_ROLE_V_BIAS] = {"v_bias", "self_attn.v_proj.bias", "attn_v.bias"},
+    [MP_ROLE_O] = {"o", "self_attn.o_proj.weight", "attn_output.weight"},
+    [MP_ROLE_Q_NORM] = {"q_norm", "self_attn.q_norm.weight", "attn_q_norm.weight"},
+    [MP_ROLE_K_NORM] = {"k_norm", "self_attn.k_norm.weight", "attn_k_norm.weight"},
+    [MP_ROLE_FFN_NORM] = {"ffn_norm", "post_attention_layernorm.weight", "ffn_norm.weight"},
+    [MP_ROLE_GATE] = {"gate", "mlp.gate_proj.weight", "ffn_gate.weight"},
+    [MP_ROLE_UP] = {"up", "mlp.up_proj.weight", "ffn_up.weight"},
+    [MP_ROLE_DOWN] = {"down", "mlp.down_proj.weight", "ffn_down.weight"},
+    [MP_ROLE_ATTN_POST_NORM] = {"attn_post_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
+    [MP_ROLE_FFN_POST_NORM] = {"ffn_post_norm", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
+    [MP_ROLE_O_BIAS] = {"o_bias", "self_attn.o_proj.bias", "attn_output.bias"},
+    [MP_ROLE_ATTN_NORM_BIAS] = {"attn_norm_bias", "input_layernorm.bias", "attn_norm.bias"},
+    [MP_ROLE_FFN_NORM_BIAS] = {"ffn_norm_bias", "post_attention_layernorm.bias", "ffn_norm.bias"},
+    [MP_ROLE_UP_BIAS] = {"up_bias", "mlp.up_proj.bias", "ffn_up.bias"},
+    [MP_ROLE_DOWN_BIAS] = {"down_bias", "mlp.down_proj.bias", "ffn_down.bias"},
+    [MP_ROLE_OUTPUT_NORM_BIAS] = {"output_norm_bias", "model.norm.bias", "output_norm.bias"},
+    [MP_ROLE_FFN_ROUTER] = {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
+    [MP_ROLE_GATE_EXPS] = {"gate_exps", "mlp.experts.gate_proj", "ffn_gate_exps.weight"},
+    [MP_ROLE_UP_EXPS] = {"up_exps", "mlp.experts.up_proj", "ffn_up_exps.weight"},
+    [MP_ROLE_DOWN_EXPS] = {"down_exps", "mlp.experts.down_proj", "ffn_down_exps.weight"},
+    [MP_ROLE_SHEXP_GATE_INP] = {"shexp_gate_inp", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+    [MP_ROLE_SHEXP_GATE] = {"shexp_gate", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+    [MP_ROLE_SHEXP_UP] = {"shexp_up", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+    [MP_ROLE_SHEXP_DOWN] = {"shexp_down", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+};
+_Static_assert(sizeof role_info / sizeof role_info[0] == MP_ROLE_COUNT, "one row of role_info[] per MpRole");
+const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_info[r].name : "?"; }
 int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER || r == MP_ROLE_OUTPUT_NORM_BIAS; }
 
 
-/* Stored tensor name suffixes per role: HF (after "model.layers.N.") and GGUF (after "blk.N."). */
-static const char *hf_suffix[MP_ROLE_COUNT] = {
-    "model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "input_layernorm.weight",
-    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.q_proj.bias",
-    "self_attn.k_proj.bias", "self_attn.v_proj.bias", "self_attn.o_proj.weight", "self_attn.q_norm.weight",
-    "self_attn.k_norm.weight", "post_attention_layernorm.weight", "mlp.gate_proj.weight", "mlp.up_proj.weight",
-    "mlp.down_proj.weight", "post_attention_layernorm.weight", "post_feedforward_layernorm.weight",
-    "self_attn.o_proj.bias", "input_layernorm.bias", "post_attention_layernorm.bias", "mlp.up_proj.bias",
-    "mlp.down_proj.bias", "model.norm.bias", "mlp.gate.weight", "mlp.experts.gate_proj", "mlp.experts.up_proj",
-    "mlp.experts.down_proj", "mlp.shared_expert_gate.weight", "mlp.shared_expert.gate_proj.weight",
-    "mlp.shared_expert.up_proj.weight", "mlp.shared_expert.down_proj.weight"}; /* experts: one tensor per expert (mp_model_expert_name) */
-static const char *gguf_suffix[MP_ROLE_COUNT] = {
-    "token_embd.weight", "output_norm.weight", "output.weight", "attn_norm.weight", "attn_q.weight",
-    "attn_k.weight", "attn_v.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
-    "attn_q_norm.weight", "attn_k_norm.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-    "ffn_down.weight", "post_attention_norm.weight", "post_ffw_norm.weight", "attn_output.bias", "attn_norm.bias",
-    "ffn_norm.bias", "ffn_up.bias", "ffn_down.bias", "output_norm.bias", "ffn_gate_inp.weight", "ffn_gate_exps.weight",
-    "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight", "ffn_up_shexp.weight",
-    "ffn_down_shexp.weight"};
 /* GPT-NeoX's HF names (GPTNeoXForCausalLM; after "gpt_neox.layers.N." for layer roles); Q/K/V
  * and their biases are rows of query_key_value; roles without a tensor are NULL. */
 static const char *neox_hf[MP_ROLE_COUNT] = {
@@ -68,8 +84,7 @@ static const char *neox_hf[MP_ROLE_COUNT] = {
     [MP_ROLE_DOWN_BIAS] = "mlp.dense_4h_to_h.bias", [MP_ROLE_OUTPUT_NORM_BIAS] = "gpt_neox.final_layer_norm.bias"};
 
 void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap) {
-    const char *const *suffix = fmt == MP_FORMAT_HF ? hf_suffix : gguf_suffix;
-    const char *sfx = suffix[role];
+    const char *sfx = fmt == MP_FORMAT_HF ? role_info[role].hf : role_info[role].gguf;
     if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_Q || role == MP_ROLE_K || role == MP_ROLE_V))
         sfx = fmt == MP_FORMAT_HF ? "self_attn.qkv_proj.weight" : "attn_qkv.weight";
     if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_GATE || role == MP_ROLE_UP))
@@ -96,50 +111,16 @@ void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int
     else snprintf(out, cap, "model.layers.%d.mlp.experts.%d.%s.weight", layer, expert, qw[k]);
 }
 
-/* Expected served shape of a role from the hyperparameters: returns ndim (1 or 2). */
+/* Expected served shape of a role from the hyperparameters (mp_role_shape): returns ndim (1 or 2). */
 static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) {
-    int64_t C = m->dim, Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
-    *cols = 1;
-    switch (r) {
-    case MP_ROLE_TOK_EMBD: case MP_ROLE_OUTPUT: *rows = m->vocab; *cols = C; return 2;
-    case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: *rows = C; return 1;
-    case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM: *rows = C; return 1;
-    case MP_ROLE_Q: *rows = Q; *cols = C; return 2;
-    case MP_ROLE_K: case MP_ROLE_V: *rows = KV; *cols = C; return 2;
-    case MP_ROLE_Q_BIAS: *rows = Q; return 1;
-    case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: *rows = KV; return 1;
-    case MP_ROLE_O: *rows = C; *cols = Q; return 2;
-    case MP_ROLE_Q_NORM: *rows = m->qk_norm_whole ? Q : m->head_dim; return 1;
-    case MP_ROLE_K_NORM: *rows = m->qk_norm_whole ? KV : m->head_dim; return 1;
-    case MP_ROLE_GATE: case MP_ROLE_UP: *rows = m->ffn; *cols = C; return 2;
-    case MP_ROLE_DOWN: *rows = C; *cols = m->ffn; return 2;
-    case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_DOWN_BIAS:
-    case MP_ROLE_OUTPUT_NORM_BIAS: *rows = C; return 1;
-    case MP_ROLE_UP_BIAS: *rows = m->ffn; return 1;
-    case MP_ROLE_FFN_ROUTER: *rows = m->n_experts; *cols = C; return 2;
-    case MP_ROLE_GATE_EXPS: case MP_ROLE_UP_EXPS: *rows = (int64_t)m->n_experts * m->ffn; *cols = C; return 2;
-    case MP_ROLE_DOWN_EXPS: *rows = (int64_t)m->n_experts * C; *cols = m->ffn; return 2;
-    case MP_ROLE_SHEXP_GATE_INP: *rows = 1; *cols = C; return 2;
-    case MP_ROLE_SHEXP_GATE: case MP_ROLE_SHEXP_UP: *rows = m->ffn_shexp; *cols = C; return 2;
-    case MP_ROLE_SHEXP_DOWN: *rows = C; *cols = m->ffn_shexp; return 2;
-    default: return 0;
-    }
+    const MpRoleDims d = mp_model_role_dims(m);
+    return mp_role_shape(r, &d, rows, cols);
 }
 
-/* Is the role part of this architecture? (OUTPUT is handled separately: tying.) */
+/* Is the layer role part of this architecture (its row of the family table)? OUTPUT_NORM_BIAS,
+ * global, is bound on its own. */
 static int role_present(const MpModel *m, MpRole r) {
-    if (r == MP_ROLE_Q_BIAS || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS) return m->has_qkv_bias;
-    if (r == MP_ROLE_Q_NORM || r == MP_ROLE_K_NORM) return m->has_qk_norm;
-    if (r == MP_ROLE_ATTN_NORM || r == MP_ROLE_FFN_NORM) return !m->no_pre_norm;
-    if (r == MP_ROLE_ATTN_POST_NORM || r == MP_ROLE_FFN_POST_NORM) return m->post_norm;
-    if (r == MP_ROLE_O_BIAS || r == MP_ROLE_ATTN_NORM_BIAS || r == MP_ROLE_FFN_NORM_BIAS || r == MP_ROLE_UP_BIAS ||
-        r == MP_ROLE_DOWN_BIAS)
-        return m->arch == MP_ARCH_GPTNEOX;
-    if (r >= MP_ROLE_FFN_ROUTER && r <= MP_ROLE_DOWN_EXPS) return m->n_experts > 0;
-    if (r >= MP_ROLE_SHEXP_GATE_INP && r <= MP_ROLE_SHEXP_DOWN) return m->ffn_shexp > 0;
-    if (r == MP_ROLE_GATE || r == MP_ROLE_UP || r == MP_ROLE_DOWN) return !m->n_experts && (r != MP_ROLE_GATE || !m->gelu_mlp);
-    if (r == MP_ROLE_OUTPUT_NORM_BIAS) return 0; /* global: bound on its own */
-    return 1;
+    return r != MP_ROLE_OUTPUT_NORM_BIAS && mp_family_has(m->arch, r);
 }
 
 
@@ -301,9 +282,9 @@ static int alloc_layers(MpModel *m, MpErr *e) {
     return MP_OK;
 }
 
-/* Binds every role for one format. names: the suffix table; prefix formats "model.layers.%d." /
+/* Binds every role for one format. hf: role_info's HF suffixes, else its GGUF ones; prefix formats "model.layers.%d." /
  * "blk.%d."; fused: phi3 qkv / gate_up names (NULL = separate tensors). */
-static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt, const char *qkv_name,
+static int bind_all(MpModel *m, int hf, const char *layer_fmt, const char *qkv_name,
                     const char *gate_up_name, const char *cfg_name, MpErr *e) {
     if (alloc_layers(m, e)) return MP_ERR;
     char name[512];
@@ -312,7 +293,7 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
         int nd = role_shape(m, (MpRole)r, &rows, &cols);
         int opt = r == MP_ROLE_OUTPUT;
         if (opt && m->tie_embeddings) continue; /* tied: served from TOK_EMBD */
-        if (bind(m, &m->global[r], suffix[r], nd, rows, cols, 0, rows, m->format == MP_FORMAT_GGUF && opt, cfg_name, e)) return MP_ERR;
+        if (bind(m, &m->global[r], (hf ? role_info[r].hf : role_info[r].gguf), nd, rows, cols, 0, rows, m->format == MP_FORMAT_GGUF && opt, cfg_name, e)) return MP_ERR;
         if (opt && m->global[r].tensor < 0) m->tie_embeddings = 1; /* GGUF: no output.weight means tied */
     }
     int64_t Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
@@ -333,7 +314,7 @@ static int bind_all(MpModel *m, const char *const *suffix, const char *layer_fmt
                 snprintf(name + k, sizeof name - (size_t)k, "%s", gate_up_name);
                 if (bind(m, ref, name, 2, 2 * (int64_t)m->ffn, m->dim, r == MP_ROLE_GATE ? 0 : m->ffn, rows, 0, cfg_name, e)) return MP_ERR;
             } else {
-                snprintf(name + k, sizeof name - (size_t)k, "%s", suffix[r]);
+                snprintf(name + k, sizeof name - (size_t)k, "%s", (hf ? role_info[r].hf : role_info[r].gguf));
                 if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) return MP_ERR;
             }
         }
@@ -497,7 +478,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
     if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "config.json", e);
-    return bind_all(m, hf_suffix, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
+    return bind_all(m, 1, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
                     phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
 }
 
@@ -585,18 +566,13 @@ static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
     const MpGgufKv *kv = mp_gguf_find(g, "general.architecture");
     if (!kv) return mp_err_set(e, "%s: missing key 'general.architecture'", g->path);
     if (mp_gguf_kv_str(kv, arch, 64)) return mp_err_set(e, "%s: key 'general.architecture' is not a short string", g->path);
-    if (!strcmp(arch, "llama")) m->arch = MP_ARCH_LLAMA;
-    else if (!strcmp(arch, "qwen2")) m->arch = MP_ARCH_QWEN2;
-    else if (!strcmp(arch, "qwen3")) m->arch = MP_ARCH_QWEN3;
-    else if (!strcmp(arch, "phi3")) m->arch = MP_ARCH_PHI3;
-    else if (!strcmp(arch, "olmo2")) m->arch = MP_ARCH_OLMO2;
-    else if (!strcmp(arch, "gptneox")) m->arch = MP_ARCH_GPTNEOX;
-    else if (!strcmp(arch, "gemma2")) m->arch = MP_ARCH_GEMMA2;
-    else if (!strcmp(arch, "gemma3")) m->arch = MP_ARCH_GEMMA3;
-    else if (!strcmp(arch, "gemma")) m->arch = MP_ARCH_GEMMA;
-    else if (!strcmp(arch, "qwen3moe")) m->arch = MP_ARCH_QWEN3MOE;
-    else if (!strcmp(arch, "qwen2moe")) m->arch = MP_ARCH_QWEN2MOE;
-    else return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (llama, qwen2, qwen3, phi3, olmo2, gptneox, gemma, gemma2, gemma3, qwen3moe, qwen2moe; mixtral is llama with experts)", g->path, arch);
+    const int fam = mp_family_from_gguf(arch); /* the family table's names (arch.c) */
+    if (fam < 0) {
+        char list[512];
+        mp_family_list(MP_FAMILY_GGUF, ", ", list, sizeof list);
+        return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (%s; mixtral is llama with experts)", g->path, arch, list);
+    }
+    m->arch = (MpArch)fam;
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
@@ -604,8 +580,11 @@ static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
                           g->path, (long long)v);
     if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
     if (v > 0 && m->arch == MP_ARCH_LLAMA) m->arch = MP_ARCH_MIXTRAL; /* convert_hf_to_gguf writes Mixtral as llama */
-    if (v > 0 && m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && m->arch != MP_ARCH_QWEN2MOE)
-        return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts %s models are not supported (llama with experts, qwen3moe, qwen2moe)", g->path, arch, arch);
+    if (v > 0 && !mp_family_has(m->arch, MP_ROLE_FFN_ROUTER)) {
+        char list[256];
+        mp_family_list(MP_FAMILY_GGUF_MOE, ", ", list, sizeof list);
+        return mp_err_set(e, "%s: key '%s.expert_count': mixture-of-experts %s models are not supported (llama with experts, %s)", g->path, arch, arch, list);
+    }
     return MP_OK;
 }
 
@@ -758,7 +737,7 @@ static int gguf_rope(MpModel *m, const char *arch, MpErr *e) {
 static int gguf_moe(MpModel *m, const char *arch, MpErr *e) {
     const MpGguf *g = m->gguf;
     int64_t v;
-    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && m->arch != MP_ARCH_QWEN2MOE) return MP_OK;
+    if (!mp_family_has(m->arch, MP_ROLE_FFN_ROUTER)) return MP_OK;
     if (gguf_int(g, arch, "expert_count", 1, 0, 1, 1 << 16, &v, e)) return MP_ERR;
     m->n_experts = (int)v;
     if (gguf_int(g, arch, "expert_used_count", 1, 0, 1, m->n_experts, &v, e)) return MP_ERR;
@@ -808,7 +787,7 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
     int phi = m->arch == MP_ARCH_PHI3;
     if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "the GGUF metadata", e);
-    if (bind_all(m, gguf_suffix, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
+    if (bind_all(m, 0, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
         return MP_ERR;
     if (m->arch == MP_ARCH_LLAMA || m->arch == MP_ARCH_MIXTRAL) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
         for (int l = 0; l < m->n_layers; l++) {

@@ -2,6 +2,7 @@
 #include "model/fwd.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -55,75 +56,67 @@ static FwdDims fwd_dims(const MpModel *m, const MpFwdConfig *cfg) {
     return d;
 }
 
-/* Weights: layers [0, L) and (logits) the output head. */
-static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, float **out_norm, MpFwdMat *lm_head,
-                               const MpModel *m, const MpFwdConfig *cfg, float **out_norm_b) {
+/* The plan of a layer's weights: one row per tensor the forward pass keeps — the role it is loaded
+ * from, its place in MpFwdLayer, and whether it is an f32 vector or a packed matrix (f32 or bf16
+ * panels). A row is used in every layer of a family that holds its role (the family table,
+ * src/load/arch.c); its size is the role's shape (mp_role_shape). The one table drives the layout
+ * (fwd_layout_weights), the load (fwd_load) and the memory estimate (mp_fwd_plan_bytes); the
+ * experts of MoE layers, [E] matrices per role, follow each layer's rows. */
+typedef struct FwdSlot {
+    MpRole role;
+    size_t off; /* offsetof(MpFwdLayer, field): float * (vector) or MpFwdMat (matrix) */
+    int mat;
+} FwdSlot;
+
+#define FWD_VEC(r, field) {MP_ROLE_##r, offsetof(MpFwdLayer, field), 0}
+#define FWD_MAT(r, field) {MP_ROLE_##r, offsetof(MpFwdLayer, field), 1}
+static const FwdSlot fwd_slots[] = {
+    FWD_VEC(ATTN_NORM, attn_norm), FWD_MAT(Q, q), FWD_MAT(K, k), FWD_MAT(V, v), FWD_MAT(O, o),
+    FWD_VEC(Q_BIAS, q_bias), FWD_VEC(K_BIAS, k_bias), FWD_VEC(V_BIAS, v_bias), FWD_VEC(Q_NORM, q_norm),
+    FWD_VEC(K_NORM, k_norm), FWD_VEC(FFN_NORM, ffn_norm), FWD_VEC(ATTN_POST_NORM, attn_post_norm),
+    FWD_VEC(FFN_POST_NORM, ffn_post_norm), FWD_MAT(GATE, gate), FWD_MAT(UP, up), FWD_MAT(DOWN, down),
+    FWD_VEC(ATTN_NORM_BIAS, attn_norm_b), FWD_VEC(FFN_NORM_BIAS, ffn_norm_b), FWD_VEC(O_BIAS, o_bias),
+    FWD_VEC(UP_BIAS, up_bias), FWD_VEC(DOWN_BIAS, down_bias), FWD_MAT(FFN_ROUTER, router),
+    FWD_VEC(SHEXP_GATE_INP, shexp_gate_inp), FWD_MAT(SHEXP_GATE, shexp_gate), FWD_MAT(SHEXP_UP, shexp_up),
+    FWD_MAT(SHEXP_DOWN, shexp_down),
+};
+#define FWD_NSLOTS (sizeof fwd_slots / sizeof fwd_slots[0])
+
+/* The slot's field in layer ly. */
+static float **fwd_slot_vec(MpFwdLayer *ly, const FwdSlot *s) { return (float **)(void *)((char *)ly + s->off); }
+static MpFwdMat *fwd_slot_mat(MpFwdLayer *ly, const FwdSlot *s) { return (MpFwdMat *)(void *)((char *)ly + s->off); }
+
+/* Weights: layers [0, L) (each layer's slots, then its experts into expmats [L * E * 3] when
+ * given) and (logits) the output head; counted only when layers is NULL. */
+static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmats, MpFwd *f, const MpModel *m,
+                               const MpFwdConfig *cfg) {
     const FwdDims d = fwd_dims(m, cfg);
-    const int64_t qo = (int64_t)d.NH * d.HS, kvo = (int64_t)d.NKV * d.HS;
-    const int b = cfg->compute; /* fwd_mat: bf16 panels, or f32 ones (plain sums or not) */
+    const MpRoleDims rd = mp_model_role_dims(m);
+    const int b = cfg->compute, E = m->n_experts; /* fwd_mat: bf16 panels, or f32 ones (plain sums or not) */
     for (int l = 0; l < d.L; l++) {
         MpFwdLayer tmp, *ly = layers ? &layers[l] : &tmp;
         memset(ly, 0, sizeof *ly);
-        ly->attn_norm = m->no_pre_norm ? NULL : fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, &ly->q, qo, d.C, b);
-        fwd_mat(c, &ly->k, kvo, d.C, b);
-        fwd_mat(c, &ly->v, kvo, d.C, b);
-        fwd_mat(c, &ly->o, d.C, qo, b);
-        if (m->has_qkv_bias) {
-            ly->q_bias = fwd_carve(c, (size_t)qo);
-            ly->k_bias = fwd_carve(c, (size_t)kvo);
-            ly->v_bias = fwd_carve(c, (size_t)kvo);
+        for (size_t i = 0; i < FWD_NSLOTS; i++) {
+            const FwdSlot *s = &fwd_slots[i];
+            int64_t rows, cols;
+            if (!mp_family_has(m->arch, s->role)) continue;
+            mp_role_shape(s->role, &rd, &rows, &cols);
+            if (s->mat) fwd_mat(c, fwd_slot_mat(ly, s), rows, cols, b);
+            else *fwd_slot_vec(ly, s) = fwd_carve(c, (size_t)(rows * cols));
         }
-        if (m->has_qk_norm) {
-            ly->q_norm = fwd_carve(c, m->qk_norm_whole ? (size_t)qo : (size_t)d.HS);
-            ly->k_norm = fwd_carve(c, m->qk_norm_whole ? (size_t)kvo : (size_t)d.HS);
-        }
-        ly->ffn_norm = m->no_pre_norm ? NULL : fwd_carve(c, (size_t)d.C);
-        if (m->post_norm) {
-            ly->attn_post_norm = fwd_carve(c, (size_t)d.C);
-            ly->ffn_post_norm = fwd_carve(c, (size_t)d.C);
-        }
-        if (!m->gelu_mlp && !m->n_experts) fwd_mat(c, &ly->gate, d.FF, d.C, b);
-        if (!m->n_experts) fwd_mat(c, &ly->up, d.FF, d.C, b);
-        if (!m->n_experts) fwd_mat(c, &ly->down, d.C, d.FF, b);
-        if (m->layer_norm) { /* gptneox: LayerNorm biases and every Linear's bias */
-            ly->attn_norm_b = fwd_carve(c, (size_t)d.C);
-            ly->ffn_norm_b = fwd_carve(c, (size_t)d.C);
-            ly->o_bias = fwd_carve(c, (size_t)d.C);
-            ly->up_bias = fwd_carve(c, (size_t)d.FF);
-            ly->down_bias = fwd_carve(c, (size_t)d.C);
-        }
-    }
-    *out_norm_b = NULL;
-    if (cfg->logits) {
-        *out_norm = fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, lm_head, d.V, d.C, b);
-        if (m->layer_norm) *out_norm_b = fwd_carve(c, (size_t)d.C);
-    }
-}
-
-/* MoE weights, after fwd_layout_weights: each layer's router [E, C] and its E experts' gate [FF, C],
- * up [FF, C], down [C, FF] (into expmats [L * E * 3] when given; counted only otherwise). */
-static void fwd_layout_moe(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmats, const MpModel *m, const MpFwdConfig *cfg) {
-    const FwdDims d = fwd_dims(m, cfg);
-    const int b = cfg->compute, E = m->n_experts; /* fwd_mat: bf16 panels, or f32 ones */
-    for (int l = 0; l < d.L && E > 0; l++) {
-        MpFwdMat tmp[3], router;
-        fwd_mat(c, layers ? &layers[l].router : &router, E, d.C, b);
-        if (layers) layers[l].exps = expmats ? expmats + (size_t)l * E * 3 : NULL;
-        for (int j = 0; j < E; j++) {
-            MpFwdMat *w = layers && expmats ? expmats + ((size_t)l * E + j) * 3 : tmp;
+        if (layers) ly->exps = expmats ? expmats + (size_t)l * E * 3 : NULL;
+        for (int j = 0; j < E; j++) { /* expert j's gate [FF, C], up [FF, C], down [C, FF] */
+            MpFwdMat et[3], *w = layers && expmats ? expmats + ((size_t)l * E + j) * 3 : et;
             fwd_mat(c, &w[0], d.FF, d.C, b);
             fwd_mat(c, &w[1], d.FF, d.C, b);
             fwd_mat(c, &w[2], d.C, d.FF, b);
         }
-        if (m->ffn_shexp > 0) { /* qwen2moe's shared expert and its gate */
-            MpFwdLayer tl, *ly = layers ? &layers[l] : &tl;
-            ly->shexp_gate_inp = fwd_carve(c, (size_t)d.C);
-            fwd_mat(c, &ly->shexp_gate, m->ffn_shexp, d.C, b);
-            fwd_mat(c, &ly->shexp_up, m->ffn_shexp, d.C, b);
-            fwd_mat(c, &ly->shexp_down, d.C, m->ffn_shexp, b);
-        }
+    }
+    f->out_norm_b = NULL;
+    if (cfg->logits) {
+        f->out_norm = fwd_carve(c, (size_t)d.C);
+        fwd_mat(c, &f->lm_head, d.V, d.C, b);
+        if (mp_family_has(m->arch, MP_ROLE_OUTPUT_NORM_BIAS)) f->out_norm_b = fwd_carve(c, (size_t)d.C);
     }
 }
 
@@ -165,12 +158,9 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
 
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
     FwdCarve cw = {0}, ca = {0};
-    float *on, *onb;
-    MpFwdMat lm;
     MpFwd f;
     memset(&f, 0, sizeof f);
-    fwd_layout_weights(&cw, NULL, &on, &lm, m, cfg, &onb);
-    fwd_layout_moe(&cw, NULL, NULL, m, cfg);
+    fwd_layout_weights(&cw, NULL, NULL, &f, m, cfg);
     fwd_layout_acts(&ca, &f, m, cfg);
     *weights = (uint64_t)cw.used * 4;
     *acts = (uint64_t)ca.used * 4;
@@ -259,19 +249,23 @@ static int fwd_load_expert(MpModel *m, MpRole role, int layer, int j, MpFwdMat *
     return MP_OK;
 }
 
-/* A MoE layer's router and experts. */
-static int fwd_load_moe(MpFwd *f, int l, float *scratch, size_t cap, MpErr *e) {
+/* Layer l's weights: every slot of the plan its family holds, then (MoE) its experts. */
+static int fwd_load_layer(MpFwd *f, int l, float *scratch, size_t cap, MpErr *e) {
+    MpModel *m = f->m;
     MpFwdLayer *ly = &f->layers[l];
-    int rc = fwd_load_mat(f->m, MP_ROLE_FFN_ROUTER, l, &ly->router, scratch, cap, e);
-    for (int k = 0; k < 3 && rc == MP_OK; k++)
-        for (int j = 0; j < f->m->n_experts && rc == MP_OK; j++)
-            rc = fwd_load_expert(f->m, (MpRole)(MP_ROLE_GATE_EXPS + k), l, j, &ly->exps[(size_t)j * 3 + (size_t)k], scratch, cap, e);
-    if (rc == MP_OK && f->m->ffn_shexp > 0) { /* qwen2moe */
-        rc = fwd_load_vec(f->m, MP_ROLE_SHEXP_GATE_INP, l, ly->shexp_gate_inp, f->C, e);
-        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_GATE, l, &ly->shexp_gate, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_UP, l, &ly->shexp_up, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(f->m, MP_ROLE_SHEXP_DOWN, l, &ly->shexp_down, scratch, cap, e);
+    const MpRoleDims rd = mp_model_role_dims(m);
+    int rc = MP_OK;
+    for (size_t i = 0; i < FWD_NSLOTS && rc == MP_OK; i++) {
+        const FwdSlot *s = &fwd_slots[i];
+        int64_t rows, cols;
+        if (!mp_family_has(m->arch, s->role)) continue;
+        mp_role_shape(s->role, &rd, &rows, &cols);
+        rc = s->mat ? fwd_load_mat(m, s->role, l, fwd_slot_mat(ly, s), scratch, cap, e)
+                    : fwd_load_vec(m, s->role, l, *fwd_slot_vec(ly, s), rows * cols, e);
     }
+    for (int k = 0; k < 3 && rc == MP_OK; k++)
+        for (int j = 0; j < m->n_experts && rc == MP_OK; j++)
+            rc = fwd_load_expert(m, (MpRole)(MP_ROLE_GATE_EXPS + k), l, j, &ly->exps[(size_t)j * 3 + (size_t)k], scratch, cap, e);
     return rc;
 }
 
@@ -289,31 +283,7 @@ static int fwd_load(MpFwd *f, MpErr *e) {
     float *scratch = fwd_alloc(cap);
     if (!scratch) return mp_err_set(e, "out of memory for a %zu-float weight scratch buffer", cap);
     int rc = MP_OK;
-    for (int l = 0; l < f->cfg.n_layers && rc == MP_OK; l++) {
-        MpFwdLayer *ly = &f->layers[l];
-        if (ly->attn_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM, l, ly->attn_norm, f->C, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_Q, l, &ly->q, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_K, l, &ly->k, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_V, l, &ly->v, scratch, cap, e);
-        if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_O, l, &ly->o, scratch, cap, e);
-        if (rc == MP_OK && ly->q_bias) rc = fwd_load_vec(m, MP_ROLE_Q_BIAS, l, ly->q_bias, ly->q.out, e);
-        if (rc == MP_OK && ly->k_bias) rc = fwd_load_vec(m, MP_ROLE_K_BIAS, l, ly->k_bias, ly->k.out, e);
-        if (rc == MP_OK && ly->v_bias) rc = fwd_load_vec(m, MP_ROLE_V_BIAS, l, ly->v_bias, ly->v.out, e);
-        if (rc == MP_OK && ly->q_norm) rc = fwd_load_vec(m, MP_ROLE_Q_NORM, l, ly->q_norm, m->qk_norm_whole ? ly->q.out : f->HS, e);
-        if (rc == MP_OK && ly->k_norm) rc = fwd_load_vec(m, MP_ROLE_K_NORM, l, ly->k_norm, m->qk_norm_whole ? ly->k.out : f->HS, e);
-        if (rc == MP_OK && ly->ffn_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM, l, ly->ffn_norm, f->C, e);
-        if (rc == MP_OK && ly->attn_post_norm) rc = fwd_load_vec(m, MP_ROLE_ATTN_POST_NORM, l, ly->attn_post_norm, f->C, e);
-        if (rc == MP_OK && ly->ffn_post_norm) rc = fwd_load_vec(m, MP_ROLE_FFN_POST_NORM, l, ly->ffn_post_norm, f->C, e);
-        if (rc == MP_OK && !m->gelu_mlp && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_GATE, l, &ly->gate, scratch, cap, e);
-        if (rc == MP_OK && ly->attn_norm_b) rc = fwd_load_vec(m, MP_ROLE_ATTN_NORM_BIAS, l, ly->attn_norm_b, f->C, e);
-        if (rc == MP_OK && ly->ffn_norm_b) rc = fwd_load_vec(m, MP_ROLE_FFN_NORM_BIAS, l, ly->ffn_norm_b, f->C, e);
-        if (rc == MP_OK && ly->o_bias) rc = fwd_load_vec(m, MP_ROLE_O_BIAS, l, ly->o_bias, f->C, e);
-        if (rc == MP_OK && ly->up_bias) rc = fwd_load_vec(m, MP_ROLE_UP_BIAS, l, ly->up_bias, f->FF, e);
-        if (rc == MP_OK && ly->down_bias) rc = fwd_load_vec(m, MP_ROLE_DOWN_BIAS, l, ly->down_bias, f->C, e);
-        if (rc == MP_OK && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_UP, l, &ly->up, scratch, cap, e);
-        if (rc == MP_OK && !m->n_experts) rc = fwd_load_mat(m, MP_ROLE_DOWN, l, &ly->down, scratch, cap, e);
-        if (rc == MP_OK && m->n_experts) rc = fwd_load_moe(f, l, scratch, cap, e);
-    }
+    for (int l = 0; l < f->cfg.n_layers && rc == MP_OK; l++) rc = fwd_load_layer(f, l, scratch, cap, e);
     if (rc == MP_OK && f->cfg.logits) {
         rc = fwd_load_vec(m, MP_ROLE_OUTPUT_NORM, 0, f->out_norm, f->C, e);
         if (rc == MP_OK) rc = fwd_load_mat(m, MP_ROLE_OUTPUT, 0, &f->lm_head, scratch, cap, e);
@@ -359,8 +329,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
         return mp_err_set(e, "out of memory");
     }
     FwdCarve cw = {0}, ca = {0};
-    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
-    fwd_layout_moe(&cw, f->layers, f->expmats, m, cfg);
+    fwd_layout_weights(&cw, f->layers, f->expmats, f, m, cfg);
     fwd_layout_acts(&ca, f, m, cfg);
     f->wfloats = cw.used;
     f->afloats = ca.used;
@@ -376,8 +345,7 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     cw.used = 0;
     ca.base = f->ablock;
     ca.used = 0;
-    fwd_layout_weights(&cw, f->layers, &f->out_norm, &f->lm_head, m, cfg, &f->out_norm_b);
-    fwd_layout_moe(&cw, f->layers, f->expmats, m, cfg);
+    fwd_layout_weights(&cw, f->layers, f->expmats, f, m, cfg);
     fwd_layout_acts(&ca, f, m, cfg);
     if (fwd_load(f, e) != MP_OK) {
         mp_fwd_free(f);

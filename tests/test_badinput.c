@@ -27,10 +27,15 @@
  *              that --force replaces it
  *   threads    OMP_NUM_THREADS above the cap of --threads (1024): simulate died in GOMP_parallel
  *              (issue 31; both cases failed with the binary of main at f40d7e1)
+ *   overflow   finite but huge weights (one q_proj / attn_k weight 3e38, HF and GGUF, f32 and
+ *              --compute bf16): NaN maps with exit 0, logits -nan, generate NLL -nan (issue 31,
+ *              class 7; all six failed with the binary of f40d7e1)
+ *   quantblock a Q8_0 / Q4_0 block whose f16 scale is NaN or Inf: probe and logits refused it
+ *              already; generate ran (its case failed with f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
  * Run: make test (or build/tests/test_badinput).
  */
-#include "testutil.h"
+#include "test_model_util.h" /* model_poke: damaged weights */
 
 #include <sys/stat.h>
 
@@ -59,6 +64,35 @@ static int exists(const char *rel) {
 
 /* ================================================================ fixtures */
 
+/* Models with finite but huge weights (one q_proj / attn_k weight 3e38) and quantised blocks whose
+ * scale is NaN or Inf: the "overflow" and "quantblock" classes. */
+static int damaged_models(void) {
+    char out[8192], path[512];
+    int rc = sh(out, sizeof out,
+                "rm -rf huge && cp -r model huge && "
+                "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
+                "--format gguf hugeg.gguf > /dev/null && "
+                "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
+                "--format gguf --dtype q8_0 q8nan.gguf > /dev/null && "
+                "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
+                "--format gguf --dtype q4_0 q4inf.gguf > /dev/null");
+    if (rc != 0) {
+        fprintf(stderr, "damaged models failed (%d): %s\n", rc, out);
+        return -1;
+    }
+    const float big = 3e38f;
+    const uint16_t f16_nan = 0x7e00, f16_inf = 0x7c00; /* a block's first two bytes: its f16 scale d */
+    snprintf(path, sizeof path, "%s/huge", D);
+    model_poke(path, "model.layers.0.self_attn.q_proj.weight", 5 * 4, &big, 4);
+    snprintf(path, sizeof path, "%s/hugeg.gguf", D);
+    model_poke(path, "blk.0.attn_k.weight", 5 * 4, &big, 4);
+    snprintf(path, sizeof path, "%s/q8nan.gguf", D);
+    model_poke(path, "blk.0.attn_k.weight", 34, &f16_nan, 2); /* the second Q8_0 block (34 bytes each) */
+    snprintf(path, sizeof path, "%s/q4inf.gguf", D);
+    model_poke(path, "blk.1.ffn_down.weight", 0, &f16_inf, 2);
+    return 0;
+}
+
 static int setup_fixtures(void **state) {
     (void)state;
     snprintf(D, sizeof D, "%s", mp_test_tmpdir());
@@ -86,7 +120,7 @@ static int setup_fixtures(void **state) {
     if (mp_npy_write(path, MP_DT_I32, none, 2, s30, &e) != MP_OK) return -1;
     snprintf(path, sizeof path, "%s/inf.npy", D);
     if (mp_npy_write(path, MP_DT_F64, infs, 2, s22, &e) != MP_OK) return -1;
-    return 0;
+    return damaged_models();
 }
 
 static int teardown_fixtures(void **state) {
@@ -191,6 +225,19 @@ static const BadCase cases[] = {
     {"threads", "export OMP_NUM_THREADS=100000", "simulate --batch 20 --seq 5 --dim 4 --layers 2 --quiet --out o-thr1",
      "OMP_NUM_THREADS=100000", "o-thr1"},
     {"threads", "export OMP_NUM_THREADS=100000", "logits model --tokens 1,2,3", "OMP_NUM_THREADS=100000", NULL},
+    /* overflow (issue 31, class 7): finite but huge weights (q_proj / attn_k 3e38): NaN maps, -nan
+     * logits and constant samples with NLL -nan, all with exit 0, before */
+    {"overflow", "", "probe huge --tokens tokens.npy --out o-ovf1", "huge: layer 1 of 2", "o-ovf1/scores.npy"},
+    {"overflow", "", "probe huge --tokens tokens.npy --compute bf16 --out o-ovf2", "huge: layer 1 of 2", "o-ovf2/scores.npy"},
+    {"overflow", "", "logits huge --tokens 1,2,3", "huge: layer 1 of 2", NULL},
+    {"overflow", "", "generate huge --len 8 --quiet --out o-ovf3.npy", "huge: layer 1 of 2", "o-ovf3.npy"},
+    {"overflow", "", "probe hugeg.gguf --tokens tokens.npy --out o-ovf4", "hugeg.gguf: layer 1 of 2", "o-ovf4/scores.npy"},
+    {"overflow", "", "logits hugeg.gguf --tokens 1,2,3 --compute bf16", "hugeg.gguf: layer 1 of 2", NULL},
+    /* quantblock: a quantised block whose f16 scale is NaN or Inf */
+    {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --out o-q1", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", "o-q1"},
+    {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},
+    {"quantblock", "", "logits q4inf.gguf --tokens 1,2,3", "q4inf.gguf: tensor 'blk.1.ffn_down.weight'", NULL},
+    {"quantblock", "", "generate q8nan.gguf --len 8 --quiet", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", NULL},
 };
 
 /* One case: exit 2, a single "maskpos <cmd>: error:" line naming names, nothing left at absent.

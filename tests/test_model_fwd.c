@@ -11,11 +11,17 @@
  *   - format equivalence: the same random model written as an HF directory and as a GGUF (f32)
  *     gives the same maps, per arch, GQA ratio 2;
  *   - counterfactual sanity: without the mask, identical tokens give a purely relative map;
- *   - determinism: 1 and 2 threads give byte-identical outputs.
+ *   - determinism: 1 and 2 threads give byte-identical outputs;
+ *   - overflow (issue 31, class 7): finite but huge weights end the run with the layer, the
+ *     position and the tensor named (q_proj 3e38; q·k past FLT_MAX from finite q and k; the
+ *     scores-only last layer of a probe; the key/value-cache path), not NaN (failed before:
+ *     every run returned MP_OK with NaN scores or logits).
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
 #include "test_model_util.h"
+
+#include "model/fwd.h" /* mp_fwd_run, mp_fwd_extend: the overflow cases */
 
 typedef struct RefCase {
     const char *name;
@@ -222,8 +228,74 @@ static void test_threads_bit_identical(void **state) {
     threads_identical(mp_test_tmpdir(), "", "");
 }
 
+/* ================================================================ overflow */
+
+/* Runs ids 0..T-1 (mod 64) through the model at path: the whole sequence (kv = 0) or position by
+ * position with the key/value cache (kv = 1); returns the status, the message in e. */
+static int overflow_run(const char *path, int n_layers, int logits, int kv, MpErr *e) {
+    MpModel m;
+    memset(&m, 0, sizeof m);
+    if (mp_model_open(&m, path, e) != MP_OK) fail_msg("%s: %s", path, e->msg);
+    enum { T = 12 };
+    int32_t ids[T];
+    for (int t = 0; t < T; t++) ids[t] = (t * 7 + 3) % 64;
+    MpFwdConfig fc = {.n_layers = n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = logits, .kv_cache = kv};
+    MpFwd f;
+    int rc = mp_fwd_init(&f, &m, &fc, e);
+    if (rc != MP_OK) fail_msg("%s: %s", path, e->msg);
+    for (int t = 0; t < T && rc == MP_OK; t++) rc = kv ? mp_fwd_extend(&f, ids, t, t + 1, e) : MP_OK;
+    if (!kv) rc = mp_fwd_run(&f, ids, T, NULL, NULL, e);
+    for (size_t i = 0; rc == MP_OK && logits && i < (size_t)T * (size_t)f.V; i++)
+        if (!isfinite(f.logits[i])) fail_msg("%s: MP_OK with a non-finite logit", path);
+    mp_fwd_free(&f);
+    mp_model_free(&m);
+    return rc;
+}
+
+/* rc is MP_ERR and the message holds each of the strings. */
+static void overflow_expect(const char *name, int rc, const MpErr *e, const char *a, const char *b) {
+    print_message("%-28s %s\n", name, rc == MP_OK ? "MP_OK" : e->msg);
+    if (rc == MP_OK) fail_msg("%s: the run succeeded (NaN or ±Inf went unnoticed)", name);
+    if (!strstr(e->msg, a) || !strstr(e->msg, b)) fail_msg("%s: the message lacks '%s' or '%s': %s", name, a, b, e->msg);
+}
+
+static void test_fwd_overflow_named(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *mk = "--arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 64 --max-pos 64";
+    char ok[512], q[512], qk[512], l2[512];
+    snprintf(ok, sizeof ok, "%s/ok", d);
+    snprintf(q, sizeof q, "%s/q", d);
+    snprintf(qk, sizeof qk, "%s/qk", d);
+    snprintf(l2, sizeof l2, "%s/l2", d);
+    model_make(ok, mk);
+    model_make(q, mk);
+    model_make(qk, mk);
+    model_make(l2, mk);
+    MpErr e;
+    /* control: the same model untouched runs, with finite logits, both ways */
+    assert_int_equal(overflow_run(ok, 2, 1, 0, &e), MP_OK);
+    assert_int_equal(overflow_run(ok, 2, 1, 1, &e), MP_OK);
+    const float big = 3e38f, e20[16] = {1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f,
+                                        1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f, 1e20f};
+    model_poke(q, "model.layers.0.self_attn.q_proj.weight", 5 * 4, &big, 4);
+    overflow_expect("q_proj 3e38, logits", overflow_run(q, 2, 1, 0, &e), &e, "layer 1 of 2, position", "the queries (q_proj)");
+    overflow_expect("q_proj 3e38, kv cache", overflow_run(q, 2, 1, 1, &e), &e, "layer 1 of 2, position", "the queries (q_proj)");
+    overflow_expect("q_proj 3e38, scores only", overflow_run(q, 1, 0, 0, &e), &e, "layer 1 of 2", "the queries (q_proj)");
+    /* q and k finite (about 1e20) but q·k past FLT_MAX: the scores overflowed, in head 0 (row 0 of q) */
+    model_poke(qk, "model.layers.0.self_attn.q_proj.weight", 0, e20, sizeof e20);
+    model_poke(qk, "model.layers.0.self_attn.k_proj.weight", 0, e20, sizeof e20);
+    overflow_expect("q·k past FLT_MAX", overflow_run(qk, 2, 1, 0, &e), &e, "layer 1 of 2, position 0",
+                    "the attention scores q·k of head 0 overflowed");
+    /* the probe's last layer stops at its scores: they are checked themselves */
+    model_poke(l2, "model.layers.1.self_attn.q_proj.weight", 5 * 4, &big, 4);
+    overflow_expect("layer 2 q_proj, scores only", overflow_run(l2, 2, 0, 0, &e), &e, "layer 2 of 2, position",
+                    "the queries (q_proj)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fwd_overflow_named),
         cmocka_unit_test(test_against_torch),
         cmocka_unit_test(test_hf_gguf_equivalent),
         cmocka_unit_test(test_bidirectional_identical_tokens_relative),

@@ -6,8 +6,9 @@
  * error), files_equal() (byte comparison), ids_list() (a comma list of pseudo-random ids for
  * `logits --tokens`), logprob_stats(), logprob_diff() and logits_vs_ref() (log-probs of
  * `maskpos logits` against reference logits; test_stories_oracle.c uses them too),
- * logits_and_oracle() (`maskpos logits` and llama.cpp's logits of the same ids), and
- * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte).
+ * logits_and_oracle() (`maskpos logits` and llama.cpp's logits of the same ids),
+ * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte), and
+ * model_poke() (bytes written over a stored tensor of a model on disk: damaged weights).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
 #define MP_TEST_MODEL_UTIL_H
@@ -15,7 +16,9 @@
 #include "testutil.h"
 
 #include "core/npy.h"
-#include "load/model.h" /* mp_model_open */
+#include "load/gguf.h"        /* MpGguf: model_poke */
+#include "load/model.h"       /* mp_model_open */
+#include "load/safetensors.h" /* MpSt: model_poke */
 
 /* Runs `maskpos mkmodel <args> OUT`; fails the test on a non-zero exit. */
 static void model_make(const char *out, const char *args) __attribute__((unused));
@@ -206,6 +209,31 @@ static double logits_vs_ref(const char *name, const char *model, const char *ids
     free(lp);
     free(rl);
     return err;
+}
+
+/* Writes n bytes over the stored tensor `name` of the model at path (HF folder or .gguf), starting
+ * at byte `at` of its data (a weight in its stored dtype, or a quantised block's scale); fails the
+ * test when the tensor is missing or too small. */
+static void model_poke(const char *path, const char *name, size_t at, const void *bytes, size_t n) __attribute__((unused));
+static void model_poke(const char *path, const char *name, size_t at, const void *bytes, size_t n) {
+    MpModel m;
+    MpErr e;
+    memset(&m, 0, sizeof m);
+    if (mp_model_open(&m, path, &e) != MP_OK) fail_msg("%s: %s", path, e.msg);
+    char file[4096] = "";
+    long off = -1;
+    for (size_t i = 0; i < m.n_tensors; i++) {
+        const MpModelTensor *t = &m.tensors[i];
+        if (strcmp(t->name, name) || at + n > t->nbytes) continue;
+        const uint8_t *base = m.gguf ? m.gguf->map.data : m.st[t->file].map.data;
+        off = (long)(t->data - base + at);
+        snprintf(file, sizeof file, "%s", m.file_names[t->file]);
+    }
+    mp_model_free(&m);
+    if (off < 0) fail_msg("%s: no tensor '%s' of %zu bytes or more", path, name, at + n);
+    FILE *f = fopen(file, "r+b");
+    if (!f || fseek(f, off, SEEK_SET) || fwrite(bytes, 1, n, f) != n) fail_msg("%s: cannot write at %ld", file, off);
+    fclose(f);
 }
 
 #endif

@@ -548,6 +548,7 @@ static void fwd_attn_scores_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, in
     float *sh = f->scores + (size_t)h * a->ldt * a->ldt;
     (a->plain ? mp_fwd_attn_scores_plain : mp_fwd_attn_scores)(sh, f->q + (int64_t)h * f->HS, a->ldq, kv->kp + (size_t)(h / a->rep) * kv->kpf,
                                                                f->HS, a->ldt, a->causal, a->scale, i0, i1);
+    if (f->chk.scores) mp_fwd_check_scores_rows(&f->chk, sh, a->ldt, T, a->causal, h, i0, i1); /* before the cap hides an Inf */
     if (a->cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
         for (int i = i0; i < i1; i++) mp_fwd_softcap(sh + (size_t)i * a->ldt, a->causal ? (size_t)i + 1 : (size_t)T, a->cap);
     if (a->win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
@@ -611,6 +612,8 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
         .ldq = (int64_t)NH * HS, .work = (double)NH * n * T * HS,
     };
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
+    mp_fwd_check_scores_plan(&f->chk, f->q + (size_t)r.t0 * a.ldq, (size_t)n * a.ldq, f->k + (size_t)r.t0 * f->NKV * HS,
+                             (size_t)n * f->NKV * HS, HS, a.scale, r.cached);
     if (f->rows_hook.rows && !r.cached) {
         fwd_attn_by_rows(f, layer, r, kv, &a, nb, scores_only);
     } else {
@@ -810,8 +813,21 @@ static int fwd_embed(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
     return MP_OK;
 }
 
-/* The layers and the output head over rows [t0, T) (embeddings and RoPE tables in place). */
-static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
+/* Layer `layer`'s activations checked for NaN and ±Inf (fwd_check.h) once it has run. */
+static int fwd_check(const MpFwd *f, int layer, FwdRows r, int scores_only, MpErr *e) {
+    const int moe = f->m->n_experts > 0;
+    const MpFwdCheckBufs b = {
+        .path = f->m->path, .layer = layer, .n_layers = f->m->n_layers, .x = f->x, .q = f->q, .k = f->k, .v = f->v,
+        .probs = f->scores, .ao = f->ao, .up = moe ? NULL : f->up, .gate = moe || f->m->gelu_mlp ? NULL : f->gate,
+        .C = f->C, .FF = f->FF, .NH = f->NH, .ldt = r.cached ? f->cfg.max_seq : r.T, .causal = f->cfg.causal,
+        .gelu = f->m->gelu_mlp, .ldq = (int64_t)f->NH * f->HS, .ldk = (int64_t)f->NKV * f->HS,
+    };
+    return mp_fwd_check_layer(&f->chk, &b, r.t0, r.T, scores_only, e);
+}
+
+/* The layers and the output head over rows [t0, T) (embeddings and RoPE tables in place); each
+ * layer's activations checked for NaN and ±Inf as it ends (fwd_check.h). */
+static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) {
     for (int l = 0; l < f->cfg.n_layers; l++) {
         const MpFwdLayer *ly = &f->layers[l];
         if (f->xp) fwd_norm(f, f->xp, f->x, ly->ffn_norm, ly->ffn_norm_b, r.t0, r.T); /* parallel residual: ln2(x) before attention */
@@ -820,6 +836,7 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
         const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
         fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
         if (!last) fwd_mlp(f, ly, l, r);
+        if (fwd_check(f, l, r, last, e) != MP_OK) return MP_ERR;
     }
     if (f->cfg.logits) {
         fwd_norm(f, f->xn, f->x, f->out_norm, f->out_norm_b, r.t0, r.T);
@@ -827,7 +844,9 @@ static void fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx) {
         mp_fwd_matmul(f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
         if (f->m->final_softcap > 0) /* gemma2 */
             mp_fwd_softcap(f->logits + (size_t)r.t0 * f->V, (size_t)(r.T - r.t0) * (size_t)f->V, (float)f->m->final_softcap);
+        return mp_fwd_check_logits(f->logits, f->V, r.t0, r.T, f->m->path, e);
     }
+    return MP_OK;
 }
 
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e) {
@@ -844,8 +863,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
         (fwd_plain(f) ? mp_fwd_rope_table_plain : mp_fwd_rope_table)(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
         if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
     }
-    fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx);
-    return MP_OK;
+    return fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx, e);
 }
 
 int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
@@ -864,6 +882,5 @@ int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
                                                                      m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
         if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
     }
-    fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL);
-    return MP_OK;
+    return fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL, e);
 }

@@ -52,6 +52,7 @@
 
 #include "core/err.h"          /* MpErr */
 #include "load/model.h"        /* MpModel, mp_model_* accessors */
+#include "model/fwd_check.h"   /* MpFwdCheck */
 #include "model/fwd_kernels.h" /* MpFwdMat */
 
 typedef struct MpFwdConfig {
@@ -177,6 +178,7 @@ typedef struct MpFwd {
      * mp_fwd_run only; the last layer of a run without logits stops after its keys) */
     MpFwdCaptureFn capture;
     void *capture_ctx;
+    MpFwdCheck chk;            /* non-finite activations of the layer at hand (fwd_check.h) */
 } MpFwd;
 
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */
@@ -189,7 +191,9 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */
 
 /* One sequence ids [T] (1 <= T <= max_seq, 0 <= id < V) through the layers; hook (may be NULL)
- * sees every layer's scores (NULL when f->rows_hook is set: MP_ERR). With cfg.logits, f->logits [T, V] holds next-token logits; without,
+ * sees every layer's scores (NULL when f->rows_hook is set: MP_ERR). A layer whose activations
+ * overflow to NaN or ±Inf ends the run with MP_ERR naming the layer, the position and the tensor
+ * (fwd_check.h; the hooks may have seen that layer's bad scores by then). With cfg.logits, f->logits [T, V] holds next-token logits; without,
  * the last layer stops at its scores (its softmax, values and MLP would feed nothing). */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
 

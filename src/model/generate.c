@@ -186,6 +186,7 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
     const int np = c->prompt ? c->n_prompt : 1;
     if (!c->prompt && m->bos_id < 0) return mp_err_set(e, "%s: the model names no BOS token; give a prompt", m->path);
     if (gen_check(m, c, np, prompt, e) != MP_OK) return MP_ERR;
+    if (mp_model_check_finite(m, m->n_layers, e) != MP_OK) return MP_ERR; /* NaN weights: refused, not NaN samples */
     int nt;
     if (mp_threads_resolve(c->threads, "threads", &nt, e) != MP_OK) return MP_ERR;
 #ifndef _OPENMP

@@ -159,6 +159,64 @@ MASKPOS_API double maskpos_result_stat(const MaskposResult *r, int i, const char
  * as the command does: a folder holding another run is refused unless force. */
 MASKPOS_API int maskpos_result_save(const MaskposResult *r, const char *dir, int force);
 
+/* ---------------------------------------------------------------- accumulator */
+/* The probe's streaming accumulator fed with scores computed elsewhere (PyTorch, HF transformers,
+ * another program): the same sums, statistics, result and run folder as `maskpos probe`, the same
+ * bits for the same scores (docs/python.md, "Accumulator"). Layers are slots 0..n_layers-1 and may
+ * be added in any order; sequences enter each layer in the order added. A failed call changes
+ * nothing. */
+typedef struct MaskposAcc MaskposAcc;
+typedef struct MaskposAccOptions {
+    int n_layers, n_heads, seq; /* slots, query heads, S */
+    int causal;                 /* 1: query i observes keys j <= i only */
+    const int *windows;         /* [n_layers] sliding window W per layer (0: none; i - j < W observed) or NULL */
+    const int *layer_ids;       /* [n_layers] 1-based model layer numbers for meta.json, or NULL: 1..n_layers */
+    int first;                  /* the statistics cover positions first..S-1 (1 after a BOS, as the probe) */
+    int per_head;               /* also [L,H,S,S] maps */
+    int probs;                  /* also probabilities, sink and entropy */
+    int recency;                /* also the recency probability and statistics by length */
+} MaskposAccOptions;
+MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
+MASKPOS_API void maskpos_acc_free(MaskposAcc *a);
+/* The options it was made with (windows, layer_ids point into a). */
+MASKPOS_API int maskpos_acc_options(const MaskposAcc *a, MaskposAccOptions *o);
+/* Sequences added to layer slot `layer`; layer < 0: the fewest over layers. -1 on a bad argument. */
+MASKPOS_API int64_t maskpos_acc_count(const MaskposAcc *a, int layer);
+/* A JSON object whose keys go into the result's meta.json over the accumulator's ("model", ...). */
+MASKPOS_API int maskpos_acc_set_meta(MaskposAcc *a, const char *json);
+/* Pre-softmax scores of one layer for `batch` sequences, [batch, H, S, S] in dtype MASKPOS_F32 or
+ * MASKPOS_F64, C order; entries outside the causal mask or window are never read. probs: the
+ * post-softmax probabilities in the same layout and dtype, or NULL: computed from the scores with
+ * the forward pass's softmax (f64 scores rounded to f32 first). Every observed entry must be
+ * finite (probabilities in [0, 1]). */
+MASKPOS_API int maskpos_acc_add(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
+                                const void *probs);
+/* Sums computed elsewhere (a GPU) for `count` sequences of one layer slot: k arrays named as
+ * maskpos_acc_state_array names them, each that array's slot `layer` (its length / n_layers
+ * doubles), every sum of the accumulator given. Not with recency. */
+MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *a, int layer, int64_t count, int k, const char *const *names,
+                                     const double *const *data);
+/* dst += src (same options): sum by sum, entry by entry; counts per layer added. Merging in a fixed
+ * order gives fixed bits: one-sequence accumulators merged in sequence order give those of one. */
+MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src);
+/* The state: i < narrays sums (doubles, C order, first index the layer slot except lbsum and
+ * lbsumsq [lengths, L, 16, 16]), named; the pointer is into a (read and write). With
+ * maskpos_acc_set_counts, what a copy needs. */
+MASKPOS_API int maskpos_acc_state_narrays(const MaskposAcc *a);
+MASKPOS_API double *maskpos_acc_state_array(MaskposAcc *a, int i, const char **name, int64_t *len);
+MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *a, const int64_t *counts);
+/* The state as one file (the probe's checkpoint format, written atomically; needs every layer to
+ * hold the same count), and back into a new accumulator of the same options. */
+MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *a, const char *path);
+MASKPOS_API int maskpos_acc_load_state(MaskposAcc *a, const char *path);
+/* The result maskpos_probe gives (arrays, meta, stats; maskpos_result_save writes the folder
+ * `maskpos probe --out` writes). Needs every layer to hold the same count, at least 1. */
+MASKPOS_API int maskpos_acc_result(const MaskposAcc *a, MaskposResult **out);
+/* The pre-softmax scores the forward pass computes (what the probe's hook sees) for one sequence
+ * ids [seq]: out [n_layers, H, S, S] f32 for layers 1..n_layers; -inf where masked. */
+MASKPOS_API int maskpos_model_scores(MaskposModel *m, const int32_t *ids, int seq, int n_layers, int bidirectional,
+                                     float *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -670,3 +670,10 @@ def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=
     if rc != _lib.OK:
         raise _fail(dict(layers=layers, preset=preset, cmap=cmap, title=title))
     return path
+
+
+# ---------------------------------------------------------------- scores from elsewhere (issue 26)
+from .accumulator import Accumulator, model_scores  # noqa: E402
+from . import hf  # noqa: E402  (imports neither torch nor transformers)
+
+__all__ += ["Accumulator", "model_scores", "hf"]

@@ -108,6 +108,11 @@ int mp_api_result_add(MaskposResult *r, const char *name, MpDtype dt, int ndim, 
  * when arrays, every .npy it lists, appended to r's arrays), then removes the folder: so that the
  * command's one writer decides every file and key of a result. */
 int mp_api_result_through_folder(MaskposResult *r, int arrays, MpErr *e);
+/* A probe result (api_probe.c): an empty MpProbeResult (mp_api_probe_result_of) with the probe's
+ * writer; fill it, then mp_api_result_through_folder. MP_ERR when out of memory. */
+struct MpProbeResult;
+int mp_api_probe_result_new(MaskposResult **out, MpErr *e);
+struct MpProbeResult *mp_api_probe_result_of(MaskposResult *r);
 /* Copies the config's command line into the result (provenance). MP_ERR when out of memory. */
 int mp_api_result_argv(MaskposResult *r, const MaskposConfig *c, MpErr *e);
 

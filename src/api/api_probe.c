@@ -95,6 +95,24 @@ static int api_probe_write(const MaskposResult *r, const char *dir, MpErr *e) {
 /* The arrays and meta are exactly the folder the writer makes (mp_api_result_through_folder). */
 static int api_probe_collect(MaskposResult *r, MpErr *e) { return mp_api_result_through_folder(r, 1, e); }
 
+int mp_api_probe_result_new(MaskposResult **out, MpErr *e) {
+    MaskposResult *r = mp_api_result_new("probe");
+    ApiProbe *a = calloc(1, sizeof *a);
+    if (!r || !a) {
+        free(r);
+        free(a);
+        *out = NULL;
+        return mp_err_set(e, "out of memory");
+    }
+    r->job = a;
+    r->job_free = api_probe_free;
+    r->write = api_probe_write;
+    *out = r;
+    return MP_OK;
+}
+
+MpProbeResult *mp_api_probe_result_of(MaskposResult *r) { return &((ApiProbe *)r->job)->res; }
+
 MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int32_t *ids, int64_t n, int seq,
                               MaskposProgressFn progress, void *user, MaskposResult **out) {
     MpErr e;
@@ -130,17 +148,12 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
         p.progress = mp_api_progress;
         p.progress_ctx = &pg;
     }
-    MaskposResult *r = mp_api_result_new("probe");
-    ApiProbe *a = calloc(1, sizeof *a);
-    if (!r || !a) {
-        free(r);
-        free(a);
+    MaskposResult *r;
+    if (mp_api_probe_result_new(&r, &e) != MP_OK) {
         free(prefix);
-        return mp_api_failf("out of memory");
+        return mp_api_fail(&e, MASKPOS_ERR);
     }
-    r->job = a;
-    r->job_free = api_probe_free;
-    r->write = api_probe_write;
+    ApiProbe *a = r->job;
     int rc = mp_probe_run(&a->res, &p, &e);
     free(prefix); /* the result keeps no pointer to the ids */
     if (rc == MP_OK) mp_api_progress_end(&pg, a->res.n);

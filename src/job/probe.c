@@ -564,9 +564,7 @@ static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     if (res->recency) mp_probe_len_meta(j, &res->rec);
 }
 
-/* The maps, standard errors, statistics and block tests from the accumulator. */
-static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
-    const MpProbeAcc *a = &s->acc;
+int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e) {
     const int L = a->L, S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
     res->mean = mp_try_malloc(SS * L * sizeof(double));
@@ -581,6 +579,7 @@ static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
     if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
         !res->block_z_regions || (a->skip && !scratch)) {
         free(scratch);
+        json_decref(meta_run);
         return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
     }
     mp_probe_acc_mean(a, res->mean, res->heads);
@@ -593,12 +592,17 @@ static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
         res->block_z_regions[l] = NAN;
         for (int g = 1; g < MP_PROBE_NREGIONS; g++) res->block_z_regions[(size_t)g * L + l] = mp_probe_acc_block_z_region(a, l, g);
     }
+    res->meta = meta_run;
     if (res->probs && mp_probe_probs_results(&res->pr, a, e) != MP_OK) return MP_ERR;
     if (res->recency && mp_probe_recency_results(&res->rec, a, res->mean, res->se, res->heads, e) != MP_OK) return MP_ERR;
-    res->meta = probe_meta_run(s, res);
     probe_meta_stats(res->meta, res);
     res->complete = 1;
     return MP_OK;
+}
+
+/* The maps, standard errors, statistics and block tests from the accumulator. */
+static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
+    return mp_probe_result_fill(res, &s->acc, probe_meta_run(s, res), e);
 }
 
 /* The dimensions and flags the result reports (known before the loop: progress callbacks may read

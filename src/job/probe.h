@@ -121,6 +121,13 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
                    int threads, int nranks, int rank);
 void mp_probe_result_free(MpProbeResult *res);
 
+/* The result's arrays, statistics, block tests, --probs and --recency results from an accumulator
+ * (what mp_probe_run does after its loop; maskpos_acc_result calls it for sums added from
+ * outside): res's dimensions and flags (L, H, S, n, layers, skip, causal, per_head, probs, recency)
+ * set by the caller; meta_run (owned from here on, also on failure) is the run's half of meta.json,
+ * to which the files and statistics are added. */
+int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e);
+
 /* The BOS note and the per-layer table, then the --probs and --recency tables. */
 void mp_probe_result_print(FILE *f, const MpProbeResult *res);
 

@@ -338,10 +338,29 @@ void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
     *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
 }
 
+/* dst[j] += row[j] for j in [j0, n), in double: row is f32[off..] or, when f32 is NULL, f64[off..]
+ * (a float widened to double is exact, so both give the same bits for the same values). */
+static inline void probe_add(double *dst, const float *f32, const double *f64, size_t off, int j0, int n) {
+    if (f32)
+        for (int j = j0; j < n; j++) dst[j] += (double)f32[off + j];
+    else
+        for (int j = j0; j < n; j++) dst[j] += f64[off + j];
+}
+
+/* The same into sh, and the squares into sq. */
+static inline void probe_add_sq(double *sh, double *sq, const float *f32, const double *f64, size_t off, int j0, int n) {
+    for (int j = j0; j < n; j++) {
+        const double x = f32 ? (double)f32[off + j] : f64[off + j];
+        sh[j] += x;
+        sq[j] += x * x;
+    }
+}
+
 /* Query row i of layer slot li: the head sum of its observed scores in double, heads ascending
  * (kept in the row of seqmap, then turned into the head mean there), added to sum, sumsq,
- * sum_heads and sumsq_heads. Rows are independent: any order, any thread, the same bits. */
-static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
+ * sum_heads and sumsq_heads. Rows are independent: any order, any thread, the same bits. Scores
+ * are f32 [H,S,S], or f64 when f32 is NULL (mp_probe_acc_rows_f64). */
+static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64, int i) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
     const double inv_h = 1.0 / H;
@@ -350,16 +369,11 @@ static void probe_row(MpProbeAcc *a, int li, const float *scores, int i) {
     double *sm = a->seqmap + (size_t)i * S;
     for (int j = j0; j < n; j++) sm[j] = 0.0;
     for (int h = 0; h < H; h++) {
-        const float *row = scores + (size_t)h * SS + (size_t)i * S;
-        for (int j = j0; j < n; j++) sm[j] += (double)row[j];
+        const size_t src = (size_t)h * SS + (size_t)i * S;
+        probe_add(sm, f32, f64, src, j0, n);
         if (a->sum_heads) {
             const size_t off = ((size_t)li * H + h) * SS + (size_t)i * S;
-            double *sh = a->sum_heads + off, *sq = a->sumsq_heads + off;
-            for (int j = j0; j < n; j++) {
-                const double x = (double)row[j];
-                sh[j] += x;
-                sq[j] += x * x;
-            }
+            probe_add_sq(a->sum_heads + off, a->sumsq_heads + off, f32, f64, src, j0, n);
         }
     }
     double *out = a->sum + (size_t)li * SS + (size_t)i * S, *out2 = a->sumsq + (size_t)li * SS + (size_t)i * S;
@@ -377,8 +391,16 @@ void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, i
     MP_ASSERT(T == a->S && n_heads == a->H && 0 <= i0 && i0 <= i1 && i1 <= T && worker >= 0 && worker < a->threads);
     const int li = acc_slot(a, layer);
     if (li < 0) return;
-    for (int i = i0; i < i1; i++) probe_row(a, li, scores, i);
-    if (a->recency) a->recency_rows(a, li, scores, i0, i1, worker); /* probe --recency: triple counts */
+    for (int i = i0; i < i1; i++) probe_row(a, li, scores, NULL, i);
+    if (a->recency) a->recency_rows(a, li, scores, NULL, i0, i1, worker); /* probe --recency: triple counts */
+}
+
+void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i0, int i1, int worker) {
+    MP_ASSERT(0 <= i0 && i0 <= i1 && i1 <= a->S && worker >= 0 && worker < a->threads);
+    const int li = acc_slot(a, layer);
+    if (li < 0) return;
+    for (int i = i0; i < i1; i++) probe_row(a, li, NULL, scores, i);
+    if (a->recency) a->recency_rows(a, li, NULL, scores, i0, i1, worker);
 }
 
 void mp_probe_acc_layer_done(void *ctx, int layer) {

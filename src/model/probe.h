@@ -93,7 +93,8 @@ typedef struct MpProbeAcc {
     /* set by mp_probe_acc_recency_on (model/probe_recency.c), which this file does not include:
      * called per block of rows of a layer slot with the sequence's scores, per layer slot once
      * seqmap holds its head-mean map, and by mp_probe_acc_free */
-    void (*recency_rows)(struct MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker);
+    void (*recency_rows)(struct MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
+                         int worker);
     void (*recency_seq)(struct MpProbeAcc *a, int li);
     void (*recency_free)(struct MpProbeAcc *a);
 } MpProbeAcc;
@@ -142,6 +143,9 @@ void mp_probe_acc_seq_end(MpProbeAcc *a);
  * of model layer `layer` (worker < a->threads: the calling thread's scratch). Rows of a layer
  * in any order and from any threads give the same bits. */
 void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker);
+/* The same for scores held in double ([H,S,S] f64; maskpos_acc_add): the same sums, the same bits
+ * as mp_probe_acc_rows for f64 scores that are floats widened. */
+void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i0, int i1, int worker);
 /* MpFwdRowsHook.done: once every row of the layer is in (the sequence's block residue, and
  * --recency's sums). */
 void mp_probe_acc_layer_done(void *ctx, int layer);

@@ -80,7 +80,8 @@ static uint64_t pr_triples(const MpProbeAcc *a, int li, int n) {
     return t;
 }
 
-void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker) {
+void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
+                               int worker) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
     double *sc = a->rp_scratch + (size_t)worker * 3 * S;
@@ -90,7 +91,8 @@ void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, int i
             const int k0 = pr_first_key(a, li, i); /* from position first, or a sliding window's first key */
             cnt[i] = 0;
             if (i < k0 + 2) continue;
-            cnt[i] = mp_recency_row_count_f32(scores + (size_t)h * SS + (size_t)i * S + k0, i - k0, sc);
+            const size_t off = (size_t)h * SS + (size_t)i * S + k0;
+            cnt[i] = scores ? mp_recency_row_count_f32(scores + off, i - k0, sc) : mp_recency_row_count(scores64 + off, i - k0, sc);
         }
     }
 }

@@ -31,9 +31,10 @@
 /* Before any sequence (after mp_probe_acc_skip): allocate and choose the lengths. */
 int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e);
 /* Called by mp_probe_acc_rows (through a->recency_rows, set by mp_probe_acc_recency_on) for rows
- * [i0, i1) of layer slot li of the sequence's scores [H,S,S]: their triple counts (scratch of
- * `worker`). */
-void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, int i0, int i1, int worker);
+ * [i0, i1) of layer slot li of the sequence's scores [H,S,S] (f32 scores, or f64 scores64 when
+ * scores is NULL): their triple counts (scratch of `worker`). */
+void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
+                               int worker);
 /* Called by mp_probe_acc_layer_done (through a->recency_seq) for layer slot li once every row is
  * counted and a->seqmap holds the sequence's head-mean map. */
 void mp_probe_acc_recency_seq(MpProbeAcc *a, int li);

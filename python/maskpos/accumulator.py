@@ -1,0 +1,330 @@
+"""accumulator.py — maskpos.Accumulator: the probe's streaming statistics over attention scores you
+computed yourself (PyTorch, HF transformers, numpy), with the result `maskpos probe` gives.
+
+    acc = maskpos.Accumulator(n_layers=4, n_heads=32, seq=1024, per_head=True, probs=True)
+    for batch in loader:
+        ...                                   # your forward pass; for each layer l (0-based):
+        acc.add(l, scores)                    # [B, H, S, S] or [H, S, S], pre-softmax
+    r = acc.result()                          # a maskpos.Result, as maskpos.probe returns
+    r.save("runs/mine")                       # the folder `maskpos probe --out` writes
+
+Every sum is the C probe's own (libmaskpos: maskpos_acc_*): fed the scores the C forward pass
+computes, every output equals `maskpos probe`'s byte for byte. numpy arrays and CPU tensors
+(float32, float64; float16/bfloat16 widened to float32, exactly) go to the library as they are.
+CUDA tensors are reduced on the GPU in float64 (maskpos._torch) to [S,S]-sized sums per layer
+(and [H,S,S] with per_head), so only those cross to the host; their bits differ from the host
+path by the order of the float64 sums (docs/python.md states the bound). With recency=True the
+scores of a CUDA tensor go to the host (the exact triple counts need the scores row by row).
+torch is imported only when a tensor is given. Docs: docs/python.md, "Accumulator".
+Tests: python/tests/test_accumulator.py.
+"""
+import ctypes
+import json
+import os
+
+import numpy as np
+
+from . import _lib
+
+_DT_F64, _DT_F32 = 0, 1
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("n_layers", ctypes.c_int), ("n_heads", ctypes.c_int), ("seq", ctypes.c_int),
+                ("causal", ctypes.c_int), ("windows", ctypes.POINTER(ctypes.c_int)),
+                ("layer_ids", ctypes.POINTER(ctypes.c_int)), ("first", ctypes.c_int), ("per_head", ctypes.c_int),
+                ("probs", ctypes.c_int), ("recency", ctypes.c_int)]
+
+
+_P = ctypes.c_void_p
+_SIGNATURES = {
+    "maskpos_acc_new": (ctypes.c_int, [ctypes.POINTER(_Options), ctypes.POINTER(_P)]),
+    "maskpos_acc_free": (None, [_P]),
+    "maskpos_acc_count": (ctypes.c_int64, [_P, ctypes.c_int]),
+    "maskpos_acc_set_meta": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "maskpos_acc_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P]),
+    "maskpos_acc_add_sums": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
+                                            ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_P)]),
+    "maskpos_acc_merge": (ctypes.c_int, [_P, _P]),
+    "maskpos_acc_state_narrays": (ctypes.c_int, [_P]),
+    "maskpos_acc_state_array": (ctypes.POINTER(ctypes.c_double), [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                                                                  ctypes.POINTER(ctypes.c_int64)]),
+    "maskpos_acc_set_counts": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int64)]),
+    "maskpos_acc_save_state": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "maskpos_acc_load_state": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "maskpos_acc_result": (ctypes.c_int, [_P, ctypes.POINTER(_P)]),
+    "maskpos_model_scores": (ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, _P]),
+}
+for _name, (_res, _args) in _SIGNATURES.items():
+    _f = getattr(_lib.lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+
+
+def _error():
+    from . import Error  # the package's exception (defined in __init__)
+    return Error(_lib.lib.maskpos_last_error().decode("utf-8", "replace"))
+
+
+def _is_torch(x):
+    return type(x).__module__.split(".")[0] == "torch"
+
+
+def _windows(window, n_layers):
+    """None, an int (every layer) or a list per layer (None or 0: no window) -> [n_layers] ints."""
+    from . import Error
+    if window is None:
+        return [0] * n_layers
+    if isinstance(window, (int, np.integer)):
+        return [int(window)] * n_layers
+    w = [0 if v is None else int(v) for v in window]
+    if len(w) != n_layers:
+        raise Error("accumulator: window has %d entries for %d layers" % (len(w), n_layers))
+    return w
+
+
+class Accumulator:
+    """Streaming sums of pre-softmax attention scores, as `maskpos probe` keeps them.
+
+    n_layers, n_heads, seq: the layer slots (0-based in add()), query heads and S.
+    causal: query i observes keys j <= i only (False: a bidirectional run).
+    window: sliding window W (int for every layer, or a list per layer; None/0: none); query i
+        observes key j when i - j < W (and j - i < W without the causal mask), as HF applies it.
+    per_head, probs, recency: the probe's --per-head, --probs and --recency outputs.
+    first: the statistics cover positions first..S-1 (1 when every sequence starts with BOS, as
+        the probe decides from the token ids; the maps always cover every position).
+    layer_ids: 1-based model layer numbers for meta.json (default 1..n_layers).
+    meta: dict of keys put into the result's meta.json (e.g. {"model": "gpt2"}).
+    """
+
+    def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
+                 recency=False, first=0, layer_ids=None, meta=None):
+        self._h = None
+        w = _windows(window, int(n_layers))
+        ids = list(range(1, int(n_layers) + 1)) if layer_ids is None else [int(x) for x in layer_ids]
+        if len(ids) != int(n_layers):
+            from . import Error
+            raise Error("accumulator: layer_ids has %d entries for %d layers" % (len(ids), n_layers))
+        self._wbuf = (ctypes.c_int * len(w))(*w)
+        self._ibuf = (ctypes.c_int * len(ids))(*ids)
+        o = _Options(int(n_layers), int(n_heads), int(seq), 1 if causal else 0, self._wbuf, self._ibuf, int(first),
+                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0)
+        h = _P()
+        if _lib.lib.maskpos_acc_new(ctypes.byref(o), ctypes.byref(h)) != _lib.OK:
+            raise _error()
+        self._h = h
+        self.options = dict(n_layers=int(n_layers), n_heads=int(n_heads), seq=int(seq), causal=bool(causal),
+                            window=w, per_head=bool(per_head), probs=bool(probs), recency=bool(recency),
+                            first=int(first), layer_ids=ids)
+        self.meta = dict(meta or {})
+        if self.meta:
+            self._set_meta()
+
+    # ------------------------------------------------------------ basics
+    def _set_meta(self):
+        if _lib.lib.maskpos_acc_set_meta(self._h, json.dumps(self.meta).encode()) != _lib.OK:
+            raise _error()
+
+    @property
+    def n(self):
+        """Sequences every layer has seen."""
+        return int(_lib.lib.maskpos_acc_count(self._h, -1))
+
+    @property
+    def counts(self):
+        """Sequences seen per layer slot."""
+        return [int(_lib.lib.maskpos_acc_count(self._h, l)) for l in range(self.options["n_layers"])]
+
+    def close(self):
+        if self._h:
+            _lib.lib.maskpos_acc_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    def __repr__(self):
+        o = self.options
+        return "<maskpos.Accumulator %d layers, %d heads, S=%d, %s, n=%d>" % (
+            o["n_layers"], o["n_heads"], o["seq"], "causal" if o["causal"] else "bidirectional", self.n)
+
+    # ------------------------------------------------------------ adding
+    def _shape_error(self, what, shape):
+        from . import Error
+        o = self.options
+        return Error("accumulator: %s of shape %s; expected [B, %d, %d, %d] or [%d, %d, %d]" % (
+            what, list(shape), o["n_heads"], o["seq"], o["seq"], o["n_heads"], o["seq"], o["seq"]))
+
+    def _host(self, x, what):
+        """x as a C-contiguous float32/float64 numpy array [B, H, S, S]."""
+        from . import Error
+        if _is_torch(x):
+            x = x.detach()
+            if x.device.type != "cpu":
+                x = x.cpu()
+            if not x.is_floating_point():
+                raise Error("accumulator: %s must be floating point, not %s" % (what, x.dtype))
+            if str(x.dtype) not in ("torch.float32", "torch.float64"):
+                x = x.float()  # float16 / bfloat16: exact in float32
+            x = x.contiguous().numpy()
+        else:
+            x = np.asarray(x)
+            if x.dtype.kind != "f":
+                raise Error("accumulator: %s must be floating point, not %s" % (what, x.dtype))
+            if x.dtype not in (np.float32, np.float64):
+                x = x.astype(np.float32)
+        if x.ndim == 3:
+            x = x[None]
+        o = self.options
+        if x.ndim != 4 or x.shape[1:] != (o["n_heads"], o["seq"], o["seq"]):
+            raise self._shape_error(what, x.shape)
+        return np.ascontiguousarray(x)
+
+    def _check_layer(self, layer):
+        from . import Error
+        if not isinstance(layer, (int, np.integer)) or isinstance(layer, bool):
+            raise Error("accumulator: layer must be an int (0-based), not %r" % (layer,))
+        if not 0 <= layer < self.options["n_layers"]:
+            raise Error("accumulator: layer %d is out of range [0, %d)" % (layer, self.options["n_layers"]))
+
+    def add(self, layer, scores, probs=None):
+        """Adds one layer's pre-softmax scores for a batch: [B, H, S, S] or [H, S, S] (numpy, or a
+        torch tensor on any device). Entries outside the causal mask or window are never read
+        (-inf, NaN or anything). probs: the post-softmax probabilities in the same layout (needs
+        probs=True), or None: computed from the scores with the probe's own softmax (host) or
+        torch.softmax in float32 (CUDA). A bad input raises maskpos.Error and adds nothing."""
+        from . import Error
+        self._check_layer(layer)
+        if probs is not None and not self.options["probs"]:
+            raise Error("accumulator: probabilities given but the accumulator was made without probs=True")
+        if _is_torch(scores) and scores.device.type != "cpu" and not self.options["recency"]:
+            from . import _torch
+            _torch.add_on_device(self, int(layer), scores, probs)
+            return
+        s = self._host(scores, "scores")
+        p = None
+        if probs is not None:
+            p = self._host(probs, "probs")
+            if p.shape != s.shape:
+                raise Error("accumulator: probs of shape %s do not match scores %s" % (list(p.shape), list(s.shape)))
+            if p.dtype != s.dtype:
+                p = p.astype(s.dtype)
+        dt = _DT_F32 if s.dtype == np.float32 else _DT_F64
+        rc = _lib.lib.maskpos_acc_add(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
+                                      p.ctypes.data if p is not None else None)
+        if rc != _lib.OK:
+            raise _error()
+
+    def add_sums(self, layer, count, sums):
+        """Adds sums computed elsewhere for `count` sequences of one layer: {name: float64 array}
+        for every name of state_dict()["arrays"], each that array's slice of this layer."""
+        self._check_layer(layer)
+        names = list(sums)
+        keep = [np.ascontiguousarray(np.asarray(sums[k], dtype=np.float64)) for k in names]
+        state = self._arrays(copy=False)
+        from . import Error
+        for k, a in zip(names, keep):
+            if k in state and a.size != state[k].size // self.options["n_layers"]:
+                raise Error("accumulator: sum '%s' has %d values; one layer holds %d" % (
+                    k, a.size, state[k].size // self.options["n_layers"]))
+        cn = (ctypes.c_char_p * len(names))(*[k.encode() for k in names])
+        cp = (_P * len(names))(*[a.ctypes.data for a in keep])
+        if _lib.lib.maskpos_acc_add_sums(self._h, int(layer), int(count), len(names), cn, cp) != _lib.OK:
+            raise _error()
+
+    # ------------------------------------------------------------ combining and state
+    def merge(self, other):
+        """self += other (same options): the sums added entry by entry, counts per layer. Merging
+        in a fixed order gives fixed bits."""
+        if _lib.lib.maskpos_acc_merge(self._h, other._h) != _lib.OK:
+            raise _error()
+        return self
+
+    def _arrays(self, copy=True):
+        out = {}
+        for i in range(_lib.lib.maskpos_acc_state_narrays(self._h)):
+            name, n = ctypes.c_char_p(), ctypes.c_int64()
+            ptr = _lib.lib.maskpos_acc_state_array(self._h, i, ctypes.byref(name), ctypes.byref(n))
+            a = np.ctypeslib.as_array(ptr, shape=(n.value,))
+            out[name.value.decode()] = a.copy() if copy else a
+        return out
+
+    def state_dict(self):
+        """Everything needed to continue: options, counts per layer, meta and every sum (float64
+        copies). Accumulator.from_state(d) rebuilds it; np.savez/torch.save can store it."""
+        return {"options": dict(self.options), "counts": self.counts, "meta": dict(self.meta),
+                "arrays": self._arrays()}
+
+    @classmethod
+    def from_state(cls, state):
+        from . import Error
+        o = dict(state["options"])
+        acc = cls(meta=state.get("meta"), **o)
+        mine = acc._arrays(copy=False)
+        given = state["arrays"]
+        if sorted(given) != sorted(mine):
+            raise Error("accumulator state: sums %s, expected %s" % (sorted(given), sorted(mine)))
+        for k, a in mine.items():
+            g = np.asarray(given[k], dtype=np.float64).ravel()
+            if g.size != a.size:
+                raise Error("accumulator state: sum '%s' has %d values, expected %d" % (k, g.size, a.size))
+            a[:] = g
+        counts = (ctypes.c_int64 * o["n_layers"])(*[int(c) for c in state["counts"]])
+        if _lib.lib.maskpos_acc_set_counts(acc._h, counts) != _lib.OK:
+            raise _error()
+        return acc
+
+    def save_state(self, path):
+        """The state as one file (the probe's checkpoint format: checksum, atomic write)."""
+        if _lib.lib.maskpos_acc_save_state(self._h, os.fsencode(path)) != _lib.OK:
+            raise _error()
+
+    @classmethod
+    def load_state(cls, path, **options):
+        """A new accumulator made with `options` (the same as the saved one's) holding the file's state."""
+        acc = cls(**options)
+        if _lib.lib.maskpos_acc_load_state(acc._h, os.fsencode(path)) != _lib.OK:
+            raise _error()
+        return acc
+
+    def reduce_distributed(self, dst=0, group=None):
+        """torch.distributed: gathers every rank's state to rank dst and merges them there in rank
+        order (0, 1, 2, ...), so the bits depend on the ranks' data, never on timing. Collective:
+        every rank of the group calls it. Returns the merged Accumulator on dst, None elsewhere.
+        With the NCCL backend the state travels as CUDA tensors (torch.cuda.current_device())."""
+        from . import _torch
+        return _torch.reduce_distributed(self, dst, group)
+
+    # ------------------------------------------------------------ result
+    def result(self):
+        """The maskpos.Result that maskpos.probe returns for these sums (scores, scores_se,
+        scores_diagnorm, scores_heads, probs..., stats, meta)."""
+        from . import Result
+        if self.meta:
+            self._set_meta()
+        out = _P()
+        if _lib.lib.maskpos_acc_result(self._h, ctypes.byref(out)) != _lib.OK:
+            raise _error()
+        return Result(out)
+
+    def save(self, folder, force=False):
+        """Writes the run folder `maskpos probe --out` writes (maskpos view / plot / load read it)."""
+        r = self.result()
+        try:
+            r.save(folder, force=force)
+        finally:
+            r.close()
+
+
+def model_scores(model, ids, n_layers, bidirectional=False):
+    """The pre-softmax scores the C forward pass computes for one sequence ids [S] (what `maskpos
+    probe` accumulates): float32 [n_layers, H, S, S], -inf where masked. model: a maskpos.Model."""
+    from . import Error
+    ids = np.ascontiguousarray(np.asarray(ids).reshape(-1), dtype=np.int32)
+    if ids.size < 1:
+        raise Error("model_scores: no token ids")
+    out = np.empty((int(n_layers), model.heads, ids.size, ids.size), dtype=np.float32)
+    if _lib.lib.maskpos_model_scores(model._handle, ids.ctypes.data, ids.size, int(n_layers),
+                                     1 if bidirectional else 0, out.ctypes.data) != _lib.OK:
+        raise _error()
+    return out

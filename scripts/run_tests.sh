@@ -5,7 +5,8 @@
 # A skipped test (cmocka's [  SKIPPED ]) is expected only when tests/expected_skips.txt allows it
 # on this machine (a line "program test condition  # reason"); any other skip makes the run fail,
 # like a failure: a test that cannot run here must say so and be allowed, never pass silently.
-# Conditions: always | cpu-lacks:FLAG (a /proc/cpuinfo flag) | build-without-mpi | sanitizer-build.
+# Conditions: always | cpu-lacks:FLAG (a /proc/cpuinfo flag) | build-without-mpi | sanitizer-build |
+# python-lacks:MODULE (/usr/bin/python3 cannot import it).
 set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,7 @@ skip_condition() {
     cpu-lacks:*) ! grep -qw "${1#cpu-lacks:}" /proc/cpuinfo ;;
     build-without-mpi) ! ldd "$build/maskpos" 2>/dev/null | grep -q 'libmpi' ;;
     sanitizer-build) ldd "$build/maskpos" 2>/dev/null | grep -q 'libasan' ;;
+    python-lacks:*) ! /usr/bin/python3 -c "import ${1#python-lacks:}" >/dev/null 2>&1 ;;
     *) echo "run_tests.sh: unknown condition '$1' in $allow_file" >&2; return 1 ;;
   esac
 }

@@ -3,7 +3,7 @@ given): the per-layer partial sums of a batch of scores reduced on the tensor's 
 in float64, and the torch.distributed reduction.
 
 The sums are those the C accumulator keeps per sequence (model/probe.h, MpProbeAcc): Σ_b Σ_h s,
-Σ_b (mean_h s)², Σ_b s per head, the per-sequence diagonal-mean residue of the head-mean map
+Σ_b (mean_h s)², Σ_b s and Σ_b s² per head, the per-sequence diagonal-mean residue of the head-mean map
 averaged over the 16×16 block grid (positions first..S-1) and its square, and with probs the
 probabilities' sums, the first-token mass and the row entropies (queries 1..S-1). Only these
 [S,S]-, [H,S,S]- and [16,16]-sized arrays cross to the host (maskpos_acc_add_sums); the C library
@@ -84,6 +84,7 @@ def layer_sums(opts, layer, scores, probs=None, chunk_bytes=1 << 29):
     out["bsumsq"] = torch.zeros(nb, nb, dtype=f64, device=dev)
     if opts["per_head"]:
         out["sum_heads"] = torch.zeros(H, S, S, dtype=f64, device=dev)
+        out["sumsq_heads"] = torch.zeros(H, S, S, dtype=f64, device=dev)
     if opts["probs"]:
         out["psum"] = torch.zeros(S, S, dtype=f64, device=dev)
         if opts["per_head"]:
@@ -106,6 +107,7 @@ def layer_sums(opts, layer, scores, probs=None, chunk_bytes=1 << 29):
         out["sumsq"] += (m * m).sum(0)
         if opts["per_head"]:
             out["sum_heads"] += xd.sum(0)
+            out["sumsq_heads"] += (xd * xd).sum(0)
         del xd
         bs, bq = _block_sums(torch.where(obs, m, torch.full_like(m, float("nan"))), obs, opts)
         out["bsum"] += bs

@@ -196,7 +196,7 @@ def test_state_roundtrip(tmp_path):
     same_result(cont.result(), whole.result())
     same_result(cont2.result(), whole.result())
     with pytest.raises(maskpos.Error, match="another run"):
-        maskpos.Accumulator.load_state(tmp_path / "state.bin", **dict(opts, per_head=False))
+        maskpos.Accumulator.load_state(tmp_path / "state.bin", **dict(opts, probs=False))
 
 
 def state_bytes(acc):

@@ -4,7 +4,9 @@
  * `pkg-config --cflags --libs maskpos` alone and runs: its files equal `maskpos simulate`'s byte
  * for byte; the shared library exports the public API and nothing else; the installed Python
  * package finds the installed library; `pip install --no-build-isolation --no-index ./python`
- * works offline with Debian's pip and setuptools.
+ * works offline with Debian's pip and setuptools and bundles the library (python/setup.py); the
+ * README's install line, run as written in a fresh venv, gives a package that imports from any
+ * folder with its own copy of the library.
  */
 #include "testutil.h"
 
@@ -66,7 +68,8 @@ static void test_install_and_example(void **state) {
     mp_test_shell(NULL, 0, "rm -rf %s", tmp);
 }
 
-/* Offline install with Debian's pip (no index, no build isolation: setuptools from Debian). */
+/* Offline install with Debian's pip (no index, no build isolation: setuptools from Debian), from a
+ * copy of python/ with the library built beforehand (MASKPOS_BUILD_LIB): it ends up in the package. */
 static void test_pip_install_offline(void **state) {
     (void)state;
     char out[1 << 16];
@@ -78,23 +81,63 @@ static void test_pip_install_offline(void **state) {
     const char *tmp = mp_test_tmpdir();
     /* from a copy, so that setuptools' build files stay out of the source tree */
     int rc = mp_test_shell(out, sizeof out,
-                           "cp -r %s/python %s/src && /usr/bin/python3 -m pip install -q --break-system-packages "
-                           "--no-build-isolation --no-index --prefix %s/pip %s/src",
-                           MP_SOURCE_DIR, tmp, tmp, tmp);
+                           "cp -r %s/python %s/src && rm -rf %s/src/build %s/src/*.egg-info && MASKPOS_BUILD_LIB=%s/libmaskpos.so.0 "
+                           "/usr/bin/python3 -m pip install -q --break-system-packages --no-build-isolation --no-index --prefix %s/pip %s/src",
+                           MP_SOURCE_DIR, tmp, tmp, tmp, build, tmp, tmp);
     if (rc) fail_msg("pip install failed (%d): %s", rc, out);
     if (MP_TEST_SANITIZED) return; /* loading an ASan library into python3: tests/test_pyapi.c */
     rc = mp_test_shell(out, sizeof out,
-                       "cd / && MASKPOS_LIB=%s/libmaskpos.so PYTHONPATH=$(ls -d %s/pip/lib/python3*/site-packages "
+                       "cd / && PYTHONPATH=$(ls -d %s/pip/lib/python3*/site-packages "
                        "%s/pip/local/lib/python3*/dist-packages 2>/dev/null | head -1) /usr/bin/python3 -c "
-                       "'import maskpos; print(maskpos.__file__); print(maskpos.version())'",
-                       build, tmp, tmp);
+                       "'import maskpos; print(maskpos.__file__); print(maskpos.library_path); print(maskpos.version())'",
+                       tmp, tmp);
     if (rc) fail_msg("the pip-installed package does not load (%d): %s", rc, out);
     assert_non_null(strstr(out, tmp));
+    assert_non_null(strstr(out, "maskpos/libmaskpos.so.0")); /* its own copy, not MASKPOS_LIB's */
     assert_non_null(strstr(out, "0.1.0"));
     mp_test_shell(NULL, 0, "rm -rf %s", tmp);
 }
 
+/* README.md's install line, as written (its ".venv" put in a temporary folder), run at the
+ * repository's root: a venv seeing Debian's numpy, the package with the library inside, importable
+ * from / without MASKPOS_LIB or PYTHONPATH. */
+static void test_readme_venv_install(void **state) {
+    (void)state;
+    char out[1 << 16], line[2048];
+    set_build();
+    if (mp_test_shell(out, sizeof out, "/usr/bin/python3 -c 'import numpy, ensurepip, setuptools'") != 0) {
+        print_message("python3 with numpy, venv (ensurepip) and setuptools is needed: %s\n", out);
+        skip();
+    }
+    if (MP_TEST_SANITIZED) skip(); /* the library the line builds would be the sanitizer build's */
+    int rc = mp_test_shell(line, sizeof line, "grep -m1 -E '^    python3 -m venv --system-site-packages' %s/README.md",
+                           MP_SOURCE_DIR);
+    if (rc || !strstr(line, ".venv/bin/pip install")) fail_msg("README.md has no venv install line: %s", line);
+    line[strcspn(line, "\n")] = '\0';
+    const char *tmp = mp_test_tmpdir();
+    const char *b = strrchr(build, '/') ? strrchr(build, '/') + 1 : build; /* BUILD for setup.py's make */
+    /* Debian's python3 first (a pyenv shim ahead of it on PATH would make a venv without numpy) */
+    rc = mp_test_shell(out, sizeof out,
+                       "cd %s && rm -rf python/build python/maskpos.egg-info && "
+                       "(PATH=/usr/bin:$PATH BUILD=%s env -u MASKPOS_LIB sh -c \"$(echo '%s' | sed 's#\\.venv#%s/venv#g')\"); "
+                       "rc=$?; rm -rf python/build python/maskpos.egg-info; exit $rc",
+                       MP_SOURCE_DIR, b, line, tmp);
+    if (rc) fail_msg("README's install line failed (%d): %s\n%s", rc, line, out);
+    rc = mp_test_shell(out, sizeof out,
+                       "cd / && env -u MASKPOS_LIB -u PYTHONPATH %s/venv/bin/python -c 'import maskpos; "
+                       "print(maskpos.library_path); print(maskpos.theory(n=3).scores[2, 1]); print(maskpos.Accumulator(1, 2, 4))'",
+                       tmp);
+    if (rc) fail_msg("the venv's package does not load (%d): %s", rc, out);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/venv/lib/", tmp);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "maskpos/libmaskpos.so.0"));
+    assert_non_null(strstr(out, "0.1508177"));
+    mp_test_shell(NULL, 0, "rm -rf %s", tmp);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_install_and_example), cmocka_unit_test(test_pip_install_offline)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_install_and_example), cmocka_unit_test(test_pip_install_offline),
+                                       cmocka_unit_test(test_readme_venv_install)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -673,7 +673,7 @@ def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=
 
 
 # ---------------------------------------------------------------- scores from elsewhere (issue 26)
-from .accumulator import Accumulator, model_scores  # noqa: E402
+from ._accumulator import Accumulator, model_scores  # noqa: E402
 from . import hf  # noqa: E402  (imports neither torch nor transformers)
 
 __all__ += ["Accumulator", "model_scores", "hf"]

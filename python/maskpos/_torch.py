@@ -9,7 +9,7 @@ probabilities' sums, the first-token mass and the row entropies (queries 1..S-1)
 [S,S]-, [H,S,S]- and [16,16]-sized arrays cross to the host (maskpos_acc_add_sums); the C library
 turns them into the result as for its own sums. The values equal the host path's up to the order
 of float64 additions (and, for probabilities computed here, torch's float32 softmax instead of the
-probe's): tests/test_accumulator.py states the measured bound.
+probe's): python/tests_torch/test_accumulator.py states the measured bound.
 """
 import numpy as np
 import torch
@@ -138,7 +138,7 @@ def add_on_device(acc, layer, scores, probs):
 def reduce_distributed(acc, dst=0, group=None):
     """See Accumulator.reduce_distributed."""
     import torch.distributed as dist
-    from .accumulator import Accumulator
+    from ._accumulator import Accumulator
     world = dist.get_world_size(group)
     rank = dist.get_rank(group)
     dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")

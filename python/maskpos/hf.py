@@ -23,15 +23,15 @@ maps are [S, S]); texts are tokenized and those shorter than seq dropped, as `ma
 Neither torch nor transformers is imported with maskpos: only when probe() runs. Without
 transformers, registry= takes any mapping the model looks its attention function up in (the
 tests use a tiny PyTorch model built that way). Docs: docs/python.md, "HF transformers".
-Tests: python/tests/test_hf.py (the hook on a tiny model here; real transformers models where
-transformers is installed: scripts/gpu_check.sh).
+Tests: python/tests_torch/test_hf.py (the hook on a tiny model here; real transformers models where
+transformers is installed: python/tests_hf, scripts/gpu_check.sh).
 """
 import sys
 import time
 
 import numpy as np
 
-from .accumulator import Accumulator
+from ._accumulator import Accumulator
 
 NAME = "maskpos_capture"
 

@@ -15,7 +15,7 @@
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests/test_accumulator.py (tests/test_pyapi.c): equality with `maskpos probe`
+ * Tested by: python/tests_torch/test_accumulator.py (tests/test_pyapi.c): equality with `maskpos probe`
  * byte for byte, merge, state, bad input.
  */
 #include <math.h>

@@ -1,4 +1,4 @@
-"""accumulator.py — maskpos.Accumulator: the probe's streaming statistics over attention scores you
+"""_accumulator.py — maskpos.Accumulator: the probe's streaming statistics over attention scores you
 computed yourself (PyTorch, HF transformers, numpy), with the result `maskpos probe` gives.
 
     acc = maskpos.Accumulator(n_layers=4, n_heads=32, seq=1024, per_head=True, probs=True)
@@ -16,7 +16,7 @@ CUDA tensors are reduced on the GPU in float64 (maskpos._torch) to [S,S]-sized s
 path by the order of the float64 sums (docs/python.md states the bound). With recency=True the
 scores of a CUDA tensor go to the host (the exact triple counts need the scores row by row).
 torch is imported only when a tensor is given. Docs: docs/python.md, "Accumulator".
-Tests: python/tests/test_accumulator.py.
+Tests: python/tests_torch/test_accumulator.py.
 """
 import ctypes
 import json

@@ -150,9 +150,13 @@ class _Installed:
         self.prev = None
         setter = getattr(self.model, "set_attn_implementation", None)
         if self.registry is None and callable(setter):  # transformers >= 4.5x checks the name there
-            self.prev = _text_config(self.model)._attn_implementation
-            setter(NAME)
-            return self
+            prev = _text_config(self.model)._attn_implementation
+            try:
+                setter(NAME)
+                self.prev = prev
+                return self
+            except (ValueError, TypeError, KeyError):
+                pass  # an older check: set the configs below
         seen = set()
         for m in self.model.modules():
             cfg = getattr(m, "config", None)

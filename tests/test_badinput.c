@@ -30,6 +30,9 @@
  *   overflow   finite but huge weights (one q_proj / attn_k weight 3e38, HF and GGUF, f32 and
  *              --compute bf16): NaN maps with exit 0, logits -nan, generate NLL -nan (issue 31,
  *              class 7; all six failed with the binary of f40d7e1)
+ *   resume     probe --resume of another model's checkpoint (models/rope then models/none; step 2
+ *              then step 4 of one training run): resumed, exit 0, before (issue 31, class 4; both
+ *              failed with f40d7e1, as did test_resume_keeps_other_model_run)
  *   quantblock a Q8_0 / Q4_0 block whose f16 scale is NaN or Inf: probe and logits refused it
  *              already; generate ran (its case failed with f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
@@ -75,7 +78,10 @@ static int damaged_models(void) {
                 "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
                 "--format gguf --dtype q8_0 q8nan.gguf > /dev/null && "
                 "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
-                "--format gguf --dtype q4_0 q4inf.gguf > /dev/null");
+                "--format gguf --dtype q4_0 q4inf.gguf > /dev/null && "
+                "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
+                "--steps 4 --checkpoint-every 2 --warmup 1 --quiet --out run4 > /dev/null && "
+                "$M corpus --model " MP_SOURCE_DIR "/models/rope --pack --n 6 --seq 32 --out rope.npy corpus.txt > /dev/null");
     if (rc != 0) {
         fprintf(stderr, "damaged models failed (%d): %s\n", rc, out);
         return -1;
@@ -233,6 +239,17 @@ static const BadCase cases[] = {
     {"overflow", "", "generate huge --len 8 --quiet --out o-ovf3.npy", "huge: layer 1 of 2", "o-ovf3.npy"},
     {"overflow", "", "probe hugeg.gguf --tokens tokens.npy --out o-ovf4", "hugeg.gguf: layer 1 of 2", "o-ovf4/scores.npy"},
     {"overflow", "", "logits hugeg.gguf --tokens 1,2,3 --compute bf16", "hugeg.gguf: layer 1 of 2", NULL},
+    /* resume (issue 31, class 4): a probe checkpoint of another model of the same shape (models/rope
+     * and models/none; a training run's step 2 and step 4) was resumed: "resume: 2 of 6 ... already
+     * done", exit 0, maps mixing two models */
+    {"resume", "rm -rf o-rs1 && (MASKPOS_TEST_KILL_AFTER=2 $M probe " MP_SOURCE_DIR "/models/rope --tokens rope.npy "
+               "--checkpoint-every 1 --quiet --out o-rs1 > /dev/null 2>&1; true)",
+     "probe " MP_SOURCE_DIR "/models/none --tokens rope.npy --checkpoint-every 1 --resume --quiet --out o-rs1",
+     "o-rs1/checkpoint.bin: checkpoint belongs to another run", "o-rs1/scores.npy"},
+    {"resume", "rm -rf o-rs2 && (MASKPOS_TEST_KILL_AFTER=2 $M probe run4/step-000002 --tokens tokens.npy --seq 8 "
+               "--checkpoint-every 1 --quiet --out o-rs2 > /dev/null 2>&1; true)",
+     "probe run4/step-000004 --tokens tokens.npy --seq 8 --checkpoint-every 1 --resume --quiet --out o-rs2",
+     "o-rs2/checkpoint.bin: checkpoint belongs to another run", "o-rs2/scores.npy"},
     /* quantblock: a quantised block whose f16 scale is NaN or Inf */
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --out o-q1", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", "o-q1"},
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},
@@ -411,6 +428,39 @@ static void test_unwritable_out_before_compute(void **state) {
     sh(NULL, 0, "chmod 700 . && chmod 755 o-ro");
 }
 
+/* ================================================================ probe --resume */
+
+/* --resume into a finished run of another model is refused and leaves it as it was (it was
+ * replaced by the other model's run, exit 0); a checkpoint of an older maskpos, whose run key did
+ * not cover the weights, is refused with a line that says to run again. */
+static void test_resume_keeps_other_model_run(void **state) {
+    (void)state;
+    char out[16384];
+    const char *rope = MP_SOURCE_DIR "/models/rope", *none = MP_SOURCE_DIR "/models/none";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf o-fin && $M probe %s --tokens rope.npy --quiet --out o-fin > /dev/null && "
+                              "cp o-fin/scores.npy keep.npy", rope);
+    assert_int_equal(sh(out, sizeof out, cmd), 0);
+    snprintf(cmd, sizeof cmd, "$M probe %s --tokens rope.npy --resume --quiet --out o-fin", none);
+    const int rc = sh(out, sizeof out, cmd);
+    if (rc != 2 || !strstr(out, "o-fin holds a finished run of another model"))
+        fail_msg("resume into a finished run of another model: exit %d (want 2): %s", rc, out);
+    assert_int_equal(sh(out, sizeof out, "cmp -s o-fin/scores.npy keep.npy"), 0); /* the first run intact */
+    /* the same model resumes (nothing to continue: it runs again) */
+    snprintf(cmd, sizeof cmd, "$M probe %s --tokens rope.npy --resume --quiet --out o-fin > /dev/null && "
+                              "cmp -s o-fin/scores.npy keep.npy", rope);
+    assert_int_equal(sh(out, sizeof out, cmd), 0);
+    /* a checkpoint whose header says version 2 (an older maskpos) */
+    snprintf(cmd, sizeof cmd, "rm -rf o-old && (MASKPOS_TEST_KILL_AFTER=2 $M probe %s --tokens rope.npy --checkpoint-every 1 "
+                              "--quiet --out o-old > /dev/null 2>&1; true) && printf '\\002\\000\\000\\000' | "
+                              "dd of=o-old/checkpoint.bin bs=1 seek=8 conv=notrunc 2>/dev/null && "
+                              "$M probe %s --tokens rope.npy --checkpoint-every 1 --resume --quiet --out o-old",
+             rope, rope);
+    const int rc2 = sh(out, sizeof out, cmd);
+    if (rc2 != 2 || !strstr(out, "a checkpoint of an older maskpos (version 2") || !strstr(out, "run again without --resume"))
+        fail_msg("an old-version checkpoint: exit %d (want 2 and a line saying to run again): %s", rc2, out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_table),
@@ -419,6 +469,7 @@ int main(void) {
         cmocka_unit_test(test_allow_long_recorded),
         cmocka_unit_test(test_outfile_force),
         cmocka_unit_test(test_unwritable_out_before_compute),
+        cmocka_unit_test(test_resume_keeps_other_model_run),
     };
     return cmocka_run_group_tests(tests, setup_fixtures, teardown_fixtures);
 }

@@ -347,6 +347,29 @@ static void test_parsers_and_sizes(void **state) {
     assert_int_equal(mp_size_add(SIZE_MAX, 1, &s), MP_ERR);
 }
 
+/* mp_hash64: every single-bit flip of a 100-byte buffer, at every length 0..100, gives another
+ * value; so does flipping two sign bits one lane apart (a plain xor-multiply round cancels them). */
+static void test_hash64_bits(void **state) {
+    (void)state;
+    unsigned char b[100];
+    for (int i = 0; i < 100; i++) b[i] = (unsigned char)(i * 37 + 11);
+    for (size_t n = 0; n <= 100; n += n < 40 ? 1 : 20) {
+        const uint64_t h = mp_hash64(b, n, MP_FNV_INIT);
+        if (n) assert_true(h != mp_hash64(b, n - 1, MP_FNV_INIT));
+        for (size_t i = 0; i < n; i++)
+            for (int k = 0; k < 8; k++) {
+                b[i] ^= (unsigned char)(1u << k);
+                if (mp_hash64(b, n, MP_FNV_INIT) == h) fail_msg("bit %d of byte %zu of %zu: same hash", k, i, n);
+                b[i] ^= (unsigned char)(1u << k);
+            }
+    }
+    const uint64_t h = mp_hash64(b, 96, MP_FNV_INIT);
+    b[7] ^= 0x80;
+    b[39] ^= 0x80; /* the same lane, the next round */
+    assert_true(mp_hash64(b, 96, MP_FNV_INIT) != h);
+    assert_true(mp_hash64(b, 96, 1) != mp_hash64(b, 96, 2)); /* the seed chains */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_known_answers), cmocka_unit_test(test_normal_moments_and_streams),
@@ -354,7 +377,7 @@ int main(void) {
         cmocka_unit_test(test_npy_roundtrip),        cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_atomic_file),          cmocka_unit_test(test_parsers_and_sizes),
         cmocka_unit_test(test_input_refuses_non_regular), cmocka_unit_test(test_outdir_claim),
-        cmocka_unit_test(test_atomic_write_fsyncs),
+        cmocka_unit_test(test_atomic_write_fsyncs),  cmocka_unit_test(test_hash64_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,7 @@
  * one-line errors with exit 2 for malformed files.
  * Run: make test (or build/tests/test_load). */
 #include "test_load_util.h"
+#include "test_model_util.h" /* model_poke */
 
 #include "load/hfconfig.h"    /* mp_hfconfig_parse */
 #include "load/safetensors.h" /* mp_st_parse */
@@ -608,6 +609,47 @@ static void test_cli_malformed_hf(void **state) {
     free(b);
 }
 
+/* mp_model_weights_hash (issue 31, class 4: the probe's run key): one bit of a weight the run
+ * reads changes it, a weight it does not read does not; so do the NoPE switch and the RoPE base. */
+static void test_weights_hash_sees_one_bit(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char a[512], out[4096], cfg[600];
+    snprintf(a, sizeof a, "%s/a", d);
+    if (mp_test_run(out, sizeof out, "mkmodel --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 64 %s", a))
+        fail_msg("mkmodel: %s", out);
+    MpModel m;
+    lt_open(&m, a);
+    const uint64_t h1 = mp_model_weights_hash(&m, 1), h2 = mp_model_weights_hash(&m, 2);
+    mp_model_free(&m);
+    assert_true(h1 != h2 && h1 != 0);
+    const uint8_t one = 0x01, sign = 0x80;
+    model_poke(a, "model.layers.1.mlp.down_proj.weight", 3, &sign, 1); /* layer 2 only: read by a 2-layer run */
+    lt_open(&m, a);
+    assert_true(mp_model_weights_hash(&m, 1) == h1);
+    const uint64_t h2b = mp_model_weights_hash(&m, 2);
+    mp_model_free(&m);
+    assert_true(h2b != h2);
+    model_poke(a, "model.layers.0.self_attn.q_proj.weight", 40, &one, 1); /* the lowest mantissa bit of a layer-1 weight */
+    lt_open(&m, a);
+    const uint64_t h1b = mp_model_weights_hash(&m, 1);
+    mp_model_free(&m);
+    assert_true(h1b != h1);
+    snprintf(cfg, sizeof cfg, "%s/config.json", a);
+    lt_patch(cfg, "\"rope_theta\": 10000.0", "\"rope_theta\": 10001.0");
+    lt_open(&m, a);
+    const uint64_t h1c = mp_model_weights_hash(&m, 1);
+    mp_model_free(&m);
+    assert_true(h1c != h1b);
+    lt_patch(cfg, "\"rope_theta\": 10001.0", "\"rope_theta\": 10000.0"); /* back, then layer 1 without RoPE */
+    assert_int_equal(mp_test_shell(out, sizeof out, "sed -i 's/\"rope_theta\": 10000.0,/\"rope_theta\": 10000.0, "
+                                                    "\"no_rope_layers\": [0, 1],/' %s", cfg), 0);
+    lt_open(&m, a);
+    const uint64_t h1d = mp_model_weights_hash(&m, 1);
+    mp_model_free(&m);
+    assert_true(h1d != h1b && h1d != h1c);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_st_valid_and_malformed),
@@ -620,6 +662,7 @@ int main(void) {
         cmocka_unit_test(test_lazy_access),
         cmocka_unit_test(test_cli_roundtrip),
         cmocka_unit_test(test_cli_malformed_hf),
+        cmocka_unit_test(test_weights_hash_sees_one_bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,6 +238,30 @@ uint64_t mp_fnv1a64(const void *data, size_t n, uint64_t h) {
     return h;
 }
 
+#define HASH_P1 0x9E3779B185EBCA87ULL
+#define HASH_P2 0xC2B2AE3D27D4EB4FULL
+
+static uint64_t hash_round(uint64_t acc, uint64_t w) {
+    acc += w * HASH_P2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * HASH_P1;
+}
+
+uint64_t mp_hash64(const void *data, size_t n, uint64_t h) {
+    const unsigned char *p = data;
+    uint64_t a[4] = {h + HASH_P1, h ^ HASH_P2, h - HASH_P1, ~h};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++) {
+            uint64_t w;
+            memcpy(&w, p + i + 8 * k, 8);
+            a[k] = hash_round(a[k], w);
+        }
+    uint64_t r = (uint64_t)n * HASH_P1;
+    for (int k = 0; k < 4; k++) r = hash_round(r ^ a[k], (uint64_t)k + 1);
+    return mp_fnv1a64(p + i, n - i, r); /* the last n % 32 bytes */
+}
+
 void mp_log(const char *fmt, ...) {
     if (mp_log_quiet) return;
     va_list ap;

@@ -68,6 +68,11 @@ int mp_parse_range_list(const char *s, int hi, unsigned char *mask);
 
 uint64_t mp_fnv1a64(const void *data, size_t n, uint64_t h); /* start with h = MP_FNV_INIT */
 #define MP_FNV_INIT 14695981039346656037ULL
+/* A 64-bit hash of bulk data (model weights): four lanes of 8-byte words, each word multiplied in,
+ * rotated and multiplied again (the round of xxHash64, our own code; not its output), so any
+ * difference in any bit changes the result; memory speed, several GB/s. h chains calls: start
+ * with MP_FNV_INIT. Not for files others read: the value is ours alone. */
+uint64_t mp_hash64(const void *data, size_t n, uint64_t h);
 
 /* Lowest-level logging: "maskpos: " + message to stderr (unless mp_log_quiet). */
 extern int mp_log_quiet;

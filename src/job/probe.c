@@ -55,6 +55,7 @@ typedef struct ProbeState {
     MpFwd f;
     MpProbeAcc acc;
     uint64_t model_hash, key;
+    uint64_t weights_hash;  /* mp_model_weights_hash of the layers run: in the key and meta.json */
     char ckpt[4096];        /* out/checkpoint.bin, or "" */
 } ProbeState;
 
@@ -315,11 +316,12 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
     return MP_OK;
 }
 
-/* The run key: model, tokens and every flag that changes the sums; a checkpoint resumes only
- * under the same key. */
+/* The run key: model (its description and the bytes of the weights the run reads), tokens and
+ * every flag that changes the sums; a checkpoint resumes only under the same key. */
 static uint64_t probe_run_key(const ProbeState *s) {
     const MpProbeConfig *r = s->c;
     uint64_t key = mp_fnv1a64(&s->model_hash, 8, MP_FNV_INIT);
+    key = mp_fnv1a64(&s->weights_hash, 8, key);
     key = mp_fnv1a64(&s->tk.hash, 8, key);
     const int64_t kv[] = {s->tk.n, s->tk.seq, s->causal, s->rope, r->per_head};
     key = mp_fnv1a64(kv, sizeof kv, key);
@@ -338,12 +340,36 @@ static uint64_t probe_run_key(const ProbeState *s) {
     return key;
 }
 
+/* --resume without a checkpoint: a finished run in the folder (its meta.json) must be of this
+ * model, or it would be replaced by another model's run. */
+static int probe_resume_finished(const ProbeState *s, MpErr *e) {
+    char path[4200], ours[32];
+    if (mp_path_join(path, sizeof path, s->c->out, "meta.json", e) != MP_OK) return MP_ERR;
+    if (!mp_file_exists(path)) return MP_OK;
+    MpErr je;
+    json_t *j = mp_json_read(path, &je);
+    const char *theirs = json_string_value(json_object_get(j, "weights_hash"));
+    snprintf(ours, sizeof ours, "%016llx", (unsigned long long)s->weights_hash);
+    int rc = MP_OK;
+    if (!theirs)
+        rc = mp_err_set(e, "--resume: %s holds a finished run that names no weights_hash (another command, or an older "
+                           "maskpos): cannot tell whether it is of this model; HINT: another --out, or --force to replace it",
+                        s->c->out);
+    else if (strcmp(theirs, ours))
+        rc = mp_err_set(e, "--resume: %s holds a finished run of another model or other weights (weights_hash %.20s, this "
+                           "run %s); HINT: another --out, or --force to replace it",
+                        s->c->out, theirs, ours);
+    json_decref(j);
+    return rc;
+}
+
 /* --resume on rank 0: the checkpoint's sums (none: from the first sequence). */
 static int probe_resume(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
     int missing;
     if (mp_probe_ckpt_load(s->ckpt, &s->acc, s->key, &missing, e) != MP_OK) {
         if (!missing) return mp_err_prefix(e, "--resume");
+        if (probe_resume_finished(s, e) != MP_OK) return MP_ERR;
         if (r->log) fprintf(r->log, "resume: no checkpoint in %s, starting from the first sequence\n", r->out);
         return MP_OK;
     }
@@ -375,6 +401,8 @@ static int probe_setup(ProbeState *s, MpErr *e) {
         return MP_ERR;
     if (probe_acc_setup(s, e) != MP_OK) return MP_ERR;
     s->model_hash = mp_probe_model_hash(s->m);
+    if (mp_mpi_rank() == 0 && !(s->weights_hash = mp_model_weights_hash(s->m, s->deepest)))
+        return mp_err_set(e, "%s: out of memory", s->m->path);
     s->key = probe_run_key(s);
     s->ckpt[0] = 0;
     if (r->out && mp_path_join(s->ckpt, sizeof s->ckpt, r->out, "checkpoint.bin", e) != MP_OK) return MP_ERR;
@@ -469,6 +497,11 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->model_hash);
     json_object_set_new(j, "model_hash", json_string(hex));
     json_object_set_new(j, "model_hash_of", json_string("fnv1a64 of hyperparameters and tensor table (names, types, shapes, sizes)"));
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->weights_hash);
+    json_object_set_new(j, "weights_hash", json_string(hex));
+    json_object_set_new(j, "weights_hash_of",
+                        json_string("mp_hash64 of the description and the stored bytes of every tensor the layers run read "
+                                    "(probe --resume continues only a run with the same value)"));
     if (r->data) {
         json_object_set_new(j, "data", probe_abs_path(r->data)); /* absolute: issue 30 (view from elsewhere) */
         json_object_set_new(j, "tokenizer", probe_abs_path(r->tokenizer ? r->tokenizer : m->path));

@@ -1075,10 +1075,10 @@ static size_t tensor_first_nonfinite(const MpModelTensor *t) {
     return SIZE_MAX;
 }
 
-int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
+unsigned char *mp_model_read_set(const MpModel *m, int n_layers) {
     if (n_layers > m->n_layers) n_layers = m->n_layers;
     unsigned char *seen = mp_try_calloc(m->n_tensors ? m->n_tensors : 1, 1);
-    if (!seen) return mp_err_set(e, "%s: out of memory", m->path);
+    if (!seen) return NULL;
     for (int r = 0; r < MP_ROLE_COUNT; r++)
         if (m->global[r].tensor >= 0 && (size_t)m->global[r].tensor < m->n_tensors) seen[m->global[r].tensor] = 1;
     for (int l = 0; l < n_layers && m->layer; l++)
@@ -1088,6 +1088,12 @@ int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
         }
     for (size_t i = 0; m->expert && i < (size_t)n_layers * (size_t)m->n_experts * 3; i++)
         if (m->expert[i].tensor >= 0 && (size_t)m->expert[i].tensor < m->n_tensors) seen[m->expert[i].tensor] = 1;
+    return seen;
+}
+
+int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e) {
+    unsigned char *seen = mp_model_read_set(m, n_layers);
+    if (!seen) return mp_err_set(e, "%s: out of memory", m->path);
     int rc = MP_OK;
     for (size_t i = 0; i < m->n_tensors && rc == MP_OK; i++) {
         if (!seen[i] || !mp_quant_known(m->tensors[i].type)) continue;

@@ -78,6 +78,15 @@ const float *mp_model_tensor_borrow(MpModel *m, MpRole role, int layer, int64_t 
  * value (NaN or ±Inf) at element I". F32/F16/BF16 are scanned as bit patterns (memory speed);
  * quantised types are dequantised block by block (their scales are where a NaN can hide). */
 int mp_model_check_finite(const MpModel *m, int n_layers, MpErr *e);
+/* The stored tensors a run of layers 0..n_layers-1 reads (embedding, final norm, output, those
+ * layers, their experts): a new [n_tensors] array of 0/1 (free it), NULL when out of memory. */
+unsigned char *mp_model_read_set(const MpModel *m, int n_layers);
+/* A hash of everything a run of layers 0..n_layers-1 computes with: the bytes of the tensors of
+ * mp_model_read_set as mapped (with their names, types and shapes) and the description that
+ * changes the arithmetic (dimensions, family switches, norms, scales, soft-caps, experts, the RoPE
+ * tables as built, NoPE and sliding-window layers). Two models with the same value give the same
+ * activations. mp_hash64 (core/util.h); model_hash.c. 0 when out of memory. */
+uint64_t mp_model_weights_hash(const MpModel *m, int n_layers);
 
 /* Running seq positions past the model's trained context (max_position_embeddings, or a model
  * that does not state it) is a legitimate experiment, but an explicit one: without allow_long it

@@ -591,8 +591,11 @@ uint64_t mp_probe_model_hash(const MpModel *m) {
 
 #define CKPT_MAGIC "MPPRBCK1"
 /* 2: Σ of squared head means and the block residue sums after the sums; 3 (runs with per-head
- * sums only; the others stay 2, byte for byte): Σ of the heads' squares first among the extra arrays */
-#define CKPT_VERSION(a) ((a)->per_head ? 3u : 2u)
+ * sums only): Σ of the heads' squares first among the extra arrays; 4 and 5: 2 and 3 under a run
+ * key that covers the weights read (mp_model_weights_hash: 2 and 3 are refused, their keys cannot
+ * tell two models of one shape apart) */
+#define CKPT_VERSION(a) ((a)->per_head ? 5u : 4u)
+#define CKPT_VERSION_WEIGHTS 4u /* the first version keyed by the weights */
 
 typedef struct CkptHeader {
     char magic[8];
@@ -711,8 +714,15 @@ int mp_probe_ckpt_load(const char *path, MpProbeAcc *a, uint64_t key, int *missi
     int rc = MP_OK;
     if (fread(&hd, sizeof hd, 1, f) != 1 || memcmp(hd.magic, CKPT_MAGIC, 8))
         rc = mp_err_set(e, "%s: not a maskpos probe checkpoint", path);
+    else if (hd.version < CKPT_VERSION_WEIGHTS)
+        rc = mp_err_set(e, "%s: a checkpoint of an older maskpos (version %u; this one writes %u, whose run key covers "
+                           "the weights): it cannot be told apart from another model's; HINT: run again without --resume "
+                           "(--force replaces the folder)",
+                        path, hd.version, CKPT_VERSION(a));
     else if (hd.version != CKPT_VERSION(a) || hd.header_bytes != sizeof hd)
-        rc = mp_err_set(e, "%s: checkpoint version %u is not %u", path, hd.version, CKPT_VERSION(a));
+        rc = mp_err_set(e, "%s: checkpoint version %u with a %u-byte header; this run reads version %u (%zu bytes)%s", path,
+                        hd.version, hd.header_bytes, CKPT_VERSION(a), sizeof hd,
+                        hd.version == 9u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
     else if (hd.key != key || hd.L != a->L || hd.H != a->H || hd.S != a->S || hd.per_head != a->per_head ||
              hd.causal != a->causal || hd.flags != ckpt_flags(a))
         rc = mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "

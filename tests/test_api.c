@@ -206,9 +206,37 @@ static void test_theory_closed_form(void **state) {
     maskpos_config_free(c);
 }
 
+/* Issue 31: load refuses a folder whose arrays disagree (mixed from two runs), and one whose
+ * meta.json is no object (before: both loaded). Through the CLI: a simulate folder whose
+ * scores_se.npy is replaced by another run's. */
+static void test_load_refuses_mixed_folder(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[8192], dir[512];
+    snprintf(dir, sizeof dir, "%s/mixed", d);
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --batch 20 --seq 5 --dim 4 --layers 2 --quiet --out %s", dir), 0);
+    assert_int_equal(mp_test_run(out, sizeof out, "simulate --batch 20 --seq 6 --dim 4 --layers 2 --quiet --out %s/b", d), 0);
+    MaskposResult *l = NULL;
+    assert_int_equal(maskpos_load(dir, &l), MASKPOS_OK); /* as written: loads */
+    maskpos_result_free(l);
+    l = NULL;
+    assert_int_equal(mp_test_shell(NULL, 0, "cp %s/b/scores_se.npy %s/", d, dir), 0);
+    assert_int_equal(maskpos_load(dir, &l), MASKPOS_ERR);
+    assert_null(l);
+    assert_non_null(strstr(maskpos_last_error(), "differ in shape"));
+    assert_int_equal(mp_test_shell(NULL, 0, "cp %s/b/scores_se.npy %s/b/scores.npy %s/b/probs.npy %s/b/scores_diagnorm.npy %s/",
+                                   d, d, d, d, dir), 0); /* arrays of seq 6, meta.json of seq 5 */
+    assert_int_equal(maskpos_load(dir, &l), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "seq 5 does not match"));
+    assert_int_equal(mp_test_shell(NULL, 0, "echo '[1]' > %s/meta.json", dir), 0);
+    assert_int_equal(maskpos_load(dir, &l), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "not a JSON object"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_library_round_trip), cmocka_unit_test(test_errors_are_the_commands),
                                        cmocka_unit_test(test_progress_stop), cmocka_unit_test(test_save_load_equals_cli),
-                                       cmocka_unit_test(test_theory_closed_form)};
+                                       cmocka_unit_test(test_theory_closed_form),
+                                       cmocka_unit_test(test_load_refuses_mixed_folder)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,6 +255,24 @@ static const BadCase cases[] = {
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},
     {"quantblock", "", "logits q4inf.gguf --tokens 1,2,3", "q4inf.gguf: tensor 'blk.1.ffn_down.weight'", NULL},
     {"quantblock", "", "generate q8nan.gguf --len 8 --quiet", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", NULL},
+    /* issue 31, class 6: two alphas with one folder name (alpha_%g) */
+    {"alpha", "", "simulate --alpha 0.1,0.1000001 --batch 20 --seq 5 --dim 4 --layers 2 --quiet --out o-a6", "alpha_0.1",
+     "o-a6"},
+    /* issue 31: a failed write to stdout is an error (exit 0 before) */
+    {"stdout", "", "theory > /dev/full", "standard output", NULL},
+    {"stdout", "", "generate model --len 4 > /dev/full", "standard output", NULL},
+    /* issue 31: view refuses what is not a finished run's folder, in one line naming the folder
+     * (before: accepted, or "OUT.html: : DIR: ...") */
+    {"view", "rm -rf o-vn && mkdir o-vn && cp o-vth/layer2_scores.npy o-vn/", "view o-vn -o o-vn.html",
+     "o-vn: no meta.json", "o-vn.html"},
+    {"view", "echo '[1]' > o-vn/meta.json", "view o-vn -o o-vn.html", "o-vn/meta.json: not a JSON object", "o-vn.html"},
+    {"view", "rm -rf o-vs && $M theory --n 4 --out o-vs > /dev/null && cp o-vth/layer2_scores.npy o-vs/",
+     "view o-vs -o o-vs.html", "o-vs/meta.json: n 4 does not match", "o-vs.html"},
+    {"view", "rm -rf o-vj && mkdir o-vj && echo junk > o-vj/scores.npy && echo '{}' > o-vj/meta.json",
+     "view o-vj -o o-vj.html", "error: o-vj/scores.npy: not a .npy", "o-vj.html"},
+    /* issue 31: reproduce --model without a tokenizer fails at the start (was: at stage time) */
+    {"early", "rm -rf notok && $M mkmodel --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --vocab 16 notok > /dev/null",
+     "reproduce --quick --model notok --data corpus.txt --out o-rtok", "--model: notok", "o-rtok"},
 };
 
 /* One case: exit 2, a single "maskpos <cmd>: error:" line naming names, nothing left at absent.
@@ -461,6 +479,154 @@ static void test_resume_keeps_other_model_run(void **state) {
         fail_msg("an old-version checkpoint: exit %d (want 2 and a line saying to run again): %s", rc2, out);
 }
 
+/* ================================================================ issue 31: whose path it is */
+
+/* One refusal that must leave what was there: exit 2, one error line naming `names`, and the
+ * shell check `kept` true afterwards (each of these replaced or deleted the user's files, or
+ * took over their folder, with exit 0 on main at f40d7e1). */
+typedef struct KeepCase {
+    const char *cls, *setup, *cmd, *names, *kept;
+} KeepCase;
+
+#define TRAIN_TINY "train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 --steps 2 --quiet"
+
+static const KeepCase keep_cases[] = {
+    /* class 1: --export-bf16 onto a foreign folder, an existing model, a file, a FIFO */
+    {"export", "rm -rf o-x1 && mkdir -p fx && echo mine > fx/notes.txt", TRAIN_TINY " --out o-x1 --export-bf16 fx", "fx",
+     "[ \"$(cat fx/notes.txt)\" = mine ] && [ \"$(ls -A fx)\" = notes.txt ]"},
+    {"export", "rm -rf o-x2 mx && cp -r model mx && md5sum mx/model.safetensors > m.md5",
+     TRAIN_TINY " --out o-x2 --export-bf16 mx", "mx", "md5sum -c --quiet m.md5 && [ ! -e o-x2/step-000002 ]"},
+    {"export", "rm -rf o-x3 && echo mine > fxfile", TRAIN_TINY " --out o-x3 --export-bf16 fxfile", "fxfile",
+     "[ \"$(cat fxfile)\" = mine ]"},
+    {"export", "rm -rf o-x4 && rm -f fxfifo && mkfifo fxfifo", TRAIN_TINY " --out o-x4 --export-bf16 fxfifo", "fxfifo",
+     "[ -p fxfifo ]"},
+    /* class 2: reproduce never takes over a non-empty folder without a marker, and --force never
+     * deletes what maskpos did not write (the marker of an older reproduce beside notes.txt) */
+    {"foreign", "rm -rf fr && mkdir fr && echo mine > fr/notes.txt", "reproduce --quick --only fig1 --out fr", "fr",
+     "[ \"$(ls -A fr)\" = notes.txt ]"},
+    {"foreign", "rm -rf fm && mkdir fm && echo mine > fm/notes.txt && echo reproduce > fm/.maskpos-run",
+     "theory --force --out fm", "notes.txt", "[ \"$(cat fm/notes.txt)\" = mine ]"},
+    {"foreign", "rm -rf fp && $M theory --out fp > /dev/null && echo mine > fp/notes.txt", "theory --force --out fp",
+     "fp: holds notes.txt", "[ \"$(cat fp/notes.txt)\" = mine ] && [ -f fp/layer2_scores.npy ]"},
+    /* class 3: debug outputs onto an existing file or FIFO */
+    {"debug", "echo mine > keep.txt", "simulate --batch 2 --seq 4 --dim 4 --layers 2 --quiet --dump-inputs keep.txt",
+     "keep.txt", "[ \"$(cat keep.txt)\" = mine ]"},
+    {"debug", "rm -f dfifo && mkfifo dfifo", "simulate --batch 2 --seq 4 --dim 4 --layers 2 --quiet --dump-inputs dfifo",
+     "dfifo", "[ -p dfifo ]"},
+    {"debug", "rm -rf o-db && echo mine > keep2.txt", TRAIN_TINY " --out o-db --dump-batches keep2.txt", "keep2.txt",
+     "[ \"$(cat keep2.txt)\" = mine ]"},
+    {"debug", "rm -rf o-db2 && rm -f dfifo2 && mkfifo dfifo2", TRAIN_TINY " --out o-db2 --dump-batches dfifo2", "dfifo2",
+     "[ -p dfifo2 ]"},
+};
+
+static void test_refusals_keep_what_was_there(void **state) {
+    (void)state;
+    int n = (int)(sizeof keep_cases / sizeof keep_cases[0]), bad = 0;
+    for (int i = 0; i < n; i++) {
+        const KeepCase *c = &keep_cases[i];
+        char script[4096], out[16384], out2[4096];
+        snprintf(script, sizeof script, "%s && timeout 30 $M %s", c->setup, c->cmd);
+        int rc = sh(out, sizeof out, script);
+        int errors = 0;
+        for (const char *p = out; (p = strstr(p, ": error: ")); p++) errors++;
+        const int named = strstr(out, c->names) != NULL, kept = sh(out2, sizeof out2, c->kept) == 0;
+        if (rc == 2 && errors == 1 && named && kept) continue;
+        bad++;
+        printf("FAILS [%s] maskpos %s\n  exit %d (want 2), %d error line(s), names '%s': %s, kept: %s\n  output: %.600s\n",
+               c->cls, c->cmd, rc, errors, c->names, named ? "yes" : "NO", kept ? "yes" : "NO", out);
+    }
+    printf("issue-31 refusals: %d cases, %d hold\n", n, n - bad);
+    assert_int_equal(bad, 0);
+    /* the good path beside: --force replaces what a run of ours wrote, the BF16 copy included */
+    char out[8192];
+    int rc = sh(out, sizeof out, "rm -rf o-xg fxg && $M " TRAIN_TINY " --out o-xg --export-bf16 fxg > /dev/null && "
+                                 "$M " TRAIN_TINY " --out o-xg --export-bf16 fxg --force > /dev/null && $M inspect fxg > /dev/null");
+    if (rc != 0) fail_msg("train --export-bf16 --force over its own copy: exit %d: %s", rc, out);
+}
+
+/* Class 5: a second run into a folder another run is writing is refused at once, while that folder
+ * holds only the first one's marker (before: both ran and the folder mixed their files). */
+static void test_second_run_refused_while_first_runs(void **state) {
+    (void)state;
+    char out[16384];
+    sh(out, sizeof out,
+                ": ; rm -rf o-lk; ( $M simulate --batch 6000 --seq 48 --dim 64 --layers 3 --quiet --out o-lk > lk1.txt 2>&1; "
+                "echo $? > lk1.rc ) & "
+                "i=0; while [ ! -e o-lk/.maskpos-run ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; "
+                "[ ! -e o-lk/meta.json ] || echo 'first run already done (too fast to test)'; "
+                "$M probe model --tokens tokens.npy --quiet --out o-lk; echo \"second: $?\"; "
+                "$M simulate --batch 20 --seq 5 --dim 4 --layers 2 --quiet --force --out o-lk; echo \"second-force: $?\"; "
+                "wait; echo \"first: $(cat lk1.rc)\"; ls o-lk");
+    if (strstr(out, "too fast")) skip();
+    if (!strstr(out, "second: 2") || !strstr(out, "second-force: 2") || !strstr(out, "first: 0") ||
+        !strstr(out, "another maskpos run is writing into this folder") || strstr(out, "scores_heads"))
+        fail_msg("two runs into one --out: %s", out);
+    /* the first run's outputs are its own: a 20-sequence meta.json would be the second's */
+    assert_int_equal(sh(out, sizeof out, "grep -q '\"batch\": 6000' o-lk/meta.json"), 0);
+}
+
+/* theory --out: the tables on stdout stop at 64 positions (N = 20000 printed gigabytes). */
+static void test_theory_out_prints_excerpt(void **state) {
+    (void)state;
+    char out[65536];
+    int rc = sh(out, sizeof out, "rm -rf o-tn && $M theory --n 100 --out o-tn | grep -c '^i='");
+    assert_int_equal(rc, 0);
+    if (atoi(out) != 64) fail_msg("theory --n 100 --out: %d table rows printed (want 64)", atoi(out));
+    rc = sh(out, sizeof out, "$M theory --n 100 | grep -c '^i='"); /* without --out: all of it */
+    assert_int_equal(atoi(out), 100);
+}
+
+/* A killed reproduce leaves NAME.tmp.PID; the re-run removes it. Past `ulimit -f` the write fails
+ * with one line and leaves no temporary (before: SIGXFSZ killed it, report.html.tmp.PID stayed). */
+static void test_reproduce_temporaries(void **state) {
+    (void)state;
+    char out[16384];
+    int rc = sh(out, sizeof out, "rm -rf o-rt && $M reproduce --quick --only fig1 --out o-rt > /dev/null && "
+                                 "echo half > o-rt/fig1/layer2_scores.npy.tmp.99999 && echo half > o-rt/report.md.tmp.4242 && "
+                                 "$M reproduce --quick --only fig1 --out o-rt > /dev/null && find o-rt -name '*.tmp.*'");
+    if (rc != 0 || out[0]) fail_msg("reproduce re-run: exit %d, temporaries left: %s", rc, out);
+    rc = sh(out, sizeof out, "rm -rf o-uf && ( ulimit -f 8; $M reproduce --quick --only fig1 --out o-uf > /dev/null ); "
+                             "echo \"rc=$?\"; find o-uf -name '*.tmp.*' | sed 's/^/LEFT /'");
+    int errors = 0;
+    for (const char *p = out; (p = strstr(p, ": error: ")); p++) errors++;
+    if (strstr(out, "rc=0") || strstr(out, "LEFT ") || errors != 1)
+        fail_msg("reproduce past ulimit -f: %s", out);
+}
+
+/* A full disk (a 1 MiB tmpfs): reproduce stops at the first failed write with one error line
+ * (before: one per stage and figure), probe and train checkpoints fail with one line and leave no
+ * temporary. Needs root (mount). */
+static void test_full_disk(void **state) {
+    (void)state;
+    char out[16384];
+    if (geteuid() != 0 || sh(out, sizeof out, "mkdir -p fd && mount -t tmpfs -o size=1m tmpfs fd") != 0) skip();
+    static const struct {
+        const char *what, *cmd;
+    } c[] = {
+        {"reproduce", "$M reproduce --quick --only fig2,fig4 --out fd/r > /dev/null"},
+        {"probe checkpoint", "dd if=/dev/zero of=fd/fill bs=1k count=1016 2> /dev/null; "
+                             "$M probe model --tokens tokens.npy --per-head --checkpoint-every 1 --quiet --out fd/p"},
+        {"train checkpoint", "dd if=/dev/zero of=fd/fill bs=1k count=1016 2> /dev/null; "
+                             "$M train --data corpus.txt --layers 2 --dim 64 --heads 2 --kv-heads 1 --ffn 64 --seq 8 "
+                             "--batch 2 --steps 4 --checkpoint-every 2 --quiet --out fd/t > /dev/null"},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        char script[2048];
+        snprintf(script, sizeof script, "rm -rf fd/*; %s; echo \"rc=$?\"; find fd -name '*.tmp.*' | sed 's/^/LEFT /'",
+                 c[k].cmd);
+        sh(out, sizeof out, script);
+        int errors = 0;
+        for (const char *p = out; (p = strstr(p, ": error: ")); p++) errors++;
+        if (strstr(out, "rc=0") || strstr(out, "LEFT ") || errors != 1 || !strstr(out, "No space left")) {
+            printf("FAILS full disk, %s: %s\n", c[k].what, out);
+            bad++;
+        }
+    }
+    sh(NULL, 0, "umount fd");
+    assert_int_equal(bad, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_table),
@@ -470,6 +636,11 @@ int main(void) {
         cmocka_unit_test(test_outfile_force),
         cmocka_unit_test(test_unwritable_out_before_compute),
         cmocka_unit_test(test_resume_keeps_other_model_run),
+        cmocka_unit_test(test_refusals_keep_what_was_there),
+        cmocka_unit_test(test_second_run_refused_while_first_runs),
+        cmocka_unit_test(test_theory_out_prints_excerpt),
+        cmocka_unit_test(test_reproduce_temporaries),
+        cmocka_unit_test(test_full_disk),
     };
     return cmocka_run_group_tests(tests, setup_fixtures, teardown_fixtures);
 }

@@ -257,10 +257,12 @@ static void test_outdir_claim(void **state) {
     snprintf(p, sizeof p, "%s/%s", dir, MP_OUTDIR_MARKER);
     assert_true(mp_file_exists(p));
     assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK); /* empty: still free */
-    snprintf(p, sizeof p, "%s/scores_heads.npy", dir);
-    mp_test_write_file(p, "x", 1);
+    snprintf(p, sizeof p, "%s/scores_heads.npy", dir); /* written by the run: listed in the marker */
+    assert_int_equal(mp_file_write_atomic(p, "x", 1, &e), MP_OK);
     snprintf(p, sizeof p, "%s/deep/er", dir);
     assert_int_equal(mp_mkdir_p(p, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/deep/er/x.npy", dir);
+    assert_int_equal(mp_file_write_atomic(p, "x", 1, &e), MP_OK);
     assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_ERR);
     assert_non_null(strstr(e.msg, "already holds the outputs of a 'maskpos probe' run"));
     assert_non_null(strstr(e.msg, dir));
@@ -271,6 +273,9 @@ static void test_outdir_claim(void **state) {
     assert_false(mp_file_exists(p)); /* the earlier run's files are gone, subfolders too */
     snprintf(p, sizeof p, "%s/deep", dir);
     assert_false(mp_file_exists(p));
+    mp_outdir_release(dir);
+    mp_outdir_release(dir);
+    mp_outdir_release(dir);
     /* a folder with someone else's files is never used, nor cleared */
     snprintf(dir, sizeof dir, "%s/foreign", d);
     assert_int_equal(mp_mkdir_p(dir, &e), MP_OK);
@@ -289,6 +294,84 @@ static void test_outdir_claim(void **state) {
     snprintf(p, sizeof p, "%s/new.npy", dir);
     assert_int_equal(mp_outfile_claim(p, 0, &e), MP_OK);
     assert_false(mp_file_exists(p));
+}
+
+/* Issue 31: --force removes only what a run of ours wrote (the marker lists it); a file
+ * someone else put into the folder refuses the whole clearing, nothing removed (before: every
+ * file but the marker went, notes.txt included). A killed run's temporaries go when the run is
+ * continued; reproduce's CONTINUE refuses a foreign folder (before: RESUME took it over). */
+static void test_outdir_force_only_ours(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256], p[512], q[512];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/own", d);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_NEW, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/meta.json", dir);
+    assert_int_equal(mp_file_write_atomic(p, "{}", 2, &e), MP_OK);
+    mp_outdir_release(dir);
+    snprintf(q, sizeof q, "%s/notes.txt", dir);
+    mp_test_write_file(q, "mine", 4);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_FORCE, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "notes.txt"));
+    assert_true(mp_file_exists(q) && mp_file_exists(p)); /* nothing removed */
+    assert_int_equal(mp_outdir_clear(dir, &e), MP_ERR);
+    assert_true(mp_file_exists(q) && mp_file_exists(p));
+    remove(q);
+    /* a killed run's temporary (NAME.tmp.PID) is removed by the run that continues the folder */
+    snprintf(q, sizeof q, "%s/scores.npy.tmp.12345", dir);
+    mp_test_write_file(q, "half", 4);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_CONTINUE, &e), MP_OK);
+    assert_false(mp_file_exists(q));
+    assert_true(mp_file_exists(p));
+    mp_outdir_release(dir);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_FORCE, &e), MP_OK);
+    assert_false(mp_file_exists(p));
+    mp_outdir_release(dir);
+    /* CONTINUE (reproduce) never takes over a folder without a marker; RESUME (an explicit
+     * --resume) still may */
+    snprintf(dir, sizeof dir, "%s/theirs", d);
+    assert_int_equal(mp_mkdir_p(dir, &e), MP_OK);
+    snprintf(q, sizeof q, "%s/notes.txt", dir);
+    mp_test_write_file(q, "mine", 4);
+    assert_int_equal(mp_outdir_claim(dir, "reproduce", MP_OUTDIR_CONTINUE, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "holds no maskpos run"));
+    snprintf(p, sizeof p, "%s/%s", dir, MP_OUTDIR_MARKER);
+    assert_false(mp_file_exists(p)); /* the refused claim left no marker */
+}
+
+/* Issue 31 class 5: a claimed folder is locked for the whole run; a second process is refused at
+ * once, even while the folder holds only the first one's marker (before: it counted as free). */
+static void test_outdir_lock(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/locked", d);
+    int go[2], done[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(done), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the first run: claims, says so, waits to be told to end */
+        char c = mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e) == MP_OK ? 'y' : 'n';
+        if (write(go[1], &c, 1) != 1 || read(done[0], &c, 1) != 1) _exit(1);
+        _exit(0);
+    }
+    char c = 0;
+    assert_int_equal(read(go[0], &c, 1), 1);
+    assert_int_equal(c, 'y');
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "another maskpos run is writing into this folder"));
+    assert_non_null(strstr(e.msg, dir));
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_FORCE, &e), MP_ERR);
+    assert_int_equal(write(done[1], "x", 1), 1);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK); /* its lock went with it */
+    mp_outdir_release(dir);
+    close(go[0]), close(go[1]), close(done[0]), close(done[1]);
 }
 
 /* Atomic writes: the data is fsynced before the rename and the folder after it (a power loss
@@ -377,6 +460,7 @@ int main(void) {
         cmocka_unit_test(test_npy_roundtrip),        cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_atomic_file),          cmocka_unit_test(test_parsers_and_sizes),
         cmocka_unit_test(test_input_refuses_non_regular), cmocka_unit_test(test_outdir_claim),
+        cmocka_unit_test(test_outdir_force_only_ours), cmocka_unit_test(test_outdir_lock),
         cmocka_unit_test(test_atomic_write_fsyncs),  cmocka_unit_test(test_hash64_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

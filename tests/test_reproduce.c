@@ -263,7 +263,11 @@ static void test_user_model(void **state) {
     rc = mp_test_run(out, sizeof out, "reproduce --quick --only fig5 --n 100000 --model %s/mymodel --data %s/models/kjv.txt --out %s/r2",
                      d, MP_SOURCE_DIR, d);
     assert_int_equal(rc, 1);
-    assert_non_null(strstr(out, "stage fig5/model failed"));
+    /* one line, naming the stage and why (issue 31: was the probe's line and "stage ... failed") */
+    assert_non_null(strstr(out, "error: stage fig5/model: "));
+    int errors = 0;
+    for (const char *p = out; (p = strstr(p, ": error: ")); p++) errors++;
+    assert_int_equal(errors, 1);
     snprintf(path, sizeof path, "%s/r2/report.md", d);
     rep = slurp(path);
     assert_non_null(rep);

@@ -93,6 +93,36 @@ static void test_probe_heads_and_text_in_browser(void **state) {
     browser_check(page, run, NULL, extra);
 }
 
+/* Issue 31: hostile strings in the folder name (the label), meta.json, --title and the token
+ * text: none runs as script in Chromium, each is shown as text (tests/browser/check_hostile.js). */
+static void test_hostile_strings_in_browser(void **state) {
+    (void)state;
+    need_browser();
+    const char *d = mp_test_tmpdir();
+    char out[8192], page[512], run[512], data[512], cmd[2048];
+    static const char text[] = "</script><script>window.__pwned=1</script><img src=x onerror=window.__pwned=2> "
+                               "\"};window.__pwned=6;// <!-- <svg onload=alert(7)> ";
+    snprintf(data, sizeof data, "%s/<svg onload=alert(4)>.txt", d);
+    FILE *f = fopen(data, "w");
+    assert_non_null(f);
+    for (int k = 0; k < 20; k++) fputs(text, f);
+    fclose(f);
+    snprintf(run, sizeof run, "%s/<img src=x onerror=alert(1)>", d);
+    assert_int_equal(mp_test_run(out, sizeof out, "probe %s/models/rope --data '%s' --pack --n 2 --seq 64 --quiet --out '%s'",
+                                 MP_SOURCE_DIR, data, run), 0);
+    snprintf(cmd, sizeof cmd, "sed -i 's|\"model\": \"[^\"]*\"|\"model\": \"<\\\\/script><script>window.__pwned=3<\\\\/script>\"|' '%s/meta.json' && grep -c pwned=3 '%s/meta.json'",
+             run, run);
+    assert_int_equal(mp_test_shell(out, sizeof out, "%s", cmd), 0);
+    snprintf(page, sizeof page, "%s/hostile.html", d);
+    assert_int_equal(mp_test_run(out, sizeof out, "view '%s' --title '</title><script>window.__pwned=5</script>' -o %s", run,
+                                 page), 0);
+    assert_null(strstr(out, "text not shown"));
+    int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_hostile.js %s 'onerror=alert(1)'",
+                           MP_SOURCE_DIR, page);
+    print_message("%s", out);
+    if (rc != 0) fail_msg("hostile strings: the page ran or mangled them");
+}
+
 /* Writes a synthetic causal run: scores (L,S,S) and per-head maps (L,H,S,S) with a pattern. */
 static void write_synthetic(const char *dir, int L, int H, int S) {
     char path[1024];
@@ -114,6 +144,10 @@ static void write_synthetic(const char *dir, int L, int H, int S) {
     assert_int_equal(mp_npy_write(path, MP_DT_F64, h, 4, sh, &e), MP_OK);
     snprintf(path, sizeof path, "%s/scores.npy", dir);
     assert_int_equal(mp_npy_write(path, MP_DT_F64, m, 3, sm, &e), MP_OK);
+    char meta[128]; /* a finished run's folder has one (view refuses a folder without) */
+    int n = snprintf(meta, sizeof meta, "{\"kind\": \"synthetic\", \"seq\": %d}\n", S);
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    mp_test_write_file(path, meta, (size_t)n);
     free(h);
     free(m);
 }
@@ -223,6 +257,7 @@ int main(void) {
         cmocka_unit_test(test_probe_heads_and_text_in_browser),
         cmocka_unit_test(test_budget_in_browser),
         cmocka_unit_test(test_report_viewer_in_browser),
+        cmocka_unit_test(test_hostile_strings_in_browser),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

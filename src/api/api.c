@@ -431,6 +431,28 @@ static int api_load_arrays(MaskposResult *r, const char *dir, json_t *files, MpE
     return rc;
 }
 
+/* The maps of one run share one shape ([L,S,S]), and S is meta.json's "seq" where it has one: a
+ * folder whose arrays disagree was mixed from several runs. */
+static int api_load_check(const MaskposResult *r, const char *dir, MpErr *e) {
+    static const char *const same[] = {"scores", "scores_se", "probs", "scores_diagnorm"};
+    const MpApiArray *first = NULL;
+    for (int i = 0; i < r->n; i++) {
+        const MpApiArray *a = &r->arr[i];
+        int k = 0;
+        while (k < 4 && strcmp(a->name, same[k])) k++;
+        if (k == 4) continue;
+        if (!first) first = a;
+        else if (a->ndim != first->ndim || memcmp(a->shape, first->shape, (size_t)a->ndim * sizeof a->shape[0]))
+            return mp_err_set(e, "%s: %s.npy and %s.npy differ in shape: not the arrays of one run", dir, first->name,
+                              a->name);
+    }
+    const json_t *seq = json_object_get(r->meta, "seq");
+    if (first && first->ndim >= 2 && json_is_number(seq) && json_number_value(seq) != (double)first->shape[first->ndim - 1])
+        return mp_err_set(e, "%s: meta.json seq %g does not match %s.npy (side %lld)", dir, json_number_value(seq),
+                          first->name, (long long)first->shape[first->ndim - 1]);
+    return MP_OK;
+}
+
 MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out) {
     MpErr e;
     char path[4096];
@@ -453,7 +475,7 @@ MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out) {
         return mp_api_failf("out of memory");
     }
     r->meta = meta;
-    if (api_load_arrays(r, dir, json_object_get(meta, "files"), &e) != MP_OK) {
+    if (api_load_arrays(r, dir, json_object_get(meta, "files"), &e) != MP_OK || api_load_check(r, dir, &e) != MP_OK) {
         maskpos_result_free(r);
         return mp_api_fail(&e, MASKPOS_ERR);
     }
@@ -480,6 +502,7 @@ int mp_api_result_through_folder(MaskposResult *r, int arrays, MpErr *e) {
     MpErr e2;
     if (mp_outdir_clear(tmpl, &e2) == MP_OK && mp_path_join(marker, sizeof marker, tmpl, MP_OUTDIR_MARKER, &e2) == MP_OK)
         remove(marker);
+    mp_outdir_release(tmpl);
     rmdir(tmpl);
     return rc;
 }
@@ -504,8 +527,9 @@ static int api_write_plain(const MaskposResult *r, const char *dir, MpErr *e) {
 MASKPOS_API int maskpos_result_save(const MaskposResult *r, const char *dir, int force) {
     MpErr e;
     if (!r || !dir) return mp_api_failf("maskpos_result_save: NULL argument");
-    if (mp_outdir_claim(dir, r->kind, force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK ||
-        (r->write ? r->write(r, dir, &e) : api_write_plain(r, dir, &e)) != MP_OK)
+    if (mp_outdir_claim(dir, r->kind, force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) != MP_OK)
         return mp_api_fail(&e, MASKPOS_ERR);
-    return MASKPOS_OK;
+    const int rc = (r->write ? r->write(r, dir, &e) : api_write_plain(r, dir, &e));
+    mp_outdir_release(dir); /* the folder's lock lasts the writing */
+    return rc != MP_OK ? mp_api_fail(&e, MASKPOS_ERR) : MASKPOS_OK;
 }

@@ -2,6 +2,8 @@
  *
  * Run `maskpos help` for the list. Each subcommand lives in src/cli/<name>.c.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -71,9 +73,23 @@ static int main_dispatch(int argc, char **argv) {
     return MP_EXIT_ERROR;
 }
 
+/* What a command printed must have reached its reader: a failed write to stdout (a full disk,
+ * /dev/full) is an error, not exit 0 over a truncated table. */
+static int main_stdout_check(int rc, const char *cmd) {
+    errno = 0;
+    if ((fflush(stdout) == 0 && !ferror(stdout)) || rc != MP_EXIT_OK) return rc; /* (a failed run said why) */
+    fprintf(stderr, "maskpos %s: error: standard output: write failed: %s\n", cmd,
+            errno ? strerror(errno) : "an earlier write failed");
+    return MP_EXIT_ERROR;
+}
+
 int main(int argc, char **argv) {
     if (mp_mpi_init(&argc, &argv) != 0) return MP_EXIT_ERROR;
-    const int rc = mp_mpi_size() > 1 ? mp_cli_mpi_run(argc, argv, main_dispatch) : main_dispatch(argc, argv);
+    /* past `ulimit -f` a write fails with EFBIG and is reported (one line, the temp file removed)
+     * instead of the process being killed with a half-written temporary left behind */
+    signal(SIGXFSZ, SIG_IGN);
+    int rc = mp_mpi_size() > 1 ? mp_cli_mpi_run(argc, argv, main_dispatch) : main_dispatch(argc, argv);
+    rc = main_stdout_check(rc, argc > 1 ? argv[1] : "");
     mp_mpi_finalize();
     return rc;
 }

@@ -24,6 +24,7 @@
 #include "load/model.h"   /* --model: opened before the stages */
 #include "repro/repro.h"  /* mp_repro_run */
 #include "repro/store.h"  /* mp_repro_models_ok, mp_repro_models_dir, mp_repro_stories_path */
+#include "tok/tok.h"      /* mp_tok_init: --model's tokenizer, checked before the stages */
 
 static const char *reproduce_help =
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
@@ -78,6 +79,9 @@ static int repro_check_inputs(const char *cmd, const char *model, const char *da
                  : mp_cli_error(cmd, "--model: %s", e.msg);
     mp_model_free(&m);
     if (rc != MP_EXIT_OK) return rc;
+    MpTok t; /* --data is tokenized with the model's own tokenizer (stage fig5) */
+    if (mp_tok_init(&t, model, &e) != MP_OK) return mp_cli_error(cmd, "--model: %s", e.msg);
+    mp_tok_free(&t);
     struct stat st;
     if (stat(data, &st) == 0 && S_ISDIR(st.st_mode)) return MP_EXIT_OK; /* a folder of .txt files */
     FILE *f = mp_input_open(data, NULL, &e);
@@ -191,10 +195,11 @@ int mp_cmd_reproduce(int argc, char **argv) {
     MpErr e;
     /* a re-run continues the same folder (stages whose settings match are reused); --force
      * starts it over; another command's outputs or a foreign folder are refused */
-    if (mp_outdir_claim(cfg.out, "reproduce", cfg.force ? MP_OUTDIR_FORCE : MP_OUTDIR_RESUME, &e) != MP_OK)
+    if (mp_outdir_claim(cfg.out, "reproduce", cfg.force ? MP_OUTDIR_FORCE : MP_OUTDIR_CONTINUE, &e) != MP_OK)
         return mp_cli_error("reproduce", "%s", e.msg);
     MpReproSummary sum;
     if (mp_repro_run(&sum, &cfg, &e) != MP_OK) return mp_cli_error("reproduce", "%s", e.msg);
+    if (sum.no_space) return MP_EXIT_FAILED; /* the failed write said so; the run stopped there, no report */
     printf("report: %s/report.md and report.html (%d of %d rows agree with paper.md); total %.1f s\n", cfg.out, sum.npass,
            sum.nrows, sum.wall_s);
     return sum.failed ? MP_EXIT_FAILED : MP_EXIT_OK;

@@ -53,7 +53,8 @@ static const char *simulate_help =
     "                     errors), probs.npy (0 where masked), scores_diagnorm.npy, meta.json;\n"
     "                     into DIR for one alpha, DIR/alpha_<a>/ for several\n"
     "  --plot             also draw figures beside the .npy files (see maskpos plot)\n"
-    "  --dump-inputs F    debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7)\n"
+    "  --dump-inputs F    debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7); an\n"
+    "                     existing F is replaced only with --force\n"
     "  --quiet            no progress bar\n"
     "  --force            replace the outputs of an earlier run in --out (else such a folder is refused)\n"
     "\n"
@@ -154,6 +155,22 @@ static int simulate_flags(MpSimConfig *cfg, SimFlags *fl, int argc, char **argv)
     return MP_EXIT_OK;
 }
 
+/* Several alphas go into DIR/alpha_<%g>: two alphas with one name would write one folder twice. */
+static int simulate_alpha_names(const SimFlags *fl) {
+    for (int i = 0; fl->nalpha > 1 && i < fl->nalpha; i++)
+        for (int j = 0; j < i; j++) {
+            char a[64], b[64];
+            snprintf(a, sizeof a, "alpha_%g", fl->alphas[i]);
+            snprintf(b, sizeof b, "alpha_%g", fl->alphas[j]);
+            if (!strcmp(a, b))
+                return mp_cli_error("simulate",
+                                    "--alpha: %.17g and %.17g would both be written to %s/%s; HINT: give alphas that "
+                                    "differ within 6 significant digits",
+                                    fl->alphas[j], fl->alphas[i], fl->out, a);
+        }
+    return MP_EXIT_OK;
+}
+
 /* --dump-inputs: the inputs x of every sequence as float64 [B,S,D]. */
 static int simulate_dump(const MpSimConfig *cfg, const SimFlags *fl) {
     const char *cmd = "simulate";
@@ -195,10 +212,13 @@ int mp_cmd_simulate(int argc, char **argv) {
     MpErr e;
     cfg.alpha = fl.alphas[0];
     if (mp_sim_config_check(&cfg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    /* one run per folder, claimed by rank 0 (the writer) before the compute; every rank leaves
-     * together when it is refused */
-    const int claimed = !fl.out || rank != 0 ||
-                        mp_outdir_claim(fl.out, "simulate", fl.force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) == MP_OK;
+    if (fl.out && (rc = simulate_alpha_names(&fl)) != MP_EXIT_OK) return rc;
+    /* one run per folder (and the --dump-inputs file), claimed by rank 0 (the writer) before the
+     * compute; every rank leaves together when it is refused */
+    int claimed = rank != 0 ||
+                  !fl.out || mp_outdir_claim(fl.out, "simulate", fl.force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, &e) == MP_OK;
+    if (claimed && rank == 0 && fl.dump && mp_outfile_claim(fl.dump, fl.force, &e) != MP_OK)
+        claimed = mp_err_prefix(&e, "--dump-inputs") == MP_OK;
     if (!mp_mpi_agree(claimed)) return claimed ? MP_EXIT_ERROR : mp_cli_error(cmd, "%s", e.msg);
     if (fl.dump && rank == 0 && (rc = simulate_dump(&cfg, &fl)) != MP_EXIT_OK) return rc;
     simulate_banner(&cfg, fl.scale_word);

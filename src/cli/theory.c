@@ -13,6 +13,8 @@
 #include "core/util.h"  /* mp_time_now */
 #include "job/theory.h" /* mp_theory_run, mp_theory_result_print, mp_theory_result_write */
 
+#define THEORY_PRINT_ROWS 64 /* positions printed when --out holds them all */
+
 static const char *theory_help =
     "usage: maskpos theory [--alpha A] [--n N] [--layers L] [--digits K] [--out DIR]\n"
     "\n"
@@ -27,7 +29,8 @@ static const char *theory_help =
     "               (layer 2 of it equals the closed form); default: layer 2 only\n"
     "  --digits K   decimals printed (default 3)\n"
     "  --out DIR    write layer2_scores.npy [N,N] (NaN above the diagonal), layer_scores.npy\n"
-    "               [L,N,N] when --layers is given, and meta.json\n"
+    "               [L,N,N] when --layers is given, and meta.json; the tables printed then stop\n"
+    "               at the first 64 positions\n"
     "  --force      replace the outputs of an earlier run in --out (else such a folder is refused)\n";
 
 int mp_cmd_theory(int argc, char **argv) {
@@ -69,7 +72,9 @@ int mp_cmd_theory(int argc, char **argv) {
     const MpTheoryConfig tc = {.alpha = alpha, .n = n, .layers = layers};
     MpTheoryResult r;
     if (mp_theory_run(&r, &tc, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    mp_theory_result_print(stdout, &r, digits);
+    /* with --out the folder has every value: stdout gets the first THEORY_PRINT_ROWS positions
+     * (N = 20000 would print gigabytes) */
+    mp_theory_result_print(stdout, &r, digits, out ? THEORY_PRINT_ROWS : 0);
     int rc = MP_EXIT_OK;
     const MpJobWriteOptions wo = {.argc = argc, .argv = argv, .wall_s = mp_time_now() - t0};
     if (out && mp_theory_result_write(&r, out, &wo, &e) != MP_OK) rc = mp_cli_error(cmd, "%s", e.msg);

@@ -1,15 +1,25 @@
 /* files.h — the output folders (and single output files) a command claims for one run.
  *
  * Implements:
- *   - mp_outdir_claim: one run per output folder. A command that writes --out DIR claims it:
- *     an empty or new folder is claimed (a marker file ".maskpos-run" naming the command is
- *     written into it); a folder that already holds a maskpos run is refused unless the new run
- *     continues it (resume) or replaces it (force: the previous run's files are removed first);
- *     a non-empty folder that holds no maskpos run is refused unless the run says it continues
- *     what is there (resume), and nothing of the user's is ever deleted. mp_outfile_claim: the same for a single output file.
+ *   - mp_outdir_claim: one run per output folder, and the one rule for "this folder is ours to
+ *     write". A command that writes --out DIR claims it: a new or empty folder is claimed (a
+ *     marker file ".maskpos-run" naming the command is written into it); a folder that holds a
+ *     maskpos run is refused unless the new run continues it (resume) or replaces it (force); a
+ *     non-empty folder that holds no maskpos run is refused (only an explicit --resume takes it at
+ *     its word). The claim lasts until mp_outdir_release (or the process ends): the marker is
+ *     held open under an exclusive flock, so a second process claiming the same folder is
+ *     refused at once, and every file an atomic write (util.h) commits under the folder is
+ *     listed in the marker. --force removes exactly the files so listed (and temporaries of
+ *     atomic writes): a folder that holds anything else is refused whole, nothing removed.
+ *   - mp_outfile_claim: the same for a single output file (or FIFO, or device): an existing path
+ *     is refused unless force.
  * Does not: decide exit codes (cli/), write the outputs (npy.h, json.h, util.h), or open inputs
  * (mp_input_open and mp_fsync_parent are in util.h: the atomic writes below them need them).
- * Tested by: tests/test_core.c (FIFO, directory, claims), tests/test_badinput.c (every command).
+ * Marker format: the command on the first line, then one path per line (relative to the folder)
+ * of each file a run of ours committed there. A marker without paths (older maskpos) lets a
+ * folder be continued, never cleared.
+ * Tested by: tests/test_core.c (FIFO, directory, claims, locks, listing), tests/test_badinput.c
+ * (every command).
  */
 #ifndef MP_FILES_H
 #define MP_FILES_H
@@ -25,6 +35,7 @@ typedef enum MpOutdirMode {
     MP_OUTDIR_NEW = 0,    /* refuse a folder that holds an earlier run */
     MP_OUTDIR_RESUME = 1, /* an earlier run of the same command is continued (or an unmarked folder) */
     MP_OUTDIR_FORCE = 2,  /* an earlier maskpos run's files are removed first */
+    MP_OUTDIR_CONTINUE = 3, /* like RESUME, but an unmarked non-empty folder is refused (reproduce) */
 } MpOutdirMode;
 
 /* Creates dir (mkdir -p) and claims it for one run of command cmd (e.g. "probe"); checks that
@@ -34,8 +45,15 @@ int mp_outdir_claim(const char *dir, const char *cmd, MpOutdirMode mode, MpErr *
  * gguf): an existing path is refused unless force (a directory always is); the folder it goes
  * into must be writable (checked now, by creating and removing a temp sibling). */
 int mp_outfile_claim(const char *path, int force, MpErr *e);
-/* Removes everything in a claimed folder (recursively) except the marker; MP_ERR if dir holds
- * no marker (never removes a folder maskpos did not claim). */
+/* Lists path (a file, or a whole folder renamed into place) in the markers of the held folders
+ * above it; atomic writes (util.h) do this by themselves. */
+void mp_outdir_note(const char *path);
+/* Ends this process's claim of dir (the lock is dropped with the last of its claims); files
+ * committed under dir afterwards are no longer listed. A no-op for a folder not held. */
+void mp_outdir_release(const char *dir);
+/* Removes the files the marker of dir lists (recursively, empty subfolders too) and keeps the
+ * marker; MP_ERR, nothing removed, if dir holds no marker or holds a file the marker does not
+ * list (never removes what maskpos did not write). */
 int mp_outdir_clear(const char *dir, MpErr *e);
 
 #endif

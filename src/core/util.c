@@ -102,6 +102,17 @@ int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e) {
     return MP_OK;
 }
 
+static MpCommitHook atomic_hook;
+static int write_no_space; /* sticky: a write of this process found the disk (or its quota, or RLIMIT_FSIZE) full */
+
+static void note_no_space(int err) {
+    if (err == ENOSPC || err == EDQUOT || err == EFBIG) write_no_space = 1;
+}
+
+int mp_write_no_space(void) { return write_no_space; }
+
+void mp_atomic_on_commit(MpCommitHook hook) { atomic_hook = hook; }
+
 int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
     if (!af->f) return mp_err_set(e, "%s: internal: file not open", af->path);
     /* the bytes reach the disk before the name does, and the name after the rename: a power
@@ -111,6 +122,7 @@ int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
     af->f = NULL;
     if (bad) {
         int err = errno;
+        note_no_space(err);
         remove(af->tmp);
         af->tmp[0] = '\0';
         return mp_err_set(e, "%s: write failed: %s", af->path, strerror(err));
@@ -122,10 +134,12 @@ int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
         return mp_err_set(e, "%s: cannot rename into place: %s", af->path, strerror(err));
     }
     af->tmp[0] = '\0';
+    if (atomic_hook) atomic_hook(af->path);
     return mp_fsync_parent(af->path, e);
 }
 
 void mp_atomic_abort(MpAtomicFile *af) {
+    note_no_space(errno); /* (writers abort right after the write that failed) */
     if (af->f) fclose(af->f);
     af->f = NULL;
     if (af->tmp[0]) remove(af->tmp);

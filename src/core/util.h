@@ -54,6 +54,13 @@ int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e);
 int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fsync+fclose+rename+fsync folder; removes tmp on failure */
 void mp_atomic_abort(MpAtomicFile *af);           /* safe on a zeroed or committed struct */
 int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e);
+/* hook called with the final path of each committed file (files.c lists them in the marker of the
+ * output folder they went into); NULL: none */
+typedef void (*MpCommitHook)(const char *path);
+void mp_atomic_on_commit(MpCommitHook hook);
+/* 1 once an atomic write of this process failed for want of space (ENOSPC, EDQUOT, EFBIG): a
+ * multi-stage run stops there instead of failing every later write. */
+int mp_write_no_space(void);
 /* Reads a whole regular file into a new NUL-terminated buffer (*data, *len bytes without the NUL).
  * Files larger than max_bytes are refused with "<path>: N bytes is too large for <what>". */
 int mp_file_read_all(const char *path, size_t max_bytes, const char *what, char **data, size_t *len, MpErr *e);

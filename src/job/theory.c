@@ -34,12 +34,13 @@ void mp_theory_result_free(MpTheoryResult *r) {
     memset(r, 0, sizeof *r);
 }
 
-void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits) {
+void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits, int max_rows) {
     const int n = r->c.n, layers = r->c.layers, w = digits + 4;
+    const int rows = max_rows > 0 && max_rows < n ? max_rows : n; /* rows (and columns) printed */
     const MpTheory *th = &r->th;
     fprintf(f, "parameter-free causal decoder: alpha = %g, n = %d\n", r->c.alpha, n);
     fprintf(f, "%5s  %*s  %*s  %*s\n", "i", w + 2, "Z_i", w + 2, "g(i)", w + 2, "h(i)");
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < rows; i++)
         fprintf(f, "%5d  %*.*f  %*.*f  %*.*f\n", i + 1, w + 2, digits + 2, th->z[i], w + 2, digits + 2, th->g[i],
                 w + 2, digits + 2, th->h[i]);
     const int lo = layers > 0 ? 1 : 2, hi = layers > 0 ? layers : 2;
@@ -48,14 +49,15 @@ void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits) {
         fprintf(f, "\nlayer-%d scores%s (row: query i, column: key j)\n", l,
                 l == 2 ? " S(2)_ij = g(i)/(h(i)h(j))" : " (infinite-width recursion)");
         fprintf(f, "%6s", "");
-        for (int j = 0; j < n; j++) fprintf(f, " %*s%d", w - 1 - (j + 1 >= 10) - (j + 1 >= 100) - (j + 1 >= 1000), "j=", j + 1);
+        for (int j = 0; j < rows; j++) fprintf(f, " %*s%d", w - 1 - (j + 1 >= 10) - (j + 1 >= 100) - (j + 1 >= 1000), "j=", j + 1);
         fprintf(f, "\n");
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < rows; i++) {
             fprintf(f, "i=%-4d", i + 1);
             for (int j = 0; j <= i; j++) fprintf(f, " %*.*f", w, digits, m[(size_t)i * n + j]);
             fprintf(f, "\n");
         }
     }
+    if (rows < n) fprintf(f, "\n(the first %d of %d positions; every value is in the --out folder)\n", rows, n);
 }
 
 json_t *mp_theory_result_meta(const MpTheoryResult *r, const MpJobWriteOptions *o) {

@@ -35,8 +35,9 @@ typedef struct MpTheoryResult {
 
 int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e);
 void mp_theory_result_free(MpTheoryResult *r);
-/* Z_i, g(i), h(i) and the score tables (layer 2, or layers 1..L) with `digits` decimals. */
-void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits);
+/* Z_i, g(i), h(i) and the score tables (layer 2, or layers 1..L) with `digits` decimals; the
+ * first max_rows positions only (and a line saying so) when 0 < max_rows < n. */
+void mp_theory_result_print(FILE *f, const MpTheoryResult *r, int digits, int max_rows);
 /* meta.json as an object (the caller owns it): what mp_theory_result_write writes. o may be NULL. */
 json_t *mp_theory_result_meta(const MpTheoryResult *r, const MpJobWriteOptions *o);
 /* layer2_scores.npy [N,N], layer_scores.npy [L,N,N] (layers > 0) and meta.json into dir (which

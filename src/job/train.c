@@ -205,6 +205,7 @@ typedef struct TrainJob {
     char *old_log;
     LogRow *log;
     int64_t nrows;
+    int claimed;                /* 1: c->out is claimed, 2: c->export_dir too */
 } TrainJob;
 
 static void train_job_free(TrainJob *j) {
@@ -295,6 +296,14 @@ static int train_open(TrainJob *j, MpErr *e) {
      * writable before any work is done */
     if (mp_outdir_claim(c->out, "train", c->resume ? MP_OUTDIR_RESUME : (MpOutdirMode)c->out_mode, e) != MP_OK)
         return MP_ERR;
+    j->claimed = 1;
+    /* the BF16 copy's folder and the batch dump follow the same rule: nothing there is replaced
+     * without --force (and a folder maskpos did not write, never) */
+    const int force = c->out_mode == MP_OUTDIR_FORCE;
+    if (c->export_dir && mp_outdir_claim(c->export_dir, "train", force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW, e) != MP_OK)
+        return mp_err_prefix(e, "--export-bf16");
+    j->claimed |= c->export_dir ? 2 : 0;
+    if (c->dump_batches && mp_outfile_claim(c->dump_batches, force, e) != MP_OK) return mp_err_prefix(e, "--dump-batches");
     if (mp_train_model_init_f32(&j->model, cfg, e) != MP_OK) return MP_ERR;
     const size_t np = j->model.lay.total;
     const int B = cfg->batch, T = cfg->seq;
@@ -476,5 +485,7 @@ int mp_train_job_run(MpTrainJobResult *r, const MpTrainJobConfig *c, MpErr *e) {
         else if (c->log) fprintf(c->log, "wrote BF16 copy of the final weights: %s\n", c->export_dir);
     }
     train_job_free(&j);
+    if (j.claimed & 1) mp_outdir_release(c->out); /* the folders' locks go with the job */
+    if (j.claimed & 2) mp_outdir_release(c->export_dir);
     return rc;
 }

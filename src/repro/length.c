@@ -79,10 +79,8 @@ static int rl_probe(MpReproCtx *c, int m, const char *model, const char *data, c
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", c->out, dir);
     lr->n[m] = n;
-    if (mp_repro_probe(c, &spec, &p) != MP_OK || rl_read(lr, m, full) != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: stage length/%s failed\n", rl_models[m].name);
-        return mp_repro_fail(c, dir);
-    }
+    if (mp_repro_probe(c, &spec, &p) != MP_OK || rl_read(lr, m, full) != MP_OK)
+        return mp_repro_fail(c, dir); /* (each printed why, in one line) */
     lr->ok[m] = 1;
     lr->skipped[m] = p->skipped;
     lr->seq[m] = p->S;

@@ -118,7 +118,8 @@ static int probe_run(void *arg, const char *dir) {
         const MpJobWriteOptions wo = {.plot = s->recency_plot, .argc = cfg->argc, .argv = cfg->argv, .wall_s = mp_time_now() - t0};
         rc = mp_probe_result_write(&res, dir, &wo, &e);
     }
-    if (rc != MP_OK && e.msg[0]) fprintf(stderr, "maskpos reproduce: error: %s\n", e.msg);
+    if (rc != MP_OK) /* the stage's one error line */
+        fprintf(stderr, "maskpos reproduce: error: stage %s: %s\n", s->dir, e.msg[0] ? e.msg : "failed");
     mp_probe_result_free(&res);
     return rc;
 }
@@ -212,7 +213,7 @@ static int gram_run(void *arg, const char *dir) {
         rc = mp_gram_result_write(&r, dir, &wo, &e);
         if (rc == MP_OK) mp_gram_result_print(stdout, &r);
     }
-    if (rc != MP_OK) fprintf(stderr, "maskpos reproduce: error: %s\n", e.msg);
+    if (rc != MP_OK) fprintf(stderr, "maskpos reproduce: error: stage fig3/gram: %s\n", e.msg); /* its one line */
     mp_gram_result_free(&r);
     return rc;
 }
@@ -262,8 +263,7 @@ static int model_probe(MpReproCtx *c, const char *sub, const char *label, const 
     const MpReproProbeSpec spec = {.dir = sub, .label = label, .model = model, .data = data, .n = n, .seq = seq,
                                    .causal = causal, .pack = pack, .layers = layers, .key = key};
     if (mp_repro_probe(c, &spec, NULL) == MP_OK) return 0;
-    fprintf(stderr, "maskpos reproduce: error: stage %s failed\n", sub);
-    return mp_repro_fail(c, sub);
+    return mp_repro_fail(c, sub); /* (the probe printed why) */
 }
 
 static int no_models(MpReproCtx *c, const char *what) {
@@ -287,8 +287,7 @@ static int fig3_run(MpReproCtx *c) {
     printf("  fig3    gram (layer 1 -> 2)         %s, %d windows of %d bytes\n", none, ng, MP_REPRO_GRAM_SEQ);
     fflush(stdout);
     if (mp_repro_gram(c, &c->gram, dir, none, corpus, ng, MP_REPRO_GRAM_SEQ, key) != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: stage fig3/gram failed\n");
-        failed += mp_repro_fail(c, "fig3/gram");
+        failed += mp_repro_fail(c, "fig3/gram"); /* (the gram printed why) */
     } else if (c->gram.skipped)
         printf("          up to date, skipped (--force to redo)\n");
     failed += model_probe(c, "fig3/probe", "fig3/probe (NoPE)", none, corpus, c->n_embedded, MP_REPRO_MODEL_SEQ, 1, 1, "1-4");

@@ -148,7 +148,7 @@ static int sim_run(MpReproCtx *c, const PaperRun *run) {
 
 int mp_repro_paper_sims(MpReproCtx *c, const char *stage) {
     int failed = 0;
-    for (size_t k = 0; k < N_PAPER_RUNS; k++)
+    for (size_t k = 0; k < N_PAPER_RUNS && !mp_write_no_space(); k++)
         if (!strcmp(paper_runs[k].stage, stage) && sim_run(c, &paper_runs[k]) != MP_OK) failed++;
     return failed;
 }

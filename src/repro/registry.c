@@ -245,12 +245,13 @@ int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e) {
     int total = 0, done = 0, stopped = 0;
     for (int k = 0; k < N_STAGES; k++) total += cfg->stages >> k & 1u;
     stopped = cfg->progress && cfg->progress(cfg->progress_ctx, 0, total);
-    for (int k = 0; k < N_STAGES && !stopped; k++)
+    for (int k = 0; k < N_STAGES && !stopped && !mp_write_no_space(); k++) /* (a full disk: one error, then stop) */
         if (cfg->stages >> k & 1u) {
             c.failed += stages[k]->run(&c);
             stopped = cfg->progress && cfg->progress(cfg->progress_ctx, ++done, total);
         }
-    int rc = report_write(&c, sum, t0, e);
+    sum->no_space = mp_write_no_space(); /* no report then: its writes would fail too, each with a line */
+    int rc = sum->no_space ? MP_OK : report_write(&c, sum, t0, e);
     if (rc == MP_OK && stopped) rc = mp_err_set(e, "%s", MP_JOB_STOPPED_MSG);
     sum->failed = c.failed;
     snprintf(sum->failed_names, sizeof sum->failed_names, "%s", c.failed_names);

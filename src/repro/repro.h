@@ -56,6 +56,7 @@ typedef struct MpReproSummary {
     char failed_names[1024];
     int npass, nrows;       /* verdict rows that agree, of all */
     double wall_s;
+    int no_space;           /* a write found the disk full: the run stopped there, no report written */
 } MpReproSummary;
 
 /* The stages, in report order: name of stage k (NULL past the last), index of a name (-1: none). */

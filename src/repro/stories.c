@@ -126,10 +126,7 @@ static int stories_probe(MpReproCtx *c, int which, const char *sub, const char *
     const MpReproProbeSpec spec = {.dir = rel, .label = label, .model = cfg->stories, .tokens = ids, .n = st->n,
                                    .causal = causal, .layers = "all", .key = key};
     MpReproMaps *m = NULL;
-    if (mp_repro_probe(c, &spec, &m) != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: stage stories/%s failed\n", sub);
-        return mp_repro_fail(c, rel);
-    }
+    if (mp_repro_probe(c, &spec, &m) != MP_OK) return mp_repro_fail(c, rel); /* (the probe printed why) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", c->out, rel);
     stories_regions(st->regions[which], dir);

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "core/err.h"    /* MpErr */
+#include "core/files.h"  /* MP_OUTDIR_MARKER, mp_outdir_note: checkpoints in claimed folders */
 #include "core/json.h"   /* mp_json_write_atomic */
 #include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64, mp_input_open */
 #include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
@@ -280,41 +281,53 @@ int mp_train_ckpt_write(const char *dir, const MpTrainConfig *c, const MpTrainLa
     return mp_train_ckpt_write_tok(dir, c, lay, params, m, v, h, bf16, NULL, e);
 }
 
-int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
-                            const float *m, const float *v, const MpTrainOptHeader *h, int bf16,
-                            const MpTrainTokFiles *tok, MpErr *e) {
-    char tmp[4200], old[4200], p[4400];
-    if (strlen(dir) > 4000) return mp_err_set(e, "checkpoint path too long: %.60s...", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
-    snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
-    rm_tree_files(tmp);
-    if (mkdir(tmp, 0777) != 0) return mp_err_set(e, "cannot create %s: %s", tmp, strerror(errno));
+/* The files of a checkpoint into the folder d (each written atomically). */
+static int ckpt_files(const char *d, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
+                      const float *m, const float *v, const MpTrainOptHeader *h, int bf16, const MpTrainTokFiles *tok,
+                      MpErr *e) {
+    char p[4400];
     char *cj = mp_train_config_json_tok(c, bf16, tok);
-    snprintf(p, sizeof p, "%s/config.json", tmp);
+    snprintf(p, sizeof p, "%s/config.json", d);
     int rc = cj ? mp_file_write_atomic(p, cj, strlen(cj), e) : mp_err_set(e, "out of memory for config.json");
     free(cj);
     if (rc == MP_OK) {
-        snprintf(p, sizeof p, "%s/model.safetensors", tmp);
+        snprintf(p, sizeof p, "%s/model.safetensors", d);
         rc = mp_train_safetensors_write(p, lay, params, bf16, e);
     }
     if (rc == MP_OK && tok) {
-        snprintf(p, sizeof p, "%s/tokenizer.json", tmp);
+        snprintf(p, sizeof p, "%s/tokenizer.json", d);
         rc = mp_file_write_atomic(p, tok->json, tok->json_len, e);
         if (rc == MP_OK && tok->config) {
-            snprintf(p, sizeof p, "%s/tokenizer_config.json", tmp);
+            snprintf(p, sizeof p, "%s/tokenizer_config.json", d);
             rc = mp_file_write_atomic(p, tok->config, tok->config_len, e);
         }
     }
     if (rc == MP_OK && m && v) {
-        snprintf(p, sizeof p, "%s/optimizer.bin", tmp);
+        snprintf(p, sizeof p, "%s/optimizer.bin", d);
         rc = opt_write(p, h, m, v, lay->total, e);
     }
-    if (rc != MP_OK) {
+    return rc;
+}
+
+int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
+                            const float *m, const float *v, const MpTrainOptHeader *h, int bf16,
+                            const MpTrainTokFiles *tok, MpErr *e) {
+    char tmp[4200], old[4200];
+    if (strlen(dir) > 4000) return mp_err_set(e, "checkpoint path too long: %.60s...", dir);
+    /* a folder claimed for this checkpoint (--export-bf16: its marker holds the lock and lists
+     * the files) is written in place, file by file */
+    snprintf(tmp, sizeof tmp, "%s/%s", dir, MP_OUTDIR_MARKER);
+    struct stat st;
+    if (lstat(tmp, &st) == 0) return ckpt_files(dir, c, lay, params, m, v, h, bf16, tok, e);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
+    snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
+    rm_tree_files(tmp);
+    if (mkdir(tmp, 0777) != 0) return mp_err_set(e, "cannot create %s: %s", tmp, strerror(errno));
+    if (ckpt_files(tmp, c, lay, params, m, v, h, bf16, tok, e) != MP_OK) {
         rm_tree_files(tmp);
         return MP_ERR;
     }
     /* swap into place: an existing checkpoint is removed only after the new one is complete */
-    struct stat st;
     int had = stat(dir, &st) == 0;
     if (had && rename(dir, old) != 0) {
         rm_tree_files(tmp);
@@ -327,6 +340,7 @@ int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTra
         return mp_err_set(e, "cannot rename %s to %s: %s", tmp, dir, strerror(err));
     }
     if (had) rm_tree_files(old);
+    mp_outdir_note(dir); /* the whole folder, in the marker of the run's folder */
     return MP_OK;
 }
 

@@ -99,8 +99,7 @@ static int view_arr_read(ViewArr *a, const char *dir, const char *name, MpErr *e
     if (mp_path_join(path, sizeof path, dir, name, e) != MP_OK) return MP_ERR;
     if (!mp_file_exists(path)) return MP_OK;
     if (mp_npy_read(path, &a->npy, e) != MP_OK) return MP_ERR;
-    if (a->npy.dtype != MP_DT_F64 && mp_npy_to_f64(&a->npy, &a->f64, e) != MP_OK)
-        return mp_err_prefix(e, "%s: ", path);
+    if (a->npy.dtype != MP_DT_F64 && mp_npy_to_f64(&a->npy, &a->f64, e) != MP_OK) return mp_err_prefix(e, "%s", path);
     return MP_OK;
 }
 
@@ -221,6 +220,26 @@ done:
     mp_tok_free(&t);
 }
 
+/* meta.json, written last, marks a finished run: a folder without one (or with one that is no
+ * object, or that disagrees with the maps' shape) is refused. */
+static int view_read_meta(ViewRun *r, MpErr *e) {
+    char path[4096];
+    if (mp_path_join(path, sizeof path, r->dir, "meta.json", e) != MP_OK) return MP_ERR;
+    if (!mp_file_exists(path)) return mp_err_set(e, "%s: no meta.json: not the folder of a finished maskpos run", r->dir);
+    if (!(r->meta = mp_json_read(path, e))) return MP_ERR;
+    if (!json_is_object(r->meta)) return mp_err_set(e, "%s: not a JSON object", path);
+    const json_t *kind = json_object_get(r->meta, "kind"), *seq = json_object_get(r->meta, "seq"),
+                 *n = json_object_get(r->meta, "n"), *layers = json_object_get(r->meta, "layers");
+    const int theory = json_is_string(kind) && !strcmp(json_string_value(kind), "theory");
+    const json_t *side = theory ? n : seq;
+    if (json_is_number(side) && json_number_value(side) != r->S)
+        return mp_err_set(e, "%s: %s %g does not match the maps' side %d", path, theory ? "n" : "seq",
+                          json_number_value(side), r->S);
+    if (json_is_array(layers) && json_array_size(layers) != (size_t)r->L)
+        return mp_err_set(e, "%s: %zu layers listed, the maps have %d", path, json_array_size(layers), r->L);
+    return MP_OK;
+}
+
 /* Reads one run folder (scores first, then the optional arrays, meta.json and the text). */
 static int view_run_load(ViewRun *r, const char *dir, const char *label, const MpViewOptions *o, MpErr *e) {
     memset(r, 0, sizeof *r);
@@ -246,9 +265,7 @@ static int view_run_load(ViewRun *r, const char *dir, const char *label, const M
             return mp_err_set(e, "%s/scores_heads_se.npy: %lld heads, scores_heads.npy %d", dir,
                               (long long)r->heads_se.npy.shape[1], r->H);
     }
-    char path[4096];
-    if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK) return MP_ERR;
-    if (mp_file_exists(path) && !(r->meta = mp_json_read(path, e))) return MP_ERR;
+    if (view_read_meta(r, e) != MP_OK) return MP_ERR;
     r->causal = view_is_causal(view_arr(&r->scores), r->L, r->S);
     if (label) snprintf(r->label, sizeof r->label, "%s", label);
     else {
@@ -600,7 +617,7 @@ int mp_view_write_html(const char *path, const char *const *dirs, const char *co
     fputs("</head><body class=\"mpv-page\">\n", f);
     if (mp_view_write_block(f, "mpv0", dirs, labels, n, o, sum, e) != MP_OK) {
         mp_atomic_abort(&af);
-        return mp_err_prefix(e, "%s: ", path);
+        return MP_ERR; /* (the message names the run folder at fault; nothing was written to path) */
     }
     mp_view_write_script(f);
     fputs("</body></html>\n", f);

@@ -33,6 +33,8 @@
  *   resume     probe --resume of another model's checkpoint (models/rope then models/none; step 2
  *              then step 4 of one training run): resumed, exit 0, before (issue 31, class 4; both
  *              failed with f40d7e1, as did test_resume_keeps_other_model_run)
+ *   trainckpt  train --resume of a checkpoint edited after it was written (a weight; config.json's
+ *              rope_theta) or holding a NaN weight: all three resumed with f40d7e1
  *   quantblock a Q8_0 / Q4_0 block whose f16 scale is NaN or Inf: probe and logits refused it
  *              already; generate ran (its case failed with f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
@@ -96,6 +98,21 @@ static int damaged_models(void) {
     model_poke(path, "blk.0.attn_k.weight", 34, &f16_nan, 2); /* the second Q8_0 block (34 bytes each) */
     snprintf(path, sizeof path, "%s/q4inf.gguf", D);
     model_poke(path, "blk.1.ffn_down.weight", 0, &f16_inf, 2);
+    /* training checkpoints edited after they were written: one weight, config.json's rope_theta,
+     * a NaN in the embedding row of byte 0 (no byte of the corpus: the loss never sees it) */
+    rc = sh(out, sizeof out, "rm -rf ed-w ed-t ed-n && cp -r run4/step-000002 ed-w && cp -r run4/step-000002 ed-t && "
+                             "cp -r run4/step-000002 ed-n && "
+                             "sed -i 's/\"rope_theta\": 10000.0/\"rope_theta\": 20000.0/' ed-t/config.json && "
+                             "grep -q 20000.0 ed-t/config.json");
+    if (rc != 0) {
+        fprintf(stderr, "edited checkpoints failed (%d): %s\n", rc, out);
+        return -1;
+    }
+    const float half = 0.5f, nan = NAN;
+    snprintf(path, sizeof path, "%s/ed-w", D);
+    model_poke(path, "model.layers.0.self_attn.q_proj.weight", 4, &half, 4);
+    snprintf(path, sizeof path, "%s/ed-n", D);
+    model_poke(path, "model.embed_tokens.weight", 0, &nan, 4);
     return 0;
 }
 
@@ -250,6 +267,14 @@ static const BadCase cases[] = {
                "--checkpoint-every 1 --quiet --out o-rs2 > /dev/null 2>&1; true)",
      "probe run4/step-000004 --tokens tokens.npy --seq 8 --checkpoint-every 1 --resume --quiet --out o-rs2",
      "o-rs2/checkpoint.bin: checkpoint belongs to another run", "o-rs2/scores.npy"},
+    /* trainckpt (issue 31, weak spots): a training checkpoint edited after it was written resumed
+     * (exit 0); a NaN weight trained on and was later named the "last good checkpoint" */
+    {"trainckpt", "", "train --resume ed-w --data corpus.txt --steps 3 --quiet --out o-tc1", "ed-w/model.safetensors",
+     "o-tc1/step-000003"},
+    {"trainckpt", "", "train --resume ed-t --data corpus.txt --steps 3 --quiet --out o-tc2", "ed-t/config.json",
+     "o-tc2/step-000003"},
+    {"trainckpt", "", "train --resume ed-n --data corpus.txt --steps 3 --quiet --out o-tc3", "ed-n/model.safetensors: weight 0",
+     "o-tc3/step-000003"},
     /* quantblock: a quantised block whose f16 scale is NaN or Inf */
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --out o-q1", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", "o-q1"},
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},
@@ -477,6 +502,14 @@ static void test_resume_keeps_other_model_run(void **state) {
     const int rc2 = sh(out, sizeof out, cmd);
     if (rc2 != 2 || !strstr(out, "a checkpoint of an older maskpos (version 2") || !strstr(out, "run again without --resume"))
         fail_msg("an old-version checkpoint: exit %d (want 2 and a line saying to run again): %s", rc2, out);
+    /* this version with another header size: the line says both ("checkpoint version 2 is not 2" before) */
+    snprintf(cmd, sizeof cmd, "printf '\\004\\000\\000\\000\\050\\000\\000\\000' | dd of=o-old/checkpoint.bin bs=1 seek=8 "
+                              "conv=notrunc 2>/dev/null && "
+                              "$M probe %s --tokens rope.npy --checkpoint-every 1 --resume --quiet --out o-old",
+             rope);
+    const int rc3 = sh(out, sizeof out, cmd);
+    if (rc3 != 2 || !strstr(out, "checkpoint version 4 with a 40-byte header; this run reads version 4 (56 bytes)"))
+        fail_msg("a checkpoint header of another size: exit %d (want 2 and both sizes): %s", rc3, out);
 }
 
 /* ================================================================ issue 31: whose path it is */

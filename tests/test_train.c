@@ -497,7 +497,7 @@ static void assert_same_checkpoint(const char *a, const char *b, int step, const
     }
 }
 
-/* Rewrites the version-2 optimizer.bin src as the version-1 file of the same state (200-byte
+/* Rewrites the version-3 optimizer.bin src as the version-1 file of the same state (200-byte
  * header without tok_hash, checksum recomputed), as written before --tokenizer existed. The
  * layout is written out here from docs/train.md, not taken from ckpt.c. */
 static void opt_write_v1(const char *dst, const char *src) {
@@ -511,22 +511,63 @@ static void opt_write_v1(const char *dst, const char *src) {
     memcpy(&ver, buf + 8, 4);
     memcpy(&hb, buf + 12, 4);
     memcpy(&tok_hash, buf + 200, 8);
-    assert_int_equal(ver, 2);
-    assert_int_equal(hb, 208);
+    assert_int_equal(ver, 3);
+    assert_int_equal(hb, 240);
     assert_true(tok_hash == 0); /* a byte-vocabulary run */
-    size_t body = n - 208 - 8;  /* m and v */
+    size_t body = n - 240 - 8;  /* m and v */
     char *o = malloc(200 + body + 8);
     memcpy(o, buf, 200);
     ver = 1;
     hb = 200;
     memcpy(o + 8, &ver, 4);
     memcpy(o + 12, &hb, 4);
-    memcpy(o + 200, buf + 208, body);
+    memcpy(o + 200, buf + 240, body);
     uint64_t h = mp_fnv1a64(o, 200 + body, MP_FNV_INIT);
     memcpy(o + 200 + body, &h, 8);
     mp_test_write_file(dst, o, 200 + body + 8);
     free(o);
     free(buf);
+}
+
+/* --resume keeps the run's --checkpoint-every and --eval-every (issue 31: 5 became 100); an
+ * interval given on resume overrides the checkpoint's. */
+static void test_resume_keeps_intervals(void **state) {
+    (void)state;
+    const char *a = mp_test_tmpdir(), *b = mp_test_tmpdir();
+    char out[8192], p[600];
+    int rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 20 --checkpoint-every 5 --eval-every 2 --stop-after 5 "
+                         "--data %s --out %s --quiet", FIXTURE, a);
+    if (rc) fail_msg("train: %s", out);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000005 --data %s --out %s --quiet", a, FIXTURE, a);
+    if (rc) fail_msg("train --resume: %s", out);
+    for (int s = 5; s <= 20; s += 5) {
+        snprintf(p, sizeof p, "%s/step-%06d", a, s);
+        if (!mp_file_exists(p)) fail_msg("resumed run: no %s (--checkpoint-every 5 not kept)", p);
+    }
+    /* validation every 2 steps after the resume too: log.csv rows 6..20 have val_loss on even steps */
+    snprintf(p, sizeof p, "%s/log.csv", a);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    char line[512];
+    int with_val = 0;
+    while (fgets(line, sizeof line, f)) {
+        int step;
+        double lr, loss, norm, val;
+        if (sscanf(line, "%d,%lf,%lf,%lf,%lf", &step, &lr, &loss, &norm, &val) == 5 && step > 5) with_val++;
+    }
+    fclose(f);
+    assert_int_equal(with_val, 8); /* 6, 8, ..., 20 */
+    /* an interval given on resume wins */
+    rc = mp_test_run(out, sizeof out, "train " TINY_FLAGS " --steps 20 --checkpoint-every 5 --stop-after 5 --data %s --out %s "
+                     "--quiet", FIXTURE, b);
+    if (rc) fail_msg("train: %s", out);
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000005 --checkpoint-every 10 --data %s --out %s --quiet", b,
+                     FIXTURE, b);
+    if (rc) fail_msg("train --resume --checkpoint-every 10: %s", out);
+    snprintf(p, sizeof p, "%s/step-000010", b);
+    assert_true(mp_file_exists(p));
+    snprintf(p, sizeof p, "%s/step-000015", b);
+    assert_false(mp_file_exists(p));
 }
 
 static void test_resume_exact(void **state) {
@@ -579,7 +620,10 @@ static void test_resume_exact(void **state) {
     snprintf(p1, sizeof p1, "%s/step-000004/optimizer.bin", b);
     snprintf(p2, sizeof p2, "%s/step-000004/optimizer.bin", v1);
     opt_write_v1(p2, p1);
-    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --data %s --out %s --quiet", v1, FIXTURE, v1);
+    /* (a version-1 or -2 file does not record the intervals: given, the resumed run's optimizer.bin
+     * records the same ones as the uninterrupted run's) */
+    rc = mp_test_run(out, sizeof out, "train --resume %s/step-000004 --checkpoint-every 4 --data %s --out %s --quiet", v1,
+                     FIXTURE, v1);
     if (rc) fail_msg("train --resume (version 1): %s", out);
     assert_same_checkpoint(a, v1, 8, files, 2, "resumed from version 1");
     print_message("resume after step 4 → step 8 bit-identical (weights, optimiser state; also from a version-1 "
@@ -1167,6 +1211,7 @@ int main(void) {
         cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_torch_reference),
         cmocka_unit_test(test_resume_exact),
+        cmocka_unit_test(test_resume_keeps_intervals),
         cmocka_unit_test(test_document_corpora),
         cmocka_unit_test(test_nope_and_tied_checkpoints),
         cmocka_unit_test(test_golden_curve),

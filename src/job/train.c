@@ -21,7 +21,7 @@ void mp_train_job_config_init(MpTrainJobConfig *c) {
     mp_train_opt_default(&c->opt);
     c->val_frac = 0.05;
     c->steps = -1;
-    c->checkpoint_every = 100;
+    c->checkpoint_every = 0; /* not given: 100, or the resumed run's */
     c->eval_every = -1;
     c->log_every = 10;
     c->stop_after = -1;
@@ -35,6 +35,7 @@ typedef struct TrainRun {
     int bf16;
     const char *out;
     double val_frac;
+    int64_t ckpt_every, eval_every; /* the intervals in force: given, else the resumed run's, else 100 */
 } TrainRun;
 
 static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainData *d, const MpTrainTokFiles *tok,
@@ -74,6 +75,8 @@ static void fill_header(MpTrainOptHeader *h, const TrainRun *r, const MpTrainDat
     h->dtype = r->bf16;
     h->bos = c->bos;
     h->tok_hash = tok ? tok->hash : 0;
+    h->checkpoint_every = r->ckpt_every;
+    h->eval_every = r->eval_every;
 }
 
 static void from_header(TrainRun *r, const MpTrainOptHeader *h) {
@@ -311,7 +314,7 @@ static int train_open(TrainJob *j, MpErr *e) {
     if (!j->ids) return mp_err_set(e, "out of memory for the batch buffers");
     if (c->resume) {
         if (j->rh.n_params != np) return mp_err_set(e, "%s: parameter count differs", c->resume);
-        if (mp_train_ckpt_load_params(j->model.params, c->resume, cfg, &j->model.lay, e) != MP_OK) return MP_ERR;
+        if (mp_train_ckpt_load_params(j->model.params, c->resume, cfg, &j->model.lay, &j->rh, e) != MP_OK) return MP_ERR;
     } else {
         mp_train_init_params(j->model.params, &j->model.lay, cfg, j->run.seed);
         j->m_state = mp_try_calloc(np, sizeof(float));
@@ -367,7 +370,7 @@ static int train_loop(TrainJob *j, MpTrainJobResult *r, MpErr *e) {
     const MpTrainJobConfig *c = j->c;
     const int B = j->run.cfg.batch, T = j->run.cfg.seq;
     const size_t np = j->model.lay.total;
-    const int64_t eval_every = c->eval_every < 0 ? c->checkpoint_every : c->eval_every;
+    const int64_t eval_every = j->run.eval_every;
     int32_t *inputs = j->ids, *targets = j->ids + (size_t)B * T, *vin = targets + (size_t)B * T, *vtg = vin + (size_t)B * T;
     FILE *lg = c->log;
     double t_last = mp_time_now();
@@ -407,7 +410,7 @@ static int train_loop(TrainJob *j, MpTrainJobResult *r, MpErr *e) {
             tok_since = 0;
         }
         r->last_step = done, r->last_loss = loss, r->last_val = row->val, r->steps_run = j->nrows;
-        if (done % c->checkpoint_every == 0 || last) {
+        if (done % j->run.ckpt_every == 0 || last) {
             char dir[4200];
             snprintf(dir, sizeof dir, "%s/step-%06lld", c->out, (long long)done);
             if (train_ckpt(j, dir, done, j->m_state, j->v_state, j->run.bf16, e) != MP_OK ||
@@ -437,6 +440,11 @@ static int train_setup(TrainJob *j, MpErr *e) {
     j->tok_path = c->tokenizer;
     j->use_tok = c->tokenizer != NULL;
     if (c->resume && train_resume(j, e) != MP_OK) return MP_ERR;
+    /* intervals: a flag given wins; else the resumed run's (0 in an older optimizer.bin); else 100
+     * for checkpoints, and evaluation with every checkpoint */
+    const int64_t hk = c->resume ? j->rh.checkpoint_every : 0, he = c->resume ? j->rh.eval_every : 0;
+    j->run.ckpt_every = c->checkpoint_every > 0 ? c->checkpoint_every : hk > 0 ? hk : 100;
+    j->run.eval_every = c->eval_every > 0 ? c->eval_every : he > 0 ? he : j->run.ckpt_every;
     if (c->steps >= 0) j->run.opt.steps = c->steps;
     if (j->step0 > j->run.opt.steps)
         return mp_err_set(e, "checkpoint is at step %lld, beyond --steps %lld", (long long)j->step0,

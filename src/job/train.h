@@ -37,7 +37,9 @@ typedef struct MpTrainJobConfig {
     const char *resume;       /* a checkpoint directory, or NULL */
     const char *export_dir;   /* at the end also a BF16 copy here, or NULL */
     const char *dump_batches; /* testing: the run's batches as .npy, or NULL */
-    int64_t checkpoint_every, eval_every, log_every; /* eval_every < 0: checkpoint_every */
+    int64_t checkpoint_every, eval_every, log_every; /* checkpoint_every <= 0: 100, eval_every <= 0:
+                                                        checkpoint_every; with resume, each not given
+                                                        (<= 0) is the resumed run's */
     int64_t stop_after;       /* testing: stop after this step with a checkpoint (-1: no) */
     int val_batches;
     int save_init;            /* testing: also checkpoint the initial weights as step-000000 */

@@ -7,7 +7,8 @@
  *   a safetensors writer (spec:
  *   model-formats.md §1: u64 header length, JSON header padded with spaces to a multiple of 8,
  *   tensors contiguous from offset 0, F32 or BF16 little-endian), optimizer.bin (fixed header
- *   MpTrainOptHeader, m and v as f32, FNV-1a checksum; version 2, version 1 still read) and the
+ *   MpTrainOptHeader, m and v as f32, FNV-1a checksum; version 3 with the run's intervals and the
+ *   hashes of the weights and config.json it was written with, versions 1 and 2 still read) and the
  *   reader of both for --resume. A run with a tokenizer also gets tokenizer.json (and
  *   tokenizer_config.json) in every checkpoint, byte for byte the files it was trained with,
  *   so probe and gram find the model's own tokenizer there.
@@ -17,6 +18,7 @@
  * Tested by: tests/test_train.c (inspect opens it; resume is bit-exact; torch reads it).
  */
 #include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -28,7 +30,7 @@
 #include "core/err.h"    /* MpErr */
 #include "core/files.h"  /* MP_OUTDIR_MARKER, mp_outdir_note: checkpoints in claimed folders */
 #include "core/json.h"   /* mp_json_write_atomic */
-#include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64, mp_input_open */
+#include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64, mp_hash64, mp_input_open */
 #include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
 #include "load/quant.h"  /* mp_f32_to_bf16 */
 #include "train/train.h" /* MpTrainConfig, MpTrainLayout, MpTrainOptHeader */
@@ -140,8 +142,9 @@ int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const
 
 /* ==================================== optimizer.bin ====================================== */
 
-_Static_assert(sizeof(MpTrainOptHeader) == 208, "optimizer.bin header layout (docs/train.md) changed");
+_Static_assert(sizeof(MpTrainOptHeader) == 240, "optimizer.bin header layout (docs/train.md) changed");
 _Static_assert(offsetof(MpTrainOptHeader, tok_hash) == MP_TRAIN_OPT_V1_BYTES, "version 2 appends to version 1");
+_Static_assert(offsetof(MpTrainOptHeader, checkpoint_every) == MP_TRAIN_OPT_V2_BYTES, "version 3 appends to version 2");
 
 static int opt_write(const char *path, const MpTrainOptHeader *h, const float *m, const float *v, size_t n, MpErr *e) {
     MpAtomicFile af;
@@ -189,6 +192,10 @@ int mp_train_opt_header_check(const MpTrainOptHeader *h, MpErr *e) {
     if (h->step < 0 || h->step > h->steps)
         return mp_err_set(e, "step %lld is outside [0, steps %lld]", (long long)h->step, (long long)h->steps);
     if (h->dtype != 0 && h->dtype != 1) return mp_err_set(e, "weight dtype %d is not 0 (F32) or 1 (BF16)", h->dtype);
+    if (h->checkpoint_every < 0 || h->eval_every < 0 || h->checkpoint_every > (INT64_C(1) << 40) ||
+        h->eval_every > (INT64_C(1) << 40))
+        return mp_err_set(e, "intervals %lld / %lld are outside [0, 2^40]", (long long)h->checkpoint_every,
+                          (long long)h->eval_every);
     MpTrainLayout lay;
     if (mp_train_layout_init(&lay, &c, e) != MP_OK) return MP_ERR;
     const size_t total = lay.total;
@@ -214,11 +221,13 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
         fclose(f);
         return mp_err_set(e, "%s: not a maskpos optimiser-state file (bad magic)", path);
     }
-    size_t hb = h->version == 1 ? MP_TRAIN_OPT_V1_BYTES : sizeof *h;
-    if ((h->version != 1 && h->version != MP_TRAIN_OPT_VERSION) || h->header_bytes != hb) {
+    const size_t hb = h->version == 1 ? MP_TRAIN_OPT_V1_BYTES : h->version == 2 ? MP_TRAIN_OPT_V2_BYTES : sizeof *h;
+    if (h->version < 1 || h->version > MP_TRAIN_OPT_VERSION || h->header_bytes != hb) {
         fclose(f);
-        return mp_err_set(e, "%s: version %u / header %u bytes, this build reads versions 1 (%u bytes) and %u (%zu bytes)",
-                          path, h->version, h->header_bytes, MP_TRAIN_OPT_V1_BYTES, MP_TRAIN_OPT_VERSION, sizeof *h);
+        return mp_err_set(e, "%s: version %u with a %u-byte header; this build reads versions 1 (%u bytes), 2 (%u bytes) "
+                             "and %u (%zu bytes)",
+                          path, h->version, h->header_bytes, MP_TRAIN_OPT_V1_BYTES, MP_TRAIN_OPT_V2_BYTES,
+                          MP_TRAIN_OPT_VERSION, sizeof *h);
     }
     if (hb > MP_TRAIN_OPT_V1_BYTES &&
         (flen < hb || fread((char *)h + MP_TRAIN_OPT_V1_BYTES, hb - MP_TRAIN_OPT_V1_BYTES, 1, f) != 1)) {
@@ -245,10 +254,10 @@ int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **
             *m = *v = NULL;
             return mp_err_set(e, "%s: checksum mismatch (corrupt file)", path);
         }
-        if (h->version == 1) { /* byte-vocabulary run: read as version 2 */
+        if (h->version < MP_TRAIN_OPT_VERSION) { /* read as version 3: intervals and hashes unknown (0) */
+            if (h->version == 1) h->tok_hash = 0; /* byte-vocabulary run */
             h->version = MP_TRAIN_OPT_VERSION;
             h->header_bytes = sizeof *h;
-            h->tok_hash = 0;
         }
         if (mp_train_opt_header_check(h, e) == MP_OK) return MP_OK;
         mp_err_prefix(e, "%s: invalid optimiser state", path);
@@ -276,6 +285,20 @@ static void rm_tree_files(const char *dir) {
     rmdir(dir);
 }
 
+/* Index of the first NaN or ±Inf among params [n]; SIZE_MAX when all are finite. */
+static size_t ckpt_first_nonfinite(const float *params, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(params[i])) return i;
+    return SIZE_MAX;
+}
+
+/* The name of the layout's tensor holding parameter i. */
+static const char *ckpt_tensor_of(const MpTrainLayout *lay, size_t i) {
+    for (int t = 0; t < lay->n; t++)
+        if (i >= lay->t[t].off && i < lay->t[t].off + lay->t[t].n) return lay->t[t].name;
+    return "?";
+}
+
 int mp_train_ckpt_write(const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay, const float *params,
                         const float *m, const float *v, const MpTrainOptHeader *h, int bf16, MpErr *e) {
     return mp_train_ckpt_write_tok(dir, c, lay, params, m, v, h, bf16, NULL, e);
@@ -288,6 +311,11 @@ static int ckpt_files(const char *d, const MpTrainConfig *c, const MpTrainLayout
     char p[4400];
     char *cj = mp_train_config_json_tok(c, bf16, tok);
     snprintf(p, sizeof p, "%s/config.json", d);
+    MpTrainOptHeader hh = *h; /* with the hashes of what is written here */
+    if (cj) {
+        hh.params_hash = mp_hash64(params, lay->total * sizeof *params, MP_FNV_INIT);
+        hh.config_hash = mp_hash64(cj, strlen(cj), MP_FNV_INIT);
+    }
     int rc = cj ? mp_file_write_atomic(p, cj, strlen(cj), e) : mp_err_set(e, "out of memory for config.json");
     free(cj);
     if (rc == MP_OK) {
@@ -304,7 +332,7 @@ static int ckpt_files(const char *d, const MpTrainConfig *c, const MpTrainLayout
     }
     if (rc == MP_OK && m && v) {
         snprintf(p, sizeof p, "%s/optimizer.bin", d);
-        rc = opt_write(p, h, m, v, lay->total, e);
+        rc = opt_write(p, &hh, m, v, lay->total, e);
     }
     return rc;
 }
@@ -314,6 +342,9 @@ int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTra
                             const MpTrainTokFiles *tok, MpErr *e) {
     char tmp[4200], old[4200];
     if (strlen(dir) > 4000) return mp_err_set(e, "checkpoint path too long: %.60s...", dir);
+    const size_t bad = ckpt_first_nonfinite(params, lay->total);
+    if (bad != SIZE_MAX) /* a NaN that the loss did not see (an unused embedding row) is no good checkpoint */
+        return mp_err_set(e, "%s: not written: weight %zu (%s) is NaN or ±Inf", dir, bad, ckpt_tensor_of(lay, bad));
     /* a folder claimed for this checkpoint (--export-bf16: its marker holds the lock and lists
      * the files) is written in place, file by file */
     snprintf(tmp, sizeof tmp, "%s/%s", dir, MP_OUTDIR_MARKER);
@@ -344,8 +375,36 @@ int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTra
     return MP_OK;
 }
 
+/* The loaded weights and config.json against the hashes of a version-3 optimizer.bin (0: not
+ * recorded, an older file), and every weight finite. */
+static int ckpt_verify(const float *params, const char *dir, const MpTrainLayout *lay, const MpTrainOptHeader *h,
+                       MpErr *e) {
+    const size_t bad = ckpt_first_nonfinite(params, lay->total);
+    if (bad != SIZE_MAX)
+        return mp_err_set(e, "%s/model.safetensors: weight %zu (%s) is NaN or ±Inf: not a checkpoint to resume; HINT: an "
+                             "earlier step-NNNNNN",
+                          dir, bad, ckpt_tensor_of(lay, bad));
+    if (!h) return MP_OK;
+    if (h->params_hash && mp_hash64(params, lay->total * sizeof *params, MP_FNV_INIT) != h->params_hash)
+        return mp_err_set(e, "%s/model.safetensors: the weights are not those optimizer.bin was written with (edited or "
+                             "replaced after the checkpoint)",
+                          dir);
+    if (!h->config_hash) return MP_OK;
+    char p[4400], *cj = NULL;
+    size_t n = 0;
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    if (mp_file_read_all(p, (size_t)1 << 24, "config.json", &cj, &n, e) != MP_OK) return MP_ERR;
+    const int same = mp_hash64(cj, n, MP_FNV_INIT) == h->config_hash;
+    free(cj);
+    if (!same)
+        return mp_err_set(e, "%s: config.json is not the one written with the checkpoint (edited after it: rope_theta, "
+                             "sizes, ...); HINT: restore it, or train a new run",
+                          p);
+    return MP_OK;
+}
+
 int mp_train_ckpt_load_params(float *params, const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay,
-                              MpErr *e) {
+                              const MpTrainOptHeader *h, MpErr *e) {
     MpModel mm;
     memset(&mm, 0, sizeof mm);
     if (mp_model_open(&mm, dir, e) != MP_OK) return MP_ERR;
@@ -373,5 +432,5 @@ int mp_train_ckpt_load_params(float *params, const char *dir, const MpTrainConfi
                             (long long)shape[1], lay->t[i].n);
     }
     mp_model_free(&mm);
-    return rc;
+    return rc == MP_OK ? ckpt_verify(params, dir, lay, h, e) : rc;
 }

@@ -205,8 +205,10 @@ void mp_train_data_val_batch(int32_t *inputs, int32_t *targets, const MpTrainDat
 /* checkpoints: DIR/config.json + DIR/model.safetensors (F32 or BF16) + DIR/optimizer.bin */
 
 #define MP_TRAIN_OPT_MAGIC "MPTROPT\0"
-#define MP_TRAIN_OPT_VERSION 2u /* 2 added tok_hash; version-1 files (200-byte header) are read as bytes */
+#define MP_TRAIN_OPT_VERSION 3u /* 2 added tok_hash; version-1 files (200-byte header) are read as bytes;
+                                   3 added the intervals and the hashes of the weights and config.json */
 #define MP_TRAIN_OPT_V1_BYTES 200u
+#define MP_TRAIN_OPT_V2_BYTES 208u
 
 /* Optimiser-state file: fixed little-endian header, then m[n], v[n] as f32, then an FNV-1a
  * checksum (u64) of everything before it. */
@@ -225,6 +227,9 @@ typedef struct MpTrainOptHeader {
     int32_t dtype;          /* 0: model.safetensors is F32 (exact resume), 1: BF16 */
     int32_t bos;            /* MpTrainConfig.bos (was a reserved 0 before --bos existed) */
     uint64_t tok_hash;      /* version 2: MpTok.hash of the tokenizer, 0 = bytes */
+    int64_t checkpoint_every, eval_every; /* version 3: the run's intervals (--resume keeps them); 0 in older files */
+    uint64_t params_hash;   /* version 3: mp_hash64 of the f32 weights [n_params] as written; 0 in older files */
+    uint64_t config_hash;   /* version 3: mp_hash64 of config.json's bytes as written; 0 in older files */
 } MpTrainOptHeader;
 
 /* Writes the checkpoint into dir atomically: files go to "<dir>.tmp.<pid>/" which is renamed to
@@ -244,13 +249,15 @@ char *mp_train_config_json_tok(const MpTrainConfig *c, int bf16, const MpTrainTo
 int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const float *params, int bf16,
                                MpErr *e);
 /* Reads optimizer.bin (header checked against the file length and checksum; a version-1 file
- * gets tok_hash 0 and is returned as version 2); m, v are allocated [n_params] (caller frees). */
+ * gets tok_hash 0, versions 1 and 2 intervals and hashes 0, and both are returned as version 3);
+ * m, v are allocated [n_params] (caller frees). */
 int mp_train_opt_read(const char *path, MpTrainOptHeader *h, float **m, float **v, MpErr *e);
 /* Checks every field of a header with the CLI's rules (called by mp_train_opt_read). */
 int mp_train_opt_header_check(const MpTrainOptHeader *h, MpErr *e);
 /* Loads the weights of a checkpoint directory through the project's loader (load/model.h) into
- * params[lay->total]; checks config and shapes against c. */
+ * params[lay->total]; checks config and shapes against c, every value finite, and (h from a version-3 optimizer.bin: hashes not 0) the weights and config.json
+ * against the hashes h holds: an edited checkpoint is refused, naming the file. */
 int mp_train_ckpt_load_params(float *params, const char *dir, const MpTrainConfig *c, const MpTrainLayout *lay,
-                              MpErr *e);
+                              const MpTrainOptHeader *h, MpErr *e);
 
 #endif

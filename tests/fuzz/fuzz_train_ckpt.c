@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (lay.total <= ((size_t)1 << 24)) {
         float *params = malloc(lay.total * sizeof(float));
         if (!params) __builtin_trap();
-        (void)mp_train_ckpt_load_params(params, fuzz_dir(), &c, &lay, &e);
+        (void)mp_train_ckpt_load_params(params, fuzz_dir(), &c, &lay, NULL, &e);
         free(params);
     }
     MpTrainOptConfig o = {.lr = h.lr, .min_lr_frac = h.min_lr_frac, .warmup = h.warmup, .steps = h.steps,

@@ -181,9 +181,8 @@ static int marker_lock(const char *dir, int *fd_out, int *created, MpErr *e) {
             close(fd);
             return mp_err_set(e, "%s: is not a regular file", path);
         }
-        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* (a marker is removed only under its lock) */
             int err = errno;
-            if (*created) unlink(path);
             close(fd);
             if (err == EWOULDBLOCK)
                 return mp_err_set(e, "%s: another maskpos run is writing into this folder now (it holds %s); HINT: wait "

@@ -2,15 +2,12 @@
 reduction on real GPU tensors. Run only by scripts/gpu_check.sh on a GPU machine (never by
 `make test`, which has none). The fixtures are python/tests/conftest.py's.
 """
-import importlib.util
 import os
+import runpy
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_spec = importlib.util.spec_from_file_location("_maskpos_tests_conftest", os.path.join(_HERE, "..", "tests", "conftest.py"))
-_common = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_common)
 sys.path.insert(0, _HERE)
-
-ROOT, BIN, Cli, cli = _common.ROOT, _common.BIN, _common.Cli, _common.cli
-same_bytes, meta_without_provenance, PROVENANCE = _common.same_bytes, _common.meta_without_provenance, _common.PROVENANCE
+# python/tests/conftest.py's fixtures and helpers (ROOT, cli, same_bytes, meta_without_provenance, ...)
+globals().update({k: v for k, v in runpy.run_path(os.path.join(_HERE, "..", "tests", "conftest.py")).items()
+                  if not k.startswith("__")})

@@ -362,25 +362,14 @@ static json_t *acc_meta_run(const MaskposAcc *c, const MpProbeResult *res) {
     json_object_set_new(j, "model", json_string("(scores added by the caller)"));
     json_object_set_new(j, "n", json_integer(res->n));
     json_object_set_new(j, "seq", json_integer(res->S));
-    json_object_set_new(j, "stats_first_position", json_integer(res->skip));
-    json_object_set_new(j, "stats_first_position_of",
-                        json_string("NRI, residue, block z, rising rows and slope cover positions from this one on "
-                                    "(diagonal-normalised among themselves): 1 when every sequence starts with BOS"));
+    mp_probe_meta_first(j, res->skip);
     for (int l = 0; l < res->L; l++) json_array_append_new(lj, json_integer(res->layers[l] + 1));
     json_object_set_new(j, "layers", lj);
     json_object_set_new(j, "heads", json_integer(res->H));
     json_object_set_new(j, "causal", json_boolean(res->causal));
     int windowed = 0;
     for (int l = 0; l < res->L; l++) windowed |= c->windows[l] > 0;
-    if (windowed) {
-        json_t *wj = json_array();
-        for (int l = 0; l < res->L; l++) json_array_append_new(wj, c->windows[l] > 0 ? json_integer(c->windows[l]) : json_null());
-        json_object_set_new(j, "layer_windows", wj);
-        json_object_set_new(j, "layer_windows_of",
-                            json_string("per selected layer: its sliding window W (null: every earlier key). Query i sees key "
-                                        "j only when i - j < W; the other entries are not observed, NaN in the score maps like "
-                                        "the causal mask's, 0 in probs; they mask nothing when seq <= W"));
-    }
+    if (windowed) mp_probe_meta_windows(j, c->windows, res->L);
     json_object_set_new(j, "per_head", json_boolean(res->per_head));
     if (c->extra) json_object_update(j, c->extra);
     return j;

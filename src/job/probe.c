@@ -482,6 +482,23 @@ static json_t *probe_abs_path(const char *path) {
     return json_string(realpath(path, buf) ? buf : path);
 }
 
+void mp_probe_meta_first(json_t *j, int skip) {
+    json_object_set_new(j, "stats_first_position", json_integer(skip));
+    json_object_set_new(j, "stats_first_position_of",
+                        json_string("NRI, residue, block z, rising rows and slope cover positions from this one on "
+                                    "(diagonal-normalised among themselves): 1 when every sequence starts with BOS"));
+}
+
+void mp_probe_meta_windows(json_t *j, const int *w, int L) {
+    json_t *wj = json_array();
+    for (int l = 0; l < L; l++) json_array_append_new(wj, w[l] > 0 ? json_integer(w[l]) : json_null());
+    json_object_set_new(j, "layer_windows", wj);
+    json_object_set_new(j, "layer_windows_of",
+                        json_string("per selected layer: its sliding window W (null: every earlier key). Query i sees key "
+                                    "j only when i - j < W; the other entries are not observed, NaN in the score maps like "
+                                    "the causal mask's, 0 in probs; they mask nothing when seq <= W"));
+}
+
 /* The run's half of meta.json: model, data, flags. */
 static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     const MpProbeConfig *r = s->c;
@@ -517,10 +534,7 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "n", json_integer(s->tk.n));
     json_object_set_new(j, "seq", json_integer(res->S));
     json_object_set_new(j, "skipped_tokens", json_integer(s->tk.skipped));
-    json_object_set_new(j, "stats_first_position", json_integer(res->skip));
-    json_object_set_new(j, "stats_first_position_of",
-                        json_string("NRI, residue, block z, rising rows and slope cover positions from this one on "
-                                    "(diagonal-normalised among themselves): 1 when every sequence starts with BOS"));
+    mp_probe_meta_first(j, res->skip);
     for (int l = 0; l < res->L; l++) json_array_append_new(lj, json_integer(res->layers[l] + 1));
     json_object_set_new(j, "layers", lj);
     json_object_set_new(j, "heads", json_integer(res->H));
@@ -529,16 +543,9 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "causal", json_boolean(s->causal));
     json_object_set_new(j, "rope", json_boolean(s->rope));
     if (m->sliding_window > 0) { /* each selected layer's window */
-        json_t *wj = json_array();
-        for (int l = 0; l < res->L; l++) {
-            const int w = mp_model_layer_window(m, res->layers[l]);
-            json_array_append_new(wj, w > 0 ? json_integer(w) : json_null());
-        }
-        json_object_set_new(j, "layer_windows", wj);
-        json_object_set_new(j, "layer_windows_of",
-                            json_string("per selected layer: its sliding window W (null: every earlier key). Query i sees key "
-                                        "j only when i - j < W; the other entries are not observed, NaN in the score maps like "
-                                        "the causal mask's, 0 in probs; they mask nothing when seq <= W"));
+        int w[256];
+        for (int l = 0; l < res->L; l++) w[l] = mp_model_layer_window(m, res->layers[l]);
+        mp_probe_meta_windows(j, w, res->L);
     }
     if (m->attn_softcap > 0) { /* gemma2: which scores the maps hold */
         json_object_set_new(j, "scores_are", json_string("soft-capped: c * tanh(s / c) of the scaled scores s, with c = "

@@ -127,6 +127,10 @@ void mp_probe_result_free(MpProbeResult *res);
  * set by the caller; meta_run (owned from here on, also on failure) is the run's half of meta.json,
  * to which the files and statistics are added. */
 int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e);
+/* meta.json keys shared by the probe and the accumulator: stats_first_position (and its
+ * description); layer_windows w [L] (<= 0: null) and its description. */
+void mp_probe_meta_first(json_t *j, int skip);
+void mp_probe_meta_windows(json_t *j, const int *w, int L);
 
 /* The BOS note and the per-layer table, then the --probs and --recency tables. */
 void mp_probe_result_print(FILE *f, const MpProbeResult *res);

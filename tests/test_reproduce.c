@@ -215,8 +215,10 @@ static void test_only_and_bad_flags(void **state) {
     assert_int_equal(rc, 2);
 }
 
-/* --model/--data: the user's checkpoint joins Figure 5 (here a copy of the embedded RoPE model,
- * so the byte vocabulary and a context of 128 come from its config.json). */
+/* --model/--data: Figure 5 of the user's checkpoint (here a copy of the embedded RoPE model, so
+ * the byte vocabulary and a context of 128 come from its config.json): `--only fig5` runs that
+ * and nothing else (not the embedded model, no simulation), the header says what ran, and the
+ * model gets its own measured rows (those of stories260K), never another model's numbers. */
 static void test_user_model(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -227,22 +229,38 @@ static void test_user_model(void **state) {
                          d, MP_SOURCE_DIR, d);
     if (rc != 0) fail_msg("reproduce --model exited %d: %s", rc, out);
     assert_non_null(strstr(out, "mymodel over 30 x 128 tokens")); /* S = the model's context */
-    const char *files[] = {"fig5/model/scores_se.npy", "fig5/model/meta.json", "fig5/model_bidirectional/meta.json",
-                           "fig5/rope/meta.json"};
+    assert_null(strstr(out, "B=")); /* no simulation ran: the header does not describe one */
+    assert_non_null(strstr(out, "stages: fig5 (your model mymodel over "));
+    const char *files[] = {"fig5/model/scores_se.npy", "fig5/model/meta.json", "fig5/model_bidirectional/meta.json"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(path, sizeof path, "%s/r/%s", d, files[i]);
         if (!mp_file_exists(path)) fail_msg("missing %s", path);
     }
+    snprintf(path, sizeof path, "%s/r/fig5/rope", d); /* the embedded model was not asked for */
+    if (mp_file_exists(path)) fail_msg("%s: --only fig5 --model ran the embedded RoPE model too", path);
     snprintf(path, sizeof path, "%s/r/fig5/figure5_model.png", d);
     assert_png(path, 400, 300);
     snprintf(path, sizeof path, "%s/r/report.md", d);
     char *rep = slurp(path);
-    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4"));
+    assert_null(strstr(rep, "B = ")); /* "B = 2000 ... S = 50, d = 64" described simulations that did not run */
+    assert_non_null(strstr(rep, "stages: fig5 (your model mymodel over "));
+    assert_null(strstr(rep, "Llama-3.1-8B"));
+    assert_null(strstr(rep, "embedded RoPE model"));
+    assert_null(strstr(rep, "Model stages: the embedded models"));
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layer 1: non-relative residue | noise only"));
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4: non-relative residue, causal mask | above noise"));
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4: where the residue sits (regional block test, causal)"));
+    assert_non_null(strstr(rep, "| Fig. 5 counterfactual (ours): mymodel without the mask, layers 2–4 | the residue falls"));
+    assert_non_null(strstr(rep, " of 4 rows agree"));
     assert_non_null(strstr(rep, "![Figure 5: mymodel"));
-    /* the same maps as the embedded model's: same weights, same text, same settings */
+    /* the maps of `maskpos probe` with the same settings */
+    assert_int_equal(mp_test_run(out, sizeof out,
+                                 "probe %s/mymodel --data %s/models/kjv.txt --pack --n 30 --seq 128 --layers 1-4 --quiet --out %s/direct",
+                                 d, MP_SOURCE_DIR, d),
+                     0);
     char a[600], b[600];
     snprintf(a, sizeof a, "%s/r/fig5/model/scores.npy", d);
-    snprintf(b, sizeof b, "%s/r/fig5/rope/scores.npy", d);
+    snprintf(b, sizeof b, "%s/direct/scores.npy", d);
     assert_int_equal(mp_test_shell(NULL, 0, "cmp -s %s %s", a, b), 0);
     /* a model shallower than 4 layers: all of its layers (here a 2-layer byte-vocabulary model) */
     assert_int_equal(mp_test_run(out, sizeof out, "mkmodel --arch llama --layers 2 --dim 64 --heads 4 --vocab 256 --seed 3 %s/two", d), 0);

@@ -130,12 +130,42 @@ static int fig_add(const MpReproCtx *c, const MpReproFigure *f, MpReport *rp, Mp
 
 /* ================================================================ the report */
 
-static void report_head(MpReport *rp, const MpReproConfig *cfg, double t0) {
+/* Whether a stage with simulations at the base settings (B, S, d, layers) is asked for. */
+static int sims_on(const MpReproCtx *c) {
+    static const char *const with_sims[] = {"fig2", "fig2ln", "fig3", "fig4", "recency"};
+    for (size_t k = 0; k < sizeof with_sims / sizeof with_sims[0]; k++)
+        if (stage_on(c, with_sims[k])) return 1;
+    return 0;
+}
+
+/* "fig5 (stories260K.gguf over 1000 x 1024 tokens of corpus.txt)": the stages asked for, when
+ * not all of them; "" for a whole run. */
+static void stages_text(char *buf, size_t cap, const MpReproCtx *c) {
+    const uint32_t all = (1u << N_STAGES) - 1;
+    buf[0] = '\0';
+    if ((c->cfg->stages & all) == all) return;
+    size_t n = 0;
+    for (int k = 0; k < N_STAGES && n < cap; k++)
+        if (c->cfg->stages >> k & 1u) {
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "stages: ", stages[k]->name);
+            if (n < cap && !strcmp(stages[k]->name, "fig5") && c->cfg->model)
+                n += (size_t)snprintf(buf + n, cap - n, " (your model %s over %s)", c->user_name, c->cfg->data);
+        }
+}
+
+static void report_head(MpReport *rp, const MpReproCtx *c, double t0) {
+    const MpReproConfig *cfg = c->cfg;
+    char st[512];
+    stages_text(st, sizeof st, c);
     snprintf(rp->title, sizeof rp->title, "maskpos reproduce — Kim et al. 2025, Behind RoPE");
-    snprintf(rp->intro, sizeof rp->intro,
-             "maskpos %s; B = %lld sequences per simulation, S = %d, d = %d, %d layers, seed %llu; wall time %.1f s.",
-             MP_VERSION, (long long)cfg->base.batch, cfg->base.seq, cfg->base.dim, cfg->base.layers,
-             (unsigned long long)cfg->base.seed, mp_time_now() - t0);
+    if (sims_on(c) || !st[0]) /* a whole run's header is the same as before */
+        snprintf(rp->intro, sizeof rp->intro,
+                 "maskpos %s; B = %lld sequences per simulation, S = %d, d = %d, %d layers, seed %llu; wall time %.1f s.%s%s",
+                 MP_VERSION, (long long)cfg->base.batch, cfg->base.seq, cfg->base.dim, cfg->base.layers,
+                 (unsigned long long)cfg->base.seed, mp_time_now() - t0, st[0] ? " " : "", st);
+    else /* no simulation ran: nothing to say about B, S, d */
+        snprintf(rp->intro, sizeof rp->intro, "maskpos %s; %s; seed %llu; wall time %.1f s.", MP_VERSION, st,
+                 (unsigned long long)cfg->base.seed, mp_time_now() - t0);
     snprintf(rp->method, sizeof rp->method,
              "Verdicts compare with the values in paper.md; Monte-Carlo rows allow 0.003 + 4 standard errors of this run.");
     snprintf(rp->stats_title, sizeof rp->stats_title, "Per-run statistics (docs/metrics.md)");
@@ -165,12 +195,20 @@ static void report_stats(MpReport *rp, const MpReproCtx *c) {
 }
 
 static void report_footer(MpReport *rp, const MpReproCtx *c) {
-    snprintf(rp->footer, sizeof rp->footer,
+    rp->footer[0] = '\0';
+    if (stage_on(c, "fig3") || (stage_on(c, "fig5") && !c->cfg->model)) /* the embedded models ran */
+        snprintf(rp->footer, sizeof rp->footer,
              "Model stages: the embedded models (models/none, models/rope: 4-layer byte-level decoders trained by maskpos on "
              "the King James Bible, models/kjv.txt) probed over %lld windows of %d bytes (the paper's 1000 × 1024 tokens "
              "when not --quick); rms/noise is the residue's rms over the per-entry standard errors, block z the same test on the residue's means over a "
              "16 × 16 grid of blocks (both ≈ 1 for pure noise; docs/metrics.md).%s",
-             (long long)c->n_embedded, MP_REPRO_MODEL_SEQ, c->failed ? " FAILED stages (see the command's error output): " : "");
+                 (long long)c->n_embedded, MP_REPRO_MODEL_SEQ, c->failed ? " FAILED stages (see the command's error output): " : "");
+    else
+        snprintf(rp->footer, sizeof rp->footer,
+                 "rms/noise is the residue's rms over the per-entry standard errors, block z the same test on the residue's "
+                 "means over a 16 × 16 grid of blocks (both ≈ 1 for pure noise; docs/metrics.md); the regional block test "
+                 "repeats it on the first keys, the last queries, the last keys and the interior.%s",
+                 c->failed ? " FAILED stages (see the command's error output): " : "");
     if (c->failed) {
         size_t fl = strlen(rp->footer);
         snprintf(rp->footer + fl, sizeof rp->footer - fl, "%s.", c->failed_names);
@@ -180,7 +218,7 @@ static void report_footer(MpReport *rp, const MpReproCtx *c) {
 /* Figures, rows, statistics and both files. */
 static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e) {
     MpReport *rp = mp_calloc_or_die(1, sizeof *rp, "report");
-    report_head(rp, c->cfg, t0);
+    report_head(rp, c, t0);
     for (size_t t = 0; t < sizeof fig_tables / sizeof fig_tables[0]; t++)
         for (const MpReproFigure *f = fig_tables[t]; f->file; f++)
             if (fig_add(c, f, rp, e) != MP_OK) {
@@ -240,8 +278,15 @@ int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e) {
         c.user_name = slash && slash[1] ? slash + 1 : cfg->model;
     }
     const double t0 = mp_time_now();
-    printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)cfg->base.batch, cfg->base.seq,
-           cfg->base.dim, cfg->base.layers, (unsigned long long)cfg->base.seed, cfg->out);
+    if (sims_on(&c))
+        printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)cfg->base.batch, cfg->base.seq,
+               cfg->base.dim, cfg->base.layers, (unsigned long long)cfg->base.seed, cfg->out);
+    else {
+        char st[512];
+        stages_text(st, sizeof st, &c);
+        printf("maskpos reproduce: %s; seed=%llu -> %s/\n", st[0] ? st : "every stage", (unsigned long long)cfg->base.seed,
+               cfg->out);
+    }
     int total = 0, done = 0, stopped = 0;
     for (int k = 0; k < N_STAGES; k++) total += cfg->stages >> k & 1u;
     stopped = cfg->progress && cfg->progress(cfg->progress_ctx, 0, total);

@@ -92,8 +92,7 @@ int mp_repro_stories_corpus(MpReproCtx *c, char *ids, size_t cap, int64_t *rows)
 
 /* ================================================================ the probes */
 
-/* Reads residue_block_z_regions of dir/meta.json into reg [64][4] (NaN where absent). */
-static void stories_regions(double reg[64][MP_REPRO_STORIES_NREG], const char *dir) {
+void mp_repro_regions_read(double reg[64][MP_REPRO_STORIES_NREG], const char *dir) {
     static const char *names[MP_REPRO_STORIES_NREG] = {"first_keys", "last_queries", "last_keys", "interior"};
     char path[4200];
     MpErr e;
@@ -129,7 +128,7 @@ static int stories_probe(MpReproCtx *c, int which, const char *sub, const char *
     if (mp_repro_probe(c, &spec, &m) != MP_OK) return mp_repro_fail(c, rel); /* (the probe printed why) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", c->out, rel);
-    stories_regions(st->regions[which], dir);
+    mp_repro_regions_read(st->regions[which], dir);
     if (which == 0) st->causal = m;
     else st->bidir = m;
     return 0;
@@ -164,21 +163,19 @@ static int stories_top_region(const double (*reg)[MP_REPRO_STORIES_NREG], int l,
 
 #define APPEND(buf, k, ...) ((k) += snprintf((buf) + (k), (k) < (int)sizeof(buf) ? sizeof(buf) - (size_t)(k) : 0, __VA_ARGS__))
 
-static void stories_rows(MpReport *rp, const MpReproStories *st) {
-    const MpReproMaps *c = st->causal && st->causal->ok ? st->causal : NULL, *b = st->bidir && st->bidir->ok ? st->bidir : NULL;
+void mp_repro_fig5_rows(MpReport *rp, const MpReproFig5Rows *r) {
+    const MpReproMaps *c = r->causal && r->causal->ok ? r->causal : NULL, *b = r->bidir && r->bidir->ok ? r->bidir : NULL;
+    const double(*rc)[MP_REPRO_STORIES_NREG] = r->regions[0], (*rb)[MP_REPRO_STORIES_NREG] = r->regions[1];
     const double bz = mp_repro_expect_v("noise.block_z", 0);
-    char got[256], note[256];
+    char got[256], note[256], what[256];
     int k = 0;
     if (c) {
         snprintf(got, sizeof got, "block z %.2f (first keys %.2f, interior %.2f), rms/noise %.2f (N = %lld)", c->block_z[0],
-                 st->regions[0][0][0], st->regions[0][0][3], c->stats[0].z_rms, (long long)c->n);
+                 rc[0][0], rc[0][3], c->stats[0].z_rms, (long long)c->n);
         const int ok = c->block_z[0] < bz;
-        snprintf(note, sizeof note,
-                 "layer 1 sees embeddings and RoPE only: a residue here is the text's (every sequence opens with "
-                 "a story start; first keys z %.1f, interior %.1f), not the mask's (MEASURED.md)",
-                 st->regions[0][0][0], st->regions[0][0][3]);
-        mp_report_row(rp, "Fig. 5 stories260K (pretrained, real), layer 1: non-relative residue",
-                      "noise only (block z ≈ 1): RoPE alone is relative", got, ok, ok ? "" : note);
+        snprintf(note, sizeof note, r->layer1_note, rc[0][0], rc[0][3]);
+        snprintf(what, sizeof what, "Fig. 5 %s%s, layer 1: non-relative residue", r->name, r->tag);
+        mp_report_row(rp, what, "noise only (block z ≈ 1): RoPE alone is relative", got, ok, ok ? "" : note);
         int all = 1, nbad = 0;
         k = snprintf(got, sizeof got, "block z");
         for (int l = 1; l < c->L; l++) {
@@ -187,19 +184,19 @@ static void stories_rows(MpReport *rp, const MpReproStories *st) {
         }
         APPEND(got, k, " (layers 2–%d; N = %lld)", c->L, (long long)c->n);
         snprintf(note, sizeof note, "%s", all ? "" : "some later layers stay within noise at this N");
-        mp_report_row(rp, "Fig. 5 stories260K, layers 2–5: non-relative residue, causal mask",
-                      "above noise (block z > 1.3; noise gives 1 ± 0.1)", got, all, note);
+        snprintf(what, sizeof what, "Fig. 5 %s, layers 2–%d: non-relative residue, causal mask", r->name, c->L);
+        mp_report_row(rp, what, "above noise (block z > 1.3; noise gives 1 ± 0.1)", got, all, note);
         int first = 0, later = 0;
         k = snprintf(got, sizeof got, "largest regional block z:");
         for (int l = 1; l < c->L; l++) {
-            const int top = stories_top_region(st->regions[0], l, 1);
-            APPEND(got, k, " L%d %s %.1f;", l + 1, region_name[top], st->regions[0][l][top]);
+            const int top = stories_top_region(rc, l, 1);
+            APPEND(got, k, " L%d %s %.1f;", l + 1, region_name[top], rc[l][top]);
             first += top == 0;
             later++;
         }
         if (k > 0 && got[k - 1] == ';') got[k - 1] = '\0';
-        mp_report_row(rp, "Fig. 5 stories260K, layers 2–5: where the residue sits (regional block test, causal)",
-                      "the first keys, in most layers (as in the paper's Figure 5)", got, 2 * first > later,
+        snprintf(what, sizeof what, "Fig. 5 %s, layers 2–%d: where the residue sits (regional block test, causal)", r->name, c->L);
+        mp_report_row(rp, what, "the first keys, in most layers (as in the paper's Figure 5)", got, 2 * first > later,
                       2 * first > later ? "" : "the residue of this model sits elsewhere than the first keys");
     }
     if (c && b) {
@@ -212,13 +209,22 @@ static void stories_rows(MpReport *rp, const MpReproStories *st) {
         APPEND(got, k, " (N = %lld)", (long long)b->n);
         int kn = snprintf(note, sizeof note, "without the mask the largest regional z:");
         for (int l = 1; l < b->L; l++) {
-            const int top = stories_top_region(st->regions[1], l, 0);
-            APPEND(note, kn, " L%d %s %.1f;", l + 1, region_name[top], st->regions[1][l][top]);
+            const int top = stories_top_region(rb, l, 0);
+            APPEND(note, kn, " L%d %s %.1f;", l + 1, region_name[top], rb[l][top]);
         }
         if (kn > 0 && kn < (int)sizeof note && note[kn - 1] == ';') note[kn - 1] = '\0';
-        mp_report_row(rp, "Fig. 5 counterfactual (ours): stories260K without the mask, layers 2–5", "the residue falls", got,
-                      all, note);
+        snprintf(what, sizeof what, "Fig. 5 counterfactual (ours): %s without the mask, layers 2–%d", r->name, c->L < b->L ? c->L : b->L);
+        mp_report_row(rp, what, "the residue falls", got, all, note);
     }
+}
+
+static void stories_rows(MpReport *rp, const MpReproStories *st) {
+    const MpReproFig5Rows r = {
+        .name = "stories260K", .tag = " (pretrained, real)", .causal = st->causal, .bidir = st->bidir,
+        .regions = st->regions,
+        .layer1_note = "layer 1 sees embeddings and RoPE only: a residue here is the text's (every sequence opens with "
+                       "a story start; first keys z %.1f, interior %.1f), not the mask's (MEASURED.md)"};
+    mp_repro_fig5_rows(rp, &r);
 }
 
 /* The verdict rows and the figure (out/stories/figure5_stories260K.png). */

@@ -45,4 +45,19 @@ int mp_repro_stories_corpus(MpReproCtx *c, char *ids, size_t cap, int64_t *rows)
 
 void mp_repro_stories_free(MpReproStories *st);
 
+/* residue_block_z_regions of dir/meta.json into reg [64][4] (NaN where absent). */
+void mp_repro_regions_read(double reg[64][MP_REPRO_STORIES_NREG], const char *dir);
+
+/* The measured Figure-5 rows of a pretrained model (stories260K's, and --model's): is layer 1
+ * relative, is there a residue above noise in the later layers, in which region, does it fall
+ * without the mask. Every number from the runs given; nothing compared with another model. */
+typedef struct MpReproFig5Rows {
+    const char *name;        /* "stories260K", or --model's name */
+    const char *tag;         /* after the name in the layer-1 row (" (pretrained, real)" or "") */
+    const char *layer1_note; /* printf format with the first keys' and the interior's z (layer 1) */
+    const MpReproMaps *causal, *bidir; /* NULL when not run */
+    const double (*regions)[64][MP_REPRO_STORIES_NREG]; /* [causal/bidir][layer][region] */
+} MpReproFig5Rows;
+void mp_repro_fig5_rows(MpReport *rp, const MpReproFig5Rows *r);
+
 #endif

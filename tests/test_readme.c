@@ -171,6 +171,9 @@ static void test_readme_python(void **state) {
             stmt = line + 8;
             nstmt++;
             fprintf(f, "print('README line %d', file=sys.stderr)\n", lineno);
+        } else if (stmt && !strncmp(line, "    ... ", 8)) { /* a continuation line of the statement */
+            fprintf(f, "%s\n", stmt);
+            stmt = line + 8;
         } else if (stmt && !strncmp(line, "    Traceback", 13)) {
             fprintf(f, "try:\n    %s\nexcept Exception as e:\n    _raised = type(e).__module__ + '.' + type(e).__name__ + "
                        "': ' + str(e)\n    print('raised as shown:', _raised)\nelse:\n"

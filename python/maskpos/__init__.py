@@ -32,7 +32,7 @@ import numpy as _np
 from . import _lib
 
 __all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "tokenize", "detokenize", "logits",
-           "generate", "plot", "library_path", "version", "__version__"]
+           "generate", "plot", "Accumulator", "model_scores", "hf", "library_path", "version", "__version__"]
 
 library_path = _lib.path
 

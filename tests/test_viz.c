@@ -653,6 +653,8 @@ static void test_cli(void **state) {
 /* ---------------------------------------------------------------- line plots */
 
 /* Rows of column x holding a strongly red / blue pixel: (first, last) or (-1, -1). */
+static char *png_panels_text(const char *path);
+
 static void colour_band(cairo_surface_t *s, int x, int want_red, int *first, int *last) {
     *first = *last = -1;
     for (int y = 0; y < cairo_image_surface_get_height(s); y++) {
@@ -676,9 +678,15 @@ static void test_line_plot(void **state) {
     MpErr e;
     assert_int_equal(mp_plot_lines(path, "t", "step", "loss", sr, 2, &e), MP_OK);
     cairo_surface_t *s = png_load(path);
-    int w = cairo_image_surface_get_width(s), h = cairo_image_surface_get_height(s);
-    /* x = 2 lies a fifth of the way across the axes; x = 5 is in the NaN gap of the red series */
-    int x2 = (int)(0.11 * w + 0.2 * 0.86 * w), x5 = w / 2 + 20;
+    int h = cairo_image_surface_get_height(s);
+    /* the axes from the PNG's record: x = 2.5 (between markers) and x = 5 (in the NaN gap of the red series) */
+    double ax[8];
+    char *t = png_panels_text(path);
+    assert_non_null(t);
+    assert_int_equal(sscanf(t, "axes\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf", &ax[0], &ax[1], &ax[2], &ax[3], &ax[4], &ax[5],
+                            &ax[6], &ax[7]), 8);
+    free(t);
+    int x2 = (int)(ax[0] + (2.5 - ax[4]) / (ax[5] - ax[4]) * (ax[2] - ax[0])), x5 = (int)(ax[0] + (5 - ax[4]) / (ax[5] - ax[4]) * (ax[2] - ax[0]));
     int rf, rl, bf, bl;
     colour_band(s, x2, 1, &rf, &rl);
     colour_band(s, x2, 0, &bf, &bl);
@@ -831,6 +839,66 @@ static void test_residue_figures_centred(void **state) {
     free(m);
 }
 
+/* The report's figures (issue 30 item 7): line plots with the legend right of the axes, whole-
+ * number ticks for layers, a log2 axis for lengths 16 ... 512 (from the PNG's record); a wide
+ * L x H map gets a cell as tall as it is (no blank half); colour limits without position 0. */
+static void test_report_figure_layout(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[256];
+    MpErr e;
+    double layer[4] = {1, 2, 3, 4}, len[6] = {16, 32, 64, 128, 256, 512}, y4[8][4], y6[6];
+    MpPlotSeries sr[8];
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < 4; i++) y4[k][i] = k < 4 ? 0.5 : 0.5 + 0.1 * i; /* four coinciding curves */
+        sr[k] = (MpPlotSeries){layer, y4[k], 4, "a rather long legend label, d=16", {k / 8.0, 0.2, 1 - k / 8.0}};
+    }
+    snprintf(path, sizeof path, "%s/rp.png", d);
+    assert_int_equal(mp_plot_lines(path, "RP", "layer", "recency probability", sr, 8, &e), MP_OK);
+    char *t = png_panels_text(path);
+    assert_non_null(t);
+    double ax[8], lg[4];
+    char scale[16];
+    assert_int_equal(sscanf(t, "axes\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf\t%lf\t%15s", &ax[0], &ax[1], &ax[2], &ax[3], &ax[4], &ax[5],
+                            &ax[6], &ax[7], scale), 9);
+    assert_string_equal(scale, "linear");
+    const char *xt = strstr(t, "xticks"), *lgl = strstr(t, "legend\t");
+    assert_non_null(xt);
+    assert_non_null(lgl);
+    if (strncmp(xt, "xticks\t1\t2\t3\t4\n", 15)) fail_msg("layer ticks (whole numbers only): %s", xt);
+    assert_int_equal(sscanf(lgl, "legend\t%lf\t%lf\t%lf\t%lf", &lg[0], &lg[1], &lg[2], &lg[3]), 4);
+    assert_true(lg[0] >= ax[2]); /* the legend starts right of the axes box */
+    cairo_surface_t *s = png_load(path);
+    assert_true(lg[0] + lg[2] <= cairo_image_surface_get_width(s)); /* and fits in the figure */
+    cairo_surface_destroy(s);
+    free(t);
+    for (int i = 0; i < 6; i++) y6[i] = 0.1 * i;
+    MpPlotSeries one = {len, y6, 6, "layer 1", {1, 0, 0}};
+    snprintf(path, sizeof path, "%s/len.png", d);
+    assert_int_equal(mp_plot_lines(path, "t", "length S'", "NRI", &one, 1, &e), MP_OK);
+    t = png_panels_text(path);
+    assert_non_null(strstr(t, "\tlog2\n"));
+    assert_non_null(strstr(t, "xticks\t16\t32\t64\t128\t256\t512\n"));
+    free(t);
+    /* a 4 x 8 map: the figure is not a square cell's height */
+    double lh[32];
+    for (int k = 0; k < 32; k++) lh[k] = k;
+    MpPlotPanel pn = panel_of(lh, 4, 8, "sink");
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    MpPlotLayout lay;
+    assert_int_equal(mp_plot_layout_compute(&lay, &pn, 1, &o, &e), MP_OK);
+    if (lay.height > lay.heat[0].y + lay.heat[0].h + 90) fail_msg("4x8 map: figure %g px tall for a %g px map", lay.height, lay.heat[0].h);
+    /* limit_skip = 1: a huge first row and column do not set the limits */
+    double g[25];
+    for (int k = 0; k < 25; k++) g[k] = k < 5 || k % 5 == 0 ? 1000 : k % 3;
+    MpPlotPanel gp = panel_of(g, 5, 5, "gram");
+    gp.limit_skip = 1;
+    double lim[1][2];
+    assert_int_equal(mp_plot_limits(lim, &gp, 1, &o, &e), MP_OK);
+    assert_true(lim[0][0] == 0 && lim[0][1] == 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cmap_anchors),
@@ -849,6 +917,7 @@ int main(void) {
         cmocka_unit_test(test_line_plot),
         cmocka_unit_test(test_cli_curve),
         cmocka_unit_test(test_residue_figures_centred),
+        cmocka_unit_test(test_report_figure_layout),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     mp_plot_release(); /* font caches: keeps LeakSanitizer quiet under make asan */

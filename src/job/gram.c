@@ -190,8 +190,12 @@ int mp_gram_run(MpGramResult *r, const MpGramConfig *c, MpErr *e) {
     r->N = c->n, r->S = c->seq, r->layer = c->layer, r->no_rope = c->no_rope;
     snprintf(r->model, sizeof r->model, "%s", c->model_path ? c->model_path : m->path);
     const char *base = strrchr(r->model, '/');
-    snprintf(r->title, sizeof r->title, "%.200s: layer %d -> %d%s", base && base[1] ? base + 1 : r->model, c->layer,
-             c->layer + 1, c->no_rope ? " (RoPE off)" : "");
+    int nope = 1; /* a title from what was measured, not the folder's name alone */
+    for (int l = 0; l < m->n_layers && m->rope_layer; l++) nope &= !m->rope_layer[l];
+    snprintf(r->title, sizeof r->title, "Gram matrices from layer %d to layer %d of %.120s (%s), %d sequences of %d tokens%s",
+             c->layer, c->layer + 1, base && base[1] ? base + 1 : r->model,
+             c->no_rope ? "RoPE turned off" : nope && m->rope_layer ? "no positional encoding" : "RoPE", c->n, c->seq,
+             "; colour limits without position 0");
     const int rc = gram_on_model(r, c, m, e);
     mp_model_free(&own);
     if (rc != MP_OK) mp_gram_result_free(r);
@@ -228,6 +232,7 @@ static int gram_plot(const char *dir, const MpGramResult *r, MpErr *e) {
         panels[k].map = r->g.sum + (size_t)k * SS;
         panels[k].rows = panels[k].cols = r->S;
         snprintf(panels[k].title, sizeof panels[k].title, "%s", mp_train_gram_title(k));
+        panels[k].limit_skip = 1; /* position 0 (BOS, or a first token that sees only itself) would set the scale */
     }
     MpPlotOptions o;
     mp_plot_options_default(&o);

@@ -44,6 +44,7 @@ static int probs_figures(const char *dir, const double *probs, const double *sin
     snprintf(o.title, sizeof o.title, "%.200s: per layer and head", title);
     snprintf(o.xlabel, sizeof o.xlabel, "head");
     snprintf(o.ylabel, sizeof o.ylabel, "layer");
+    o.index_base = 1; /* layers and heads are numbered from 1 (docs/outputs.md) */
     o.annotate = L * H <= 64;
     o.annotate_digits = 2;
     o.cols = 2;

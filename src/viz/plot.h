@@ -37,6 +37,8 @@ typedef struct MpPlotPanel {
     int group;         /* with opt->shared, panels of the same group share colour limits */
     /* Added fields: zero = default (callers should zero-initialise the struct). */
     int diagnorm;      /* 1: diagonal-mean normalise this panel (besides opt->diagnorm) */
+    int limit_skip;    /* colour limits from rows and columns >= limit_skip only (e.g. 1: without the
+                          BOS row and column, which then may saturate); drawn in full */
 } MpPlotPanel;
 
 typedef struct MpPlotOptions {

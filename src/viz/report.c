@@ -46,12 +46,69 @@ static void md_cell(FILE *f, const char *s) {
     }
 }
 
+/* 1 for the paper's own figures ("Figure ..."), the ones the summary names first. */
+static int report_fig_main(const MpReportFig *g) { return !strncmp(g->caption, "Figure", 6); }
+
+/* The short name of figure k for the summary: its caption up to the first ':' or " at ", cut at
+ * a word boundary past 52 bytes. */
+static void report_fig_name(char *buf, size_t cap, const MpReportFig *g) {
+    size_t n = strcspn(g->caption, ":");
+    const char *at = strstr(g->caption, " at ");
+    if (at && (size_t)(at - g->caption) < n) n = (size_t)(at - g->caption);
+    if (n > 52) {
+        size_t b = 52;
+        while (b > 30 && g->caption[b] != ' ') b--;
+        n = b;
+    }
+    snprintf(buf, cap, "%.*s", (int)n, g->caption);
+}
+
+/* The figures of one list (the paper's or the others) as groups of equal short names: the first
+ * index of each group in first[], its size in count[]; returns the number of groups. */
+static int report_fig_groups(const MpReport *r, int main_figs, int *first, int *count) {
+    char a[96], b[96];
+    int ng = 0;
+    for (int i = 0; i < r->nfigs; i++) {
+        if (report_fig_main(&r->figs[i]) != main_figs) continue;
+        report_fig_name(a, sizeof a, &r->figs[i]);
+        int g = 0;
+        for (; g < ng; g++) {
+            report_fig_name(b, sizeof b, &r->figs[first[g]]);
+            if (!strcmp(a, b)) break;
+        }
+        if (g == ng) first[ng] = i, count[ng++] = 0;
+        count[g]++;
+    }
+    return ng;
+}
+
+/* The one-screen summary at the top: verdict counts, the rows that differ, the figures. */
+static void report_md_summary(FILE *f, const MpReport *r) {
+    fprintf(f, "**Summary: %d of %d rows agree with the paper, %d differ.**", r->npass, r->nrows, r->nrows - r->npass);
+    for (int i = 0, k = 0; i < r->nrows; i++)
+        if (!r->rows[i].ok) fprintf(f, "%s%s", k++ ? "; " : " Differ: ", r->rows[i].what);
+    char name[96];
+    int first[MP_REPORT_MAX_FIGS], count[MP_REPORT_MAX_FIGS];
+    for (int pass = 0; pass < 2; pass++) {
+        fprintf(f, pass ? "\n\nMore figures:" : "\n\nFigures of the paper:");
+        const int ng = report_fig_groups(r, !pass, first, count);
+        for (int g = 0; g < ng; g++) {
+            report_fig_name(name, sizeof name, &r->figs[first[g]]);
+            fprintf(f, "%s [%s](%s)", g ? " ·" : "", name, r->figs[first[g]].path);
+            if (count[g] > 1) fprintf(f, " (%d figures)", count[g]);
+        }
+    }
+    fprintf(f, "\n\n");
+}
+
 int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     FILE *f = af.f;
-    fprintf(f, "# %s\n\n%s\n\n%s\n\n| quantity | expected (paper) | measured (this run) | verdict |\n|---|---|---|---|\n",
-            r->title, r->intro, r->method);
+    fprintf(f, "# %s\n\n", r->title);
+    report_md_summary(f, r);
+    fprintf(f, "%s\n\n%s\n\n| quantity | expected (paper) | measured (this run) | verdict |\n|---|---|---|---|\n", r->intro,
+            r->method);
     for (int i = 0; i < r->nrows; i++) {
         const MpReportRow *w = &r->rows[i];
         const char *cells[3] = {w->what, w->expected, w->measured};
@@ -131,7 +188,12 @@ static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
     if (!n) return;
     MpViewOptions o;
     mp_view_options_default(&o);
-    o.max_mb = 16; /* per figure: the report stays one file of reasonable size */
+    /* per figure: the report stays one file under 8 MB (issue 30; 17 MB before): maps in 8 bits
+     * (half a step <= 1/508 of a map's range, shown on hover), those wider than 128 area-averaged
+     * (the run folders, and `maskpos view` of them, keep every entry in float16) */
+    o.max_mb = 2;
+    o.max_side = 128;
+    o.compact = 1;
     snprintf(id, sizeof id, "mpv-fig%d", k + 1);
     fputs("<details class=\"mpv-details\"><summary>Explore these maps: layers, raw / residue / standard error / z, hover, "
           "zoom, difference</summary>\n", f);
@@ -143,30 +205,73 @@ static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
     fputs("</details>\n", f);
 }
 
+/* The one-screen summary: verdict counts, the rows that differ (linked to the table), links to
+ * the paper's figures first, then the others. */
+static void report_html_summary(FILE *f, const MpReport *r) {
+    fprintf(f, "<div class=\"summary\"><p><b>%d of %d rows agree with the paper; %d differ</b>%s</p>\n", r->npass, r->nrows,
+            r->nrows - r->npass, r->npass < r->nrows ? " (shaded in the table below):" : ".");
+    if (r->npass < r->nrows) {
+        fputs("<ul>", f);
+        for (int i = 0; i < r->nrows; i++)
+            if (!r->rows[i].ok) {
+                fprintf(f, "<li><a href=\"#row-%d\">", i + 1);
+                html_text(f, r->rows[i].what);
+                fputs("</a>: measured ", f);
+                html_text(f, r->rows[i].measured);
+                fputs(", expected ", f);
+                html_text(f, r->rows[i].expected);
+                fputs("</li>", f);
+            }
+        fputs("</ul>\n", f);
+    }
+    char name[96];
+    int first[MP_REPORT_MAX_FIGS], count[MP_REPORT_MAX_FIGS];
+    for (int pass = 0; pass < 2; pass++) {
+        fputs(pass ? "<p>More figures: " : "<p>The paper's figures: ", f);
+        const int ng = report_fig_groups(r, !pass, first, count);
+        for (int g = 0; g < ng; g++) {
+            report_fig_name(name, sizeof name, &r->figs[first[g]]);
+            fprintf(f, "%s<a href=\"#fig-%d\">", g ? " · " : "", first[g] + 1);
+            html_text(f, name);
+            fputs("</a>", f);
+            if (count[g] > 1) fprintf(f, " (%d figures)", count[g]);
+        }
+        fputs("</p>\n", f);
+    }
+    fputs("</div>\n", f);
+}
+
 int mp_report_write_html(const MpReport *r, const char *dir, const char *path, MpErr *e) {
     MpAtomicFile af;
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     FILE *f = af.f;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
     html_text(f, r->title);
-    fputs("</title>\n<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+    /* text in a 1100 px column; figures as wide as the window allows, at most their own size (the
+     * stories260K Figure 5 is 2147 px wide: 1100 px made it unreadable) */
+    fputs("</title>\n<style>body{font-family:sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:96vw}"
+          "h1,h2,p,table,.summary{max-width:1100px}"
           "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;font-size:14px}"
           "th{background:#f4f4f4}tr.bad td{background:#fff4e0}img{max-width:100%;border:1px solid #eee}"
-          "figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em}</style>\n",
+          "figure{margin:2em 0}figcaption{font-weight:bold;margin-bottom:.5em;max-width:1100px}"
+          ".summary{border:1px solid #ccc;background:#f8f8f8;padding:.2em 1em;margin:1em 0}"
+          ".summary li{margin:.15em 0}</style>\n",
           f);
     int views = 0;
     for (int i = 0; i < r->nfigs; i++) views += r->figs[i].nviews > 0;
     if (views) mp_view_write_style(f);
     fputs("</head><body>\n<h1>", f);
     html_text(f, r->title);
-    fputs("</h1>\n<p>", f);
+    fputs("</h1>\n", f);
+    report_html_summary(f, r);
+    fputs("<p>", f);
     html_text(f, r->intro);
     fputs("</p>\n<p>", f);
     html_text(f, r->method);
     fputs("</p>\n<table><tr><th>quantity</th><th>expected (paper)</th><th>measured (this run)</th><th>verdict</th></tr>\n", f);
     for (int i = 0; i < r->nrows; i++) {
         const MpReportRow *w = &r->rows[i];
-        fprintf(f, "<tr%s><td>", w->ok ? "" : " class=\"bad\"");
+        fprintf(f, "<tr id=\"row-%d\"%s><td>", i + 1, w->ok ? "" : " class=\"bad\"");
         html_text(f, w->what);
         fputs("</td><td>", f);
         html_text(f, w->expected);
@@ -183,7 +288,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     for (int i = 0; i < r->nfigs; i++) {
         char fp[4096];
         if (mp_path_join(fp, sizeof fp, dir, r->figs[i].path, e) != MP_OK) goto fail;
-        fputs("<figure><figcaption>", f);
+        fprintf(f, "<figure id=\"fig-%d\"><figcaption>", i + 1);
         html_text(f, r->figs[i].caption);
         fputs("</figcaption><img alt=\"", f);
         html_text(f, r->figs[i].caption);

@@ -413,9 +413,9 @@ static json_t *view_encode_kind(ViewBlob *bl, const ViewKind *k, int S, MpErr *e
 }
 
 /* Chooses how the kinds of a run are stored within budget bytes: the mean maps in float16 at
- * side ≤ max_side; the per-head maps in float16, else 8 bits, else area-averaged by 2, 4, ...
+ * side ≤ max_side (8 bits when compact); the per-head maps in float16, else 8 bits, else area-averaged by 2, 4, ...
  * Returns the number of kinds. */
-static int view_plan(ViewKind *kinds, const ViewRun *r, size_t budget, int max_side) {
+static int view_plan(ViewKind *kinds, const ViewRun *r, size_t budget, int max_side, int compact) {
     int nk = 0, f0 = (r->S + max_side - 1) / max_side;
     const ViewArr *arr[3] = {&r->scores, &r->se, &r->probs};
     static const char *names[3] = {"scores", "se", "probs"};
@@ -423,7 +423,7 @@ static int view_plan(ViewKind *kinds, const ViewRun *r, size_t budget, int max_s
     for (int a = 0; a < 3; a++) {
         if (!arr[a]->npy.data) continue;
         ViewKind *k = &kinds[nk++];
-        *k = (ViewKind){names[a], view_arr(arr[a]), r->L, a == 0, VIEW_F16, f0, view_side(r->S, f0), r->causal};
+        *k = (ViewKind){names[a], view_arr(arr[a]), r->L, a == 0, compact ? VIEW_U8 : VIEW_F16, f0, view_side(r->S, f0), r->causal};
         used += (size_t)k->nmaps * view_map_bytes(k->n, k->tri, k->enc, k->resid);
     }
     if (r->heads.npy.data) {
@@ -563,7 +563,7 @@ int mp_view_write_block(FILE *f, const char *id, const char *const *dirs, const 
     for (int r = 0; r < n; r++) {
         if (view_run_load(&runs[r], dirs[r], labels ? labels[r] : NULL, o, e) != MP_OK) goto done;
         ViewKind kinds[5];
-        int nk = view_plan(kinds, &runs[r], budget, o->max_side);
+        int nk = view_plan(kinds, &runs[r], budget, o->max_side, o->compact);
         char note[512];
         view_note(note, sizeof note, &runs[r], kinds, nk);
         json_t *j = view_run_json(&runs[r], &blobs[r], kinds, nk, note, e);

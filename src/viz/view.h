@@ -41,6 +41,7 @@ typedef struct MpViewOptions {
     int max_side;       /* maps wider than this are area-averaged to at most it; 1024 */
     int tokens;         /* 1: show the text of --data runs (rebuilds the first sequence); 1 */
     char title[256];    /* page title ("" = from the runs) */
+    int compact;        /* 1: the mean maps too in 8 bits (report.html's viewers); 0 */
 } MpViewOptions;
 
 void mp_view_options_default(MpViewOptions *o);

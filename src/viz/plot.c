@@ -175,30 +175,39 @@ static int plot_cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* 1 when entry a of panel p counts for its colour limits (rows and columns from limit_skip on;
+ * every entry when that leaves none). */
+static int plot_in_limits(const MpPlotPanel *p, size_t a) {
+    const int k = p->limit_skip > 0 && p->limit_skip < p->rows && p->limit_skip < p->cols ? p->limit_skip : 0;
+    return (int)(a / (size_t)p->cols) >= k && (int)(a % (size_t)p->cols) >= k;
+}
+
 /* Limits over the finite entries of the member panels (before symmetrisation). */
 static int plot_group_limits(double *lo, double *hi, const PlotPrep *pp, const MpPlotPanel *panels,
                              const int *mem, int nm, const MpPlotOptions *o, MpErr *e) {
     double mn = INFINITY, mx = -INFINITY;
     size_t total = 0;
     for (int m = 0; m < nm; m++) {
-        size_t cnt = (size_t)panels[mem[m]].rows * (size_t)panels[mem[m]].cols;
+        const MpPlotPanel *p = &panels[mem[m]];
+        size_t cnt = (size_t)p->rows * (size_t)p->cols;
         const double *v = pp[mem[m]].map;
         for (size_t a = 0; a < cnt; a++)
-            if (isfinite(v[a])) {
+            if (isfinite(v[a]) && plot_in_limits(p, a)) {
                 if (v[a] < mn) mn = v[a];
                 if (v[a] > mx) mx = v[a];
                 total++;
             }
     }
     if (!isnan(o->clip_lo)) {
-        double *all = malloc(total * sizeof *all);
+        double *all = malloc((total ? total : 1) * sizeof *all);
         if (!all) return mp_err_set(e, "out of memory for %zu values (percentiles)", total);
         size_t w = 0;
         for (int m = 0; m < nm; m++) {
-            size_t cnt = (size_t)panels[mem[m]].rows * (size_t)panels[mem[m]].cols;
+            const MpPlotPanel *p = &panels[mem[m]];
+            size_t cnt = (size_t)p->rows * (size_t)p->cols;
             const double *v = pp[mem[m]].map;
             for (size_t a = 0; a < cnt; a++)
-                if (isfinite(v[a])) all[w++] = v[a];
+                if (isfinite(v[a]) && plot_in_limits(p, a)) all[w++] = v[a];
         }
         qsort(all, total, sizeof *all, plot_cmp_double);
         mn = mp_plot_percentile_sorted(all, total, o->clip_lo);
@@ -528,10 +537,18 @@ static int plot_layout(MpPlotLayout *lay, PlotGeom *g, cairo_t *cr, const MpPlot
     int any_title = 0;
     for (int k = 0; k < n; k++) any_title |= panels[k].title[0] != '\0';
     double cbar_gap = round(0.05 * P), cbar_w = round(0.05 * P);
+    /* the widest and tallest heatmap box: a cell as large as its panels need (P x P when square;
+     * wide L x H maps such as sink_entropy.png get no blank half) */
+    double pw = 1, ph = 1;
+    for (int k = 0; k < n; k++) {
+        double bw, bh;
+        plot_panel_box(&panels[k], P, &bw, &bh);
+        pw = fmax(pw, bw), ph = fmax(ph, bh);
+    }
     g->heat_x = round(g->pad * 2 + g->fs_label * 1.1 + g->pad * 2 + ytw + g->pad + g->tick_len);
     g->heat_y = round(any_title ? g->fs_ptitle * 2.1 : g->pad * 3);
-    g->cell_w = ceil(g->heat_x + P + cbar_gap + cbar_w + g->tick_len + g->pad + cbw + g->pad * 4);
-    g->cell_h = ceil(g->heat_y + P + g->tick_len + g->pad + digit + g->pad * 2 + g->fs_label * 1.2 +
+    g->cell_w = ceil(g->heat_x + pw + cbar_gap + cbar_w + g->tick_len + g->pad + cbw + g->pad * 4);
+    g->cell_h = ceil(g->heat_y + ph + g->tick_len + g->pad + digit + g->pad * 2 + g->fs_label * 1.2 +
                      g->pad * 2);
     g->top = o->title[0] ? round(g->fs_ftitle * 2.4) : round(g->pad * 2);
     /* grid */
@@ -548,7 +565,7 @@ static int plot_layout(MpPlotLayout *lay, PlotGeom *g, cairo_t *cr, const MpPlot
         double w, h;
         plot_panel_box(&panels[k], P, &w, &h);
         lay->heat[k] = (MpPlotRect){round(x0 + g->heat_x), round(y0 + g->heat_y), w, h};
-        lay->cbar[k] = (MpPlotRect){lay->heat[k].x + P + cbar_gap, lay->heat[k].y, cbar_w, h};
+        lay->cbar[k] = (MpPlotRect){lay->heat[k].x + pw + cbar_gap, lay->heat[k].y, cbar_w, h};
     }
     return MP_OK;
 }

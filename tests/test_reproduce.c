@@ -3,6 +3,8 @@
  * model verdicts of the quick run hold, a re-run skips up-to-date stages and gives the same report
  * numbers, --force and changed settings recompute, --only selects, --model/--data adds the user's
  * checkpoint to Figure 5, bad flags exit 2; the progress bar draws when forced on. */
+#include <sys/stat.h>
+
 #include "testutil.h"
 
 #include <cairo.h>
@@ -140,11 +142,24 @@ static void test_full_quick_run_and_rerun(void **state) {
     unsigned char sig[9];
     b64_head(strstr(html, "data:image/png;base64,") + strlen("data:image/png;base64,"), sig);
     assert_memory_equal(sig, "\x89PNG\r\n\x1a\n", 8);
-    assert_non_null(strstr(html, "<tr class=\"bad\"><td>Fig. 1 S32</td>"));
+    assert_non_null(strstr(html, "class=\"bad\"><td>Fig. 1 S32</td>"));
+    /* issue 30: a summary before the table (counts, the differing rows and the figures linked), and
+     * the page under 8 MB (the viewers' maps stored compactly; 17-18 MB before) */
+    const char *sum = strstr(html, "<div class=\"summary\">"), *tab = strstr(html, "<table>");
+    assert_true(sum && tab && sum < tab);
+    assert_non_null(strstr(sum, " rows agree with the paper; "));
+    assert_non_null(strstr(sum, "<a href=\"#row-"));
+    assert_non_null(strstr(sum, "<a href=\"#fig-1\">Figure 1</a>"));
+    assert_non_null(strstr(html, "<figure id=\"fig-1\">"));
+    struct stat hs;
+    assert_int_equal(stat(path, &hs), 0);
+    print_message("report.html: %.2f MB\n", hs.st_size / 1048576.0);
+    assert_true(hs.st_size < 8 * 1000 * 1000);
     snprintf(path, sizeof path, "%s/report.md", d);
     rep = slurp(path);
     assert_non_null(rep);
     assert_non_null(strstr(rep, "| Fig. 1 S21 (theory, α=0) | 0.154 | 0.15352 (→ 0.154) | ✓ agrees |"));
+    assert_true(strstr(rep, "**Summary: ") && strstr(rep, "**Summary: ") < strstr(rep, "| quantity |"));
     assert_non_null(strstr(rep, "Fig. 4 RoPE bidirectional"));
     char *first = strdup(strstr(rep, "| quantity |"));
     /* numbers of the table, not the header's wall time, must be identical on the re-run */

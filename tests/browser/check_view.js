@@ -169,7 +169,10 @@ async function main() {
 
     const l = L - 1, i = Math.floor(0.8 * S), j = Math.floor(0.3 * S), off = l * S * S;
     await select("mpv-layer", l);
-    const first = await expect(`layer ${l + 1} raw`, scores, off, i, j, "raw", true);
+    // float16, or 8 bits (report.html's compact viewers): as the page says it stores each kind
+    const encF16 = (n) => page.evaluate(([id, n]) => { const k = window.mpvViewers[id].runs[0].arrays[n]; return !k || k.enc === "f16"; }, [id, n]);
+    const sF16 = await encF16("scores"), seF16 = await encF16("se"), pF16 = await encF16("probs");
+    const first = await expect(`layer ${l + 1} raw`, scores, off, i, j, "raw", sF16);
     if (text) {
       const got = await hover(i, j);
       const q = "query token " + JSON.stringify(text.toString("latin1", i - 1, i)), k = "key token " + JSON.stringify(text.toString("latin1", j - 1, j));
@@ -179,16 +182,16 @@ async function main() {
     await select("mpv-view", "diag");
     ends = await barEnds();
     check(near(ends[0], [0xa9, 0x37, 0x3b]) && near(ends[1], [0x23, 0x69, 0xbd]), `residue view: vlag colour bar ends ${JSON.stringify(ends)}`);
-    await expect(`layer ${l + 1} diagonal-normalised`, scores, off, i, j, "resid", true);
+    await expect(`layer ${l + 1} diagonal-normalised`, scores, off, i, j, "resid", sF16);
     const diagnorm = opt("scores_diagnorm.npy");
-    if (diagnorm && !/mean of a/.test(first.text)) await expect(`layer ${l + 1} diagonal-normalised vs scores_diagnorm.npy`, diagnorm, off, i, j, "plain", true);
+    if (diagnorm && !/mean of a/.test(first.text)) await expect(`layer ${l + 1} diagonal-normalised vs scores_diagnorm.npy`, diagnorm, off, i, j, "plain", sF16);
     if (se) {
       await select("mpv-view", "se");
-      await expect(`layer ${l + 1} standard error`, se, off, i, j, "plain", true);
+      await expect(`layer ${l + 1} standard error`, se, off, i, j, "plain", seF16);
     }
     if (probs) {
       await select("mpv-view", "probs");
-      await expect(`layer ${l + 1} probabilities`, probs, off, i, j, "plain", true);
+      await expect(`layer ${l + 1} probabilities`, probs, off, i, j, "plain", pF16);
     }
     if (H > 0) {
       await select("mpv-view", "raw");
@@ -220,7 +223,7 @@ async function main() {
     await page.mouse.up();
     const x0 = Number(await page.$eval(`${V} .mpv-xlab span`, (s) => s.textContent));
     check(Math.abs(x0 - 0.1 * S) <= 0.02 * S + 2, `drag-zoom: key axis starts at ${x0} (want ≈ ${0.1 * S})`);
-    await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), "raw", true);
+    await expect(`zoomed layer ${l + 1} raw`, scores, off, Math.floor(0.75 * S), Math.floor(0.2 * S), "raw", sF16);
     const inked = await page.$eval(`${V} canvas.mpv-profile-row`, (c) => {
       const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
       let k = 0;

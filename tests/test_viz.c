@@ -408,6 +408,7 @@ static void test_titles_and_stacks(void **state) {
     assert_int_equal(mp_plot_panels_add_stack(ps, &n, 3, maps, 4, 3, NULL, NULL, 0, 0, NULL, &e), MP_ERR);
     MpPlotOptions o;
     mp_plot_options_default(&o);
+    assert_int_equal(o.index_base, 0); /* positions from 0, as arrays, meta.json and the viewer (docs/outputs.md) */
     assert_int_equal(mp_plot_preset_apply(&o, "fig5", &e), MP_OK);
     assert_true(o.diagnorm == 1 && o.clip_lo == 1 && o.clip_hi == 99 && !strcmp(o.cmap, "vlag"));
     assert_int_equal(mp_plot_preset_apply(&o, "fig2", &e), MP_OK);

@@ -35,6 +35,10 @@
  *              failed with f40d7e1, as did test_resume_keeps_other_model_run)
  *   trainckpt  train --resume of a checkpoint edited after it was written (a weight; config.json's
  *              rope_theta) or holding a NaN weight: all three resumed with f40d7e1
+ *   message    tokenizer.json merges naming a token the vocab lacks ("a bb" for the merged "ab"),
+ *              a model.safetensors that is a symbolic-link loop ("no model.safetensors") or a
+ *              dangling link: all five failed with f40d7e1; test_added_tokens_one_summary
+ *              (20,000 added tokens, 20,000 lines before)
  *   quantblock a Q8_0 / Q4_0 block whose f16 scale is NaN or Inf: probe and logits refused it
  *              already; generate ran (its case failed with f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
@@ -68,6 +72,32 @@ static int exists(const char *rel) {
 }
 
 /* ================================================================ fixtures */
+
+/* tokenizer.json files whose merges name tokens the vocabulary lacks (the merged "ab"; the part
+ * "a"), and one with 20,000 added tokens written with ids HF does not give them. */
+static int tokenizer_files(void) {
+    char out[4096], path[512];
+    if (sh(out, sizeof out, "rm -rf tkm1 tkm2 tkadd && mkdir tkm1 tkm2 tkadd") != 0) return -1;
+    static const char m1[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}";
+    static const char m2[] = "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"b\":1,\"ab\":2},\"merges\":[\"a b\"]}}";
+    snprintf(path, sizeof path, "%s/tkm1/tokenizer.json", D);
+    mp_test_write_file(path, m1, strlen(m1));
+    snprintf(path, sizeof path, "%s/tkm2/tokenizer.json", D);
+    mp_test_write_file(path, m2, strlen(m2));
+    const size_t cap = 20000 * 64 + 256;
+    char *j = malloc(cap);
+    if (!j) return -1;
+    size_t n = (size_t)snprintf(j, cap, "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"ab\":2},"
+                                        "\"merges\":[\"a b\"]},\"added_tokens\":[");
+    for (int i = 0; i < 20000; i++)
+        n += (size_t)snprintf(j + n, cap - n, "%s{\"id\":%d,\"content\":\"<t%d>\",\"special\":true}", i ? "," : "",
+                              5000 + i, i);
+    n += (size_t)snprintf(j + n, cap - n, "]}");
+    snprintf(path, sizeof path, "%s/tkadd/tokenizer.json", D);
+    mp_test_write_file(path, j, n);
+    free(j);
+    return 0;
+}
 
 /* Models with finite but huge weights (one q_proj / attn_k weight 3e38) and quantised blocks whose
  * scale is NaN or Inf: the "overflow" and "quantblock" classes. */
@@ -113,7 +143,7 @@ static int damaged_models(void) {
     model_poke(path, "model.layers.0.self_attn.q_proj.weight", 4, &half, 4);
     snprintf(path, sizeof path, "%s/ed-n", D);
     model_poke(path, "model.embed_tokens.weight", 0, &nan, 4);
-    return 0;
+    return tokenizer_files();
 }
 
 static int setup_fixtures(void **state) {
@@ -275,6 +305,15 @@ static const BadCase cases[] = {
      "o-tc2/step-000003"},
     {"trainckpt", "", "train --resume ed-n --data corpus.txt --steps 3 --quiet --out o-tc3", "ed-n/model.safetensors: weight 0",
      "o-tc3/step-000003"},
+    /* message (issue 31, weak spots): the merge's token named as it is ("a bb" and "a b" before: a
+     * part printed past its end); a symbolic-link loop named as one ("no model.safetensors" before) */
+    {"message", "", "tokenize --model tkm1 corpus.txt", "model.merges[0]: the merged token \"ab\" is not in the vocab", NULL},
+    {"message", "", "tokenize --model tkm2 corpus.txt", "model.merges[0]: token \"a\" is not in the vocab", NULL},
+    {"message", "rm -rf loop && cp -r model loop && rm loop/model.safetensors && ln -s model.safetensors loop/model.safetensors",
+     "inspect loop", "loop/model.safetensors: Too many levels of symbolic links", NULL},
+    {"message", "", "probe loop --tokens tokens.npy --out o-loop", "loop/model.safetensors: Too many levels", "o-loop"},
+    {"message", "rm -rf dang && cp -r model dang && rm dang/model.safetensors && ln -s nowhere dang/model.safetensors",
+     "inspect dang", "dang/model.safetensors: a symbolic link to a file that does not exist", NULL},
     /* quantblock: a quantised block whose f16 scale is NaN or Inf */
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --out o-q1", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", "o-q1"},
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},
@@ -660,6 +699,19 @@ static void test_full_disk(void **state) {
     assert_int_equal(bad, 0);
 }
 
+/* 20,000 added tokens written with ids HF does not assign: the first three named, then one line
+ * with the count (20,000 lines before). */
+static void test_added_tokens_one_summary(void **state) {
+    (void)state;
+    char out[16384];
+    const int rc = sh(out, sizeof out, "$M tokenize --model tkadd corpus.txt > /dev/null");
+    int lines = 0;
+    for (const char *p = out; *p; p++) lines += *p == '\n';
+    if (rc != 0 || lines > 4 || !strstr(out, "added_tokens[2]: token \"<t2>\"") || !strstr(out, "20000 tokens in all"))
+        fail_msg("tokenize with 20,000 re-numbered added tokens: exit %d, %d lines (want 0, at most 4 with the count): %.600s",
+                 rc, lines, out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_table),
@@ -669,6 +721,7 @@ int main(void) {
         cmocka_unit_test(test_outfile_force),
         cmocka_unit_test(test_unwritable_out_before_compute),
         cmocka_unit_test(test_resume_keeps_other_model_run),
+        cmocka_unit_test(test_added_tokens_one_summary),
         cmocka_unit_test(test_refusals_keep_what_was_there),
         cmocka_unit_test(test_second_run_refused_while_first_runs),
         cmocka_unit_test(test_theory_out_prints_excerpt),

@@ -414,11 +414,24 @@ static int hf_collect_tensors(MpModel *m, MpErr *e) {
     return MP_OK;
 }
 
+/* 1 when path exists, 0 when there is nothing by that name, -1 (message set) when it cannot be
+ * told or followed: a symbolic-link loop (ELOOP), a dangling link, no permission. */
+static int hf_exists(const char *path, MpErr *e) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) return 1;
+    const int err = errno;
+    if (err == ENOENT && lstat(path, &sb) == 0)
+        return mp_err_set(e, "%s: a symbolic link to a file that does not exist", path), -1;
+    if (err == ENOENT) return 0;
+    return mp_err_set(e, "%s: %s", path, strerror(err)), -1;
+}
+
 static int hf_open_shards(MpModel *m, const char *dir, MpErr *e) {
     char path[4096], idx[4096];
     if (mp_path_join(idx, sizeof idx, dir, "model.safetensors.index.json", e)) return MP_ERR;
-    struct stat sb;
-    if (stat(idx, &sb) == 0) {
+    const int has_idx = hf_exists(idx, e);
+    if (has_idx < 0) return MP_ERR;
+    if (has_idx) {
         json_t *root = mp_json_read(idx, e); /* a FIFO, an empty file, bad JSON: refused, named */
         if (!root) return MP_ERR;
         json_t *wm = json_object_get(root, "weight_map");
@@ -444,8 +457,9 @@ static int hf_open_shards(MpModel *m, const char *dir, MpErr *e) {
             for (f = 0; f < m->n_files; f++)
                 if (!strcmp(m->file_names[f], path)) break;
             if (f == m->n_files) {
-                if (stat(path, &sb) != 0) {
-                    rc = mp_err_set(e, "%s: missing shard '%s' (listed for tensor '%s')", idx, fn, name);
+                const int has = hf_exists(path, e);
+                if (has <= 0) {
+                    rc = has < 0 ? MP_ERR : mp_err_set(e, "%s: missing shard '%s' (listed for tensor '%s')", idx, fn, name);
                     break;
                 }
                 if ((rc = add_file(m, path, e)) != MP_OK) break;
@@ -460,8 +474,9 @@ static int hf_open_shards(MpModel *m, const char *dir, MpErr *e) {
         return rc;
     }
     if (mp_path_join(path, sizeof path, dir, "model.safetensors", e)) return MP_ERR;
-    if (stat(path, &sb) != 0)
-        return mp_err_set(e, "%s: no model.safetensors or model.safetensors.index.json in this directory", dir);
+    const int has = hf_exists(path, e);
+    if (has <= 0)
+        return has < 0 ? MP_ERR : mp_err_set(e, "%s: no model.safetensors or model.safetensors.index.json in this directory", dir);
     if (add_file(m, path, e)) return MP_ERR;
     return mp_st_open(&m->st[0], path, e);
 }

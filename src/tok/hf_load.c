@@ -170,12 +170,11 @@ static int load_merges(MpTokImpl *m, json_t *vocab, json_t *merges, const int16_
             idb = ib ? (int32_t)json_integer_value(ib) : -1;
             idn = in ? (int32_t)json_integer_value(in) : -1;
         }
-        if (ida < 0 || idb < 0 || idn < 0) {
-            int bad = ida < 0 ? 0 : idb < 0 ? 1 : 2;
-            char both[160];
-            snprintf(both, sizeof both, "%.60s%.60s", a, b);
-            mp_err_set(e, "model.merges[%zu]: token \"%.120s\" is not in the vocab", r,
-                       bad == 0 ? a : bad == 1 ? b : both);
+        if (ida < 0 || idb < 0 || idn < 0) { /* a and b point into the merge's text: printed by length */
+            const int la60 = la < 60 ? (int)la : 60, lb60 = lb < 60 ? (int)lb : 60;
+            if (ida < 0) mp_err_set(e, "model.merges[%zu]: token \"%.*s\" is not in the vocab", r, la60, a);
+            else if (idb < 0) mp_err_set(e, "model.merges[%zu]: token \"%.*s\" is not in the vocab", r, lb60, b);
+            else mp_err_set(e, "model.merges[%zu]: the merged token \"%.*s%.*s\" is not in the vocab", r, la60, a, lb60, b);
             mp_tok_buf_free(&tmp);
             return MP_ERR;
         }
@@ -253,10 +252,11 @@ typedef struct MpTokAddedReg {
  * token takes that id; otherwise the next free one (model vocab size, then max + 1). The ids
  * written in the file are only checked (HF warns; we log). Fills regs (file order, duplicates
  * dropped) and returns their count, or -1. */
+#define ADDED_LOG_MAX 3 /* id mismatches logged one by one (20,000 of them printed 20,000 lines) */
 static long added_assign(json_t *vocab, json_t *arr, MpTokAddedReg *regs, int32_t *max_id, MpErr *e) {
     size_t n = json_array_size(arr), vsize = json_object_size(vocab);
     json_t *ids = json_object(), *seen = json_object(); /* content → id; content+flags → 1 */
-    long nr = 0, rc = 0;
+    long nr = 0, rc = 0, nmoved = 0; /* nmoved: tokens whose written id is not HF's */
     int64_t max_added = -1;
     char *key = NULL;
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -302,7 +302,7 @@ static long added_assign(json_t *vocab, json_t *arr, MpTokAddedReg *regs, int32_
         }
         if (r.id > max_added) max_added = r.id;
         if (r.id > *max_id) *max_id = r.id;
-        if (r.id != file_id)
+        if (r.id != file_id && ++nmoved <= ADDED_LOG_MAX) /* the first few; then one line with the count */
             mp_log("%s: token \"%.40s\" is written with id %d but HF assigns it %d (using %d, as HF does)", where,
                    r.s, file_id, r.id, r.id);
         json_object_setn_new(ids, r.s, r.n, json_integer(r.id));
@@ -311,6 +311,10 @@ static long added_assign(json_t *vocab, json_t *arr, MpTokAddedReg *regs, int32_
     free(key);
     json_decref(ids);
     json_decref(seen);
+    if (rc == 0 && nmoved > ADDED_LOG_MAX)
+        mp_log("added_tokens: %ld tokens in all are written with ids HF does not assign them (the first %d above); "
+               "HF's ids used for each",
+               nmoved, ADDED_LOG_MAX);
     return rc == 0 ? nr : -1;
 }
 

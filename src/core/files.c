@@ -288,9 +288,10 @@ static int outdir_clear_names(const char *dir, const OutNames *nm, MpErr *e) {
     int w = tree_walk(dir, "", nm, 0, foreign, sizeof foreign, 0, e);
     if (w < 0) return MP_ERR;
     if (w > 0)
-        return mp_err_set(e, "%s: holds %s, which no maskpos run in this folder wrote: nothing was removed; HINT: move "
-                             "it away, or give another folder",
-                          dir, foreign);
+        return mp_err_set(e, "%s: holds %s, which its %s does not list as written by a maskpos run (a file of yours, "
+                             "or of a maskpos older than these lists): nothing was removed; HINT: move it away, or "
+                             "remove the folder yourself if all of it is yours to lose",
+                          dir, foreign, MP_OUTDIR_MARKER);
     if (nftw(dir, clear_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
         return mp_err_set(e, "%s: cannot remove the previous run's files: %s", dir, strerror(errno));
     return MP_OK;

@@ -215,7 +215,10 @@ int mp_repro_store_run(const MpReproStoreKind *k, void *arg, void *obj, const ch
     snprintf(path, sizeof path, "%s/stage.json", dir);
     remove(path);
     snprintf(path, sizeof path, "%s/%s", dir, MP_OUTDIR_MARKER); /* an earlier run is replaced whole */
-    if (mp_file_exists(path) && mp_outdir_clear(dir, &ce) != MP_OK) fprintf(stderr, "maskpos reproduce: warning: %s\n", ce.msg);
+    if (mp_file_exists(path) && mp_outdir_clear(dir, &ce) != MP_OK) { /* the stage's one line */
+        fprintf(stderr, "maskpos reproduce: error: %s\n", ce.msg);
+        return MP_ERR;
+    }
     const double t0 = mp_time_now();
     if (k->run(arg, dir) != MP_OK) return MP_ERR;
     const double w = mp_time_now() - t0;

@@ -233,10 +233,58 @@ static void test_load_refuses_mixed_folder(void **state) {
     assert_non_null(strstr(maskpos_last_error(), "not a JSON object"));
 }
 
+/* The accumulator through the header alone: two sequences of hand-made scores [1, 2, 4, 4] (causal,
+ * the masked half full of NaN) give the mean of the observed entries and NaN elsewhere, the head
+ * mean's sample standard error; a NaN in an observed entry is refused with a message naming it and
+ * leaves the count; a merge doubles the count and keeps the mean. */
+static void test_accumulator(void **state) {
+    (void)state;
+    MaskposAccOptions o = {.n_layers = 1, .n_heads = 2, .seq = 4, .causal = 1};
+    MaskposAcc *a = NULL, *b = NULL;
+    assert_int_equal(maskpos_acc_new(&o, &a), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_new(&o, &b), MASKPOS_OK);
+    float x[2][2][4][4];
+    for (int s = 0; s < 2; s++)
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) x[s][h][i][j] = j > i ? NAN : (float)(s * 8 + h * 4 + i - j);
+    assert_int_equal(maskpos_acc_add(a, 0, 2, MASKPOS_F32, x, NULL), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_count(a, 0), 2);
+    float bad[2][4][4];
+    memcpy(bad, x[0], sizeof bad);
+    bad[1][3][1] = NAN;
+    assert_int_equal(maskpos_acc_add(a, 0, 1, MASKPOS_F32, bad, NULL), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "scores[0, 1, 3, 1] = nan"));
+    assert_int_equal(maskpos_acc_add(a, 1, 1, MASKPOS_F32, x, NULL), MASKPOS_ERR);
+    assert_int_equal(maskpos_acc_count(a, 0), 2);
+    MaskposResult *r = NULL;
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_OK);
+    const double *m = array3(r, "scores", 1, 4), *se = array3(r, "scores_se", 1, 4);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            if (j > i) {
+                assert_true(isnan(m[i * 4 + j]) && isnan(se[i * 4 + j]));
+                continue;
+            }
+            /* head means per sequence: s*8 + 2 + i - j; over s = 0, 1: mean 6 + i - j, sd 4*sqrt(2), se 4 */
+            assert_true(fabs(m[i * 4 + j] - (6.0 + i - j)) < 1e-12);
+            assert_true(fabs(se[i * 4 + j] - 4.0) < 1e-12);
+        }
+    maskpos_result_free(r);
+    assert_int_equal(maskpos_acc_add(b, 0, 2, MASKPOS_F32, x, NULL), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_merge(a, b), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_count(a, -1), 4);
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_OK);
+    assert_true(fabs(array3(r, "scores", 1, 4)[3 * 4 + 1] - 8.0) < 1e-12);
+    maskpos_result_free(r);
+    maskpos_acc_free(a);
+    maskpos_acc_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_library_round_trip), cmocka_unit_test(test_errors_are_the_commands),
                                        cmocka_unit_test(test_progress_stop), cmocka_unit_test(test_save_load_equals_cli),
                                        cmocka_unit_test(test_theory_closed_form),
-                                       cmocka_unit_test(test_load_refuses_mixed_folder)};
+                                       cmocka_unit_test(test_load_refuses_mixed_folder), cmocka_unit_test(test_accumulator)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

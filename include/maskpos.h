@@ -16,8 +16,9 @@
  *     "1"/"0" ("true"/"false", "on"/"off" too);
  *   - arrays belong to their result (valid until maskpos_result_free); C order, little-endian.
  * Does not: print, draw figures, or call exit(); a result is written only by maskpos_result_save.
- * Tested by: tests/test_api.c (this header alone), tests/test_pyapi.c (python/tests, python/tests_torch: equality
- * with the command line byte for byte), examples/ (built against an installed copy).
+ * Tested by: tests/test_api.c (this header alone), tests/test_pyapi.c (python/tests and
+ * python/tests_torch: equality with the command line byte for byte), examples/ (built against an
+ * installed copy).
  * Docs: docs/c-api.md, docs/python.md.
  */
 #ifndef MASKPOS_H

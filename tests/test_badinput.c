@@ -39,6 +39,10 @@
  *              a model.safetensors that is a symbolic-link loop ("no model.safetensors") or a
  *              dangling link: all five failed with f40d7e1; test_added_tokens_one_summary
  *              (20,000 added tokens, 20,000 lines before)
+ *   shard      a two-shard HF checkpoint with one shard truncated, its header garbage, empty, a
+ *              header length past the file or a NaN in it, or the index cut short: each line
+ *              names the shard (issue 31's "not yet covered"; these six held with f40d7e1:
+ *              guards), and a shard that is a symbolic-link loop (f40d7e1: "missing shard")
  *   quantblock a Q8_0 / Q4_0 block whose f16 scale is NaN or Inf: probe and logits refused it
  *              already; generate ran (its case failed with f40d7e1)
  * MP_BADINPUT_BIN=path runs the table against another binary (e.g. an older build).
@@ -113,7 +117,9 @@ static int damaged_models(void) {
                 "--format gguf --dtype q4_0 q4inf.gguf > /dev/null && "
                 "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
                 "--steps 4 --checkpoint-every 2 --warmup 1 --quiet --out run4 > /dev/null && "
-                "$M corpus --model " MP_SOURCE_DIR "/models/rope --pack --n 6 --seq 32 --out rope.npy corpus.txt > /dev/null");
+                "$M corpus --model " MP_SOURCE_DIR "/models/rope --pack --n 6 --seq 32 --out rope.npy corpus.txt > /dev/null && "
+                "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
+                "--shards 2 --format hf shards > /dev/null");
     if (rc != 0) {
         fprintf(stderr, "damaged models failed (%d): %s\n", rc, out);
         return -1;
@@ -314,6 +320,28 @@ static const BadCase cases[] = {
     {"message", "", "probe loop --tokens tokens.npy --out o-loop", "loop/model.safetensors: Too many levels", "o-loop"},
     {"message", "rm -rf dang && cp -r model dang && rm dang/model.safetensors && ln -s nowhere dang/model.safetensors",
      "inspect dang", "dang/model.safetensors: a symbolic link to a file that does not exist", NULL},
+    /* shard: a real two-shard checkpoint (model.safetensors.index.json) with one shard damaged:
+     * truncated, its header garbage, empty, a header length past the file, a NaN in it; the index
+     * cut short. Every line names the shard (or the index) */
+    {"shard", "rm -rf s-t && cp -r shards s-t && truncate -s -100 s-t/model-00002-of-00002.safetensors",
+     "probe s-t --tokens tokens.npy --out o-sh1", "s-t/model-00002-of-00002.safetensors: truncated", "o-sh1"},
+    {"shard", "rm -rf s-g && cp -r shards s-g && printf 'garbage!garbage!' | dd of=s-g/model-00001-of-00002.safetensors "
+              "bs=1 seek=8 conv=notrunc 2>/dev/null",
+     "probe s-g --tokens tokens.npy --out o-sh2", "s-g/model-00001-of-00002.safetensors: bad magic", "o-sh2"},
+    {"shard", "rm -rf s-z && cp -r shards s-z && : > s-z/model-00002-of-00002.safetensors", "inspect s-z",
+     "s-z/model-00002-of-00002.safetensors: truncated: 0 bytes", NULL},
+    {"shard", "rm -rf s-h && cp -r shards s-h && printf '\\377\\377\\377\\377\\377\\377\\377\\177' | "
+              "dd of=s-h/model-00001-of-00002.safetensors bs=1 conv=notrunc 2>/dev/null",
+     "logits s-h --tokens 1,2,3", "s-h/model-00001-of-00002.safetensors: bad header length", NULL},
+    {"shard", "rm -rf s-n && cp -r shards s-n && printf '\\000\\000\\300\\177' | dd of=s-n/model-00002-of-00002.safetensors "
+              "bs=1 seek=$(($(stat -c %s s-n/model-00002-of-00002.safetensors) - 4)) conv=notrunc 2>/dev/null",
+     "probe s-n --tokens tokens.npy --out o-sh3", "s-n/model-00002-of-00002.safetensors: tensor", "o-sh3"},
+    {"shard", "rm -rf s-l && cp -r shards s-l && rm s-l/model-00002-of-00002.safetensors && "
+              "ln -s model-00002-of-00002.safetensors s-l/model-00002-of-00002.safetensors",
+     "inspect s-l", "s-l/model-00002-of-00002.safetensors: Too many levels of symbolic links", NULL},
+    {"shard", "rm -rf s-i && cp -r shards s-i && head -c 300 shards/model.safetensors.index.json > "
+              "s-i/model.safetensors.index.json",
+     "generate s-i --len 4 --quiet", "s-i/model.safetensors.index.json: invalid JSON", NULL},
     /* quantblock: a quantised block whose f16 scale is NaN or Inf */
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --out o-q1", "q8nan.gguf: tensor 'blk.0.attn_k.weight'", "o-q1"},
     {"quantblock", "", "probe q8nan.gguf --tokens tokens.npy --compute bf16 --out o-q2", "q8nan.gguf: tensor", "o-q2"},

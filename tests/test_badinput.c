@@ -77,6 +77,14 @@ static int exists(const char *rel) {
 
 /* ================================================================ fixtures */
 
+/* One fixture script: 0, or -1 after printing what failed and its output. */
+static int fixture_sh(const char *what, const char *script) {
+    char out[8192];
+    const int rc = sh(out, sizeof out, script);
+    if (rc != 0) fprintf(stderr, "%s failed (%d): %s\n", what, rc, out);
+    return rc != 0 ? -1 : 0;
+}
+
 /* tokenizer.json files whose merges name tokens the vocabulary lacks (the merged "ab"; the part
  * "a"), and one with 20,000 added tokens written with ids HF does not give them. */
 static int tokenizer_files(void) {
@@ -106,24 +114,21 @@ static int tokenizer_files(void) {
 /* Models with finite but huge weights (one q_proj / attn_k weight 3e38) and quantised blocks whose
  * scale is NaN or Inf: the "overflow" and "quantblock" classes. */
 static int damaged_models(void) {
-    char out[8192], path[512];
-    int rc = sh(out, sizeof out,
-                "rm -rf huge && cp -r model huge && "
-                "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
-                "--format gguf hugeg.gguf > /dev/null && "
-                "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
-                "--format gguf --dtype q8_0 q8nan.gguf > /dev/null && "
-                "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
-                "--format gguf --dtype q4_0 q4inf.gguf > /dev/null && "
-                "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
-                "--steps 4 --checkpoint-every 2 --warmup 1 --quiet --out run4 > /dev/null && "
-                "$M corpus --model " MP_SOURCE_DIR "/models/rope --pack --n 6 --seq 32 --out rope.npy corpus.txt > /dev/null && "
-                "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
-                "--shards 2 --format hf shards > /dev/null");
-    if (rc != 0) {
-        fprintf(stderr, "damaged models failed (%d): %s\n", rc, out);
+    char path[512];
+    if (fixture_sh("damaged models",
+                   "rm -rf huge && cp -r model huge && "
+                   "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
+                   "--format gguf hugeg.gguf > /dev/null && "
+                   "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
+                   "--format gguf --dtype q8_0 q8nan.gguf > /dev/null && "
+                   "$M mkmodel --arch llama --layers 2 --dim 32 --heads 2 --kv-heads 1 --ffn 32 --vocab 258 --max-pos 64 "
+                   "--format gguf --dtype q4_0 q4inf.gguf > /dev/null && "
+                   "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
+                   "--steps 4 --checkpoint-every 2 --warmup 1 --quiet --out run4 > /dev/null && "
+                   "$M corpus --model " MP_SOURCE_DIR "/models/rope --pack --n 6 --seq 32 --out rope.npy corpus.txt > /dev/null && "
+                   "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
+                   "--shards 2 --format hf shards > /dev/null"))
         return -1;
-    }
     const float big = 3e38f;
     const uint16_t f16_nan = 0x7e00, f16_inf = 0x7c00; /* a block's first two bytes: its f16 scale d */
     snprintf(path, sizeof path, "%s/huge", D);
@@ -136,14 +141,11 @@ static int damaged_models(void) {
     model_poke(path, "blk.1.ffn_down.weight", 0, &f16_inf, 2);
     /* training checkpoints edited after they were written: one weight, config.json's rope_theta,
      * a NaN in the embedding row of byte 0 (no byte of the corpus: the loss never sees it) */
-    rc = sh(out, sizeof out, "rm -rf ed-w ed-t ed-n && cp -r run4/step-000002 ed-w && cp -r run4/step-000002 ed-t && "
-                             "cp -r run4/step-000002 ed-n && "
-                             "sed -i 's/\"rope_theta\": 10000.0/\"rope_theta\": 20000.0/' ed-t/config.json && "
-                             "grep -q 20000.0 ed-t/config.json");
-    if (rc != 0) {
-        fprintf(stderr, "edited checkpoints failed (%d): %s\n", rc, out);
+    if (fixture_sh("edited checkpoints", "rm -rf ed-w ed-t ed-n && cp -r run4/step-000002 ed-w && "
+                                         "cp -r run4/step-000002 ed-t && cp -r run4/step-000002 ed-n && "
+                                         "sed -i 's/\"rope_theta\": 10000.0/\"rope_theta\": 20000.0/' ed-t/config.json && "
+                                         "grep -q 20000.0 ed-t/config.json"))
         return -1;
-    }
     const float half = 0.5f, nan = NAN;
     snprintf(path, sizeof path, "%s/ed-w", D);
     model_poke(path, "model.layers.0.self_attn.q_proj.weight", 4, &half, 4);
@@ -155,21 +157,17 @@ static int damaged_models(void) {
 static int setup_fixtures(void **state) {
     (void)state;
     snprintf(D, sizeof D, "%s", mp_test_tmpdir());
-    char out[8192];
-    int rc = sh(out, sizeof out,
-                "head -c 20000 " MP_SOURCE_DIR "/models/kjv.txt > corpus.txt && "
-                "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
-                "--format hf model > /dev/null && "
-                "$M corpus --model bytes --pack --n 4 --seq 16 --out tokens.npy corpus.txt > /dev/null && "
-                "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
-                "--steps 2 --warmup 1 --quiet --out run > /dev/null && "
-                "mkfifo fifo fifo.npy fifo.txt && mkdir adir && "
-                "mkdir fifomodel && mkfifo fifomodel/config.json && "
-                "mkdir fifotok && mkfifo fifotok/tokenizer.json");
-    if (rc != 0) {
-        fprintf(stderr, "fixtures failed (%d): %s\n", rc, out);
+    if (fixture_sh("fixtures",
+                   "head -c 20000 " MP_SOURCE_DIR "/models/kjv.txt > corpus.txt && "
+                   "$M mkmodel --arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 258 --max-pos 64 "
+                   "--format hf model > /dev/null && "
+                   "$M corpus --model bytes --pack --n 4 --seq 16 --out tokens.npy corpus.txt > /dev/null && "
+                   "$M train --data corpus.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 "
+                   "--steps 2 --warmup 1 --quiet --out run > /dev/null && "
+                   "mkfifo fifo fifo.npy fifo.txt && mkdir adir && "
+                   "mkdir fifomodel && mkfifo fifomodel/config.json && "
+                   "mkdir fifotok && mkfifo fifotok/tokenizer.json"))
         return -1;
-    }
     char path[512];
     MpErr e;
     const int64_t s30[2] = {3, 0}, s22[2] = {2, 2};

@@ -2,7 +2,7 @@
 device (a GPU), in one call.
 
     import maskpos, transformers
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, torch_dtype="bfloat16").cuda()
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16).cuda()
     r = maskpos.hf.probe(model, ids, layers=[1, 2, 3, 4], batch_size=8)     # ids: [N, S]
     r.save("runs/llama")
 
@@ -124,6 +124,15 @@ class Capture:
         return out, p
 
 
+def _set_impl(cfg, name):
+    """config._attn_implementation = name (through the internal attribute where the public one is a
+    checked property, as in recent transformers)."""
+    if hasattr(cfg, "_attn_implementation_internal"):
+        cfg._attn_implementation_internal = name
+    else:
+        cfg._attn_implementation = name
+
+
 class _Installed:
     """Registers the capture under NAME (transformers' AttentionInterface, or the given registry)
     and switches the model's config to it; restores everything on exit."""
@@ -153,17 +162,18 @@ class _Installed:
             prev = _text_config(self.model)._attn_implementation
             try:
                 setter(NAME)
+            except (ValueError, TypeError, KeyError):
+                pass
+            if _text_config(self.model)._attn_implementation == NAME:  # (a model that cannot switch only warns)
                 self.prev = prev
                 return self
-            except (ValueError, TypeError, KeyError):
-                pass  # an older check: set the configs below
         seen = set()
         for m in self.model.modules():
             cfg = getattr(m, "config", None)
             if cfg is not None and id(cfg) not in seen and hasattr(cfg, "_attn_implementation"):
                 seen.add(id(cfg))
                 self.configs.append((cfg, cfg._attn_implementation))
-                cfg._attn_implementation = NAME
+                _set_impl(cfg, NAME)
         if not self.configs:
             raise _error("maskpos.hf: the model has no config._attn_implementation to switch (not a transformers model?)")
         return self
@@ -172,7 +182,7 @@ class _Installed:
         if self.prev is not None:
             self.model.set_attn_implementation(self.prev)
         for cfg, prev in self.configs:
-            cfg._attn_implementation = prev
+            _set_impl(cfg, prev)
         if self.registry is not None:
             self.registry.pop(NAME, None)
 
@@ -288,6 +298,10 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
                     model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
                 except _Stop:
                     pass
+                if b0 == 0 and min(accumulator.counts) == 0:
+                    raise _error("maskpos.hf.probe: the model never called maskpos' attention function for layer %d (its "
+                                 "attention does not go through transformers' attention interface)"
+                                 % layers[accumulator.counts.index(0)])
                 done = min(N, b0 + batch_size)
                 if bar == "plain":
                     sys.stderr.write("\rmaskpos.hf.probe: %d/%d" % (done, N))

@@ -34,7 +34,10 @@ def mkmodel(tmp, arch, *extra):
 
 
 def load(d, dtype=torch.float32):
-    m = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=dtype)
+    try:  # transformers >= 4.56 names it dtype (torch_dtype before)
+        m = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=dtype)
+    except TypeError:
+        m = transformers.AutoModelForCausalLM.from_pretrained(d, torch_dtype=dtype)
     return m.to(DEV).eval()
 
 

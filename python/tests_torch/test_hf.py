@@ -124,3 +124,14 @@ def test_import_needs_neither_torch_nor_transformers():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=os.path.join(ROOT, "python"))
     assert out.stdout.split() == ["False", "False", "maskpos_capture"]
+
+
+def test_model_that_never_calls_the_capture(models, monkeypatch):
+    """A model whose attention does not go through the looked-up function: a clear error, not an
+    empty or silent result."""
+    import collections
+    monkeypatch.setattr(tiny_hf, "ATTENTION_FUNCTIONS", collections.defaultdict(lambda: tiny_hf.eager))
+    m = tiny_hf.TinyModel(models["llama"])
+    with pytest.raises(maskpos.Error, match="never called maskpos' attention function for layer 1"):
+        maskpos.hf.probe(m, ids(n=2), registry={}, progress=False)
+    assert m.config._attn_implementation == "eager"

@@ -25,13 +25,8 @@ static void run_pytest(const char *dir, const char *modules) {
     }
     snprintf(build, sizeof build, "%s", MP_TEST_BIN);
     *strrchr(build, '/') = '\0';
-    char preload[4200] = "";
-    if (MP_TEST_SANITIZED) {
-        char lib[4096];
-        assert_int_equal(mp_test_shell(lib, sizeof lib, "cc -print-file-name=libasan.so"), 0);
-        lib[strcspn(lib, "\n")] = '\0';
-        snprintf(preload, sizeof preload, "LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0", lib);
-    }
+    char preload[4200];
+    mp_test_python_preload(preload, sizeof preload);
     int rc = mp_test_shell(out, sizeof out,
                            "cd %s && %s MASKPOS_LIB=%s/libmaskpos.so MASKPOS_BIN=%s PYTHONDONTWRITEBYTECODE=1 "
                            "/usr/bin/python3 -m pytest -q -p no:cacheprovider python/%s",

@@ -195,13 +195,8 @@ static void test_readme_python(void **state) {
     assert_true(nstmt >= 8);
     assert_int_equal(nraise, 1);
     assert_int_equal(nshown, 1);
-    char preload[4200] = "";
-    if (MP_TEST_SANITIZED) {
-        char lib[4096];
-        assert_int_equal(mp_test_shell(lib, sizeof lib, "cc -print-file-name=libasan.so"), 0);
-        lib[strcspn(lib, "\n")] = '\0';
-        snprintf(preload, sizeof preload, "LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0", lib);
-    }
+    char preload[4200];
+    mp_test_python_preload(preload, sizeof preload);
     int rc = mp_test_shell(out, sizeof out, "cd %s && mkdir -p results && %s MASKPOS_LIB=%s/libmaskpos.so "
                                             "PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 readme.py",
                            d, preload, build);

@@ -126,6 +126,19 @@ static void mp_test_set_threads(int n) {
 #endif
 }
 
+/* The environment words that put python3 in front of this build's library: in the sanitizer build
+ * the library carries AddressSanitizer, so its runtime is preloaded (leak reports off: the
+ * interpreter's own allocations are not ours); "" otherwise. */
+static void mp_test_python_preload(char *buf, size_t cap) __attribute__((unused));
+static void mp_test_python_preload(char *buf, size_t cap) {
+    buf[0] = '\0';
+    if (!MP_TEST_SANITIZED) return;
+    char lib[4096];
+    assert_int_equal(mp_test_shell(lib, sizeof lib, "cc -print-file-name=libasan.so"), 0);
+    lib[strcspn(lib, "\n")] = '\0';
+    snprintf(buf, cap, "LD_PRELOAD=%s ASAN_OPTIONS=detect_leaks=0", lib);
+}
+
 /* x [n] <- pseudo-random floats k / div, k an integer in [-1000, 1000], from an LCG seeded by seed. */
 static void mp_test_fill(float *x, size_t n, uint32_t seed, float div) __attribute__((unused));
 static void mp_test_fill(float *x, size_t n, uint32_t seed, float div) {

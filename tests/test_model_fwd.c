@@ -16,12 +16,18 @@
  *     position and the tensor named (q_proj 3e38; q·k past FLT_MAX from finite q and k; the
  *     scores-only last layer of a probe; the key/value-cache path), not NaN (failed before:
  *     every run returned MP_OK with NaN scores or logits).
+ *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: a third instance
+ *     (cpu-plain's ops, each call counted) gives cpu-plain's logits bit for bit and calls matmul
+ *     7L + 1 times and softmax NH·L·T times (counted by hand for Llama); a backend whose storage
+ *     fails stops init with one line; devices not built or unknown are refused with one line; the
+ *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
+ *     fire only where asked for before the run.
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
 #include "test_model_util.h"
 
-#include "model/fwd.h" /* mp_fwd_run, mp_fwd_extend: the overflow cases */
+#include "model/fwd.h" /* mp_fwd_run, mp_fwd_extend: the overflow cases; MpFwdOps: the backend tests */
 
 typedef struct RefCase {
     const char *name;
@@ -293,6 +299,145 @@ static void test_fwd_overflow_named(void **state) {
                     "the queries (q_proj)");
 }
 
+/* ---------------------------------------------------------------- the backend interface */
+
+static long bk_matmuls, bk_softmax_rows;
+static MpFwdOps bk_counted;
+
+static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
+    __atomic_fetch_add(&bk_matmuls, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.matmul(k, y, ldy, x, ldx, w, T);
+}
+static void bk_softmax(float *row, int n, int len) {
+    __atomic_fetch_add(&bk_softmax_rows, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.softmax_row(row, n, len);
+}
+static void *bk_no_alloc(size_t bytes) {
+    (void)bytes;
+    return NULL;
+}
+
+/* logits [T, V] of one run of ids [T] through (compute, ops), copied into out. */
+static void bk_logits(MpModel *m, int compute, const MpFwdOps *ops, const int32_t *ids, int T, float *out) {
+    MpFwd f;
+    MpErr e;
+    MpFwdConfig cfg = {.n_layers = m->n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = 1, .compute = compute, .ops = ops};
+    if (mp_fwd_init(&f, m, &cfg, &e) != MP_OK || mp_fwd_run(&f, ids, T, NULL, NULL, &e) != MP_OK) fail_msg("forward: %s", e.msg);
+    memcpy(out, f.logits, sizeof(float) * (size_t)T * (size_t)m->vocab);
+    mp_fwd_free(&f);
+}
+
+static void test_backend_counted_instance(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/bk-llama", mp_test_tmpdir());
+    MpModel m;
+    model_make_open(&m, dir, "--arch llama --layers 3 --vocab 300 --seed 5");
+    enum { T = 20 };
+    int32_t ids[T];
+    for (int t = 0; t < T; t++) ids[t] = (t * 37 + 11) % 300;
+    float *a = malloc(sizeof(float) * T * 300), *b = malloc(sizeof(float) * T * 300);
+    assert_non_null(a);
+    assert_non_null(b);
+    bk_counted = mp_fwd_ops_cpu_plain;
+    bk_counted.name = "cpu-plain-counted";
+    bk_counted.matmul = bk_matmul;
+    bk_counted.softmax_row = bk_softmax;
+    bk_matmuls = bk_softmax_rows = 0;
+    bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
+    assert_int_equal(bk_matmuls, 0); /* the built-in instance does not go through the counted one */
+    bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
+    assert_memory_equal(a, b, sizeof(float) * T * 300);
+    assert_int_equal(bk_matmuls, 7 * 3 + 1);           /* q, k, v, o, gate, up, down per layer; the head */
+    assert_int_equal(bk_softmax_rows, 3L * m.n_heads * T); /* every row of every head of every layer */
+    /* cpu (fused multiply-adds) is another instance: other bits for the same model */
+    bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
+    assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
+    print_message("counted instance: %ld matmuls, %ld softmax rows, logits == cpu-plain's\n", bk_matmuls, bk_softmax_rows);
+    free(a);
+    free(b);
+    mp_model_free(&m);
+}
+
+static void test_backend_refusals(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/bk-ref", mp_test_tmpdir());
+    MpModel m;
+    model_make_open(&m, dir, "--arch qwen3 --layers 2 --vocab 300");
+    MpFwd f;
+    MpErr e;
+    MpFwdOps failing = mp_fwd_ops_cpu;
+    failing.alloc = bk_no_alloc;
+    MpFwdConfig cfg = {.n_layers = 2, .max_seq = 16, .causal = 1, .rope = 1, .ops = &failing};
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "cannot allocate") || strchr(e.msg, '\n')) fail_msg("failing storage: %s", e.msg);
+    cfg.ops = NULL;
+    cfg.device = "cuda";
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "--device cuda: not built: make CUDA=1"));
+    cfg.device = "tpu9";
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "tpu9"));
+    cfg.device = "cpu";
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
+    assert_string_equal(f.ops->name, "cpu");
+    mp_fwd_free(&f);
+    /* the kernel is the pass's own: MASKPOS_KERNEL=ref for this init, the process-wide choice untouched */
+    assert_int_equal(mp_fwd_kernel_set(MP_FWD_KERNEL_SCALAR), MP_FWD_KERNEL_SCALAR);
+    setenv("MASKPOS_KERNEL", "ref", 1);
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
+    unsetenv("MASKPOS_KERNEL");
+    assert_int_equal(f.kernel, MP_FWD_KERNEL_REF);
+    assert_int_equal(mp_fwd_kernel_get(), MP_FWD_KERNEL_SCALAR);
+    mp_fwd_free(&f);
+    mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
+    mp_model_free(&m);
+    /* the commands: one line, exit 2, for probe, logits and generate */
+    char out[4096];
+    const char *cmds[] = {"probe %s --tokens x.npy --out %s/bk-o --device cuda", "logits %s --tokens 1,2 --device cuda",
+                          "generate %s --n 2 --len 4 --device cuda"};
+    for (int i = 0; i < 3; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, cmds[i], dir, mp_test_tmpdir());
+        int rc = mp_test_run(out, sizeof out, "%s", cmd);
+        if (rc != 2 || !strstr(out, "not built: make CUDA=1") || strchr(out, '\n') != strrchr(out, '\n'))
+            fail_msg("%s: exit %d: %s", cmd, rc, out);
+    }
+}
+
+static int bk_taps_seen[8][MP_FWD_NPOINTS];
+static void bk_capture(void *ctx, int layer, int point, const float *x, int T, int width) {
+    (void)ctx, (void)x, (void)T, (void)width;
+    if (layer < 8) bk_taps_seen[layer][point]++;
+}
+
+static void test_backend_taps_asked_before(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/bk-taps", mp_test_tmpdir());
+    MpModel m;
+    model_make_open(&m, dir, "--arch llama --layers 3 --vocab 300");
+    const int32_t ids[6] = {1, 2, 3, 4, 5, 6};
+    for (int pass = 0; pass < 2; pass++) {
+        MpFwd f;
+        MpErr e;
+        MpFwdConfig cfg = {.n_layers = 3, .max_seq = 6, .causal = 1, .rope = 1, .logits = 1};
+        if (pass) cfg.tap_layers = UINT64_C(1) << 1, cfg.tap_points = 1u << MP_FWD_AT_Q | 1u << MP_FWD_AT_LAYER_OUT;
+        assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
+        memset(bk_taps_seen, 0, sizeof bk_taps_seen);
+        f.capture = bk_capture;
+        assert_int_equal(mp_fwd_run(&f, ids, 6, NULL, NULL, &e), MP_OK);
+        for (int l = 0; l < 3; l++)
+            for (int p = 0; p < MP_FWD_NPOINTS; p++) {
+                const int want = !pass || (l == 1 && (p == MP_FWD_AT_Q || p == MP_FWD_AT_LAYER_OUT));
+                if (bk_taps_seen[l][p] != want) fail_msg("pass %d: layer %d point %d seen %d times, want %d", pass, l, p, bk_taps_seen[l][p], want);
+            }
+        mp_fwd_free(&f);
+    }
+    mp_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fwd_overflow_named),
@@ -300,6 +445,9 @@ int main(void) {
         cmocka_unit_test(test_hf_gguf_equivalent),
         cmocka_unit_test(test_bidirectional_identical_tokens_relative),
         cmocka_unit_test(test_threads_bit_identical),
+        cmocka_unit_test(test_backend_counted_instance),
+        cmocka_unit_test(test_backend_refusals),
+        cmocka_unit_test(test_backend_taps_asked_before),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,7 @@ static const char *generate_help =
     "usage: maskpos generate MODEL [--n N] [--len L] [--temperature T | --greedy] [--top-k K]\n"
     "                        [--top-p P] [--seed K] [--prompt TEXT | --prompt-ids LIST]\n"
     "                        [--out ids.npy [--force]] [--ids] [--quiet] [--threads N]\n"
-    "                        [--compute f32|bf16]\n"
+    "                        [--compute f32|bf16] [--device cpu]\n"
     "\n"
     "Samples N sequences of exactly L token ids from MODEL (HF directory or .gguf), each starting\n"
     "with the prompt (default: the model's BOS alone) and extended one token at a time from the\n"
@@ -58,6 +58,8 @@ static const char *generate_help =
     "  --quiet          print nothing on stdout and no progress bar (the summary still goes to stderr)\n"
     "  --threads N      worker threads (default: all cores; the ids do not depend on it)\n"
     "  --compute MODE   f32 (default) or bf16 (docs/speed.md)\n"
+    "  --device NAME    the forward pass's backend: cpu (default; the only one built here: cuda\n"
+    "                   needs make CUDA=1)\n"
     "Stdout: each sequence's text (special tokens left out), or its ids when --ids is given or the\n"
     "model's tokenizer cannot be read (then stderr says why), one block per sequence.\n"
     "Stderr: a summary: tokens/s, and the mean negative log-likelihood of the sampled tokens under\n"
@@ -124,7 +126,7 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         {"seed", required_argument, 0, 's'},       {"prompt", required_argument, 0, 'P'},
         {"prompt-ids", required_argument, 0, 'I'}, {"out", required_argument, 0, 'o'},
         {"ids", no_argument, 0, 'i'},              {"quiet", no_argument, 0, 'q'},
-        {"threads", required_argument, 0, 'j'},    {"compute", required_argument, 0, 'c'},
+        {"threads", required_argument, 0, 'j'},    {"compute", required_argument, 0, 'c'}, {"device", required_argument, 0, 'D'},
         {"force", no_argument, 0, 'f'},            {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     opterr = 0;
@@ -146,6 +148,12 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         case 'q': o->quiet = 1; break;
         case 'f': o->force = 1; break;
         case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
+        case 'D': {
+            MpErr de;
+            if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
+            o->cfg.device = optarg;
+            break;
+        }
         case 'c':
             if ((o->cfg.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;

@@ -42,6 +42,8 @@ static const char *logits_help =
     "  --threads T     worker threads (default: all cores; results are identical for any T)\n"
     "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
     "                  accumulation; docs/speed.md)\n"
+    "  --device NAME   the forward pass's backend: cpu (default; the only one built here: cuda\n"
+    "                  needs make CUDA=1)\n"
     "Bad input: one-line error, exit 2.\n";
 
 static int logits_argmax(const double *lp, int V) {
@@ -105,13 +107,13 @@ static int logits_greedy(MpFwd *f, int32_t *ids, int n, int T, double *lp, int V
 
 int mp_cmd_logits(int argc, char **argv) {
     const char *cmd = "logits";
-    const char *tokens = NULL, *out = NULL;
+    const char *tokens = NULL, *out = NULL, *device = NULL;
     int top = 5, greedy = 0, threads = 0, compute = MP_FWD_COMPUTE_F32, force = 0, allow_long = 0;
     static const struct option opts[] = {{"tokens", required_argument, 0, 't'}, {"top", required_argument, 0, 'k'},
                                          {"greedy", required_argument, 0, 'g'}, {"out", required_argument, 0, 'o'},
                                          {"threads", required_argument, 0, 'j'}, {"compute", required_argument, 0, 'P'},
                                          {"force", no_argument, 0, 'f'}, {"allow-long", no_argument, 0, 'A'},
-                                         {"help", no_argument, 0, 'h'},
+                                         {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     opterr = 0;
     optind = 1;
@@ -128,6 +130,12 @@ int mp_cmd_logits(int argc, char **argv) {
         case 'P':
             if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;
+        case 'D': {
+            MpErr de;
+            if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
+            device = optarg;
+            break;
+        }
         case 'h': fputs(logits_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }
@@ -184,7 +192,7 @@ int mp_cmd_logits(int argc, char **argv) {
         }
         ids[i] = (int32_t)ids64[i];
     }
-    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = 1, .compute = compute};
+    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = 1, .compute = compute, .device = device};
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK || mp_fwd_run(&f, ids, n, NULL, NULL, &e) != MP_OK) {
         rc = mp_cli_error(cmd, "%s", e.msg);
         goto done;

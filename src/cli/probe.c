@@ -75,6 +75,8 @@ static const char *probe_help =
     "                       checkpoints as stored, others rounded once; half the memory) and Linear\n"
     "                       inputs rounded to bf16, f32 accumulation, attention in f32 (docs/speed.md;\n"
     "                       maps within 2e-2 of max |score| of f32 on random-weight test models)\n"
+    "  --device NAME        the forward pass's backend: cpu (default; the only one built here: cuda\n"
+    "                       needs make CUDA=1)\n"
     "  --checkpoint-every K save partial sums to DIR/checkpoint.bin every K sequences (atomically)\n"
     "  --resume             continue from DIR/checkpoint.bin (same model, tokens and flags)\n"
     "  --allow-long         run S past the model's trained context (max_position_embeddings, or a\n"
@@ -169,7 +171,7 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         {"field", required_argument, 0, 'F'},  {"whole", no_argument, 0, 'W'},
         {"shuffle", no_argument, 0, 'U'},      {"seed", required_argument, 0, 'E'},
         {"no-special", no_argument, 0, 'N'},   {"pack", no_argument, 0, 'K'},
-        {"compute", required_argument, 0, 'P'},
+        {"compute", required_argument, 0, 'P'}, {"device", required_argument, 0, 'V'},
         {"force", no_argument, 0, 'f'},        {"allow-long", no_argument, 0, 'A'},
         {"probs", no_argument, 0, 'Z'},        {"recency", no_argument, 0, 'Y'},
         {"heads-f64", no_argument, 0, '6'},
@@ -196,6 +198,11 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         case 'p': *plot = 1; break;
         case 'M': c->max_mem_gib = mp_cli_double(cmd, "--max-mem-gib", optarg, 1e-6, 1e6); break;
         case 'q': *quiet = 1; break;
+        case 'V': { /* cpu is the only backend built: checked here, the run is cpu's */
+            MpErr de;
+            if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
+            break;
+        }
         case 'P':
             if ((c->compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;

@@ -559,7 +559,7 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
                                                       ? "bf16: bf16 Linear weights and inputs, f32 accumulation, f32 attention; map sums in double"
                                                       : "f32 weights and activations, f32 accumulation; map sums in double"));
     json_object_set_new(j, "compute_mode", json_string(mp_fwd_compute_name(r->compute)));
-    json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(mp_fwd_kernel_get())));
+    json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(s->f.kernel))); /* this pass's kernel */
     json_object_set_new(j, "compute_time_s", json_real(res->compute_s));
     return j;
 }

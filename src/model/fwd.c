@@ -166,6 +166,13 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
     *acts = (uint64_t)ca.used * 4;
 }
 
+/* A weight or activation block of `floats` floats in the backend's storage. */
+static float *fwd_block(const MpFwd *f, size_t floats) {
+    const size_t bytes = (floats * sizeof(float) + 63) & ~(size_t)63;
+    return f->ops->alloc(bytes ? bytes : 64);
+}
+
+/* Host scratch (weight loading). */
 static float *fwd_alloc(size_t floats) {
     size_t bytes = floats * sizeof(float);
     bytes = (bytes + 63) & ~(size_t)63;
@@ -310,10 +317,13 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     const char *kname = getenv("MASKPOS_KERNEL");
     const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
     if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512, avx512bf16)", kname);
-    const int kset = mp_fwd_kernel_set((MpFwdKernel)kreq);
+    const int kset = mp_fwd_kernel_resolve((MpFwdKernel)kreq);
     if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname);
+    const MpFwdOps *ops = cfg->ops ? cfg->ops : mp_fwd_ops_for(cfg->device, cfg->compute == MP_FWD_COMPUTE_F32_PLAIN, e);
+    if (!ops) return MP_ERR;
     f->m = m;
     f->cfg = *cfg;
+    f->ops = ops;
     f->kernel = (MpFwdKernel)kset;
     f->C = m->dim;
     f->NH = m->n_heads;
@@ -333,8 +343,8 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     fwd_layout_acts(&ca, f, m, cfg);
     f->wfloats = cw.used;
     f->afloats = ca.used;
-    f->wblock = fwd_alloc(cw.used);
-    f->ablock = fwd_alloc(ca.used);
+    f->wblock = fwd_block(f, cw.used);
+    f->ablock = fwd_block(f, ca.used);
     if (!f->wblock || !f->ablock) {
         size_t wb = cw.used * 4, ab = ca.used * 4;
         mp_fwd_free(f);
@@ -355,8 +365,10 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
 }
 
 void mp_fwd_free(MpFwd *f) {
-    free(f->ablock);
-    free(f->wblock);
+    if (f->ops) {
+        f->ops->free(f->ablock);
+        f->ops->free(f->wblock);
+    }
     free(f->layers);
     free(f->expmats);
     memset(f, 0, sizeof *f);
@@ -410,13 +422,12 @@ static void fwd_residual(float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];);
 }
 
-/* Plain compute (MP_FWD_COMPUTE_F32_PLAIN): the ops of fwd_kernels.h's plain section. */
-static int fwd_plain(const MpFwd *f) { return f->cfg.compute == MP_FWD_COMPUTE_F32_PLAIN; }
-
-static void fwd_rmsnorm(const MpFwd *f, float *y, const float *x, const float *w, int n) {
-    if (fwd_plain(f)) mp_fwd_rmsnorm_plain(y, x, w, n, f->m->norm_eps);
-    else mp_fwd_rmsnorm(y, x, w, n, f->m->norm_eps);
+/* y [T,O] = x [T,K] · Wᵀ through the backend, with this forward pass's matmul kernel. */
+static void fwd_matmul(const MpFwd *f, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
+    f->ops->matmul(f->kernel, y, ldy, x, ldx, w, T);
 }
+
+static void fwd_rmsnorm(const MpFwd *f, float *y, const float *x, const float *w, int n) { f->ops->rmsnorm(y, x, w, n, f->m->norm_eps); }
 
 /* RMSNorm of rows [t0, T) of x [T, C] with weight w [C] into y. */
 static void fwd_norm_rows(const MpFwd *f, float *y, const float *x, const float *w, int t0, int T) {
@@ -437,7 +448,7 @@ static void fwd_norm(const MpFwd *f, float *y, const float *x, const float *w, c
     }
     const int n = f->C;
     FWD_PAR_FOR((double)(T - t0) * n,
-    for (int t = t0; t < T; t++) mp_fwd_layernorm(y + (size_t)t * n, x + (size_t)t * n, w, b, n, f->m->norm_eps););
+    for (int t = t0; t < T; t++) f->ops->layernorm(y + (size_t)t * n, x + (size_t)t * n, w, b, n, f->m->norm_eps););
 }
 
 /* bf16 compute: a Linear input x [T, n] (row stride ld) rounded to bf16 in place (it is read by
@@ -445,7 +456,7 @@ static void fwd_norm(const MpFwd *f, float *y, const float *x, const float *w, c
 static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int t0, int T, int64_t n) {
     if (f->cfg.compute != MP_FWD_COMPUTE_BF16) return;
     FWD_PAR_FOR((double)(T - t0) * n,
-    for (int t = t0; t < T; t++) mp_fwd_bf16_round(x + (size_t)t * (size_t)ld, (size_t)n););
+    for (int t = t0; t < T; t++) f->ops->bf16_round(x + (size_t)t * (size_t)ld, (size_t)n););
 }
 
 #define FWD_ROWS 16 /* query rows per parallel work item of the attention */
@@ -476,9 +487,17 @@ static FwdKV fwd_kv(const MpFwd *f, int layer, FwdRows r) {
     return kv;
 }
 
+/* Was (layer, point) asked for before the run (cfg.tap_layers / tap_points; both 0: all)? */
+static int fwd_tapped(const MpFwd *f, int layer, int point) {
+    const uint64_t lm = f->cfg.tap_layers;
+    const unsigned pm = f->cfg.tap_points;
+    if (!lm && !pm) return 1;
+    return (!lm || ((lm >> (layer < 63 ? layer : 63)) & 1)) && (!pm || ((pm >> point) & 1));
+}
+
 /* A capture point (mp_fwd_run only: every row is this run's). */
 static void fwd_capture(const MpFwd *f, FwdRows r, int layer, int point, const float *x, int width) {
-    if (f->capture && !r.cached) f->capture(f->capture_ctx, layer, point, x, r.T, width);
+    if (f->capture && !r.cached && fwd_tapped(f, layer, point)) f->capture(f->capture_ctx, layer, point, x, r.T, width);
 }
 
 /* Rows [t0, T): q [T, NH*HS], k, v [T, NKV*HS] of the normed input f->xn — projections, biases,
@@ -494,9 +513,9 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     const float *cos_t = local ? f->cos_l : f->cos_t, *sin_t = local ? f->sin_l : f->sin_t;
     float *xn = f->xn + (size_t)t0 * f->C;
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
-    mp_fwd_matmul(f->q + (size_t)t0 * ldq, ldq, xn, f->C, &ly->q, n);
-    mp_fwd_matmul(f->k + (size_t)t0 * ldk, ldk, xn, f->C, &ly->k, n);
-    mp_fwd_matmul(f->v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
+    fwd_matmul(f, f->q + (size_t)t0 * ldq, ldq, xn, f->C, &ly->q, n);
+    fwd_matmul(f, f->k + (size_t)t0 * ldk, ldk, xn, f->C, &ly->k, n);
+    fwd_matmul(f, f->v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
     fwd_add_bias(f->q, ldq, ly->q_bias, ldq, t0, T);
     fwd_add_bias(f->k, ldk, ly->k_bias, ldk, t0, T);
     fwd_add_bias(f->v, ldk, ly->v_bias, ldk, t0, T);
@@ -509,13 +528,13 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
         for (int h = 0; h < NH; h++) {
             float *qh = f->q + t * ldq + (int64_t)h * HS;
             if (ly->q_norm && !f->m->qk_norm_whole) fwd_rmsnorm(f, qh, qh, ly->q_norm, HS);
-            if (rope) mp_fwd_rope(qh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
+            if (rope) f->ops->rope(qh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
         }
         for (int h = 0; h < NKV; h++) {
             float *kh = f->k + t * ldk + (int64_t)h * HS;
             if (ly->k_norm && !f->m->qk_norm_whole) fwd_rmsnorm(f, kh, kh, ly->k_norm, HS);
-            if (rope) mp_fwd_rope(kh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
-            mp_fwd_attn_pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
+            if (rope) f->ops->rope(kh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
+            f->ops->pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
             memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
         }
     });
@@ -537,7 +556,7 @@ static void fwd_window_row(float *row, int i, int T, int W, int causal) {
 typedef struct FwdAttn {
     float scale, cap; /* 1/sqrt(HS) (or gemma's query_pre_attn_scalar); gemma2's soft-cap, 0: none */
     int win;          /* the sliding window when the sequence is longer than it, else 0 */
-    int rep, causal, plain, ldt;
+    int rep, causal, ldt;
     int64_t ldq;
     double work;      /* multiply-adds of the layer's attention (FWD_PAR's threshold) */
 } FwdAttn;
@@ -546,11 +565,11 @@ typedef struct FwdAttn {
  * gemma2's soft-cap and a sliding window. */
 static void fwd_attn_scores_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, int T, int h, int i0, int i1) {
     float *sh = f->scores + (size_t)h * a->ldt * a->ldt;
-    (a->plain ? mp_fwd_attn_scores_plain : mp_fwd_attn_scores)(sh, f->q + (int64_t)h * f->HS, a->ldq, kv->kp + (size_t)(h / a->rep) * kv->kpf,
-                                                               f->HS, a->ldt, a->causal, a->scale, i0, i1);
+    f->ops->attn_scores(sh, f->q + (int64_t)h * f->HS, a->ldq, kv->kp + (size_t)(h / a->rep) * kv->kpf, f->HS, a->ldt, a->causal,
+                        a->scale, i0, i1);
     if (f->chk.scores) mp_fwd_check_scores_rows(&f->chk, sh, a->ldt, T, a->causal, h, i0, i1); /* before the cap hides an Inf */
     if (a->cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
-        for (int i = i0; i < i1; i++) mp_fwd_softcap(sh + (size_t)i * a->ldt, a->causal ? (size_t)i + 1 : (size_t)T, a->cap);
+        for (int i = i0; i < i1; i++) f->ops->softcap(sh + (size_t)i * a->ldt, a->causal ? (size_t)i + 1 : (size_t)T, a->cap);
     if (a->win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
         for (int i = i0; i < i1; i++) fwd_window_row(sh + (size_t)i * a->ldt, i, T, a->win, a->causal);
 }
@@ -560,9 +579,9 @@ static void fwd_attn_scores_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, in
 static void fwd_attn_mix_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, FwdRows r, int h, int i0, int i1) {
     float *sh = f->scores + (size_t)h * a->ldt * a->ldt;
     for (int i = i0; i < i1; i++)
-        (a->plain ? mp_fwd_softmax_row_plain : mp_fwd_softmax_row)(sh + (size_t)i * a->ldt, a->causal ? i + 1 : r.T, r.cached ? i + 1 : r.T);
-    (a->plain ? mp_fwd_attn_mix_plain : mp_fwd_attn_mix)(f->ao + (int64_t)h * f->HS, a->ldq, sh, kv->vh + (size_t)(h / a->rep) * a->ldt * f->HS,
-                                                         f->HS, f->HS, a->ldt, a->causal, i0, i1);
+        f->ops->softmax_row(sh + (size_t)i * a->ldt, a->causal ? i + 1 : r.T, r.cached ? i + 1 : r.T);
+    f->ops->attn_mix(f->ao + (int64_t)h * f->HS, a->ldq, sh, kv->vh + (size_t)(h / a->rep) * a->ldt * f->HS, f->HS, f->HS, a->ldt,
+                     a->causal, i0, i1);
 }
 
 /* One block of rows [i0, i1) through every head: scores, the rows hook, then (unless
@@ -608,7 +627,7 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
         .scale = f->m->attn_scale > 0 ? (float)f->m->attn_scale : (float)(1.0 / sqrt((double)HS)), /* gemma: query_pre_attn_scalar */
         .cap = (float)f->m->attn_softcap,
         .win = W > 0 && T > W ? W : 0, /* within the window: nothing masked */
-        .rep = NH / f->NKV, .causal = f->cfg.causal, .plain = fwd_plain(f), .ldt = kv->ldt,
+        .rep = NH / f->NKV, .causal = f->cfg.causal, .ldt = kv->ldt,
         .ldq = (int64_t)NH * HS, .work = (double)NH * n * T * HS,
     };
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
@@ -652,7 +671,7 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     /* output projection + residual */
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
-    mp_fwd_matmul(xn, f->C, ao, ldq, &ly->o, n);
+    fwd_matmul(f, xn, f->C, ao, ldq, &ly->o, n);
     fwd_add_bias(f->xn, f->C, ly->o_bias, f->C, t0, r.T); /* gptneox */
     if (ly->attn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->attn_post_norm, t0, r.T); /* olmo2 */
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
@@ -665,12 +684,12 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int n = T - t0;
     float *xn = f->xn + (size_t)t0 * f->C, *up = f->up + (size_t)t0 * f->FF;
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
-    mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
+    fwd_matmul(f, up, f->FF, xn, f->C, &ly->up, n);
     fwd_add_bias(f->up, f->FF, ly->up_bias, f->FF, t0, T);
     FWD_PAR_FOR((double)n * f->FF * 10,
-    for (int t = t0; t < T; t++) mp_fwd_gelu_erf(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF););
+    for (int t = t0; t < T; t++) f->ops->gelu(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF););
     fwd_linear_input(f, f->up, f->FF, t0, T, f->FF);
-    mp_fwd_matmul(xn, f->C, up, f->FF, &ly->down, n);
+    fwd_matmul(f, xn, f->C, up, f->FF, &ly->down, n);
     fwd_add_bias(f->xn, f->C, ly->down_bias, f->C, t0, T);
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
@@ -710,17 +729,17 @@ static void fwd_moe_route(MpFwd *f, int t) {
 static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int C = f->C, FS = f->m->ffn_shexp, n = T - t0;
     const float *xn = f->xn + (size_t)t0 * C;
-    mp_fwd_matmul(f->moe_sg, FS, xn, C, &ly->shexp_gate, n);
-    mp_fwd_matmul(f->moe_su, FS, xn, C, &ly->shexp_up, n);
+    fwd_matmul(f, f->moe_sg, FS, xn, C, &ly->shexp_gate, n);
+    fwd_matmul(f, f->moe_su, FS, xn, C, &ly->shexp_up, n);
     for (int i = 0; i < n; i++) { /* the gate's one output: a dot product in f32, in order */
         float a = 0;
         for (int c = 0; c < C; c++) a += xn[(size_t)i * C + c] * ly->shexp_gate_inp[c];
         f->moe_sl[i] = a;
     }
     FWD_PAR_FOR((double)n * FS * 10,
-    for (int i = 0; i < n; i++) mp_fwd_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
+    for (int i = 0; i < n; i++) f->ops->moe_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
     fwd_linear_input(f, f->moe_sg, FS, 0, n, FS);
-    mp_fwd_matmul(f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
+    fwd_matmul(f, f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
     for (int i = 0; i < n; i++) {
         const float g = (float)(1.0 / (1.0 + exp(-(double)f->moe_sl[i])));
         float *y = f->moe_y + (size_t)(t0 + i) * C;
@@ -736,7 +755,7 @@ static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
  * experts that some row chose are computed. */
 static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int E = f->m->n_experts, K = f->m->n_experts_used, C = f->C, FF = f->FF, n = T - t0;
-    mp_fwd_matmul(f->moe_p + (size_t)t0 * E, E, f->xn + (size_t)t0 * C, C, &ly->router, n);
+    fwd_matmul(f, f->moe_p + (size_t)t0 * E, E, f->xn + (size_t)t0 * C, C, &ly->router, n);
     for (int t = t0; t < T; t++) fwd_moe_route(f, t);
     memset(f->moe_y + (size_t)t0 * C, 0, sizeof(float) * (size_t)n * (size_t)C);
     for (int j = 0; j < E; j++) {
@@ -747,12 +766,12 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         if (!cnt) continue;
         for (int i = 0; i < cnt; i++) memcpy(f->moe_xg + (size_t)i * C, f->xn + (size_t)(f->moe_rows[i] / K) * C, sizeof(float) * (size_t)C);
         const MpFwdMat *w = ly->exps + (size_t)j * 3;
-        mp_fwd_matmul(f->gate, FF, f->moe_xg, C, &w[0], cnt);
-        mp_fwd_matmul(f->up, FF, f->moe_xg, C, &w[1], cnt);
+        fwd_matmul(f, f->gate, FF, f->moe_xg, C, &w[0], cnt);
+        fwd_matmul(f, f->up, FF, f->moe_xg, C, &w[1], cnt);
         FWD_PAR_FOR((double)cnt * FF * 10,
-        for (int i = 0; i < cnt; i++) mp_fwd_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
+        for (int i = 0; i < cnt; i++) f->ops->moe_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
         fwd_linear_input(f, f->gate, FF, 0, cnt, FF);
-        mp_fwd_matmul(f->moe_xg, C, f->gate, FF, &w[2], cnt);
+        fwd_matmul(f, f->moe_xg, C, f->gate, FF, &w[2], cnt);
         for (int i = 0; i < cnt; i++) {
             const int t = f->moe_rows[i] / K;
             const float wt = f->moe_w[f->moe_rows[i]];
@@ -785,16 +804,16 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
         fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
         return;
     }
-    mp_fwd_matmul(gate, f->FF, xn, f->C, &ly->gate, n);
-    mp_fwd_matmul(up, f->FF, xn, f->C, &ly->up, n);
+    fwd_matmul(f, gate, f->FF, xn, f->C, &ly->gate, n);
+    fwd_matmul(f, up, f->FF, xn, f->C, &ly->up, n);
     const int geglu = f->m->geglu; /* gemma */
     FWD_PAR_FOR((double)n * f->FF * 10,
     for (int t = t0; t < T; t++) {
-        if (geglu) mp_fwd_geglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
-        else (fwd_plain(f) ? mp_fwd_swiglu_plain : mp_fwd_swiglu)(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+        if (geglu) f->ops->geglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
+        else f->ops->swiglu(f->gate + (size_t)t * f->FF, f->gate + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF);
     });
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
-    mp_fwd_matmul(xn, f->C, gate, f->FF, &ly->down, n);
+    fwd_matmul(f, xn, f->C, gate, f->FF, &ly->down, n);
     if (ly->ffn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->ffn_post_norm, t0, T); /* olmo2 */
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
@@ -841,9 +860,9 @@ static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) 
     if (f->cfg.logits) {
         fwd_norm(f, f->xn, f->x, f->out_norm, f->out_norm_b, r.t0, r.T);
         fwd_linear_input(f, f->xn, f->C, r.t0, r.T, f->C);
-        mp_fwd_matmul(f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
+        fwd_matmul(f, f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
         if (f->m->final_softcap > 0) /* gemma2 */
-            mp_fwd_softcap(f->logits + (size_t)r.t0 * f->V, (size_t)(r.T - r.t0) * (size_t)f->V, (float)f->m->final_softcap);
+            f->ops->softcap(f->logits + (size_t)r.t0 * f->V, (size_t)(r.T - r.t0) * (size_t)f->V, (float)f->m->final_softcap);
         return mp_fwd_check_logits(f->logits, f->V, r.t0, r.T, f->m->path, e);
     }
     return MP_OK;
@@ -860,8 +879,8 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
     if (f->cfg.rope && f->R > 0) {
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
-        (fwd_plain(f) ? mp_fwd_rope_table_plain : mp_fwd_rope_table)(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
-        if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
+        f->ops->rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        if (f->cos_l) f->ops->rope_table_local(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
     }
     return fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx, e);
 }
@@ -878,9 +897,8 @@ int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
     /* a new sequence: the table of every position (rows do not depend on the length; mp_fwd_run
      * may have written the same rows in between) */
     if (t0 == 0 && f->cfg.rope && f->R > 0) {
-        (fwd_plain(f) ? mp_fwd_rope_table_plain : mp_fwd_rope_table)(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq,
-                                                                     m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
-        if (f->cos_l) mp_fwd_rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
+        f->ops->rope_table(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
+        if (f->cos_l) f->ops->rope_table_local(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
     }
     return fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL, e);
 }

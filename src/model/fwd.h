@@ -53,6 +53,7 @@
 #include "core/err.h"          /* MpErr */
 #include "load/model.h"        /* MpModel, mp_model_* accessors */
 #include "model/fwd_check.h"   /* MpFwdCheck */
+#include "model/fwd_backend.h" /* MpFwdOps: the backend instances */
 #include "model/fwd_kernels.h" /* MpFwdMat */
 
 typedef struct MpFwdConfig {
@@ -63,6 +64,10 @@ typedef struct MpFwdConfig {
     int logits;   /* 1: final norm + lm_head after the last layer (needs n_layers == L) */
     int compute;  /* MpFwdCompute; 0 = f32 (the reference) */
     int kv_cache; /* 1: keep every layer's keys and values for mp_fwd_extend (needs causal) */
+    const char *device;      /* backend by name (--device): NULL or "cpu" (fwd_backend.h) */
+    const MpFwdOps *ops;     /* a backend instance given directly (tests); NULL: from device and compute */
+    uint64_t tap_layers;     /* capture taps asked for before the run: bit l = layer l (l < 64; layers */
+    unsigned tap_points;     /* past 63 follow bit 63), bit p = MpFwdPoint p; both 0 = every one */
 } MpFwdConfig;
 
 typedef enum MpFwdCompute {
@@ -139,7 +144,9 @@ typedef struct MpFwd {
     MpFwdMat lm_head;          /* [V, C] (logits only) */
     float *wblock;
     size_t wfloats;
-    MpFwdKernel kernel;        /* the matmul kernel in use (MASKPOS_KERNEL or the CPU's best) */
+    const MpFwdOps *ops;       /* the backend instance: every op below goes through it */
+    MpFwdKernel kernel;        /* this pass's matmul kernel, resolved (MASKPOS_KERNEL or the CPU's best);
+                                  no process-wide choice: two passes may use two kernels */
     /* activations: one block (ablock), carved; T <= max_seq */
     float *x;                  /* [T, C] residual stream */
     float *xn;                 /* [T, C] normed input / projection output */
@@ -174,8 +181,9 @@ typedef struct MpFwd {
     /* optional, set by the caller after init (mp_fwd_run only; rows == NULL: none): the scores
      * row block by row block, in place of mp_fwd_run's layer hook (the two exclude each other) */
     MpFwdRowsHook rows_hook;
-    /* optional, set by the caller after init: every capture point of every layer (MpFwdPoint;
-     * mp_fwd_run only; the last layer of a run without logits stops after its keys) */
+    /* optional, set by the caller after init: the capture points asked for in cfg.tap_layers /
+     * cfg.tap_points (MpFwdPoint; mp_fwd_run only; the last layer of a run without logits stops
+     * after its keys); a backend copies to the host only those */
     MpFwdCaptureFn capture;
     void *capture_ctx;
     MpFwdCheck chk;            /* non-finite activations of the layer at hand (fwd_check.h) */
@@ -183,9 +191,12 @@ typedef struct MpFwd {
 
 /* Bytes mp_fwd_init will allocate for (weights, activations incl. one sequence's scores). */
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts);
-/* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits).
+/* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits) into the
+ * storage of the backend (cfg->ops, else cfg->device and cfg->compute: fwd_backend.h; a device
+ * not built or unknown: MP_ERR, one line).
  * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512|avx512bf16 forces the
- * matmul kernel (tests use it to run every path on one machine); unknown or unavailable: MP_ERR.
+ * matmul kernel of this pass (tests use it to run every path on one machine); unknown or
+ * unavailable: MP_ERR. The process-wide mp_fwd_kernel_set is neither read nor changed.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */

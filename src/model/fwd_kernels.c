@@ -406,15 +406,20 @@ int mp_fwd_kernel_available(MpFwdKernel k) {
     }
 }
 
-int mp_fwd_kernel_set(MpFwdKernel k) {
+int mp_fwd_kernel_resolve(MpFwdKernel k) {
     if (!mp_fwd_kernel_available(k)) return -1;
     if (k == MP_FWD_KERNEL_AUTO)
         k = mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16) ? MP_FWD_KERNEL_AVX512BF16
             : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512) ? MP_FWD_KERNEL_AVX512
             : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX2) ? MP_FWD_KERNEL_AVX2
                                                           : MP_FWD_KERNEL_SCALAR;
-    fwd_kernel = k;
     return k;
+}
+
+int mp_fwd_kernel_set(MpFwdKernel k) {
+    const int r = mp_fwd_kernel_resolve(k);
+    if (r >= 0) fwd_kernel = (MpFwdKernel)r;
+    return r;
 }
 
 MpFwdKernel mp_fwd_kernel_get(void) {
@@ -473,12 +478,16 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
         mp_fwd_matmul_plain(y, ldy, x, ldx, w, T);
         return;
     }
+    mp_fwd_matmul_kernel(mp_fwd_kernel_get(), y, ldy, x, ldx, w, T);
+}
+
+void mp_fwd_matmul_kernel(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
     const int64_t P = (w->out + MP_FWD_NR - 1) / MP_FWD_NR;
     if (w->in == 0) { /* empty sum */
         for (int64_t t = 0; t < T; t++) memset(y + t * ldy, 0, (size_t)w->out * sizeof *y);
         return;
     }
-    const FwdPanelsFn fn = fwd_panels_fn(mp_fwd_kernel_get());
+    const FwdPanelsFn fn = fwd_panels_fn(k);
     if (!((double)T * w->out * w->in > 200000.0 && mp_fwd_top_level())) {
         fn(y, ldy, x, ldx, w, T, 0, P); /* every panel computes the same bits whoever runs it */
         return;

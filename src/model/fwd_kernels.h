@@ -101,6 +101,12 @@ const char *mp_fwd_kernel_name(MpFwdKernel k);
 int mp_fwd_kernel_parse(const char *name);
 /* 1 when this CPU (and this build) can run kernel k. */
 int mp_fwd_kernel_available(MpFwdKernel k);
+/* The same with kernel k (a resolved one, mp_fwd_kernel_resolve), whatever the process-wide
+ * choice: what the forward pass calls (each MpFwd keeps its own kernel); W f32 or bf16, never plain. */
+void mp_fwd_matmul_kernel(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
+/* The kernel k stands for here (AUTO: the best available), or -1 when this CPU or build cannot
+ * run it; changes nothing. */
+int mp_fwd_kernel_resolve(MpFwdKernel k);
 /* Selects the kernel used by every later mp_fwd_matmul (AUTO resolves to the best available);
  * returns the kernel now in use, or -1 (selection unchanged) when k is not available here.
  * Not thread-safe: call before any parallel work. */

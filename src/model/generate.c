@@ -193,7 +193,7 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
     nt = 1;
 #endif
     const MpFwdConfig fc = {.n_layers = m->n_layers, .max_seq = c->len, .causal = 1, .rope = 1, .logits = 1,
-                            .compute = c->compute, .kv_cache = 1};
+                            .compute = c->compute, .kv_cache = 1, .device = c->device};
     uint64_t wbytes = 0, abytes = 0;
     mp_fwd_plan_bytes(m, &fc, &wbytes, &abytes);
     int mode = c->parallel;

@@ -58,6 +58,7 @@ typedef struct MpGenConfig {
     const int32_t *prompt; /* [n_prompt] borrowed, or NULL: the model's BOS alone */
     int n_prompt;
     int compute;           /* MpFwdCompute */
+    const char *device;    /* the forward pass's backend (MpFwdConfig.device): NULL = cpu */
     int threads;           /* 0: all cores */
     int parallel;          /* MpGenParallel */
     void (*progress)(void *ctx, int64_t done, int64_t n); /* may be NULL; called in order */

@@ -1,0 +1,79 @@
+/* fwd_backend.h — the backends of the decoder forward pass (src/model/fwd.c): a per-instance table
+ * of the operations whose arithmetic or storage is the backend's, and the device names --device
+ * accepts.
+ *
+ * Implements: MpFwdOps, the operations fwd.c calls for every piece of arithmetic a backend may do
+ * its own way — storage of the weight and activation blocks, matmul (with the MpFwd's own matmul
+ * kernel), RMSNorm / LayerNorm, the RoPE table and rotation, key packing, attention scores,
+ * softmax and p·V, the MLP's activations (SwiGLU, GeGLU, GELU), soft-capping and bf16 rounding of
+ * Linear inputs — and its two CPU instances:
+ *   - mp_fwd_ops_cpu: the fast kernels of fwd_kernels.h (the same bits for every matmul kernel and
+ *     thread count); f32 and bf16 compute;
+ *   - mp_fwd_ops_cpu_plain: the training model's arithmetic (MP_FWD_COMPUTE_F32_PLAIN: no fma, f32
+ *     sums, exp in double), what gram's matrices are computed with.
+ * fwd.c picks the instance from MpFwdConfig (device, compute, or an explicit ops for tests) and
+ * never asks which one it has: there is no process-wide kernel choice and no `plain ?` branch.
+ * A new backend (CUDA, issue #28) is a new instance: its own storage (alloc/free), its ops on those
+ * buffers, and host copies only where a tap asks for them (MpFwdConfig.tap_*, fwd.h).
+ * Does not: decide the model's data flow (fwd.c), or parallelise (fwd.c's loops call the row ops).
+ * Tested by: tests/test_model_fwd.c (a third instance: cpu-plain's ops counted, the same bits as
+ * cpu-plain; a backend whose storage fails, one line; --device refusals).
+ *
+ * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims.
+ */
+#ifndef MP_FWD_BACKEND_H
+#define MP_FWD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"          /* MpErr */
+#include "model/fwd_kernels.h" /* MpFwdMat, MpFwdKernel, the kernels the CPU instances call */
+
+typedef struct MpFwdOps {
+    const char *name; /* "cpu", "cpu-plain" */
+    /* storage of an MpFwd's weight and activation blocks: bytes (a multiple of 64), 64-byte aligned;
+     * NULL when it cannot be had */
+    void *(*alloc)(size_t bytes);
+    void (*free)(void *p);
+    /* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ; k: the MpFwd's resolved kernel */
+    void (*matmul)(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
+    /* y [n] = RMSNorm(x) · w; LayerNorm with bias b (gptneox); y may alias x */
+    void (*rmsnorm)(float *y, const float *x, const float *w, int n, double eps);
+    void (*layernorm)(float *y, const float *x, const float *w, const float *b, int n, double eps);
+    /* cos/sin [T, R/2] of positions 0..T-1; rotation of one head vector x [HS] in place */
+    void (*rope_table)(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn);
+    void (*rope)(float *x, const float *cos_p, const float *sin_p, int R);
+    /* key k [HS] of position t into the packed keys kp (mp_fwd_attn_pack_key's layout) */
+    void (*pack_key)(float *kp, const float *k, int HS, int t);
+    /* one head's scores of rows [i0, i1) (scale and causal mask fused; -inf where masked) */
+    void (*attn_scores)(float *s, const float *q, int64_t ldq, const float *kp, int HS, int T, int causal, float scale, int i0, int i1);
+    /* softmax in place over row[0, n), row[n, len) = 0; then p·V of rows [i0, i1) */
+    void (*softmax_row)(float *row, int n, int len);
+    void (*attn_mix)(float *o, int64_t ldo, const float *p, const float *v, int64_t ldv, int HS, int T, int causal, int i0, int i1);
+    /* the MLP's activations: silu(g)·u, gelu_tanh(g)·u, exact GELU; out may alias g / x */
+    void (*swiglu)(float *out, const float *g, const float *u, size_t n);
+    void (*geglu)(float *out, const float *g, const float *u, size_t n);
+    void (*gelu)(float *out, const float *x, size_t n);
+    /* the experts' SwiGLU (MoE) and gemma3's local RoPE table: in both CPU instances the fast
+     * kernels (plain arithmetic is the training model's, which has neither) */
+    void (*moe_swiglu)(float *out, const float *g, const float *u, size_t n);
+    void (*rope_table_local)(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn);
+    /* x = cap tanh(x / cap) (gemma2); x rounded to bf16 values (bf16 compute's Linear inputs) */
+    void (*softcap)(float *x, size_t n, float cap);
+    void (*bf16_round)(float *x, size_t n);
+} MpFwdOps;
+
+extern const MpFwdOps mp_fwd_ops_cpu;
+extern const MpFwdOps mp_fwd_ops_cpu_plain;
+
+/* The instance for a device: device NULL or "cpu" gives mp_fwd_ops_cpu, or mp_fwd_ops_cpu_plain
+ * when plain (MP_FWD_COMPUTE_F32_PLAIN, fwd.h). Any other name: NULL and
+ * one line in e — "cuda" (a backend this build does not have): "not built: make CUDA=1"; names
+ * no backend knows: unknown, and the list of those built. */
+const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e);
+
+/* MP_OK when --device NAME can run here (mp_fwd_ops_for's rules), else MP_ERR and its line. */
+int mp_fwd_device_check(const char *device, MpErr *e);
+
+#endif

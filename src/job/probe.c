@@ -655,8 +655,12 @@ static void probe_result_dims(MpProbeResult *res, const ProbeState *s) {
     res->threads = s->threads, res->nranks = mp_mpi_size();
     res->probs = s->c->probs, res->recency = s->c->recency;
     res->first = s->acc.n_done;
+    /* figure titles say what the model is, not only its folder's name ("none" was the NoPE model) */
     const char *slash = strrchr(s->m->path, '/');
-    snprintf(res->title, sizeof res->title, "%.200s", slash && slash[1] ? slash + 1 : s->m->path);
+    int nope = s->m->rope_layer != NULL;
+    for (int l = 0; l < s->m->n_layers && s->m->rope_layer; l++) nope &= !s->m->rope_layer[l];
+    snprintf(res->title, sizeof res->title, "%.200s (%s, %s)", slash && slash[1] ? slash + 1 : s->m->path,
+             mp_model_arch_name(s->m->arch), !s->rope ? "RoPE off" : nope ? "no positional encoding" : "RoPE");
 }
 
 int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e) {

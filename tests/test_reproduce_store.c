@@ -171,13 +171,55 @@ static void test_run_progress(void **state) {
     assert_int_equal(sum.nrows, 3);
 }
 
+/* Issue 31: a stage folder that cannot be cleared (a file its marker does not list: yours, or of
+ * an older maskpos) fails the stage with one error line, before its run (was: a warning, then
+ * the run, whose claim failed with a second line), and nothing in it is removed. */
+static int fake_runs;
+static int fake_run(void *arg, const char *dir) {
+    (void)arg, (void)dir;
+    fake_runs++;
+    return MP_OK;
+}
+static int fake_load(void *obj, const char *dir) {
+    (void)obj, (void)dir;
+    return MP_OK;
+}
+static void fake_release(void *obj) { (void)obj; }
+
+static void test_stage_clear_refused(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[512], p[600];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/stage", d);
+    assert_int_equal(mp_mkdir_p(dir, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/.maskpos-run", dir);
+    mp_test_write_file(p, "probe\n", 6); /* a marker that lists nothing */
+    snprintf(p, sizeof p, "%s/scores.npy", dir);
+    mp_test_write_file(p, "mine", 4);
+    const MpReproStoreKind k = {"probe", fake_run, fake_load, fake_release};
+    int skipped = 0;
+    double wall = 0;
+    fake_runs = 0;
+    assert_int_equal(mp_repro_store_run(&k, NULL, NULL, dir, "key", 1, &skipped, &wall), MP_ERR);
+    assert_int_equal(fake_runs, 0);
+    assert_true(mp_file_exists(p));
+    /* a marker that lists the file: cleared, and the stage runs */
+    snprintf(p, sizeof p, "%s/.maskpos-run", dir);
+    mp_test_write_file(p, "probe\nscores.npy\n", 17);
+    assert_int_equal(mp_repro_store_run(&k, NULL, NULL, dir, "key", 1, &skipped, &wall), MP_OK);
+    assert_int_equal(fake_runs, 1);
+    snprintf(p, sizeof p, "%s/scores.npy", dir);
+    assert_false(mp_file_exists(p));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_strict),
         cmocka_unit_test(test_settings_keys),
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_stage_table),
-        cmocka_unit_test(test_run_progress),
+        cmocka_unit_test(test_run_progress), cmocka_unit_test(test_stage_clear_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

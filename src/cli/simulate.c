@@ -55,7 +55,7 @@ static const char *simulate_help =
     "  --plot             also draw figures beside the .npy files (see maskpos plot)\n"
     "  --dump-inputs F    debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7); an\n"
     "                     existing F is replaced only with --force\n"
-    "  --quiet            no progress bar\n"
+    "  --quiet            no progress bar and no tables (meta.json holds every statistic)\n"
     "  --force            replace the outputs of an earlier run in --out (else such a folder is refused)\n"
     "\n"
     "Printed per layer: NRI (non-relative index, docs/metrics.md), the range of the diagonal-\n"
@@ -231,8 +231,10 @@ int mp_cmd_simulate(int argc, char **argv) {
             continue;
         }
         printf("\nalpha = %g: %.2f s\n", cfg.alpha, res.wall_s);
-        mp_sim_print_stats(stdout, res.stats, res.layers);
-        if (res.rp) mp_sim_print_recency(stdout, &res);
+        if (!fl.quiet) { /* --quiet: no tables (meta.json holds every statistic) */
+            mp_sim_print_stats(stdout, res.stats, res.layers);
+            if (res.rp) mp_sim_print_recency(stdout, &res);
+        }
         if (fl.out) {
             char dir[4096];
             if (fl.nalpha == 1) snprintf(dir, sizeof dir, "%s", fl.out);

@@ -21,7 +21,8 @@
  *     7L + 1 times and softmax NH·L·T times (counted by hand for Llama); a backend whose storage
  *     fails stops init with one line; devices not built or unknown are refused with one line; the
  *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
- *     fire only where asked for before the run.
+ *     fire only where asked for before the run; the reduced map (head sums of a block of rows, in
+ *     double, heads ascending) equals the sums of the raw rows bit for bit, only for the layers asked.
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
@@ -438,6 +439,65 @@ static void test_backend_taps_asked_before(void **state) {
     mp_model_free(&m);
 }
 
+/* The reduced map: the head sums (double, heads ascending) of every row block, handed over by the
+ * forward pass itself (MpFwd.rows_headsum), equal bit for bit the sums this test forms from the
+ * raw score rows (rows_hook.rows); with tap_layers only the layer asked for is delivered; a
+ * reduced map not planned at init is refused. */
+enum { HS_L = 3, HS_T = 40 };
+static double hs_raw[HS_L][HS_T][HS_T], hs_red[HS_L][HS_T][HS_T];
+static int hs_calls[HS_L];
+static void hs_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker) {
+    (void)ctx, (void)worker;
+    for (int i = i0; i < i1; i++)
+        for (int j = 0; j <= i; j++) {
+            double acc = 0.0;
+            for (int h = 0; h < n_heads; h++) acc += (double)scores[((size_t)h * T + i) * T + j];
+            hs_raw[layer][i][j] = acc;
+        }
+}
+static void hs_sum(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker) {
+    (void)ctx, (void)worker;
+    hs_calls[layer]++;
+    for (int i = i0; i < i1; i++)
+        for (int j = 0; j <= i; j++) hs_red[layer][i][j] = hs[(size_t)(i - i0) * T + j];
+}
+static void hs_done(void *ctx, int layer) { (void)ctx, (void)layer; }
+
+static void test_backend_reduced_map(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/bk-hs", mp_test_tmpdir());
+    MpModel m;
+    model_make_open(&m, dir, "--arch qwen2 --layers 3 --vocab 300 --seed 9");
+    int32_t ids[HS_T];
+    for (int t = 0; t < HS_T; t++) ids[t] = (t * 53 + 7) % 300;
+    memset(hs_raw, 0, sizeof hs_raw);
+    memset(hs_red, 0, sizeof hs_red);
+    for (int pass = 0; pass < 3; pass++) {
+        MpFwd f;
+        MpErr e;
+        MpFwdConfig cfg = {.n_layers = HS_L, .max_seq = HS_T, .causal = 1, .rope = 1, .tap_headsum_workers = pass ? 1 : 0};
+        if (pass == 2) cfg.tap_layers = UINT64_C(1) << 2;
+        assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
+        f.rows_hook = (MpFwdRowsHook){pass ? NULL : hs_rows, hs_done, NULL, 1};
+        if (pass) f.rows_headsum = hs_sum;
+        memset(hs_calls, 0, sizeof hs_calls);
+        if (pass == 2) memset(hs_red, 0, sizeof hs_red);
+        assert_int_equal(mp_fwd_run(&f, ids, HS_T, NULL, NULL, &e), MP_OK);
+        if (pass == 1) assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
+        if (pass == 2) {
+            assert_int_equal(hs_calls[0] + hs_calls[1], 0);
+            assert_int_equal(hs_calls[2], (HS_T + 15) / 16);
+            assert_memory_equal(hs_raw[2], hs_red[2], sizeof hs_raw[2]);
+            f.rows_hook.workers = 2; /* more workers than planned */
+            assert_int_equal(mp_fwd_run(&f, ids, HS_T, NULL, NULL, &e), MP_ERR);
+            assert_non_null(strstr(e.msg, "tap_headsum_workers"));
+        }
+        mp_fwd_free(&f);
+    }
+    mp_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fwd_overflow_named),
@@ -448,6 +508,7 @@ int main(void) {
         cmocka_unit_test(test_backend_counted_instance),
         cmocka_unit_test(test_backend_refusals),
         cmocka_unit_test(test_backend_taps_asked_before),
+        cmocka_unit_test(test_backend_reduced_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 
 /* ================================================================ memory plan */
 
+#define FWD_ROWS 16 /* query rows per parallel work item of the attention */
+
 /* Carving one block: pass 1 (base NULL) counts floats, pass 2 hands out pointers. Every piece
  * starts on a 64-byte boundary. */
 typedef struct FwdCarve {
@@ -137,6 +139,8 @@ static void fwd_layout_acts(FwdCarve *c, MpFwd *f, const MpModel *m, const MpFwd
     f->cos_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->sin_t = fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1));
     f->logits = cfg->logits ? fwd_carve(c, T * (size_t)d.V) : NULL;
+    /* the reduced map's scratch, doubles carved as pairs of floats: one [FWD_ROWS, T] block per worker */
+    f->tap_hs = cfg->tap_headsum_workers > 0 ? (double *)(void *)fwd_carve(c, 2 * (size_t)cfg->tap_headsum_workers * FWD_ROWS * T) : NULL;
     f->xp = m->parallel_residual ? fwd_carve(c, T * d.C) : NULL;
     f->cos_l = m->inv_freq_local ? fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1)) : NULL;
     f->sin_l = m->inv_freq_local ? fwd_carve(c, T * (size_t)(d.R / 2 > 0 ? d.R / 2 : 1)) : NULL;
@@ -459,7 +463,6 @@ static void fwd_linear_input(const MpFwd *f, float *x, int64_t ld, int t0, int T
     for (int t = t0; t < T; t++) f->ops->bf16_round(x + (size_t)t * (size_t)ld, (size_t)n););
 }
 
-#define FWD_ROWS 16 /* query rows per parallel work item of the attention */
 
 /* Rows [t0, T) of one run: t0 = 0 for mp_fwd_run (keys, values and scores of this run, row
  * stride T), t0 >= 0 for mp_fwd_extend (keys and values of positions [0, t0) already in the
@@ -584,13 +587,36 @@ static void fwd_attn_mix_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, FwdRo
                      a->causal, i0, i1);
 }
 
+/* The reduced map of rows [i0, i1) (MpFwd.rows_headsum): the heads' scores summed in double,
+ * heads ascending, into worker's block of f->tap_hs, then handed over. */
+static void fwd_headsum(MpFwd *f, int layer, int T, int causal, int i0, int i1, int worker) {
+    double *hs = f->tap_hs + (size_t)worker * FWD_ROWS * (size_t)T;
+    const size_t SS = (size_t)T * T;
+    for (int i = i0; i < i1; i++) {
+        const int n = causal ? i + 1 : T;
+        double *o = hs + (size_t)(i - i0) * T;
+        for (int j = 0; j < n; j++) o[j] = 0.0;
+        for (int h = 0; h < f->NH; h++) {
+            const float *row = f->scores + h * SS + (size_t)i * T;
+            for (int j = 0; j < n; j++) o[j] += (double)row[j];
+        }
+    }
+    f->rows_headsum(f->rows_hook.ctx, layer, hs, T, i0, i1, worker);
+}
+
+/* Was layer asked for (cfg.tap_layers; 0: every layer)? */
+static int fwd_tapped_layer(const MpFwd *f, int layer) {
+    return !f->cfg.tap_layers || ((f->cfg.tap_layers >> (layer < 63 ? layer : 63)) & 1);
+}
+
 /* One block of rows [i0, i1) through every head: scores, the rows hook, then (unless
  * scores_only) softmax and p·v. */
 static void fwd_attn_block(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, const FwdAttn *a, int i0, int i1,
                            int scores_only, int worker) {
     for (int h = 0; h < f->NH; h++) fwd_attn_scores_rows(f, kv, a, r.T, h, i0, i1);
     const MpFwdRowsHook *rh = &f->rows_hook;
-    rh->rows(rh->ctx, layer, f->scores, f->NH, r.T, i0, i1, worker);
+    if (rh->rows) rh->rows(rh->ctx, layer, f->scores, f->NH, r.T, i0, i1, worker);
+    if (f->rows_headsum) fwd_headsum(f, layer, r.T, a->causal, i0, i1, worker);
     if (!scores_only)
         for (int h = 0; h < f->NH; h++) fwd_attn_mix_rows(f, kv, a, r, h, i0, i1);
 }
@@ -633,7 +659,7 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
     const int nb = (n + FWD_ROWS - 1) / FWD_ROWS;
     mp_fwd_check_scores_plan(&f->chk, f->q + (size_t)r.t0 * a.ldq, (size_t)n * a.ldq, f->k + (size_t)r.t0 * f->NKV * HS,
                              (size_t)n * f->NKV * HS, HS, a.scale, r.cached);
-    if (f->rows_hook.rows && !r.cached) {
+    if ((f->rows_hook.rows || f->rows_headsum) && !r.cached && fwd_tapped_layer(f, layer)) {
         fwd_attn_by_rows(f, layer, r, kv, &a, nb, scores_only);
     } else {
         FWD_PAR_FOR2(a.work,
@@ -871,9 +897,13 @@ static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) 
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e) {
     MpModel *m = f->m;
     if (T < 1 || T > f->cfg.max_seq) return mp_err_set(e, "sequence of %d tokens (1..%d allowed)", T, f->cfg.max_seq);
-    if (hook && f->rows_hook.rows) return mp_err_set(e, "mp_fwd_run: a layer hook and a rows hook at once");
-    if (f->rows_hook.rows && (!f->rows_hook.done || f->rows_hook.workers < 1))
+    const int rows_hook = f->rows_hook.rows || f->rows_headsum;
+    if (hook && rows_hook) return mp_err_set(e, "mp_fwd_run: a layer hook and a rows hook at once");
+    if (rows_hook && (!f->rows_hook.done || f->rows_hook.workers < 1))
         return mp_err_set(e, "mp_fwd_run: a rows hook needs done() and workers >= 1");
+    if (f->rows_headsum && f->rows_hook.workers > f->cfg.tap_headsum_workers)
+        return mp_err_set(e, "mp_fwd_run: the reduced map of %d workers was not asked for at init (tap_headsum_workers %d)",
+                          f->rows_hook.workers, f->cfg.tap_headsum_workers);
     if (fwd_embed(f, ids, 0, T, e) != MP_OK) return MP_ERR;
     fwd_release_mapped(m, MP_ROLE_TOK_EMBD, 0); /* rows copied; keeps the resident set flat over a corpus */
     if (f->cfg.rope && f->R > 0) {

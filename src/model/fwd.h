@@ -67,7 +67,9 @@ typedef struct MpFwdConfig {
     const char *device;      /* backend by name (--device): NULL or "cpu" (fwd_backend.h) */
     const MpFwdOps *ops;     /* a backend instance given directly (tests); NULL: from device and compute */
     uint64_t tap_layers;     /* capture taps asked for before the run: bit l = layer l (l < 64; layers */
-    unsigned tap_points;     /* past 63 follow bit 63), bit p = MpFwdPoint p; both 0 = every one */
+    unsigned tap_points;     /* past 63 follow bit 63), bit p = MpFwdPoint p; both 0 = every one; tap_layers
+                                also limits the rows hook to those layers */
+    int tap_headsum_workers; /* > 0: the rows hook's reduced map (MpFwd.rows_headsum) for up to this many workers */
 } MpFwdConfig;
 
 typedef enum MpFwdCompute {
@@ -170,6 +172,7 @@ typedef struct MpFwd {
     float *moe_y;              /* [T, C] the weighted sum of the experts' outputs */
     float *moe_sg, *moe_su;    /* [T, FFS] qwen2moe shared expert's gate and up; else NULL */
     float *moe_sl;             /* [T] qwen2moe shared_expert_gate logits; else NULL */
+    double *tap_hs;            /* [tap_headsum_workers, 16, max_seq] the reduced map's blocks; else NULL */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;
@@ -181,6 +184,14 @@ typedef struct MpFwd {
     /* optional, set by the caller after init (mp_fwd_run only; rows == NULL: none): the scores
      * row block by row block, in place of mp_fwd_run's layer hook (the two exclude each other) */
     MpFwdRowsHook rows_hook;
+    /* optional, set by the caller after init: the reduced map, in place of (or besides)
+     * rows_hook.rows, with rows_hook's ctx, done and workers: for rows [i0, i1), hs [i1 - i0, T]
+     * doubles, hs[(i - i0) * T + j] = the sum over heads, in ascending order from 0.0, of (double)
+     * score (h, i, j) — the head-sum map the probe adds — written for the keys row i sees (j <= i
+     * under the causal mask, else all; -inf where a sliding window masks), not beyond. A backend
+     * hands over only this [16, T] block, not [NH, T, T]. Needs cfg.tap_headsum_workers >=
+     * rows_hook.workers (its scratch is planned at init). */
+    void (*rows_headsum)(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker);
     /* optional, set by the caller after init: the capture points asked for in cfg.tap_layers /
      * cfg.tap_points (MpFwdPoint; mp_fwd_run only; the last layer of a run without logits stops
      * after its keys); a backend copies to the host only those */

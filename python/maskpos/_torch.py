@@ -95,20 +95,22 @@ def layer_sums(opts, layer, scores, probs=None, chunk_bytes=1 << 29):
     step = max(1, int(chunk_bytes // (H * S * S * 8)))
     for b0 in range(0, B, step):
         x = scores[b0:b0 + step].detach()
-        bad = ~torch.isfinite(x) & obs
-        if bool(bad.any()):
-            k = bad.nonzero()[0].tolist()
+        hs = x.sum(1, dtype=f64)                                     # [b, S, S] Σ_h, in float64
+        # a non-finite observed score makes its head sum non-finite: check [b, S, S], not [b, H, S, S]
+        if not bool((torch.isfinite(hs) | ~obs).all()):
+            k = (~torch.isfinite(x) & obs).nonzero()[0].tolist()
             raise Error("accumulator: layer %d: scores[%d, %d, %d, %d] is not finite in an observed entry; nothing "
                         "was added" % (layer, b0 + k[0], k[1], k[2], k[3]))
-        xd = torch.where(obs, x.to(f64), torch.zeros((), dtype=f64, device=dev))
-        hs = xd.sum(1)                                               # [b, S, S] Σ_h
+        zero = torch.zeros((), dtype=f64, device=dev)
+        hs = torch.where(obs, hs, zero)
         out["sum"] += hs.sum(0)
         m = hs / H
         out["sumsq"] += (m * m).sum(0)
         if opts["per_head"]:
+            xd = torch.where(obs, x.to(f64), zero)
             out["sum_heads"] += xd.sum(0)
             out["sumsq_heads"] += (xd * xd).sum(0)
-        del xd
+            del xd
         bs, bq = _block_sums(torch.where(obs, m, torch.full_like(m, float("nan"))), obs, opts)
         out["bsum"] += bs
         out["bsumsq"] += bq
@@ -119,7 +121,7 @@ def layer_sums(opts, layer, scores, probs=None, chunk_bytes=1 << 29):
                 p = probs[b0:b0 + step].detach().float()
                 if bool((~torch.isfinite(p) & obs).any()):
                     raise Error("accumulator: layer %d: probs not finite in an observed entry; nothing was added" % layer)
-            pd = torch.where(obs, p.to(f64), torch.zeros((), dtype=f64, device=dev))
+            pd = torch.where(obs, p.to(f64), zero)
             out["psum"] += pd.sum((0, 1))
             if opts["per_head"]:
                 out["psum_heads"] += pd.sum(0)

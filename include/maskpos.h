@@ -176,6 +176,7 @@ typedef struct MaskposAccOptions {
     int per_head;               /* also [L,H,S,S] maps */
     int probs;                  /* also probabilities, sink and entropy */
     int recency;                /* also the recency probability and statistics by length */
+    int heads_f64;              /* per-head maps written as float64 (default float32, as probe --heads-f64) */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);

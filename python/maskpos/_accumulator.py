@@ -33,7 +33,7 @@ class _Options(ctypes.Structure):
     _fields_ = [("n_layers", ctypes.c_int), ("n_heads", ctypes.c_int), ("seq", ctypes.c_int),
                 ("causal", ctypes.c_int), ("windows", ctypes.POINTER(ctypes.c_int)),
                 ("layer_ids", ctypes.POINTER(ctypes.c_int)), ("first", ctypes.c_int), ("per_head", ctypes.c_int),
-                ("probs", ctypes.c_int), ("recency", ctypes.c_int)]
+                ("probs", ctypes.c_int), ("recency", ctypes.c_int), ("heads_f64", ctypes.c_int)]
 
 
 _P = ctypes.c_void_p
@@ -95,10 +95,12 @@ class Accumulator:
         the probe decides from the token ids; the maps always cover every position).
     layer_ids: 1-based model layer numbers for meta.json (default 1..n_layers).
     meta: dict of keys put into the result's meta.json (e.g. {"model": "gpt2"}).
+    heads_f64: per-head maps as float64 (default float32, as `maskpos probe` without --heads-f64;
+        summed in double either way).
     """
 
     def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
-                 recency=False, first=0, layer_ids=None, meta=None):
+                 recency=False, first=0, layer_ids=None, meta=None, heads_f64=False):
         self._h = None
         w = _windows(window, int(n_layers))
         ids = list(range(1, int(n_layers) + 1)) if layer_ids is None else [int(x) for x in layer_ids]
@@ -108,14 +110,14 @@ class Accumulator:
         self._wbuf = (ctypes.c_int * len(w))(*w)
         self._ibuf = (ctypes.c_int * len(ids))(*ids)
         o = _Options(int(n_layers), int(n_heads), int(seq), 1 if causal else 0, self._wbuf, self._ibuf, int(first),
-                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0)
+                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0, 1 if heads_f64 else 0)
         h = _P()
         if _lib.lib.maskpos_acc_new(ctypes.byref(o), ctypes.byref(h)) != _lib.OK:
             raise _error()
         self._h = h
         self.options = dict(n_layers=int(n_layers), n_heads=int(n_heads), seq=int(seq), causal=bool(causal),
                             window=w, per_head=bool(per_head), probs=bool(probs), recency=bool(recency),
-                            first=int(first), layer_ids=ids)
+                            first=int(first), layer_ids=ids, heads_f64=bool(heads_f64))
         self.meta = dict(meta or {})
         if self.meta:
             self._set_meta()

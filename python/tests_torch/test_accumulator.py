@@ -106,6 +106,14 @@ def test_c_scores_equal_probe_rope(case, tmp_path, cli):
         assert same_bytes(tmp_path / "cli" / f, tmp_path / "acc" / f), f
     loaded = maskpos.load(tmp_path / "acc")
     assert loaded.scores.tobytes() == p.scores.tobytes()
+    if case == "causal":  # --heads-f64: the per-head maps as float64, the command's bytes too
+        cli("probe", MODEL, "--tokens", tmp_path / "ids.npy", "--quiet", "--per-head", "--heads-f64", "--out",
+            tmp_path / "cli64")
+        with maskpos.Model(MODEL) as m:
+            fill(maskpos.Accumulator(4, 4, 24, per_head=True, heads_f64=True), m, t, 4).save(tmp_path / "acc64")
+        for f in ("scores_heads.npy", "scores_heads_se.npy", "scores.npy"):
+            assert same_bytes(tmp_path / "cli64" / f, tmp_path / "acc64" / f), f
+        assert np.load(tmp_path / "acc64" / "scores_heads.npy").dtype == np.float64
     cli("view", tmp_path / "acc", "-o", tmp_path / "view.html")
     assert os.path.getsize(tmp_path / "view.html") > 1000
     cli("plot", tmp_path / "acc" / "scores_diagnorm.npy", "-o", tmp_path / "plot.png")

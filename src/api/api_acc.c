@@ -390,6 +390,7 @@ MASKPOS_API int maskpos_acc_result(const MaskposAcc *c, MaskposResult **out) {
     for (int l = 0; l < res->L; l++) res->layers[l] = c->layer_ids[l] - 1;
     res->skip = a.skip, res->bos_id = -1, res->causal = !!c->o.causal, res->rope = 1;
     res->per_head = !!c->o.per_head, res->probs = !!c->o.probs, res->recency = !!c->o.recency;
+    res->heads_f64 = !!c->o.heads_f64;
     res->threads = a.threads, res->nranks = 1;
     json_t *mt = c->extra ? json_object_get(c->extra, "model") : NULL;
     snprintf(res->title, sizeof res->title, "%.200s", json_is_string(mt) ? json_string_value(mt) : "accumulator");

@@ -198,9 +198,10 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
         case 'p': *plot = 1; break;
         case 'M': c->max_mem_gib = mp_cli_double(cmd, "--max-mem-gib", optarg, 1e-6, 1e6); break;
         case 'q': *quiet = 1; break;
-        case 'V': { /* cpu is the only backend built: checked here, the run is cpu's */
+        case 'V': {
             MpErr de;
             if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
+            c->device = optarg;
             break;
         }
         case 'P':

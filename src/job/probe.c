@@ -391,7 +391,7 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     else s->m = &s->own;
     if (probe_layers(s, e) != MP_OK || probe_tokens(s, e) != MP_OK) return MP_ERR;
     s->fc = (MpFwdConfig){.n_layers = s->deepest, .max_seq = s->tk.seq, .causal = s->causal, .rope = s->rope,
-                          .logits = 0, .compute = r->compute};
+                          .logits = 0, .compute = r->compute, .device = r->device};
     if (probe_plan(s, e) != MP_OK) return MP_ERR;
     /* one run per folder (resume continues it, force replaces it); also the check that the folder
      * is writable, before the compute */

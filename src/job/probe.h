@@ -58,6 +58,7 @@ typedef struct MpProbeConfig {
     int probs;               /* also the post-softmax probabilities, sink and entropy */
     int recency;             /* also the recency probability and statistics by length */
     int compute;             /* MpFwdCompute: MP_FWD_COMPUTE_F32 (0, the reference) or _BF16 */
+    const char *device;      /* the forward pass's backend (MpFwdConfig.device): NULL = cpu */
     int allow_long;          /* run past the trained context (else refused) */
     int threads;             /* 0 = all cores */
     double max_mem_gib;      /* refuse above this expected peak; <= 0: the memory available now */

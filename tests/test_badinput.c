@@ -29,7 +29,7 @@
  *              (issue 31; both cases failed with the binary of main at f40d7e1)
  *   overflow   finite but huge weights (one q_proj / attn_k weight 3e38, HF and GGUF, f32 and
  *              --compute bf16): NaN maps with exit 0, logits -nan, generate NLL -nan (issue 31,
- *              class 7; all six failed with the binary of f40d7e1)
+ *              class 7; gram too; all seven failed with the binary of f40d7e1)
  *   resume     probe --resume of another model's checkpoint (models/rope then models/none; step 2
  *              then step 4 of one training run): resumed, exit 0, before (issue 31, class 4; both
  *              failed with f40d7e1, as did test_resume_keeps_other_model_run)
@@ -290,6 +290,7 @@ static const BadCase cases[] = {
     {"overflow", "", "generate huge --len 8 --quiet --out o-ovf3.npy", "huge: layer 1 of 2", "o-ovf3.npy"},
     {"overflow", "", "probe hugeg.gguf --tokens tokens.npy --out o-ovf4", "hugeg.gguf: layer 1 of 2", "o-ovf4/scores.npy"},
     {"overflow", "", "logits hugeg.gguf --tokens 1,2,3 --compute bf16", "hugeg.gguf: layer 1 of 2", NULL},
+    {"overflow", "", "gram huge --tokens tokens.npy --seq 8 --n 2 --out o-ovf5", "huge: layer 1 of 2", "o-ovf5/meta.json"},
     /* resume (issue 31, class 4): a probe checkpoint of another model of the same shape (models/rope
      * and models/none; a training run's step 2 and step 4) was resumed: "resume: 2 of 6 ... already
      * done", exit 0, maps mixing two models */

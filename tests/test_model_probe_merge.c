@@ -1,4 +1,4 @@
-/* test_model_probe_merge.c — merging probe accumulators (src/model/probe.c: mp_probe_acc_arrays,
+/* test_model_probe_merge.c — merging probe accumulators (src/model/probe_acc.c: mp_probe_acc_arrays,
  * mp_probe_acc_reset, mp_probe_acc_merge), the operation under multi-process runs:
  *   - one-sequence accumulators merged in sequence order give every sum bit for bit as the
  *     sequences fed straight into one accumulator (what makes N MPI ranks equal one process),
@@ -6,11 +6,15 @@
  *   - two partials of several sequences merge to the mean, standard errors and block test of all
  *     sequences, against a brute-force long-double computation from the raw scores;
  *   - reset zeroes every listed sum; accumulators of other runs (length, layers, flags) refuse to
- *     merge; the table lists each sum once and covers the per-head sums only when kept.
+ *     merge; the table lists each sum once and covers the per-head sums only when kept;
+ *   - with every option on, the table lists the 15 sums in the checkpoint's documented order with
+ *     their closed-form sizes, and a checkpoint (probe_ckpt.c) is the 56-byte header, each array's
+ *     bytes at its running offset, and an 8-byte checksum.
  */
 #include "testutil.h"
 
 #include "model/probe.h"
+#include "model/probe_recency.h" /* mp_probe_acc_recency_on */
 
 enum { NL = 3, H = 3, S = 9, NSEQ = 5 };
 
@@ -161,11 +165,63 @@ static void test_reset_table_and_refusals(void **state) {
     mp_probe_acc_free(&a);
 }
 
+/* Every option on: the table's order, sizes and layouts, and the checkpoint file laid out by it. */
+static void test_table_all_options_and_checkpoint_layout(void **state) {
+    (void)state;
+    MpProbeAcc a;
+    MpErr e;
+    init(&a, 1, 1, 0);
+    if (mp_probe_acc_probs_on(&a, &e) != MP_OK || mp_probe_acc_recency_on(&a, &e) != MP_OK) fail_msg("%s", e.msg);
+    feed(&a, 0, 1);
+    feed(&a, 1, 1);
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(&a, t);
+    /* L = 2 kept layers, nb = S = 9 < 16, nlen = 1 (S = 9 < 16: the only length is S) */
+    const size_t L = 2, SS = (size_t)S * S;
+    static const char *const names[] = {"sum",  "sumsq",  "bsum",   "bsumsq", "sum_heads", "sumsq_heads", "psum", "psum_heads",
+                                        "sink", "entropy", "rp_row", "rp_lsq", "rp_hsq",    "lbsum",       "lbsumsq"};
+    const size_t lens[] = {L * SS,    L * SS,    L * 81, L * 81, L * H * SS, L * H * SS, L * SS,  L * H * SS,
+                           L * H,     L * H,     L * H * S, L * 1,  L * H,      1 * L * 256, 1 * L * 256};
+    assert_int_equal(n, 15);
+    size_t total = 0;
+    for (int k = 0; k < n; k++) {
+        if (strcmp(t[k].name, names[k])) fail_msg("array %d is %s, the checkpoint's order has %s", k, t[k].name, names[k]);
+        if (t[k].n != lens[k]) fail_msg("%s: %zu doubles, expected %zu", names[k], t[k].n, lens[k]);
+        assert_int_equal(t[k].by_layer, k < 13);
+        total += t[k].n;
+    }
+    char path[256];
+    snprintf(path, sizeof path, "%s/ck.bin", mp_test_tmpdir());
+    if (mp_probe_ckpt_save(path, &a, 42, &e) != MP_OK) fail_msg("%s", e.msg);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    unsigned char *buf = malloc(56 + total * 8 + 8 + 1);
+    const size_t got = fread(buf, 1, 56 + total * 8 + 8 + 1, f);
+    fclose(f);
+    assert_int_equal(got, 56 + total * 8 + 8);
+    size_t off = 56; /* magic 8, version 4, header_bytes 4, key 8, n_done 8, six int32 24 */
+    for (int k = 0; k < n; k++) {
+        if (memcmp(buf + off, t[k].p, t[k].n * 8)) fail_msg("%s: not at byte %zu of the checkpoint", t[k].name, off);
+        off += t[k].n * 8;
+    }
+    free(buf);
+    MpProbeAcc b;
+    int missing;
+    init(&b, 1, 1, 0);
+    if (mp_probe_acc_probs_on(&b, &e) != MP_OK || mp_probe_acc_recency_on(&b, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_probe_ckpt_load(path, &b, 42, &missing, &e) != MP_OK) fail_msg("%s", e.msg);
+    same_bits(&a, &b);
+    remove(path);
+    mp_probe_acc_free(&b);
+    mp_probe_acc_free(&a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_sequence_merges_equal_direct),
         cmocka_unit_test(test_partials_merge_to_all_sequences),
         cmocka_unit_test(test_reset_table_and_refusals),
+        cmocka_unit_test(test_table_all_options_and_checkpoint_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /* test_probe_rows.c — the one-pass map sums (MpFwd.rows_hook, src/model/fwd.c fwd_attn_by_rows;
- * mp_probe_acc_rows / mp_probe_acc_layer_done in src/model/probe.c) against the two-pass ones
+ * mp_probe_acc_rows / mp_probe_acc_layer_done in src/model/probe_acc.c) against the two-pass ones
  * (mp_fwd_run's layer hook, mp_probe_acc_hook, which sees each layer's whole [H, S, S] scores
  * before any softmax):
  *   - every sum of the accumulator (scores, per head, squares, block residues, --recency counts

@@ -1,4 +1,4 @@
-/* test_probe_stats.c — the noise estimates of the probe accumulator (src/model/probe.c) and the
+/* test_probe_stats.c — the noise estimates of the probe accumulator (src/model/probe_acc.c) and the
  * text inputs the reproduce stages feed it:
  *   - per-entry standard errors and the block test of the residue, against a second, two-pass
  *     computation written here from the definitions (double, ≤ 1e-12 relative), also from

@@ -1,4 +1,4 @@
-/* test_probe_window.c — sliding-window layers in the probe accumulator (src/model/probe.c,
+/* test_probe_window.c — sliding-window layers in the probe accumulator (src/model/probe_acc.c,
  * src/model/probe_recency.c) and through `maskpos probe`:
  *   - keys outside a layer's window are unobserved, not 0: an accumulator fed scores whose
  *     out-of-window entries are -inf (what the forward pass gives) and one fed 1e6 there hold

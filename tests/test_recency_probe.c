@@ -1,4 +1,4 @@
-/* test_recency_probe.c — `probe --probs` and `probe --recency` (model/probe.c probability sums,
+/* test_recency_probe.c — `probe --probs` and `probe --recency` (model/probe_acc.c probability sums,
  * model/probe_recency.c, job/probe_probs.c, job/probe_len.c) against independent references:
  *   - probabilities: per-head mean probabilities, first-token mass and entropy against
  *     tests/ref/probe_ref.py (torch, float64); rows of probs.npy sum to 1, masked entries are 0;

@@ -273,8 +273,7 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
 
 /* The number of doubles one layer slot holds of array t (0: not laid out by layer, see below). */
 static size_t acc_slot_len(const MpProbeAcc *a, const MpProbeArray *t) {
-    if (!strcmp(t->name, "lbsum") || !strcmp(t->name, "lbsumsq")) return 0; /* [nlen, L, 16, 16] */
-    return t->n / (size_t)a->L;
+    return t->by_layer ? t->n / (size_t)a->L : 0; /* lbsum, lbsumsq: [nlen, L, 16, 16] */
 }
 
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, int k, const char *const *names,

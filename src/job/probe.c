@@ -400,7 +400,7 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     if (r->out && mp_mpi_rank() == 0 && mp_outdir_claim(r->out, "probe", (MpOutdirMode)r->out_mode, e) != MP_OK)
         return MP_ERR;
     if (probe_acc_setup(s, e) != MP_OK) return MP_ERR;
-    s->model_hash = mp_probe_model_hash(s->m);
+    s->model_hash = mp_model_shape_hash(s->m);
     if (mp_mpi_rank() == 0 && !(s->weights_hash = mp_model_weights_hash(s->m, s->deepest)))
         return mp_err_set(e, "%s: out of memory", s->m->path);
     s->key = probe_run_key(s);

@@ -14,7 +14,7 @@
  *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy, probs*.npy,
  *     figures, meta.json last),
  *     byte for byte.
- * Does not: parse flags (src/cli/probe.c), accumulate (model/probe.c), run the model (model/fwd.c).
+ * Does not: parse flags (src/cli/probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
  * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.

@@ -6,7 +6,7 @@
  * [L,S,S] (rows sum to 1; 0 where masked), probs_heads.npy [L,H,S,S] (--per-head) and with
  * --plot the figures probs.png (mean maps per layer) and sink_entropy.png (sink mass and
  * entropy per layer and head).
- * Does not: accumulate (model/probe.c, mp_probe_acc_probs_hook).
+ * Does not: accumulate (model/probe_acc.c, mp_probe_acc_probs_hook).
  * Tested by: tests/test_model_fwd.c (probs against tests/ref/probe_ref.py), tests/test_model_probe.c.
  *
  * Shape legend: L selected layers, H query heads, S tokens per sequence.

@@ -87,6 +87,9 @@ unsigned char *mp_model_read_set(const MpModel *m, int n_layers);
  * tables as built, NoPE and sliding-window layers). Two models with the same value give the same
  * activations. mp_hash64 (core/util.h); model_hash.c. 0 when out of memory. */
 uint64_t mp_model_weights_hash(const MpModel *m, int n_layers);
+/* A stable fingerprint of the model's shape: hyperparameters and the tensor table (names, types,
+ * shapes, byte sizes), FNV-1a (mp_fnv1a64); a part of the probe's run key. model_hash.c. */
+uint64_t mp_model_shape_hash(const MpModel *m);
 
 /* Running seq positions past the model's trained context (max_position_embeddings, or a model
  * that does not state it) is a legitimate experiment, but an explicit one: without allow_long it

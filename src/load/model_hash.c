@@ -1,8 +1,10 @@
-/* model_hash.c — mp_model_weights_hash (model.h): what a run of the first layers computes with,
- * hashed, so that a probe checkpoint resumes only with the model that wrote it (issue 31: a run
+/* model_hash.c — mp_model_weights_hash and mp_model_shape_hash (model.h). The first: what a run
+ * of the first layers computes with, * hashed, so that a probe checkpoint resumes only with the model that wrote it (issue 31: a run
  * key of shapes alone let models/none resume models/rope's sums, and step-000004 step-000002's).
  *
- * Implements: the description's part (every field that changes the arithmetic, the RoPE tables
+ * Implements: mp_model_shape_hash, the fingerprint of hyperparameters and tensor table (FNV-1a,
+ * unchanged since checkpoint version 1; moved here from model/probe.c); and for the weights hash
+ * the description's part (every field that changes the arithmetic, the RoPE tables
  * as built, the per-layer NoPE and sliding-window switches) and the weights' part (the stored
  * bytes of each tensor read, with name, type and shape), both through mp_hash64.
  * Does not: read a tensor the run does not read (probe --layers 1-4 of a 32-layer model hashes
@@ -61,5 +63,29 @@ uint64_t mp_model_weights_hash(const MpModel *m, int n_layers) {
         h = mp_hash64(t->data, t->nbytes, h);
     }
     free(seen);
+    return h;
+}
+
+/* ================================================================ shape hash */
+
+static uint64_t shape_hash_i64(uint64_t h, int64_t v) { return mp_fnv1a64(&v, sizeof v, h); }
+static uint64_t shape_hash_f64(uint64_t h, double v) { return mp_fnv1a64(&v, sizeof v, h); }
+
+uint64_t mp_model_shape_hash(const MpModel *m) {
+    uint64_t h = MP_FNV_INIT;
+    const int64_t ints[] = {m->format, m->arch, m->n_layers, m->dim, m->n_heads, m->n_kv_heads, m->head_dim, m->ffn,
+                            m->vocab, m->has_qkv_bias, m->has_qk_norm, m->tie_embeddings, m->rot_dim,
+                            m->rope_scaling, m->rope_orig_ctx, m->sliding_window, m->max_pos};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) h = shape_hash_i64(h, ints[i]);
+    const double dbl[] = {m->norm_eps, m->rope_theta, m->rope_factor, m->rope_low_freq_factor,
+                          m->rope_high_freq_factor, m->rope_attn_factor};
+    for (size_t i = 0; i < sizeof dbl / sizeof dbl[0]; i++) h = shape_hash_f64(h, dbl[i]);
+    for (size_t t = 0; t < m->n_tensors; t++) {
+        const MpModelTensor *x = &m->tensors[t];
+        h = mp_fnv1a64(x->name, strlen(x->name) + 1, h);
+        h = shape_hash_i64(h, x->type);
+        for (int d = 0; d < x->ndim && d < 4; d++) h = shape_hash_i64(h, x->shape[d]);
+        h = shape_hash_i64(h, (int64_t)x->nbytes);
+    }
     return h;
 }

@@ -1,5 +1,7 @@
-/* probe.h — the pieces of `maskpos probe` below the command line: token-id input, the per-layer
- * score accumulator (the forward pass's capture hook), and checkpoints of its partial sums.
+/* probe.h — the pieces of `maskpos probe` below the command line: token-id input
+ * (probe_tokens.c), the per-layer score accumulator, the forward pass's capture hook, with its
+ * table of arrays (probe_acc.c), the block test (probe_block.c), and checkpoints of its partial
+ * sums (probe_ckpt.c). The model's shape hash is mp_model_shape_hash (load/model.h).
  *
  * Implements:
  *   - mp_probe_tokens_read: token ids from a .npy (int32/int64/uint32 [N,S']) or a raw
@@ -20,7 +22,7 @@
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
  *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
  * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe.c, probe_out.c).
- * Tested by: tests/test_model_probe.c.
+ * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */
@@ -32,7 +34,7 @@
 
 #include "core/err.h"   /* MpErr */
 #include "kernels/posmap.h" /* MpPosStats */
-#include "load/model.h" /* MpModel (for the model hash) */
+#include "load/model.h" /* MpModel (mp_probe_acc_windows) */
 
 typedef struct MpProbeTokens {
     int32_t *ids;      /* [N, S] owned */
@@ -99,20 +101,31 @@ typedef struct MpProbeAcc {
     void (*recency_free)(struct MpProbeAcc *a);
 } MpProbeAcc;
 
-/* The accumulator's sums, as a table of arrays. Merging (below), resetting and the transfer
- * between MPI ranks (model/probe_ranks.c) go through this table and nothing else, so a new sum
- * needs three edits: allocate it in mp_probe_acc_init, free it in mp_probe_acc_free, and list it
- * in mp_probe_acc_arrays (and save/load it in the checkpoint, which lists its arrays itself).
- * Every array must be a sum over sequences (adding two partial accumulators gives the
- * accumulator of both sets of sequences); scratch buffers are not listed. */
+/* The accumulator's sums, as ONE table of arrays (probe_acc.c, `probe_arrays`): each row names
+ * an MpProbeAcc field, its size in terms of L, H, S (nb, nlen), the option that creates it
+ * (always, --probs, --recency; some per head only), whether it is laid out by layer slot, and
+ * the check its values pass when read back from a checkpoint. Allocation (mp_probe_acc_init,
+ * mp_probe_acc_probs_on, mp_probe_acc_recency_on), freeing, resetting, merging, the checkpoint
+ * (its arrays in table order) and the transfer between MPI ranks (model/probe_ranks.c) all go
+ * through it, so a new sum is one row there. Every array is double and a sum over sequences:
+ * adding two partial accumulators gives the accumulator of both sets of sequences, and every one
+ * is checkpointed. Scratch buffers are not listed. Reordering rows changes the checkpoint bytes. */
 typedef struct MpProbeArray {
-    double *p;        /* the array (NULL entries are not listed) */
+    double *p;        /* the array (arrays of options not on are not listed) */
     size_t n;         /* its length in doubles */
-    const char *name; /* for messages */
+    const char *name; /* for messages and the API's state names */
+    int by_layer;     /* 1: [L, ...], n / L doubles per layer slot; 0: another layout ([nlen, L, ...]) */
+    int check;        /* on checkpoint load: 0 none, 1 finite, 2 finite and >= 0 (a sum of squares) */
 } MpProbeArray;
 #define MP_PROBE_MAX_ARRAYS 16
-/* Fills out[] (room for MP_PROBE_MAX_ARRAYS) and returns how many arrays a has. */
+/* Fills out[] (room for MP_PROBE_MAX_ARRAYS) with the arrays a has, in table order (the
+ * checkpoint's), and returns how many. */
 int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out);
+/* The groups of the table: the arrays every accumulator has, and those of --probs, --recency. */
+typedef enum MpProbeGroup { MP_PROBE_GROUP_BASE = 0, MP_PROBE_GROUP_PROBS, MP_PROBE_GROUP_RECENCY } MpProbeGroup;
+/* Allocates (zeroed) the arrays of group g that a's options call for (those per head only when
+ * per_head), with nb and nlen already set; MP_ERR when out of memory (the caller names what). */
+int mp_probe_acc_alloc(MpProbeAcc *a, MpProbeGroup g);
 /* Every sum to zero and n_done = 0 (dimensions, skip and scratch kept). */
 void mp_probe_acc_reset(MpProbeAcc *a);
 /* dst += src, array by array, entry by entry, and dst->n_done += src->n_done: exactly the bits
@@ -203,10 +216,6 @@ double mp_probe_acc_block_z_region(const MpProbeAcc *a, int l, int region);
  * have_se. mean, se [L,S,S]; scratch [3,S,S] (unused, may be NULL, when k = 0). */
 void mp_probe_layer_stats(MpPosStats *st, double *dn, const double *mean, const double *se, int have_se, int L, int S,
                           int k, double *scratch);
-
-/* A stable fingerprint of the model: hyperparameters and the tensor table (names, types, shapes,
- * byte sizes). */
-uint64_t mp_probe_model_hash(const MpModel *m);
 
 /* Checkpoint file: key identifies the run (model, data, flags); resuming with another key fails. */
 int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpErr *e);

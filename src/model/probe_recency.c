@@ -25,29 +25,18 @@ int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e) {
         if (s - a->skip >= 3) a->lens[a->nlen++] = s;
     a->lens[a->nlen++] = S;
     for (int k = 0; k < a->nlen; k++) a->lnb[k] = a->lens[k] - a->skip < PR_NB ? a->lens[k] - a->skip : PR_NB;
-    const size_t nblk = (size_t)a->nlen * L * PR_NB * PR_NB;
-    a->rp_row = mp_try_calloc((size_t)L * H * S, sizeof *a->rp_row);
-    a->rp_lsq = mp_try_calloc((size_t)L * a->nlen, sizeof *a->rp_lsq);
-    a->rp_hsq = mp_try_calloc((size_t)L * H, sizeof *a->rp_hsq);
-    a->lbsum = mp_try_calloc(nblk, sizeof *a->lbsum);
-    a->lbsumsq = mp_try_calloc(nblk, sizeof *a->lbsumsq);
+    const int arrays_ok = mp_probe_acc_alloc(a, MP_PROBE_GROUP_RECENCY) == MP_OK; /* rp_row .. lbsumsq (probe_acc.c) */
     a->rp_seq = mp_try_calloc((size_t)H * S, sizeof *a->rp_seq);
     a->rp_scratch = mp_try_calloc((size_t)a->threads * 3 * S, sizeof *a->rp_scratch);
     a->lsub = mp_try_calloc((size_t)S * S, sizeof *a->lsub);
     a->lres = mp_try_calloc((size_t)S * S, sizeof *a->lres);
-    if (!a->rp_row || !a->rp_lsq || !a->rp_hsq || !a->lbsum || !a->lbsumsq || !a->rp_seq || !a->rp_scratch || !a->lsub ||
-        !a->lres)
+    if (!arrays_ok || !a->rp_seq || !a->rp_scratch || !a->lsub || !a->lres)
         return mp_err_set(e, "out of memory for the recency sums (%d layers, %d heads, S = %d)", L, H, S);
     a->recency = 1;
     return MP_OK;
 }
 
-void mp_probe_acc_recency_free(MpProbeAcc *a) {
-    free(a->rp_row);
-    free(a->rp_lsq);
-    free(a->rp_hsq);
-    free(a->lbsum);
-    free(a->lbsumsq);
+void mp_probe_acc_recency_free(MpProbeAcc *a) { /* the sums are the table's (mp_probe_acc_free) */
     free(a->rp_seq);
     free(a->rp_scratch);
     free(a->lsub);

@@ -38,7 +38,7 @@ void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const
 /* Called by mp_probe_acc_layer_done (through a->recency_seq) for layer slot li once every row is
  * counted and a->seqmap holds the sequence's head-mean map. */
 void mp_probe_acc_recency_seq(MpProbeAcc *a, int li);
-void mp_probe_acc_recency_free(MpProbeAcc *a); /* by mp_probe_acc_free (through a->recency_free) */
+void mp_probe_acc_recency_free(MpProbeAcc *a); /* its scratch, by mp_probe_acc_free (through a->recency_free) */
 
 typedef struct MpProbeRecencyOut {
     int L, H, S, K, first;

@@ -180,10 +180,8 @@ def test_merge(probs):
         other = maskpos.Accumulator(4, m.heads, 24)
     rw, ro, rh = whole.result(), one.result(), halves.result()
     assert one.n == halves.n == 6
-    if not probs:
-        same_result(ro, rw)
-    # the same sums added in another grouping (and, with probs, psum: the heads of one sequence
-    # summed before they meet the running sum, as the probe's MPI ranks do): rounding only
+    same_result(ro, rw)  # probs too: a sequence's heads meet the running sum as one sum either way
+    # the same sums added in another grouping: rounding only
     for r in (ro, rh):
         for k, v in rw.arrays.items():
             f = np.isfinite(v)

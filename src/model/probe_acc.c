@@ -205,7 +205,6 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
             double ent = 0;
             for (int j = 0; j < n; j++) {
                 const double p = row[j];
-                out[j] += p;
                 if (p > 0) ent -= p * log(p);
             }
             a->pent[(size_t)h * S + i] = ent;
@@ -213,6 +212,14 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
                 double *sh = a->psum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
                 for (int j = 0; j < n; j++) sh[j] += (double)row[j];
             }
+        }
+        /* the sequence's head sum first (heads ascending), then one addition to the map: a
+         * sequence adds the same bits here as through a merged part (MPI ranks, Accumulator.merge) */
+        const float *col = probs + (size_t)i * S;
+        for (int j = 0; j < n; j++) {
+            double t = 0;
+            for (int h = 0; h < H; h++) t += (double)col[(size_t)h * SS + j];
+            out[j] += t;
         }
     }
     for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */

@@ -840,6 +840,29 @@ static void test_residue_figures_centred(void **state) {
     free(m);
 }
 
+/* sink_entropy.png labels its rows with the model layers probed (2 and 5 of 5), not 1..L: one
+ * numbering of layers in every figure (docs/outputs.md) */
+static void test_sink_rows_are_model_layers(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char buf[8192], model[256], ids[256], outd[256], png[300];
+    MpErr e;
+    snprintf(model, sizeof model, "%s/model", d);
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    snprintf(outd, sizeof outd, "%s/probe", d);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "mkmodel --arch llama --layers 5 --dim 32 --heads 2 --kv-heads 2 --ffn 64 --vocab 64 --seed 3 %s", model), 0);
+    int32_t tok[6 * 24];
+    for (int k = 0; k < 6 * 24; k++) tok[k] = (k * 37 + 11) % 64;
+    const int64_t ts[2] = {6, 24};
+    assert_int_equal(mp_npy_write(ids, MP_DT_I32, tok, 2, ts, &e), MP_OK);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers 2,5 --probs --plot --quiet --out %s", model, ids, outd), 0);
+    snprintf(png, sizeof png, "%s/sink_entropy.png", outd);
+    char *t = png_panels_text(png);
+    if (!t) fail_msg("%s: no maskpos:panels tEXt chunk", png);
+    if (!strstr(t, "rows\t2,5\n")) fail_msg("%s: rows not labelled as layers 2,5:\n%s", png, t);
+    free(t);
+}
+
 /* The report's figures (issue 30 item 7): line plots with the legend right of the axes, whole-
  * number ticks for layers, a log2 axis for lengths 16 ... 512 (from the PNG's record); a wide
  * L x H map gets a cell as tall as it is (no blank half); colour limits without position 0. */
@@ -918,6 +941,7 @@ int main(void) {
         cmocka_unit_test(test_line_plot),
         cmocka_unit_test(test_cli_curve),
         cmocka_unit_test(test_residue_figures_centred),
+        cmocka_unit_test(test_sink_rows_are_model_layers),
         cmocka_unit_test(test_report_figure_layout),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

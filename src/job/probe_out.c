@@ -112,7 +112,7 @@ int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJob
     if (!j) return mp_err_set(e, "%s: out of memory for meta.json", dir);
     json_t *files = json_object_get(j, "files");
     int rc = o->plot ? probe_plot(res, dir, files, e) : MP_OK;
-    if (rc == MP_OK && res->probs) rc = mp_probe_probs_write(dir, &res->pr, o->plot, res->title, files, e);
+    if (rc == MP_OK && res->probs) rc = mp_probe_probs_write(dir, &res->pr, res->layers, o->plot, res->title, files, e);
     if (rc == MP_OK && res->recency) rc = mp_probe_len_write(dir, &res->rec, res->layers, o->plot, res->title, files, e);
     if (rc == MP_OK) {
         mp_json_add_provenance(j, o->argc, o->argv, o->wall_s);

@@ -32,8 +32,12 @@ static json_t *probs_json_lh(const double *v, int L, int H) {
     return arr;
 }
 
-static int probs_figures(const char *dir, const double *probs, const double *sink, const double *ent, int L, int H,
-                         int S, const char *title, MpErr *e) {
+/* layers[l]: 0-based model layer of slot l (the sink/entropy rows are labelled with it, from 1) */
+static int probs_figures(const char *dir, const MpProbeProbsOut *po, const int *layers, const char *title, MpErr *e) {
+    const double *probs = po->probs, *sink = po->sink, *ent = po->entropy;
+    const int L = po->L, H = po->H, S = po->S;
+    int rows[256];
+    for (int l = 0; l < L && l < 256; l++) rows[l] = layers[l] + 1;
     char path[4096], t[300];
     MpFigRow row = {probs, L, S, "mean attention probability", 0};
     snprintf(t, sizeof t, "%.200s: mean attention probabilities", title);
@@ -45,6 +49,8 @@ static int probs_figures(const char *dir, const double *probs, const double *sin
     snprintf(o.xlabel, sizeof o.xlabel, "head");
     snprintf(o.ylabel, sizeof o.ylabel, "layer");
     o.index_base = 1; /* layers and heads are numbered from 1 (docs/outputs.md) */
+    o.row_labels = rows;
+    o.n_row_labels = L < 256 ? L : 256;
     o.annotate = L * H <= 64;
     o.annotate_digits = 2;
     o.cols = 2;
@@ -119,8 +125,8 @@ void mp_probe_probs_meta(json_t *meta, json_t *files, const MpProbeProbsOut *o) 
                                     "attention_entropy_uniform: the same for uniform attention"));
 }
 
-int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, int plot, const char *title, json_t *files,
-                         MpErr *e) {
+int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, const int *layers, int plot, const char *title,
+                         json_t *files, MpErr *e) {
     const int L = o->L, H = o->H, S = o->S;
     char path[4096];
     int64_t shp[3] = {L, S, S}, shph[4] = {L, H, S, S};
@@ -129,7 +135,7 @@ int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, int plot, co
     if (o->probs_heads && (mp_path_join(path, sizeof path, dir, "probs_heads.npy", e) ||
                            mp_npy_write(path, MP_DT_F64, o->probs_heads, 4, shph, e) != MP_OK))
         return MP_ERR;
-    if (plot && probs_figures(dir, o->probs, o->sink, o->entropy, L, H, S, title, e) != MP_OK) return MP_ERR;
+    if (plot && probs_figures(dir, o, layers, title, e) != MP_OK) return MP_ERR;
     if (plot) {
         json_object_set_new(files, "probs.png", json_string("figure: mean attention probabilities per layer"));
         json_object_set_new(files, "sink_entropy.png", json_string("figure: first-token mass and entropy per layer and head"));

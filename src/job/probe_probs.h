@@ -38,8 +38,9 @@ void mp_probe_probs_print(FILE *f, const MpProbeProbsOut *o, const int *layers);
 /* Adds the keys attention_sink, attention_entropy (and their descriptions) to meta, and the
  * descriptions of probs.npy (and probs_heads.npy) to files. */
 void mp_probe_probs_meta(json_t *meta, json_t *files, const MpProbeProbsOut *o);
-/* Writes the files into dir; with plot the figures too, described in files. title: figure title. */
-int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, int plot, const char *title, json_t *files,
+/* Writes the files into dir; with plot the figures too, described in files. title: figure title;
+ * layers[l]: 0-based model layer of slot l (the figure's rows are labelled with it, from 1). */
+int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, const int *layers, int plot, const char *title, json_t *files,
                          MpErr *e);
 
 #endif

@@ -413,6 +413,12 @@ static int plot_pos_ticks_step(int *ticks, int cap, long long base, long long la
     return n;
 }
 
+/* The label of row tick `tick` (index_base-based): the caller's row label where it gave them. */
+static int plot_row_label(const MpPlotOptions *o, int tick) {
+    const int r = tick - o->index_base;
+    return o->row_labels && r >= 0 && r < o->n_row_labels ? o->row_labels[r] : tick;
+}
+
 /* Position ticks (labels base .. base+npos-1): at most maxn, at a 1-2-2.5-5 step. */
 static int plot_pos_ticks(int *ticks, int npos, int base, int maxn) {
     if (maxn < 2) maxn = 2;
@@ -521,7 +527,7 @@ static int plot_layout(MpPlotLayout *lay, PlotGeom *g, cairo_t *cr, const MpPlot
     for (int k = 0; k < n; k++) {
         int nt = plot_pos_ticks(ticks, panels[k].rows, o->index_base, g->maxn_pos);
         for (int t = 0; t < nt; t++) {
-            snprintf(buf, sizeof buf, "%d", ticks[t]);
+            snprintf(buf, sizeof buf, "%d", plot_row_label(o, ticks[t]));
             ytw = fmax(ytw, plot_text_width(cr, buf));
         }
         double bw, bh;
@@ -734,7 +740,7 @@ static void plot_draw_axes(cairo_t *cr, const PlotGeom *g, const MpPlotRect *h, 
         cairo_move_to(cr, h->x - g->tick_len, y);
         cairo_line_to(cr, h->x, y);
         cairo_stroke(cr);
-        snprintf(buf, sizeof buf, "%d", ticks[t]);
+        snprintf(buf, sizeof buf, "%d", plot_row_label(o, ticks[t]));
         plot_text(cr, buf, h->x - g->tick_len - g->pad, y, 1, 0.5);
     }
     plot_font(cr, g->fs_label);
@@ -942,9 +948,11 @@ int mp_plot_surface_write_text(const char *path, int fmt, double width, double h
 }
 
 /* The heatmaps' tEXt: one line per panel, "title<TAB>colour map<TAB>lo<TAB>hi" (limits %.6g), in
- * panel order; malloc'd, NULL when out of memory. */
-static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n) {
-    size_t cap = (size_t)n * 256 + 1, w = 0;
+ * panel order, then "rows<TAB>l1,l2,..." where the rows carry labels of their own; malloc'd, NULL
+ * when out of memory. */
+static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n, const MpPlotOptions *o) {
+    const int nl = o->row_labels ? o->n_row_labels : 0;
+    size_t cap = (size_t)n * 256 + (size_t)nl * 12 + 8, w = 0;
     char *t = malloc(cap);
     if (!t) return NULL;
     t[0] = 0;
@@ -958,6 +966,8 @@ static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n)
         if (m < 0 || (size_t)m >= cap - w) break;
         w += (size_t)m;
     }
+    for (int r = 0; r < nl && w + 13 < cap; r++)
+        w += (size_t)snprintf(t + w, cap - w, "%s%d%s", r ? "," : "rows\t", o->row_labels[r], r == nl - 1 ? "\n" : "");
     return t;
 }
 
@@ -1006,7 +1016,7 @@ int mp_plot_render_ex(const char *path, const MpPlotPanel *panels, int npanels,
         goto done;
     }
     PlotDrawCtx dc = {lay, &g, panels, pp, npanels, o};
-    char *text = fmt == PLOT_PNG ? plot_png_text(panels, pp, npanels) : NULL;
+    char *text = fmt == PLOT_PNG ? plot_png_text(panels, pp, npanels, o) : NULL;
     if (fmt == PLOT_PNG && !text) {
         mp_err_set(e, "%s: out of memory", path);
         goto done;

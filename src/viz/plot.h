@@ -56,6 +56,10 @@ typedef struct MpPlotOptions {
     int index_base;          /* label of the first position on the axes: 0 (default: docs/outputs.md) or 1 */
     char xlabel[64];         /* "Key position" */
     char ylabel[64];         /* "Query position" */
+    const int *row_labels;   /* NULL: rows numbered from index_base; else [n_row_labels] the label of
+                                row r (e.g. the model layers a figure's rows are), also recorded
+                                in the PNG's tEXt as a line "rows<TAB>2,5" (borrowed) */
+    int n_row_labels;
 } MpPlotOptions;
 
 void mp_plot_options_default(MpPlotOptions *o); /* start from this: it also sets the added fields */

@@ -58,7 +58,6 @@ static int probe_plot(const MpProbeResult *res, const char *dir, json_t *files, 
     int rc = MP_OK;
     if (mp_path_join(path, sizeof path, dir, "scores_diagnorm.png", e) != MP_OK || mp_plot_render_ex(path, pn, np, &o, lim, e) != MP_OK)
         rc = MP_ERR;
-    mp_plot_release();
     if (rc == MP_OK) {
         int w = snprintf(desc, 256, "figure: diagonal-normalised residue of every selected layer, vlag centred on 0, "
                                     "symmetric limits +-max(|1st|, |99th| percentile):");
@@ -114,6 +113,7 @@ int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJob
     int rc = o->plot ? probe_plot(res, dir, files, e) : MP_OK;
     if (rc == MP_OK && res->probs) rc = mp_probe_probs_write(dir, &res->pr, res->layers, o->plot, res->title, files, e);
     if (rc == MP_OK && res->recency) rc = mp_probe_len_write(dir, &res->rec, res->layers, o->plot, res->title, files, e);
+    if (o->plot) mp_plot_release(); /* after the last figure: the probability and length figures too */
     if (rc == MP_OK) {
         mp_json_add_provenance(j, o->argc, o->argv, o->wall_s);
         if (mp_path_join(path, sizeof path, dir, "meta.json", e) != MP_OK || mp_json_write_atomic(path, j, e) != MP_OK)

@@ -385,9 +385,18 @@ static int run_case(const BadCase *c) {
 
 static void test_bad_input_table(void **state) {
     (void)state;
-    int n = (int)(sizeof cases / sizeof cases[0]), bad = 0;
-    for (int i = 0; i < n; i++) bad += !run_case(&cases[i]);
-    printf("bad-input table: %d cases, %d hold (exit 2, one line naming the file, nothing left behind)\n", n, n - bad);
+    int n = (int)(sizeof cases / sizeof cases[0]), bad = 0, na = 0;
+    for (int i = 0; i < n; i++) {
+#ifndef _OPENMP
+        if (!strcmp(cases[i].cls, "threads")) { /* no OpenMP team here: OMP_NUM_THREADS means nothing */
+            na++;
+            continue;
+        }
+#endif
+        bad += !run_case(&cases[i]);
+    }
+    printf("bad-input table: %d cases, %d hold (exit 2, one line naming the file, nothing left behind)", n - na, n - na - bad);
+    printf(na ? "; %d 'threads' cases apply to an OpenMP build only\n" : "\n", na);
     assert_int_equal(bad, 0);
 }
 

@@ -776,6 +776,21 @@ static int png_expect_symmetric(const char *path, const char *cmap, double hi_ma
     return n;
 }
 
+/* In folder d: a 5-layer llama written by mkmodel (model), 6 x 24 token ids (ids) and the
+ * path of a probe folder (outd); each buffer 256 bytes. */
+static void probe_fixture(const char *d, char *model, char *ids, char *outd) {
+    char buf[8192];
+    MpErr e;
+    snprintf(model, 256, "%s/model", d);
+    snprintf(ids, 256, "%s/ids.npy", d);
+    snprintf(outd, 256, "%s/probe", d);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "mkmodel --arch llama --layers 5 --dim 32 --heads 2 --kv-heads 2 --ffn 64 --vocab 64 --seed 3 %s", model), 0);
+    int32_t tok[6 * 24];
+    for (int k = 0; k < 6 * 24; k++) tok[k] = (k * 37 + 11) % 64;
+    const int64_t ts[2] = {6, 24};
+    assert_int_equal(mp_npy_write(ids, MP_DT_I32, tok, 2, ts, &e), MP_OK);
+}
+
 /* The residue figures (issue 30): `plot --preset fig5`, `plot --diagnorm` and `probe --plot` draw the
  * diagonal-normalised residue in vlag centred on 0 with robust symmetric limits (an outlier of
  * 1000 in a map of |residue| <= ~1 does not set them), recorded in the PNG; the pixel of a
@@ -825,14 +840,7 @@ static void test_residue_figures_centred(void **state) {
     cairo_surface_destroy(s);
     /* probe --plot: every probed layer of a 5-layer model */
     char model[256], ids[256], outd[256];
-    snprintf(model, sizeof model, "%s/model", d);
-    snprintf(ids, sizeof ids, "%s/ids.npy", d);
-    snprintf(outd, sizeof outd, "%s/probe", d);
-    assert_int_equal(mp_test_run(buf, sizeof buf, "mkmodel --arch llama --layers 5 --dim 32 --heads 2 --kv-heads 2 --ffn 64 --vocab 64 --seed 3 %s", model), 0);
-    int32_t tok[6 * 24];
-    for (int k = 0; k < 6 * 24; k++) tok[k] = (k * 37 + 11) % 64;
-    const int64_t ts[2] = {6, 24};
-    assert_int_equal(mp_npy_write(ids, MP_DT_I32, tok, 2, ts, &e), MP_OK);
+    probe_fixture(d, model, ids, outd);
     assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers all --plot --quiet --out %s", model, ids, outd), 0);
     snprintf(png, sizeof png, "%s/scores_diagnorm.png", outd);
     assert_int_equal(png_expect_symmetric(png, "vlag", 1e30), L);
@@ -846,15 +854,7 @@ static void test_sink_rows_are_model_layers(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
     char buf[8192], model[256], ids[256], outd[256], png[300];
-    MpErr e;
-    snprintf(model, sizeof model, "%s/model", d);
-    snprintf(ids, sizeof ids, "%s/ids.npy", d);
-    snprintf(outd, sizeof outd, "%s/probe", d);
-    assert_int_equal(mp_test_run(buf, sizeof buf, "mkmodel --arch llama --layers 5 --dim 32 --heads 2 --kv-heads 2 --ffn 64 --vocab 64 --seed 3 %s", model), 0);
-    int32_t tok[6 * 24];
-    for (int k = 0; k < 6 * 24; k++) tok[k] = (k * 37 + 11) % 64;
-    const int64_t ts[2] = {6, 24};
-    assert_int_equal(mp_npy_write(ids, MP_DT_I32, tok, 2, ts, &e), MP_OK);
+    probe_fixture(d, model, ids, outd);
     assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers 2,5 --probs --plot --quiet --out %s", model, ids, outd), 0);
     snprintf(png, sizeof png, "%s/sink_entropy.png", outd);
     char *t = png_panels_text(png);

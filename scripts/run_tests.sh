@@ -17,6 +17,7 @@ skipped=0
 unexpected=0
 crashed=()
 surprises=()
+times=()
 
 # Is condition $1 true for this machine and build?
 skip_condition() {
@@ -49,8 +50,11 @@ for t in "$build"/tests/test_*; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
   echo "== $name"
+  t0=$(date +%s)
   out=$("$t" 2>&1)
   rc=$?
+  secs=$(( $(date +%s) - t0 ))
+  times+=("$secs $name")
   printf '%s\n' "$out" | grep -E '^\[ *(RUN|OK|FAILED|PASSED|SKIPPED|ERROR|=+) *\]|^maskpos|error|Error|FAIL' | grep -v '^\[ RUN' | grep -v '^\[       OK' || true
   p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
   f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | awk '{s+=$1} END {print s+0}')
@@ -80,5 +84,7 @@ if [ "$unexpected" -gt 0 ]; then
   echo "unexpected skips (install what they need: scripts/setup.sh --test; or allow them in tests/expected_skips.txt with a reason):"
   printf '  %s\n' "${surprises[@]}"
 fi
+# the slowest programs, for the CI time budget
+printf '%s\n' "${times[@]}" | sort -rn | head -n 5 | awk '{printf "slowest: %s %d s\n", $2, $1}'
 echo "tests: $passed passed, $failed failed, $skipped skipped ($((skipped - unexpected)) expected, $unexpected unexpected)"
 [ "$failed" -eq 0 ] && [ "$unexpected" -eq 0 ]

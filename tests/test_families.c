@@ -383,6 +383,79 @@ static void test_moe_bad_files(void **state) {
  * type typed into the wrong row, fails here). Every family's model, written in both formats and
  * opened, binds exactly the layer roles its row declares (the loader reads the row), and the
  * forward pass's memory plan counts exactly those tensors' floats (f32, one layer). */
+/* The options only some families have (mkmodel.c's mk_options[]): a family the table allows is
+ * written with the option and read back; every other one is refused before writing, with one line
+ * listing exactly the allowed families in the family table's order ("a, b or c"). */
+static void test_family_options(void **state) {
+    (void)state;
+    for (int o = 0; o < MP_MK_OPTION_COUNT; o++) {
+        int allowed = 0;
+        for (int a = 0; a < MP_ARCH_COUNT; a++) allowed += mp_mk_option_for((MpMkOption)o, (MpArch)a);
+        assert_true(allowed > 0);
+        for (int a = 0; a < MP_ARCH_COUNT; a++) {
+            MpMkSpec s = lt_spec((MpArch)a, MP_FORMAT_HF, MP_WT_F32, 1, 3);
+            switch ((MpMkOption)o) {
+            case MP_MK_LLAMA3: s.rope_scaling = MP_ROPE_LLAMA3; break;
+            case MP_MK_LONGROPE: s.rope_scaling = MP_ROPE_LONGROPE; break;
+            case MP_MK_PARTIAL_ROTARY: s.partial_rotary = 0.5; break;
+            case MP_MK_SERIAL_RESIDUAL: s.parallel_residual = 0; break;
+            case MP_MK_SLIDING_WINDOW: s.sliding_window = 4; break;
+            case MP_MK_EXPERTS: break; /* a command-line check (--experts given): the roles decide */
+            case MP_MK_MOE_FFN: s.moe_ffn = 32; break;
+            case MP_MK_SHARED_FFN: s.shared_ffn = 32; break;
+            case MP_MK_NO_NORM_TOPK: s.no_norm_topk = 1; break;
+            case MP_MK_OPTION_COUNT: break;
+            }
+            const int ok = mp_mk_option_for((MpMkOption)o, (MpArch)a);
+            MpErr e;
+            if (o == MP_MK_EXPERTS) {
+                assert_int_equal(ok, mp_family_has((MpArch)a, MP_ROLE_FFN_ROUTER));
+                continue;
+            }
+            if (!ok) {
+                if (mp_mk_check(&s, &e) == MP_OK) fail_msg("option %d accepted for %s", o, mp_model_arch_name((MpArch)a));
+                const char *list = strstr(e.msg, " for --arch ");
+                assert_non_null(list);
+                list += strlen(" for --arch ");
+                int named = 0; /* each allowed family once, in table order, the last after " or " */
+                const char *p = list;
+                for (int b = 0; b < MP_ARCH_COUNT; b++) {
+                    if (!mp_mk_option_for((MpMkOption)o, (MpArch)b)) continue;
+                    const char *name = mp_model_arch_name((MpArch)b);
+                    const char *sep = !named ? "" : named == allowed - 1 ? " or " : ", ";
+                    if (strncmp(p, sep, strlen(sep)) || strncmp(p + strlen(sep), name, strlen(name)))
+                        fail_msg("option %d: '%s' does not list %s next", o, e.msg, name);
+                    p += strlen(sep) + strlen(name);
+                    named++;
+                }
+                assert_int_equal(*p, 0);
+                continue;
+            }
+            char path[512];
+            snprintf(path, sizeof path, "%s/opt-%d-%s", mp_test_tmpdir(), o, mp_model_arch_name((MpArch)a));
+            lt_mk(&s, path);
+            MpModel m;
+            memset(&m, 0, sizeof m);
+            lt_open(&m, path);
+            assert_int_equal(m.arch, a);
+            int seen = 0; /* the option as the loader reads it back */
+            switch ((MpMkOption)o) {
+            case MP_MK_LLAMA3: seen = m.rope_scaling == MP_ROPE_LLAMA3; break;
+            case MP_MK_LONGROPE: seen = m.rope_scaling == MP_ROPE_LONGROPE; break;
+            case MP_MK_PARTIAL_ROTARY: seen = m.rot_dim == m.head_dim / 2; break;
+            case MP_MK_SERIAL_RESIDUAL: seen = !m.parallel_residual; break;
+            case MP_MK_SLIDING_WINDOW: seen = m.sliding_window == 4; break;
+            case MP_MK_MOE_FFN: seen = m.ffn == 32; break; /* lt_spec's dense width is 96 */
+            case MP_MK_SHARED_FFN: seen = m.ffn_shexp == 32; break;
+            case MP_MK_NO_NORM_TOPK: seen = !m.moe_norm_topk; break;
+            default: break;
+            }
+            if (!seen) fail_msg("%s: option %d written but not read back", path, o);
+            mp_model_free(&m);
+        }
+    }
+}
+
 static void test_family_table(void **state) {
     (void)state;
     /* tensors of one layer in an HF checkpoint, counted by hand from transformers' modeling files
@@ -472,6 +545,7 @@ static void test_family_table(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_family_table),
+        cmocka_unit_test(test_family_options),
         cmocka_unit_test(test_published_configs),
         cmocka_unit_test(test_probe_peak_by_hand),
         cmocka_unit_test(test_unknown_family),

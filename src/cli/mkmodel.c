@@ -174,9 +174,8 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         s.attn_softcap = 0;
         s.final_softcap = 0;
     }
-    if (moe_given && s.arch != MP_ARCH_MIXTRAL && s.arch != MP_ARCH_QWEN3MOE && s.arch != MP_ARCH_QWEN2MOE)
-        return mp_cli_error(cmd, "--experts / --experts-used are for --arch mixtral, qwen3moe or qwen2moe");
     MpErr e;
+    if (moe_given && mp_mk_option_refused(MP_MK_EXPERTS, s.arch, &e)) return mp_cli_error(cmd, "%s", e.msg);
     const char *out = argv[optind];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with
      * --force the earlier one's files, extra shards included, are removed first) */

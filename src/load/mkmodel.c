@@ -744,6 +744,52 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
     return rc;
 }
 
+/* ================================================================ options of some families */
+
+/* Which families each family-specific option is for (MP_ARCH bits; 0 = derived from the family
+ * table's roles). Its refusal lists them in the family table's order. */
+#define A_(x) (UINT32_C(1) << MP_ARCH_##x)
+static const struct {
+    const char *what; /* "--flag is" / "--a / --b are" */
+    uint32_t archs;
+    MpRole role;      /* archs == 0: the families whose layers hold this role */
+} mk_options[] = {
+    [MP_MK_LLAMA3] = {"--rope-scaling llama3 is", A_(LLAMA) | A_(MISTRAL), 0},
+    [MP_MK_LONGROPE] = {"--rope-scaling longrope is", A_(PHI3), 0},
+    [MP_MK_PARTIAL_ROTARY] = {"--partial-rotary is", A_(PHI3) | A_(GPTNEOX), 0},
+    [MP_MK_SERIAL_RESIDUAL] = {"--no-parallel-residual is", A_(GPTNEOX), 0},
+    [MP_MK_SLIDING_WINDOW] = {"--sliding-window is", A_(MISTRAL) | A_(QWEN2) | A_(QWEN3) | A_(PHI3) | A_(GEMMA2) | A_(GEMMA3), 0},
+    [MP_MK_EXPERTS] = {"--experts / --experts-used are", 0, MP_ROLE_FFN_ROUTER},
+    [MP_MK_MOE_FFN] = {"--moe-ffn is", A_(QWEN3MOE) | A_(QWEN2MOE), 0},
+    [MP_MK_SHARED_FFN] = {"--shared-ffn is", 0, MP_ROLE_SHEXP_GATE},
+    [MP_MK_NO_NORM_TOPK] = {"--no-norm-topk is", A_(QWEN3MOE), 0},
+};
+#undef A_
+_Static_assert(sizeof mk_options / sizeof mk_options[0] == MP_MK_OPTION_COUNT, "one row of mk_options[] per MpMkOption");
+_Static_assert(MP_ARCH_COUNT <= 32, "mk_options[].archs holds one bit per MpArch");
+
+int mp_mk_option_for(MpMkOption o, MpArch a) {
+    if ((unsigned)o >= MP_MK_OPTION_COUNT || (unsigned)a >= MP_ARCH_COUNT) return 0;
+    return mk_options[o].archs ? (int)((mk_options[o].archs >> a) & 1) : mp_family_has(a, mk_options[o].role);
+}
+
+int mp_mk_option_refused(MpMkOption o, MpArch a, MpErr *e) {
+    if (mp_mk_option_for(o, a)) return 0;
+    char list[256];
+    size_t k = 0;
+    int n = 0, total = 0;
+    for (int b = 0; b < MP_ARCH_COUNT; b++) total += mp_mk_option_for(o, (MpArch)b);
+    list[0] = 0;
+    for (int b = 0; b < MP_ARCH_COUNT && k < sizeof list; b++) {
+        if (!mp_mk_option_for(o, (MpArch)b)) continue;
+        const char *sep = !n ? "" : n == total - 1 ? " or " : ", ";
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", sep, mp_model_arch_name((MpArch)b));
+        n++;
+    }
+    mp_err_set(e, "%s for --arch %s", mk_options[o].what, list);
+    return 1;
+}
+
 /* ================================================================ entry point */
 
 int mp_mk_check(const MpMkSpec *s, MpErr *e) {
@@ -762,14 +808,12 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
         return mp_err_set(e, "--dtype %s: HF safetensors are written as f32, f16 or bf16", mp_quant_name(s->dtype));
     if (!mp_quant_can_encode(s->dtype)) return mp_err_set(e, "--dtype %s: cannot write this type", mp_quant_name(s->dtype));
     if (s->shards < 1 || (s->shards > 1 && s->format != MP_FORMAT_HF)) return mp_err_set(e, "--shards is for --format hf only, >= 1");
-    if (s->rope_scaling == MP_ROPE_LLAMA3 && s->arch != MP_ARCH_LLAMA && s->arch != MP_ARCH_MISTRAL)
-        return mp_err_set(e, "--rope-scaling llama3 is for --arch llama or mistral");
-    if (s->rope_scaling == MP_ROPE_LONGROPE && s->arch != MP_ARCH_PHI3) return mp_err_set(e, "--rope-scaling longrope is for --arch phi3");
+    if (s->rope_scaling == MP_ROPE_LLAMA3 && mp_mk_option_refused(MP_MK_LLAMA3, s->arch, e)) return MP_ERR;
+    if (s->rope_scaling == MP_ROPE_LONGROPE && mp_mk_option_refused(MP_MK_LONGROPE, s->arch, e)) return MP_ERR;
     if (s->rope_scaling != MP_ROPE_NONE && s->rope_scaling != MP_ROPE_LLAMA3 && s->rope_scaling != MP_ROPE_LONGROPE)
         return mp_err_set(e, "unsupported --rope-scaling");
     if (!(s->partial_rotary > 0 && s->partial_rotary <= 1)) return mp_err_set(e, "--partial-rotary must be in (0, 1]");
-    if (s->partial_rotary != 1 && s->arch != MP_ARCH_PHI3 && s->arch != MP_ARCH_GPTNEOX)
-        return mp_err_set(e, "--partial-rotary is for --arch phi3 or gptneox");
+    if (s->partial_rotary != 1 && mp_mk_option_refused(MP_MK_PARTIAL_ROTARY, s->arch, e)) return MP_ERR;
     if (s->arch == MP_ARCH_GPTNEOX && s->kv_heads != s->heads) return mp_err_set(e, "--arch gptneox has as many key/value heads as query heads");
     if (s->arch == MP_ARCH_GPTNEOX && s->tie) return mp_err_set(e, "--tie: gptneox's output head (embed_out) is its own tensor");
     if (mk_gemma(s) && !s->tie) return mp_err_set(e, "internal: gemma is tied");
@@ -777,20 +821,19 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
         return mp_err_set(e, "--attn-softcap / --final-softcap are for --arch gemma2 (Gemma 3 has none)");
     if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 0) return mp_err_set(e, "bad soft-capping or sliding window");
     const int swa_hf = s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;
-    if (s->sliding_window > 0 && !mk_gemma(s) && !swa_hf)
-        return mp_err_set(e, "--sliding-window is for --arch gemma2, gemma3, mistral, phi3, qwen2 or qwen3");
-    if (s->sliding_window > 0 && s->arch == MP_ARCH_GEMMA) return mp_err_set(e, "--sliding-window: Gemma 1 has no sliding window");
+    if (s->sliding_window > 0 && mp_mk_option_refused(MP_MK_SLIDING_WINDOW, s->arch, e)) return MP_ERR;
     if (s->sliding_window > 0 && swa_hf && s->format == MP_FORMAT_GGUF)
         return mp_err_set(e, "--sliding-window: llama.cpp windows no %s layer, so its GGUF has no such key (HF only)", mp_model_arch_name(s->arch));
-    if (!s->parallel_residual && s->arch != MP_ARCH_GPTNEOX) return mp_err_set(e, "--no-parallel-residual is for --arch gptneox");
+    if (!s->parallel_residual && mp_mk_option_refused(MP_MK_SERIAL_RESIDUAL, s->arch, e)) return MP_ERR;
     if (mk_moe(s) && (s->experts < 1 || s->experts > 4096 || s->experts_used < 1 || s->experts_used > s->experts))
         return mp_err_set(e, "--experts must be in [1, 4096] and --experts-used in [1, --experts]");
-    if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24) || (s->moe_ffn > 0 && s->arch != MP_ARCH_QWEN3MOE && s->arch != MP_ARCH_QWEN2MOE))
-        return mp_err_set(e, "--moe-ffn is for --arch qwen3moe or qwen2moe, in [1, 2^24]");
-    if (s->shared_ffn < 0 || s->shared_ffn > (1 << 24) || (s->shared_ffn > 0 && s->arch != MP_ARCH_QWEN2MOE))
-        return mp_err_set(e, "--shared-ffn is for --arch qwen2moe, in [1, 2^24]");
-    if (s->no_norm_topk && (s->arch != MP_ARCH_QWEN3MOE || s->format != MP_FORMAT_HF))
-        return mp_err_set(e, "--no-norm-topk is for --arch qwen3moe --format hf (llama.cpp's qwen3moe always renormalises)");
+    if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24)) return mp_err_set(e, "--moe-ffn must be in [1, 2^24]");
+    if (s->moe_ffn > 0 && mp_mk_option_refused(MP_MK_MOE_FFN, s->arch, e)) return MP_ERR;
+    if (s->shared_ffn < 0 || s->shared_ffn > (1 << 24)) return mp_err_set(e, "--shared-ffn must be in [1, 2^24]");
+    if (s->shared_ffn > 0 && mp_mk_option_refused(MP_MK_SHARED_FFN, s->arch, e)) return MP_ERR;
+    if (s->no_norm_topk && mp_mk_option_refused(MP_MK_NO_NORM_TOPK, s->arch, e)) return MP_ERR;
+    if (s->no_norm_topk && s->format != MP_FORMAT_HF)
+        return mp_err_set(e, "--no-norm-topk is for --format hf (llama.cpp's qwen3moe always renormalises)");
     int rd = mk_rot_dim(s);
     if (rd < 2 || rd % 2) return mp_err_set(e, "rotary dim %d (head dim x partial rotary) must be even and >= 2", rd);
     if (!(s->norm_eps >= 0)) return mp_err_set(e, "bad norm eps");

@@ -52,6 +52,24 @@ typedef struct MpMkSpec {
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);
+
+/* The options only some families have (mkmodel.c's mk_options[] says which). */
+typedef enum MpMkOption {
+    MP_MK_LLAMA3 = 0,       /* --rope-scaling llama3 */
+    MP_MK_LONGROPE,         /* --rope-scaling longrope */
+    MP_MK_PARTIAL_ROTARY,   /* --partial-rotary */
+    MP_MK_SERIAL_RESIDUAL,  /* --no-parallel-residual */
+    MP_MK_SLIDING_WINDOW,   /* --sliding-window */
+    MP_MK_EXPERTS,          /* --experts, --experts-used */
+    MP_MK_MOE_FFN,          /* --moe-ffn */
+    MP_MK_SHARED_FFN,       /* --shared-ffn */
+    MP_MK_NO_NORM_TOPK,     /* --no-norm-topk */
+    MP_MK_OPTION_COUNT
+} MpMkOption;
+/* 1 when family a has option o. */
+int mp_mk_option_for(MpMkOption o, MpArch a);
+/* 0 when family a has option o; else 1 with "--flag is for --arch x, y or z" in e. */
+int mp_mk_option_refused(MpMkOption o, MpArch a, MpErr *e);
 /* Checks the combination (divisibility, dtype vs format, vocab >= 258 for GGUF, ...). */
 int mp_mk_check(const MpMkSpec *s, MpErr *e);
 /* Largest model mp_mk_write writes (bytes of tensor data): these are test models. */

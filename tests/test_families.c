@@ -221,7 +221,7 @@ static void test_unknown_family(void **state) {
  * the attention output [T,NH*HS], k, v and the values per head [T,NKV*HS], the keys packed in
  * blocks of 64 positions [NKV*HS, 64*ceil(T/64)], gate, up [T,FF], the RoPE table [T,R] (gemma3
  * a second one for its local layers; gptneox the MLP's normed input [T,C] too) and the scores
- * [NH,T,T]; the maps: Σ and Σ² per layer and three one-sequence maps, [S,S] doubles each (2L+3),
+ * [NH,T,T] and the reduced map's block [16,T] doubles (one worker); the maps: Σ and Σ² per layer and three one-sequence maps, [S,S] doubles each (2L+3),
  * the outputs: mean, diagonal-normalised, standard error per layer and three scratch maps (3L+3);
  * MoE (mixtral, qwen3moe): the layer count holds every expert, and the routing buffers are added;
  * the token ids. Every piece is rounded up to 64 bytes by the allocator: within 0.1% + 0.1 MiB
@@ -264,6 +264,7 @@ static void test_probe_peak_by_hand(void **state) {
         const double FS = m.ffn_shexp; /* qwen2moe's shared expert */
         const double weights = 2.0 * p->layer_params * 4, scratch = 4 * fmax(fmax(Q * C, FF * C), FS * C);
         double acts = S * (2 * C + 2 * Q + 3 * KV + 2 * FF + R) + KV * 64 * ceil(S / 64) + m.n_heads * S * S;
+        acts += 2 * 16 * S; /* the reduced map's block of one worker, [16, T] doubles (a plain probe) */
         if (!strcmp(p->arch, "gemma3")) acts += S * R;
         if (!strcmp(p->arch, "gptneox")) acts += S * C;
         if (m.n_experts) /* MoE: router probabilities [T,E], chosen experts, their weights and routed rows [T,K] each,

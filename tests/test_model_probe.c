@@ -16,7 +16,9 @@
  *     deviation over one-sequence runs / sqrt(N) (brute force);
  *   - threads: 1, 2 and 3 threads write the same bytes (a small model runs whole sequences per
  *     thread, merged in sequence order; 7 sequences leave a partial last batch), with --per-head,
- *     --recency, --bidirectional and --probs (which keeps the one-sequence-at-a-time loop).
+ *     --recency, --bidirectional and --probs (which keeps the one-sequence-at-a-time loop);
+ *   - the reduced map (head sums from the forward pass, runs without --per-head and --recency)
+ *     writes the maps of the per-head rows byte for byte.
  */
 #include <signal.h>
 
@@ -400,6 +402,42 @@ static void test_threads_same_bytes(void **state) {
     assert_true(mp_file_exists(a)); /* the comparison above compared something */
 }
 
+/* The reduced map: a probe that needs only each row's head sum (no --per-head, no --recency) takes
+ * it from the forward pass (MpFwd.rows_headsum); one that needs every head's rows sums them
+ * itself. Both write the same head-mean maps byte for byte: one thread and two (whole sequences
+ * per thread), --probs with two threads (row blocks of one sequence on two threads), and
+ * --bidirectional. */
+static void test_reduced_map_same_bytes(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    const char *model = small_model(d);
+    char ids[256], out[8192], a[600], b[600];
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    ids_write(ids, 5, 80, 300, -1, 37);
+    const char *flags[][2] = {{"--threads 1", "--threads 1 --per-head --recency"},
+                              {"--threads 2", "--threads 2 --per-head"},
+                              {"--threads 2 --probs", "--threads 2 --probs --per-head"},
+                              {"--threads 2 --bidirectional", "--threads 2 --bidirectional --recency"}};
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "probs.npy"};
+    int compared = 0;
+    for (int f = 0; f < 4; f++) {
+        for (int k = 0; k < 2; k++) {
+            int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/r%d_%d --layers all %s --quiet", model, ids, d, f,
+                                 k, flags[f][k]);
+            if (rc != 0) fail_msg("probe %s failed: %s", flags[f][k], out);
+        }
+        for (int k = 0; k < 4; k++) {
+            snprintf(a, sizeof a, "%s/r%d_0/%s", d, f, files[k]);
+            snprintf(b, sizeof b, "%s/r%d_1/%s", d, f, files[k]);
+            if (mp_file_exists(a) != mp_file_exists(b)) fail_msg("%s: present in one run only", b);
+            if (!mp_file_exists(a)) continue;
+            if (!files_equal(a, b)) fail_msg("%s: %s (head sums from the forward pass) differs from %s", files[k], flags[f][0], flags[f][1]);
+            compared++;
+        }
+    }
+    assert_int_equal(compared, 13);
+}
+
 /* The dtype of one .npy (fails the test on a read error). */
 static MpDtype npy_dtype(const char *path) {
     MpNpy a;
@@ -495,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_text_input),
         cmocka_unit_test(test_threads_same_bytes),
         cmocka_unit_test(test_heads_f32_and_se),
+        cmocka_unit_test(test_reduced_map_same_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,8 @@
  *     and a soft-cap, a bidirectional run, and runs with and without logits (the last layer
  *     stopping at its scores or going on through softmax and values);
  *   - logits and the probabilities the probs hook sees are unchanged by the rows hook;
+ *   - the same for the reduced map (MpFwd.rows_headsum into mp_probe_acc_rows_headsum) of an
+ *     accumulator without per-head maps or --recency, the path probe takes for such runs;
  *   - mp_fwd_run refuses a layer hook and a rows hook at once, and a rows hook without done().
  */
 #include "test_model_util.h" /* model_make_open */
@@ -23,16 +25,20 @@
 typedef struct RowsCase {
     const char *name, *mk; /* mkmodel flags */
     int S, causal, logits, probs, threads;
+    int reduced; /* 1: no per-head maps, no --recency, so the one-pass run takes the reduced map */
 } RowsCase;
 
-static void acc_make(MpProbeAcc *a, const MpModel *m, int S, int causal, int probs, int threads) {
+/* reduced: the accumulator of a plain probe (head sums only); else per head, with --recency. */
+static void acc_make(MpProbeAcc *a, const MpModel *m, int S, int causal, int probs, int threads, int reduced) {
     unsigned char mask[256];
     MpErr e;
     for (int l = 0; l < 256; l++) mask[l] = l < m->n_layers;
-    if (mp_probe_acc_init(a, mask, m->n_layers, m->n_heads, S, 1, causal, threads, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_probe_acc_init(a, mask, m->n_layers, m->n_heads, S, !reduced, causal, threads, &e) != MP_OK) fail_msg("%s", e.msg);
     mp_probe_acc_skip(a, 1);
     mp_probe_acc_windows(a, m);
-    if (mp_probe_acc_recency_on(a, &e) != MP_OK || (probs && mp_probe_acc_probs_on(a, &e) != MP_OK)) fail_msg("%s", e.msg);
+    if ((!reduced && mp_probe_acc_recency_on(a, &e) != MP_OK) || (probs && mp_probe_acc_probs_on(a, &e) != MP_OK))
+        fail_msg("%s", e.msg);
+    assert_int_equal(mp_probe_acc_needs_heads(a), !reduced);
 }
 
 static void ids_fill(int32_t *ids, int S, int V, uint32_t s) {
@@ -42,7 +48,8 @@ static void ids_fill(int32_t *ids, int S, int V, uint32_t s) {
     }
 }
 
-/* Two sequences through the two-pass hook into a, and through the rows hook into b. */
+/* Two sequences through the two-pass hook into a, and through the rows hook into b: its reduced
+ * map (the forward pass's head sums, MpFwd.rows_headsum) when b needs no head's rows. */
 static void run_both(MpFwd *f, MpProbeAcc *a, MpProbeAcc *b, const int32_t *ids, int S, int V, float *logits2) {
     MpErr e;
     for (int s = 0; s < 2; s++) {
@@ -52,9 +59,12 @@ static void run_both(MpFwd *f, MpProbeAcc *a, MpProbeAcc *b, const int32_t *ids,
         if (f->cfg.logits && s == 1) memcpy(logits2, f->logits, sizeof(float) * (size_t)S * V);
         mp_probe_acc_seq_end(a);
         if (b->probs) f->probs_ctx = b;
-        f->rows_hook = (MpFwdRowsHook){mp_probe_acc_rows, mp_probe_acc_layer_done, b, b->threads};
+        const int reduced = !mp_probe_acc_needs_heads(b);
+        f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, b, b->threads};
+        f->rows_headsum = reduced ? mp_probe_acc_rows_headsum : NULL;
         if (mp_fwd_run(f, x, S, NULL, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
         f->rows_hook = (MpFwdRowsHook){0};
+        f->rows_headsum = NULL;
         mp_probe_acc_seq_end(b);
     }
 }
@@ -69,12 +79,13 @@ static void rows_case(const RowsCase *c) {
 #ifdef _OPENMP
     omp_set_num_threads(c->threads); /* without OpenMP every case runs on one thread */
 #endif
-    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = c->S, .causal = c->causal, .rope = 1, .logits = c->logits};
+    MpFwdConfig fc = {.n_layers = m.n_layers, .max_seq = c->S, .causal = c->causal, .rope = 1, .logits = c->logits,
+                      .tap_headsum_workers = c->reduced ? c->threads : 0};
     MpFwd f;
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK) fail_msg("%s", e.msg);
     MpProbeAcc a, b;
-    acc_make(&a, &m, c->S, c->causal, c->probs, c->threads);
-    acc_make(&b, &m, c->S, c->causal, c->probs, c->threads);
+    acc_make(&a, &m, c->S, c->causal, c->probs, c->threads, c->reduced);
+    acc_make(&b, &m, c->S, c->causal, c->probs, c->threads, c->reduced);
     int32_t *ids = malloc(sizeof(int32_t) * 2 * (size_t)c->S);
     float *logits = c->logits ? malloc(sizeof(float) * (size_t)c->S * m.vocab) : NULL;
     assert_non_null(ids);
@@ -85,7 +96,7 @@ static void rows_case(const RowsCase *c) {
     MpProbeArray ta[MP_PROBE_MAX_ARRAYS], tb[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&a, ta);
     assert_int_equal(n, mp_probe_acc_arrays(&b, tb));
-    assert_true(n >= 8 + 2 * c->probs); /* sums, per head, squares, blocks, recency (and probabilities) */
+    assert_true(n >= (c->reduced ? 4 : 8) + 2 * c->probs); /* sums, squares, blocks, per head, recency (and probabilities) */
     double nonzero = 0;
     for (int k = 0; k < n; k++) {
         assert_int_equal(ta[k].n, tb[k].n);
@@ -110,8 +121,11 @@ static void test_rows_hook_same_bits(void **state) {
     const char *gemma2 = "--arch gemma2 --layers 2 --dim 64 --heads 4 --kv-heads 2 --vocab 300 --seed 4 --sliding-window 8 "
                          "--format gguf";
     const RowsCase cases[] = {
-        {"llama", llama, 300, 1, 0, 0, 1}, {"llama", llama, 300, 1, 0, 0, 2}, {"llama", llama, 300, 1, 1, 1, 3},
-        {"llama", llama, 300, 0, 0, 0, 2}, {"gemma2", gemma2, 40, 1, 1, 1, 2}, {"gemma2", gemma2, 40, 0, 0, 1, 1},
+        {"llama", llama, 300, 1, 0, 0, 1, 0}, {"llama", llama, 300, 1, 0, 0, 2, 0}, {"llama", llama, 300, 1, 1, 1, 3, 0},
+        {"llama", llama, 300, 0, 0, 0, 2, 0}, {"gemma2", gemma2, 40, 1, 1, 1, 2, 0}, {"gemma2", gemma2, 40, 0, 0, 1, 1, 0},
+        /* the reduced map: head sums from the forward pass, blocks from 1 and 3 threads */
+        {"llama", llama, 300, 1, 0, 0, 1, 1}, {"llama", llama, 300, 1, 1, 1, 3, 1}, {"llama", llama, 300, 0, 0, 0, 2, 1},
+        {"gemma2", gemma2, 40, 1, 1, 1, 2, 1}, {"gemma2", gemma2, 40, 0, 0, 0, 1, 1},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) rows_case(&cases[k]);
 }
@@ -128,7 +142,7 @@ static void test_rows_hook_refusals(void **state) {
     MpFwd f;
     if (mp_fwd_init(&f, &m, &fc, &e) != MP_OK) fail_msg("%s", e.msg);
     MpProbeAcc a;
-    acc_make(&a, &m, 8, 1, 0, 1);
+    acc_make(&a, &m, 8, 1, 0, 1, 0);
     const int32_t ids[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     f.rows_hook = (MpFwdRowsHook){mp_probe_acc_rows, mp_probe_acc_layer_done, &a, 1};
     assert_int_equal(mp_fwd_run(&f, ids, 8, mp_probe_acc_hook, &a, &e), MP_ERR);

@@ -233,9 +233,15 @@ static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     return 1;
 }
 
+/* Workers of the forward pass's reduced map (MpFwdConfig.tap_headsum_workers): every worker of
+ * the run when the sums need only each row's head sum (no --per-head maps, no --recency counts:
+ * mp_probe_acc_needs_heads), else none (the rows of every head go to the accumulator). */
+static int probe_headsum_workers(const MpProbeConfig *c, int threads) { return c->per_head || c->recency ? 0 : threads; }
+
 void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
                    int threads, int nranks, int rank) {
-    const MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute};
+    const MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute,
+                            .tap_headsum_workers = probe_headsum_workers(c, threads)};
     mp_fwd_plan_bytes(m, &fc, &p->weights, &p->acts);
     const uint64_t SS = (uint64_t)S * S;
     /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
@@ -391,7 +397,10 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     else s->m = &s->own;
     if (probe_layers(s, e) != MP_OK || probe_tokens(s, e) != MP_OK) return MP_ERR;
     s->fc = (MpFwdConfig){.n_layers = s->deepest, .max_seq = s->tk.seq, .causal = s->causal, .rope = s->rope,
-                          .logits = 0, .compute = r->compute, .device = r->device};
+                          .logits = 0, .compute = r->compute, .device = r->device,
+                          .tap_headsum_workers = probe_headsum_workers(r, s->threads)};
+    for (int l = 0; l < s->m->n_layers && l < 256; l++) /* only the probed layers' rows come out (bit 63: 63 and on) */
+        if (s->mask0[l]) s->fc.tap_layers |= (uint64_t)1 << (l < 63 ? l : 63);
     if (probe_plan(s, e) != MP_OK) return MP_ERR;
     /* one run per folder (resume continues it, force replaces it); also the check that the folder
      * is writable, before the compute */

@@ -159,6 +159,13 @@ void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, i
 /* The same for scores held in double ([H,S,S] f64; maskpos_acc_add): the same sums, the same bits
  * as mp_probe_acc_rows for f64 scores that are floats widened. */
 void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i0, int i1, int worker);
+/* 1 when a's sums need every head's score rows (--per-head's maps, --recency's triple counts);
+ * 0 when the head sum of each row is all it adds (mp_probe_acc_rows_headsum). */
+int mp_probe_acc_needs_heads(const MpProbeAcc *a);
+/* MpFwd.rows_headsum (ctx = MpProbeAcc*, only when !mp_probe_acc_needs_heads): adds rows [i0, i1)
+ * of model layer `layer` from their head-sum map hs [i1 - i0, T] (double, heads ascending from
+ * 0.0, as probe_row sums them): the same bits as mp_probe_acc_rows on the per-head rows. */
+void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker);
 /* MpFwdRowsHook.done: once every row of the layer is in (the sequence's block residue, and
  * --recency's sums). */
 void mp_probe_acc_layer_done(void *ctx, int layer);

@@ -283,6 +283,23 @@ static inline void probe_add_sq(double *sh, double *sq, const float *f32, const 
     }
 }
 
+/* Query row i of layer slot li, its head sum in the row of seqmap (sm [S]) over the observed keys
+ * [j0, n): added to sum and sumsq, turned into the head mean there, NaN outside. */
+static void probe_row_finish(MpProbeAcc *a, int li, int i, int j0, int n) {
+    const int S = a->S;
+    const size_t SS = (size_t)S * S;
+    const double inv_h = 1.0 / a->H;
+    double *sm = a->seqmap + (size_t)i * S;
+    double *out = a->sum + (size_t)li * SS + (size_t)i * S, *out2 = a->sumsq + (size_t)li * SS + (size_t)i * S;
+    for (int j = 0; j < j0; j++) sm[j] = NAN;
+    for (int j = j0; j < n; j++) {
+        out[j] += sm[j];
+        out2[j] += (sm[j] * inv_h) * (sm[j] * inv_h);
+        sm[j] = sm[j] * inv_h;
+    }
+    for (int j = n; j < S; j++) sm[j] = NAN;
+}
+
 /* Query row i of layer slot li: the head sum of its observed scores in double, heads ascending
  * (kept in the row of seqmap, then turned into the head mean there), added to sum, sumsq,
  * sum_heads and sumsq_heads. Rows are independent: any order, any thread, the same bits. Scores
@@ -290,7 +307,6 @@ static inline void probe_add_sq(double *sh, double *sq, const float *f32, const 
 static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64, int i) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    const double inv_h = 1.0 / H;
     int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
     mp_probe_acc_row_keys(a, li, i, &j0, &n);
     double *sm = a->seqmap + (size_t)i * S;
@@ -303,14 +319,7 @@ static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64
             probe_add_sq(a->sum_heads + off, a->sumsq_heads + off, f32, f64, src, j0, n);
         }
     }
-    double *out = a->sum + (size_t)li * SS + (size_t)i * S, *out2 = a->sumsq + (size_t)li * SS + (size_t)i * S;
-    for (int j = 0; j < j0; j++) sm[j] = NAN;
-    for (int j = j0; j < n; j++) {
-        out[j] += sm[j];
-        out2[j] += (sm[j] * inv_h) * (sm[j] * inv_h);
-        sm[j] = sm[j] * inv_h;
-    }
-    for (int j = n; j < S; j++) sm[j] = NAN;
+    probe_row_finish(a, li, i, j0, n);
 }
 
 void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker) {
@@ -328,6 +337,24 @@ void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i
     if (li < 0) return;
     for (int i = i0; i < i1; i++) probe_row(a, li, NULL, scores, i);
     if (a->recency) a->recency_rows(a, li, NULL, scores, i0, i1, worker);
+}
+
+int mp_probe_acc_needs_heads(const MpProbeAcc *a) { return a->per_head || a->recency; }
+
+void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && 0 <= i0 && i0 <= i1 && i1 <= T && worker >= 0 && worker < a->threads);
+    MP_ASSERT(!mp_probe_acc_needs_heads(a));
+    const int li = acc_slot(a, layer);
+    if (li < 0) return;
+    for (int i = i0; i < i1; i++) {
+        int j0, n;
+        mp_probe_acc_row_keys(a, li, i, &j0, &n);
+        const double *src = hs + (size_t)(i - i0) * T;
+        double *sm = a->seqmap + (size_t)i * T;
+        for (int j = j0; j < n; j++) sm[j] = src[j]; /* the sum probe_row forms: the same bits */
+        probe_row_finish(a, li, i, j0, n);
+    }
 }
 
 void mp_probe_acc_layer_done(void *ctx, int layer) {

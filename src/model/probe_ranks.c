@@ -10,11 +10,17 @@
 #include "model/probe_recency.h" /* mp_probe_acc_recency_on: the part sums of --recency */
 
 /* One sequence of ids [seq] through f into a: the scores reach a's sums row block by row block,
- * inside the attention's own pass (f->rows_hook; a single pass over each layer's scores). */
+ * inside the attention's own pass (f->rows_hook; a single pass over each layer's scores). When a
+ * adds only each row's head sum (mp_probe_acc_needs_heads) and f planned the reduced map for a's
+ * workers (cfg.tap_headsum_workers), the forward pass hands over that sum ([16, S] doubles a block)
+ * instead of every head's rows: the same bits. */
 static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr *e) {
-    f->rows_hook = (MpFwdRowsHook){mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
+    const int reduced = !mp_probe_acc_needs_heads(a) && f->cfg.tap_headsum_workers >= a->threads;
+    f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
+    f->rows_headsum = reduced ? mp_probe_acc_rows_headsum : NULL;
     const int rc = mp_fwd_run(f, ids, seq, NULL, NULL, e);
     f->rows_hook = (MpFwdRowsHook){0};
+    f->rows_headsum = NULL;
     return rc;
 }
 

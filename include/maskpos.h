@@ -77,10 +77,18 @@ MASKPOS_API void maskpos_config_free(MaskposConfig *c);
  *   theory:   alpha, n, layers
  *   simulate: batch, seq, dim, layers, alpha (one value), norm, scale, rope, rope-theta,
  *             bidirectional, seed, threads, layer-form, residual
- *   probe:    layers, per-head, bidirectional, no-rope, probs, recency, compute, allow-long,
- *             threads, max-mem-gib, n, seq, tokens (a token file), data (documents),
- *             tokenizer, field, whole, shuffle, seed, no-special, pack */
+ *   probe:    the rows of maskpos_probe_option_name (tokens, seq, n, data, tokenizer, field,
+ *             whole, shuffle, seed, no-special, pack, layers, per-head, heads-f64, probs,
+ *             recency, bidirectional, no-rope, threads, compute, device, allow-long,
+ *             max-mem-gib) */
 MASKPOS_API int maskpos_config_set(MaskposConfig *c, const char *key, const char *value);
+/* The probe's settings, from the table `maskpos probe` reads its flags from: count, and of the
+ * i-th (0 <= i < count; NULL outside) its name (the flag without "--"), its kind ("bool", "int",
+ * "number" or "string") and its help text (the lines of `maskpos probe --help`). */
+MASKPOS_API int maskpos_probe_option_count(void);
+MASKPOS_API const char *maskpos_probe_option_name(int i);
+MASKPOS_API const char *maskpos_probe_option_kind(int i);
+MASKPOS_API const char *maskpos_probe_option_help(int i);
 
 /* ---------------------------------------------------------------- jobs */
 /* The closed form (layer2_scores [n,n], z, g, h [n]) and, with layers > 0, the infinite-width

@@ -23,6 +23,7 @@
 #include "core/files.h" /* mp_outdir_claim */
 #include "core/json.h"  /* MP_VERSION, mp_json_read, mp_json_write_atomic */
 #include "core/util.h"  /* mp_parse_i64, mp_parse_double, mp_path_join, mp_mkdir_p */
+#include "job/probe_opts.h" /* mp_probe_opts: which probe settings exist, which are switches */
 
 /* ================================================================ errors */
 
@@ -224,24 +225,17 @@ static int api_set_simulate(MaskposConfig *c, const char *key, const char *flag,
     return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos simulate --help')", flag);
 }
 
-static const char *const api_probe_keys[] = {
-    "layers", "per-head", "bidirectional", "no-rope", "probs", "recency", "compute", "allow-long", "threads",
-    "max-mem-gib", "n", "seq", "tokens", "data", "tokenizer", "field", "whole", "shuffle", "seed", "no-special",
-    "pack"};
-static const char *const api_probe_switches[] = {"per-head", "bidirectional", "no-rope", "probs", "recency",
-                                                 "allow-long", "whole", "shuffle", "no-special", "pack"};
-
+/* A switch among the probe's settings (job/probe_opts.h). */
 static int api_is_probe_switch(const char *key) {
-    for (size_t i = 0; i < sizeof api_probe_switches / sizeof *api_probe_switches; i++)
-        if (!strcmp(key, api_probe_switches[i])) return 1;
-    return 0;
+    const int id = mp_probe_opt_find(key);
+    return id >= 0 && mp_probe_opts[id].kind == MP_PROBE_KIND_BOOL;
 }
 
 /* Probe settings are kept as words and checked by the probe (its messages are the command's). */
 static int api_set_probe(MaskposConfig *c, const char *key, const char *flag, const char *v) {
-    int known = 0, on;
-    for (size_t i = 0; i < sizeof api_probe_keys / sizeof *api_probe_keys; i++) known |= !strcmp(key, api_probe_keys[i]);
-    if (!known) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
+    const int id = mp_probe_opt_find(key);
+    int on;
+    if (id < 0 || (mp_probe_opts[id].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL))) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
     if (api_is_probe_switch(key) && api_switch(flag, v, &on) != MP_OK) return MP_ERR;
     int slot = c->n_probe;
     for (int i = 0; i < c->n_probe; i++)

@@ -2,7 +2,9 @@
  * `maskpos probe` checks its flags, become an MpProbeConfig for the library's probe
  * (job/probe.h, mp_probe_run); its result becomes named arrays, meta and its writer.
  *
- * Implements: the words → MpProbeConfig translation (messages of src/cli/probe.c), tokens from
+ * Implements: the words → MpProbeConfig translation (the probe's option table, job/probe_opts.h:
+ * the command's values, messages and checks across options), the table to callers
+ * (maskpos_probe_option_*), tokens from
  * memory, a file or documents, the result's arrays (the .npy files `maskpos probe --out` writes
  * for the same run, read back from the writer's own choice of files), saving through
  * mp_probe_result_write.
@@ -14,63 +16,20 @@
 #include <string.h>
 
 #include "api/api.h"    /* MaskposConfig, MaskposResult, MaskposModel insides */
-#include "core/util.h"  /* mp_parse_i64, mp_parse_double, mp_path_join */
-#include "job/probe.h"  /* mp_probe_run, mp_probe_result_write */
-#include "model/fwd.h"  /* mp_fwd_compute_parse */
+#include "job/probe.h"      /* mp_probe_run, mp_probe_result_write */
+#include "job/probe_opts.h" /* mp_probe_opts: the settings, their values and checks */
 
 /* ================================================================ settings */
 
-static int probe_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
-    int64_t x;
-    if (mp_parse_i64(v, INT64_MIN, INT64_MAX, &x) != MP_OK) return mp_api_failf("%s: '%s' is not an integer", flag, v);
-    if (x < lo || x > hi) return mp_api_failf("%s: %s is outside [%lld, %lld]", flag, v, (long long)lo, (long long)hi);
-    *out = x;
-    return MP_OK;
-}
-
-/* One setting into the probe's config (the ranges and messages of src/cli/probe.c). */
+/* One setting into the probe's config: a row of the probe's option table (job/probe_opts.h) that
+ * is neither the command line's only nor the positional MODEL, its value checked with the
+ * command's message. */
 static int probe_setting(MpProbeConfig *p, const char *k, const char *v) {
-    char flag[72];
-    snprintf(flag, sizeof flag, "--%s", k);
-    const int on = !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "on");
-    int64_t x = 0;
-    if (!strcmp(k, "layers")) p->layers = v;
-    else if (!strcmp(k, "tokens")) p->tokens_path = v;
-    else if (!strcmp(k, "data")) p->data = v;
-    else if (!strcmp(k, "tokenizer")) p->tokenizer = v;
-    else if (!strcmp(k, "field")) p->field = v;
-    else if (!strcmp(k, "per-head")) p->per_head = on;
-    else if (!strcmp(k, "heads-f64")) p->heads_f64 = on;
-    else if (!strcmp(k, "bidirectional")) p->bidirectional = on;
-    else if (!strcmp(k, "no-rope")) p->no_rope = on;
-    else if (!strcmp(k, "probs")) p->probs = on;
-    else if (!strcmp(k, "recency")) p->recency = on;
-    else if (!strcmp(k, "allow-long")) p->allow_long = on;
-    else if (!strcmp(k, "whole")) p->whole = on;
-    else if (!strcmp(k, "shuffle")) p->shuffle = on;
-    else if (!strcmp(k, "no-special")) p->no_special = on;
-    else if (!strcmp(k, "pack")) p->pack = on;
-    else if (!strcmp(k, "compute")) {
-        if ((p->compute = mp_fwd_compute_parse(v)) < 0) return mp_api_failf("--compute: '%s' is not f32 or bf16", v);
-    } else if (!strcmp(k, "max-mem-gib")) {
-        double g;
-        if (mp_parse_double(v, &g) != MP_OK) return mp_api_failf("%s: '%s' is not a number", flag, v);
-        if (g < 1e-6 || g > 1e6) return mp_api_failf("%s: %s is outside [%g, %g]", flag, v, 1e-6, 1e6);
-        p->max_mem_gib = g;
-    } else if (!strcmp(k, "seq")) {
-        if (probe_i64(flag, v, 1, 1 << 20, &x) != MP_OK) return MP_ERR;
-        p->seq = (int)x;
-    } else if (!strcmp(k, "n")) {
-        if (probe_i64(flag, v, 1, INT64_C(1) << 40, &p->n) != MP_OK) return MP_ERR;
-    } else if (!strcmp(k, "threads")) {
-        if (probe_i64(flag, v, 1, MP_THREADS_MAX, &x) != MP_OK) return MP_ERR;
-        p->threads = (int)x;
-    } else if (!strcmp(k, "seed")) {
-        if (probe_i64(flag, v, 0, INT64_MAX, &x) != MP_OK) return MP_ERR;
-        p->seed = (uint64_t)x;
-    } else
-        return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
-    return MP_OK;
+    MpErr e;
+    const int id = mp_probe_opt_find(k);
+    if (id < 0 || (mp_probe_opts[id].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL)))
+        return mp_api_failf("unknown option or missing value: '--%s' (see 'maskpos probe --help')", k);
+    return mp_probe_opt_set(p, id, v, &e) == MP_OK ? MP_OK : mp_api_failf("%s", e.msg);
 }
 
 /* ================================================================ result */
@@ -126,7 +85,8 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
         if (probe_setting(&p, c->probe_keys[i], c->probe_vals[i]) != MP_OK) return MASKPOS_ERR;
     int32_t *prefix = NULL; /* ids [p.n, p.seq] when "seq" asks for fewer columns than the array has */
     if (ids) {
-        if (p.tokens_path || p.data) return mp_api_failf("probe: token ids given twice (an array and a file)");
+        p.ids = ids; /* (for the checks) */
+        if (mp_probe_opts_check(&p, &e) != MP_OK) return mp_api_failf("%s", e.msg);
         if (n < 1 || seq < 1) return mp_api_failf("probe: the token array is empty (%lld x %d)", (long long)n, seq);
         /* "n" and "seq" select the first rows and columns, as `probe --tokens F.npy` does; more than
          * the array holds is refused (never clamped: meta.json's command would not say what ran) */
@@ -141,7 +101,8 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
                 memcpy(prefix + (size_t)i * (size_t)p.seq, ids + (size_t)i * (size_t)seq, (size_t)p.seq * sizeof *prefix);
         }
         p.ids = prefix ? prefix : ids;
-    }
+    } else if (mp_probe_opts_check(&p, &e) != MP_OK)
+        return mp_api_failf("%s", e.msg);
     ApiProgress pg;
     mp_api_progress_init(&pg, progress, user);
     if (progress) {
@@ -168,4 +129,45 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
     }
     *out = r;
     return MASKPOS_OK;
+}
+
+/* ================================================================ the table */
+
+/* The i-th row of the probe's option table that is a setting here (neither CLI-only nor MODEL). */
+static const MpProbeOpt *api_probe_option(int i) {
+    for (int k = 0; k < MP_PROBE_OPT_COUNT; k++)
+        if (!(mp_probe_opts[k].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL)) && i-- == 0) return &mp_probe_opts[k];
+    return NULL;
+}
+
+MASKPOS_API int maskpos_probe_option_count(void) {
+    int n = 0;
+    while (api_probe_option(n)) n++;
+    return n;
+}
+
+MASKPOS_API const char *maskpos_probe_option_name(int i) {
+    const MpProbeOpt *o = api_probe_option(i);
+    return o ? o->name : NULL;
+}
+
+MASKPOS_API const char *maskpos_probe_option_kind(int i) {
+    const MpProbeOpt *o = api_probe_option(i);
+    if (!o) return NULL;
+    switch ((MpProbeOptKind)o->kind) {
+    case MP_PROBE_KIND_BOOL: return "bool";
+    case MP_PROBE_KIND_INT:
+    case MP_PROBE_KIND_I64:
+    case MP_PROBE_KIND_U64: return "int";
+    case MP_PROBE_KIND_DOUBLE: return "number";
+    case MP_PROBE_KIND_STRING:
+    case MP_PROBE_KIND_COMPUTE:
+    case MP_PROBE_KIND_DEVICE: return "string";
+    }
+    return NULL;
+}
+
+MASKPOS_API const char *maskpos_probe_option_help(int i) {
+    const MpProbeOpt *o = api_probe_option(i);
+    return o ? o->help : NULL;
 }

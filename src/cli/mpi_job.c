@@ -6,30 +6,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"   /* mp_cmd_probe, MP_EXIT_* */
-#include "core/mpi.h"  /* mp_mpi_* */
+#include "cli/cli.h"        /* mp_cli_error, MP_EXIT_* */
+#include "core/files.h"     /* MP_OUTDIR_* */
+#include "core/mpi.h"       /* mp_mpi_* */
+#include "job/probe.h"      /* mp_probe_run */
+#include "job/probe_opts.h" /* mp_probe_opt_parse: the shared settings */
 
 static int mpi_job_reproduce; /* 1 while rank 0 runs reproduce */
 
-void mp_cli_mpi_share(char **args) {
+void mp_cli_mpi_share(const char *job, const char *settings, size_t len) {
     if (mp_mpi_size() < 2 || mp_mpi_rank() != 0 || !mpi_job_reproduce) return;
-    /* the arguments as one buffer of NUL-terminated strings, its length first */
-    int64_t len = 0;
-    for (int k = 0; args[k]; k++) len += (int64_t)strlen(args[k]) + 1;
-    char *buf = malloc((size_t)len);
+    /* one buffer: the job's name, NUL, its settings; its length first */
+    const size_t jl = strlen(job) + 1;
+    int64_t total = (int64_t)(jl + len);
+    char *buf = malloc(jl + len);
     if (!buf) {
-        fprintf(stderr, "maskpos reproduce: error: out of memory for a stage's arguments\n");
+        fprintf(stderr, "maskpos reproduce: error: out of memory for a stage's settings\n");
         mp_mpi_abort(MP_EXIT_ERROR);
     }
-    char *p = buf;
-    for (int k = 0; args[k]; k++) {
-        const size_t n = strlen(args[k]) + 1;
-        memcpy(p, args[k], n);
-        p += n;
-    }
-    mp_mpi_bcast(&len, sizeof len, 0);
-    mp_mpi_bcast(buf, (size_t)len, 0);
+    memcpy(buf, job, jl);
+    memcpy(buf + jl, settings, len);
+    mp_mpi_bcast(&total, sizeof total, 0);
+    mp_mpi_bcast(buf, (size_t)total, 0);
     free(buf);
+}
+
+/* A probe shared by rank 0: its settings (NUL-terminated "name=value" strings, [p, end)) into a
+ * config through the probe's option table, then the run; this rank's part goes to rank 0. */
+static int mpi_job_probe(const char *p, const char *end) {
+    MpProbeConfig c;
+    mp_probe_config_init(&c);
+    MpErr e = {0};
+    int rc = MP_OK;
+    for (; rc == MP_OK && p < end; p += strlen(p) + 1) rc = mp_probe_opt_parse(&c, p, &e);
+    if (rc != MP_OK) { /* rank 0 wrote them from the same table: a bug, not bad input */
+        fprintf(stderr, "maskpos probe (rank %d): error: a shared setting: %s\n", mp_mpi_rank(), e.msg);
+        mp_mpi_abort(MP_EXIT_ERROR);
+    }
+    c.out_mode = c.resume ? MP_OUTDIR_RESUME : MP_OUTDIR_NEW;
+    c.log = stdout;
+    MpProbeResult res;
+    rc = mp_probe_run(&res, &c, &e);
+    if (rc != MP_OK && e.msg[0]) mp_cli_error("probe", "%s", e.msg);
+    mp_probe_result_free(&res);
+    return rc == MP_OK ? MP_EXIT_OK : MP_EXIT_FAILED;
 }
 
 /* Ranks 1..N-1 of a reproduce job: run each shared stage until rank 0 sends an empty one. */
@@ -39,16 +59,15 @@ static int mpi_job_serve(void) {
         int64_t len = 0;
         mp_mpi_bcast(&len, sizeof len, 0);
         if (len <= 0) return rc;
-        char *buf = malloc((size_t)len), *argv[64];
+        char *buf = malloc((size_t)len + 1);
         if (!buf) {
-            fprintf(stderr, "maskpos reproduce (rank %d): error: out of memory for a stage's arguments\n", mp_mpi_rank());
+            fprintf(stderr, "maskpos reproduce (rank %d): error: out of memory for a stage's settings\n", mp_mpi_rank());
             mp_mpi_abort(MP_EXIT_ERROR);
         }
         mp_mpi_bcast(buf, (size_t)len, 0);
-        int argc = 0;
-        for (char *p = buf; p < buf + len && argc < 63; p += strlen(p) + 1) argv[argc++] = p;
-        argv[argc] = NULL;
-        if (argc > 0 && !strcmp(argv[0], "probe") && mp_cmd_probe(argc, argv) != MP_EXIT_OK) rc = MP_EXIT_FAILED;
+        buf[len] = 0;
+        const char *settings = buf + strlen(buf) + 1;
+        if (!strcmp(buf, "probe") && mpi_job_probe(settings, buf + len) != MP_EXIT_OK) rc = MP_EXIT_FAILED;
         free(buf);
     }
 }

@@ -10,13 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"     /* mp_json_read, MP_VERSION */
+#include "core/json.h"     /* mp_json_read */
 #include "core/util.h"     /* mp_path_join */
 #include "repro/expect.h"  /* mp_repro_expect_v */
 #include "repro/recency.h" /* MpReproLength */
 #include "repro/stage.h"   /* MpReproCtx, mp_repro_probe */
 #include "repro/stories.h" /* mp_repro_stories_corpus: the stories260K rows */
-#include "repro/store.h"   /* mp_repro_fingerprint */
 
 /* The models of the stage: folder under length/, label in the rows, what a row of it is. */
 static const struct {
@@ -59,22 +58,13 @@ static int rl_read(MpReproLength *lr, int m, const char *dir) {
  * tokens: an ids.npy. */
 static int rl_probe(MpReproCtx *c, int m, const char *model, const char *data, const char *tokens, int64_t n) {
     MpReproLength *lr = c->len;
-    char dir[256], key[10240];
+    char dir[256];
     snprintf(dir, sizeof dir, "length/%s", rl_models[m].name);
-    if (tokens)
-        snprintf(key, sizeof key, "v%s probe --recency model=%s fp=%016llx tokens=%s fp=%016llx n=%lld layers=all", MP_VERSION,
-                 model, (unsigned long long)mp_repro_fingerprint(model), tokens,
-                 (unsigned long long)mp_repro_fingerprint(tokens), (long long)n);
-    else
-        snprintf(key, sizeof key, "v%s probe --recency model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=128 pack", MP_VERSION,
-                 model, (unsigned long long)mp_repro_fingerprint(model), data, (unsigned long long)mp_repro_fingerprint(data),
-                 (long long)n);
     printf("  length  %-24s %s over %lld x %s tokens, --recency\n", rl_models[m].name, model, (long long)n,
            tokens ? "512" : "128");
     fflush(stdout);
     const MpReproProbeSpec spec = {.dir = dir, .model = model, .data = data, .tokens = tokens, .n = n, .seq = tokens ? 0 : 128,
-                                   .causal = 1, .pack = !tokens, .layers = tokens ? "all" : "1-4", .recency_plot = 1,
-                                   .key = key};
+                                   .causal = 1, .pack = !tokens, .layers = tokens ? "all" : "1-4", .recency_plot = 1};
     MpReproMaps *p = NULL;
     char full[4096];
     snprintf(full, sizeof full, "%s/%s", c->out, dir);

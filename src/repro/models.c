@@ -8,8 +8,9 @@
  *   stages          fig3, fig5
  *   verdicts        one function per figure, thresholds from expect.c
  *   figures         the figure table
- * Every run is a library call (job/probe.h, job/gram.h); under mpirun a probe's arguments are
- * also handed to the other ranks (MpReproHost.share), which run it beside this process.
+ * Every run is a library call (job/probe.h, job/gram.h); under mpirun a probe's settings (the
+ * option table of job/probe_opts.h) are also handed to the other ranks (MpReproHost.share),
+ * which run it beside this process; a probe's reuse key is derived from the same settings.
  * Tested by: tests/test_reproduce.c.
  * Shape legend: L layers, S tokens per sequence.
  */
@@ -23,6 +24,7 @@
 #include "core/files.h"     /* MP_OUTDIR_NEW */
 #include "job/gram.h"       /* mp_gram_run, mp_gram_result_write: Figure 3's Gram matrices */
 #include "job/probe.h"      /* mp_probe_run, mp_probe_result_write: the probes */
+#include "job/probe_opts.h" /* mp_probe_opts_write: a probe's settings (MPI ranks, the reuse key) */
 #include "load/model.h"     /* mp_model_open: --model's context and depth */
 #include "model/fwd.h"      /* mp_fwd_compute_parse */
 #include "model/probe.h"    /* mp_probe_layer_stats */
@@ -37,80 +39,70 @@
 typedef struct ProbeRun {
     const MpReproCtx *c;
     const MpReproProbeSpec *spec;
+    MpProbeConfig pc; /* the probe this process runs, and its settings for the other ranks and the key */
 } ProbeRun;
 
-/* The same probe as `maskpos probe` arguments: what an MPI job hands the other ranks, which run
- * it beside this process (MpReproHost.share). args gets at most 32 entries, NULL-terminated. */
-static int probe_argv(char **args, char nb[32], char sb[32], char tb[32], const MpReproProbeSpec *s,
-                      const MpReproConfig *cfg, const char *dir) {
-    int k = 0;
-    snprintf(nb, 32, "%lld", (long long)s->n);
-    snprintf(sb, 32, "%d", s->seq);
-    snprintf(tb, 32, "%d", cfg->base.threads);
-    args[k++] = "probe";
-    args[k++] = (char *)s->model;
-    args[k++] = s->tokens ? "--tokens" : "--data";
-    args[k++] = (char *)(s->tokens ? s->tokens : s->data);
-    args[k++] = "--n";
-    args[k++] = nb;
-    if (s->seq) {
-        args[k++] = "--seq";
-        args[k++] = sb;
+/* The probe of spec into dir as the library's config, built once: what this process runs, what
+ * an MPI job hands the other ranks (its settings, job/probe_opts.h), what the reuse key records. */
+static void probe_config(MpProbeConfig *pc, const MpReproProbeSpec *s, const MpReproConfig *cfg, const char *dir) {
+    mp_probe_config_init(pc);
+    pc->model_path = s->model;
+    pc->tokens_path = s->tokens;
+    pc->data = s->data;
+    pc->n = s->n;
+    pc->seq = s->seq;
+    pc->pack = s->pack;
+    pc->layers = s->layers;
+    pc->bidirectional = !s->causal;
+    pc->recency = s->recency_plot;
+    /* the length stage's probes run at the default compute */
+    pc->compute = s->recency_plot ? MP_FWD_COMPUTE_F32 : mp_fwd_compute_parse(cfg->compute);
+    pc->threads = cfg->base.threads;
+    pc->out = dir;
+    pc->out_mode = MP_OUTDIR_NEW;
+}
+
+/* The reuse key of pc: the version, the settings that change what the probe computes (every
+ * option of job/probe_opts.h but those of how it runs: threads, memory cap, folder), and the
+ * fingerprints of the model and of the tokens or documents. A new probe option is in it without
+ * a word here. */
+static void probe_key(char *key, size_t cap, const MpProbeConfig *pc) {
+    size_t k = (size_t)snprintf(key, cap, "v%s probe ", MP_VERSION);
+    if (k < cap) k += mp_probe_opts_write(key + k, cap - k, pc, MP_PROBE_OPT_RUN, ' ');
+    const char *src = pc->tokens_path ? pc->tokens_path : pc->data;
+    if (k < cap)
+        snprintf(key + k, cap - k, "fp=%016llx,%016llx", (unsigned long long)mp_repro_fingerprint(pc->model_path),
+                 (unsigned long long)mp_repro_fingerprint(src));
+}
+
+/* Under mpirun: the other ranks run the probe pc beside this process (MpReproHost.share), from
+ * its settings, every option with a field. */
+static void probe_share(const MpReproConfig *cfg, const MpProbeConfig *pc) {
+    const size_t len = mp_probe_opts_write(NULL, 0, pc, 0, '\0');
+    char *buf = malloc(len + 1);
+    if (!buf) {
+        fprintf(stderr, "maskpos reproduce: error: out of memory for a probe's settings\n");
+        exit(MP_EXIT_ERROR);
     }
-    args[k++] = "--layers";
-    args[k++] = (char *)s->layers;
-    args[k++] = "--out";
-    args[k++] = (char *)dir;
-    args[k++] = "--quiet";
-    if (!s->recency_plot) { /* the length stage's probes run at the default compute */
-        args[k++] = "--compute";
-        args[k++] = (char *)cfg->compute;
-    }
-    if (s->pack) args[k++] = "--pack";
-    if (!s->causal) args[k++] = "--bidirectional";
-    if (s->recency_plot) {
-        args[k++] = "--recency";
-        args[k++] = "--plot";
-    }
-    if (cfg->base.threads > 0) {
-        args[k++] = "--threads";
-        args[k++] = tb;
-    }
-    args[k] = NULL;
-    return k;
+    mp_probe_opts_write(buf, len + 1, pc, 0, '\0');
+    cfg->host.share("probe", buf, len);
+    free(buf);
 }
 
 /* The probe of spec into dir: the library call (job/probe.h), its tables printed as `maskpos
  * probe` prints them, its folder written byte for byte as `maskpos probe --out dir` writes it. */
 static int probe_run(void *arg, const char *dir) {
-    const ProbeRun *pr = arg;
+    ProbeRun *pr = arg;
     const MpReproProbeSpec *s = pr->spec;
     const MpReproConfig *cfg = pr->c->cfg;
-    if (cfg->host.share) { /* under mpirun: the other ranks run the same probe beside this one */
-        char *args[32], nb[32], sb[32], tb[32];
-        probe_argv(args, nb, sb, tb, s, cfg, dir);
-        cfg->host.share(args);
-    }
-    MpProbeConfig pc;
-    mp_probe_config_init(&pc);
-    pc.model_path = s->model;
-    pc.tokens_path = s->tokens;
-    pc.data = s->data;
-    pc.n = s->n;
-    pc.seq = s->seq;
-    pc.pack = s->pack;
-    pc.layers = s->layers;
-    pc.bidirectional = !s->causal;
-    pc.recency = s->recency_plot;
-    pc.compute = s->recency_plot ? MP_FWD_COMPUTE_F32 : mp_fwd_compute_parse(cfg->compute);
-    pc.threads = cfg->base.threads;
-    pc.out = dir;
-    pc.out_mode = MP_OUTDIR_NEW;
-    pc.log = stdout;
+    MpProbeConfig *pc = &pr->pc;
+    pc->out = dir;
+    if (cfg->host.share) probe_share(cfg, pc); /* under mpirun: the other ranks run the same probe beside this one */
+    pc->log = stdout;
     const double t0 = mp_time_now();
     MpProbeResult res;
     MpErr e;
-    int rc = mp_probe_run(&res, &pc, &e);
+    int rc = mp_probe_run(&res, pc, &e);
     if (rc == MP_OK) {
         const int64_t ran = res.n - res.first;
         printf("ran %lld sequence%s (%.0f tokens) in %.2f s\n", (long long)ran, ran == 1 ? "" : "s", (double)ran * res.S,
@@ -178,8 +170,11 @@ int mp_repro_probe(MpReproCtx *c, const MpReproProbeSpec *spec, MpReproMaps **ou
     MpReproMaps *m = mp_repro_maps_add(c, spec->dir, spec->label);
     if (out) *out = m;
     const MpReproStoreKind k = {"probe", probe_run, probe_load, probe_release};
-    ProbeRun pr = {c, spec};
-    const int rc = mp_repro_store_run(&k, &pr, m, dir, spec->key, c->cfg->force, &m->skipped, &m->wall_s);
+    ProbeRun pr = {c, spec, {0}};
+    probe_config(&pr.pc, spec, c->cfg, dir);
+    char key[10240];
+    probe_key(key, sizeof key, &pr.pc);
+    const int rc = mp_repro_store_run(&k, &pr, m, dir, key, c->cfg->force, &m->skipped, &m->wall_s);
     if (rc == MP_OK && m->skipped) printf("          up to date, skipped (--force to redo)\n");
     return rc;
 }
@@ -252,17 +247,11 @@ void mp_repro_gram_free(MpReproGram *g) {
 /* One probe of model over the corpus data into out/sub, causal or without the mask. */
 static int model_probe(MpReproCtx *c, const char *sub, const char *label, const char *model, const char *data, int64_t n,
                        int seq, int causal, int pack, const char *layers) {
-    char key[10240];
-    snprintf(key, sizeof key,
-             "v%s probe model=%s fp=%016llx data=%s fp=%016llx n=%lld seq=%d causal=%d pack=%d layers=%s compute=%s "
-             "rows=bos-first stats=after-bos regions", /* packed rows start with BOS; statistics skip it (session 3) */
-             MP_VERSION, model, (unsigned long long)mp_repro_fingerprint(model), data,
-             (unsigned long long)mp_repro_fingerprint(data), (long long)n, seq, causal, pack, layers, c->cfg->compute);
     printf("  %-7s %-24s %s over %lld x %d tokens%s\n", strncmp(sub, "fig3", 4) ? "fig5" : "fig3", sub + 5, model,
            (long long)n, seq, causal ? "" : ", no mask");
     fflush(stdout);
     const MpReproProbeSpec spec = {.dir = sub, .label = label, .model = model, .data = data, .n = n, .seq = seq,
-                                   .causal = causal, .pack = pack, .layers = layers, .key = key};
+                                   .causal = causal, .pack = pack, .layers = layers};
     if (mp_repro_probe(c, &spec, NULL) == MP_OK) return 0;
     return mp_repro_fail(c, sub); /* (the probe printed why) */
 }

@@ -15,17 +15,19 @@
 #ifndef MP_REPRO_H
 #define MP_REPRO_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/err.h"      /* MpErr */
 #include "core/progress.h" /* MpProgressFn, MP_JOB_STOPPED_MSG */
 #include "sim/simulate.h" /* MpSimConfig */
 
-/* What only the command line can do: under mpirun, hand a probe's `maskpos probe` arguments
- * (argv[0] = "probe", NULL-terminated) to the other ranks, which run it beside this process
- * (docs/mpi.md). NULL in one process. */
+/* What only the command line can do: under mpirun, hand a job's settings to the other ranks,
+ * which run it beside this process (docs/mpi.md). job "probe": settings [len bytes] are
+ * "name=value" strings, each NUL-terminated (mp_probe_opts_write, job/probe_opts.h). NULL in one
+ * process. */
 typedef struct MpReproHost {
-    void (*share)(char **argv);
+    void (*share)(const char *job, const char *settings, size_t len);
 } MpReproHost;
 
 typedef struct MpReproConfig {

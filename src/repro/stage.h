@@ -132,10 +132,10 @@ typedef struct MpReproProbeSpec {
     int causal, pack;
     const char *layers;       /* "1-4", "all" */
     int recency_plot;         /* --recency --plot (stage length) */
-    const char *key;          /* the settings key */
 } MpReproProbeSpec;
 
-/* Runs (or reuses) the probe; the maps are added to c under spec->dir. MP_OK or MP_ERR. */
+/* Runs (or reuses: its reuse key is derived from the probe's settings, job/probe_opts.h) the
+ * probe; the maps are added to c under spec->dir. MP_OK or MP_ERR. */
 int mp_repro_probe(MpReproCtx *c, const MpReproProbeSpec *spec, MpReproMaps **out);
 /* Runs (or reuses) `gram` of model's layer 1 -> 2 over corpus into out/dir. */
 int mp_repro_gram(MpReproCtx *c, MpReproGram *g, const char *dir, const char *model, const char *corpus, int n, int seq,

@@ -115,15 +115,12 @@ static int stories_probe(MpReproCtx *c, int which, const char *sub, const char *
     MpReproStories *st = c->stories;
     const MpReproConfig *cfg = c->cfg;
     const int causal = which == 0;
-    char rel[128], key[10240];
+    char rel[128];
     snprintf(rel, sizeof rel, "stories/%s", sub);
-    snprintf(key, sizeof key, "v%s probe model=%s fp=%016llx tokens=%s fp=%016llx n=%lld causal=%d layers=all compute=%s",
-             MP_VERSION, cfg->stories, (unsigned long long)mp_repro_fingerprint(cfg->stories), ids,
-             (unsigned long long)mp_repro_fingerprint(ids), (long long)st->n, causal, cfg->compute);
     printf("  stories %-24s every layer over %lld x %d tokens%s\n", sub, (long long)st->n, st->seq, causal ? "" : ", no mask");
     fflush(stdout);
     const MpReproProbeSpec spec = {.dir = rel, .label = label, .model = cfg->stories, .tokens = ids, .n = st->n,
-                                   .causal = causal, .layers = "all", .key = key};
+                                   .causal = causal, .layers = "all"};
     MpReproMaps *m = NULL;
     if (mp_repro_probe(c, &spec, &m) != MP_OK) return mp_repro_fail(c, rel); /* (the probe printed why) */
     char dir[4096];

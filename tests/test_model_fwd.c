@@ -18,11 +18,15 @@
  *     every run returned MP_OK with NaN scores or logits).
  *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: a third instance
  *     (cpu-plain's ops, each call counted) gives cpu-plain's logits bit for bit and calls matmul
- *     7L + 1 times and softmax NH·L·T times (counted by hand for Llama); a backend whose storage
+ *     7L times, softmax NH·L·T times, the embedding and the output head once each (counted by
+ *     hand for Llama), the MoE routing once per layer and the experts' SwiGLU once per routed row
+ *     (mixtral, qwen2moe with its shared expert), the RoPE table twice for gemma3 (its local
+ *     layers' table through the instance too); a backend whose storage
  *     fails stops init with one line; devices not built or unknown are refused with one line; the
  *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
  *     fire only where asked for before the run; the reduced map (head sums of a block of rows, in
- *     double, heads ascending) equals the sums of the raw rows bit for bit, only for the layers asked.
+ *     double, heads ascending; the instance's attn_headsum, once per block) equals the sums of the raw
+ *     rows bit for bit, only for the layers asked.
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
@@ -302,7 +306,7 @@ static void test_fwd_overflow_named(void **state) {
 
 /* ---------------------------------------------------------------- the backend interface */
 
-static long bk_matmuls, bk_softmax_rows;
+static long bk_matmuls, bk_softmax_rows, bk_embeds, bk_routes, bk_headsums, bk_heads, bk_swiglus, bk_ropetabs;
 static MpFwdOps bk_counted;
 
 static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
@@ -312,6 +316,44 @@ static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int6
 static void bk_softmax(float *row, int n, int len) {
     __atomic_fetch_add(&bk_softmax_rows, 1, __ATOMIC_RELAXED);
     mp_fwd_ops_cpu_plain.softmax_row(row, n, len);
+}
+static int bk_embed(float *x, MpModel *m, const int32_t *ids, int n, MpErr *e) {
+    bk_embeds++;
+    return mp_fwd_ops_cpu_plain.embed(x, m, ids, n, e);
+}
+static void bk_moe_route(float *p, float *w, int32_t *sel, int n, int E, int K, int norm_topk) {
+    bk_routes++;
+    mp_fwd_ops_cpu_plain.moe_route(p, w, sel, n, E, K, norm_topk);
+}
+static void bk_headsum(double *hs, const float *s, int NH, int T, int causal, int i0, int i1) {
+    __atomic_fetch_add(&bk_headsums, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.attn_headsum(hs, s, NH, T, causal, i0, i1);
+}
+static void bk_logits_op(float *y, float *xn, const float *x, const MpFwdHead *h, int n) {
+    bk_heads++;
+    mp_fwd_ops_cpu_plain.logits(y, xn, x, h, n);
+}
+static void bk_swiglu(float *out, const float *g, const float *u, size_t n) {
+    __atomic_fetch_add(&bk_swiglus, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.swiglu(out, g, u, n);
+}
+static void bk_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn) {
+    bk_ropetabs++;
+    mp_fwd_ops_cpu_plain.rope_table(cos_t, sin_t, inv_freq, R, T, attn);
+}
+/* The counted instance: cpu-plain's ops, the calls of each counted. */
+static void bk_counted_make(void) {
+    bk_counted = mp_fwd_ops_cpu_plain;
+    bk_counted.name = "cpu-plain-counted";
+    bk_counted.matmul = bk_matmul;
+    bk_counted.softmax_row = bk_softmax;
+    bk_counted.embed = bk_embed;
+    bk_counted.moe_route = bk_moe_route;
+    bk_counted.attn_headsum = bk_headsum;
+    bk_counted.logits = bk_logits_op;
+    bk_counted.swiglu = bk_swiglu;
+    bk_counted.rope_table = bk_rope_table;
+    bk_matmuls = bk_softmax_rows = bk_embeds = bk_routes = bk_headsums = bk_heads = bk_swiglus = bk_ropetabs = 0;
 }
 static void *bk_no_alloc(size_t bytes) {
     (void)bytes;
@@ -340,24 +382,50 @@ static void test_backend_counted_instance(void **state) {
     float *a = malloc(sizeof(float) * T * 300), *b = malloc(sizeof(float) * T * 300);
     assert_non_null(a);
     assert_non_null(b);
-    bk_counted = mp_fwd_ops_cpu_plain;
-    bk_counted.name = "cpu-plain-counted";
-    bk_counted.matmul = bk_matmul;
-    bk_counted.softmax_row = bk_softmax;
-    bk_matmuls = bk_softmax_rows = 0;
+    bk_counted_make();
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
-    assert_int_equal(bk_matmuls, 0); /* the built-in instance does not go through the counted one */
+    assert_int_equal(bk_matmuls + bk_embeds + bk_heads, 0); /* the built-in instance does not go through the counted one */
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
-    assert_int_equal(bk_matmuls, 7 * 3 + 1);           /* q, k, v, o, gate, up, down per layer; the head */
+    assert_int_equal(bk_matmuls, 7 * 3);               /* q, k, v, o, gate, up, down per layer (the head's: its own op) */
     assert_int_equal(bk_softmax_rows, 3L * m.n_heads * T); /* every row of every head of every layer */
+    assert_int_equal(bk_embeds, 1);                    /* the stage-level ops: one embedding, one head */
+    assert_int_equal(bk_heads, 1);
+    assert_int_equal(bk_swiglus, 3L * T);              /* the MLP's, a row at a time */
+    assert_int_equal(bk_routes, 0);
+    assert_int_equal(bk_ropetabs, 1);
     /* cpu (fused multiply-adds) is another instance: other bits for the same model */
     bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
     assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
     print_message("counted instance: %ld matmuls, %ld softmax rows, logits == cpu-plain's\n", bk_matmuls, bk_softmax_rows);
+    mp_model_free(&m);
+    /* MoE: the routing and the experts' SwiGLU through the instance (qwen2moe: its shared expert too) */
+    const char *moe[] = {"--arch mixtral --layers 3 --vocab 300 --seed 6 --experts 4 --experts-used 2",
+                         "--arch qwen2moe --layers 3 --vocab 300 --seed 7 --experts 4 --experts-used 2"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir, sizeof dir, "%s/bk-moe%d", mp_test_tmpdir(), k);
+        model_make_open(&m, dir, moe[k]);
+        bk_counted_make();
+        bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
+        bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
+        assert_memory_equal(a, b, sizeof(float) * T * 300);
+        assert_int_equal(bk_routes, 3); /* once per layer, every row */
+        /* each row of each chosen expert's rows, a row at a time (and of the shared expert's) */
+        assert_int_equal(bk_swiglus, 3L * T * (2 + k));
+        assert_int_equal(bk_heads, 1);
+        mp_model_free(&m);
+    }
+    /* gemma3: its local layers' RoPE table through the instance too (two tables a run) */
+    snprintf(dir, sizeof dir, "%s/bk-gemma3", mp_test_tmpdir());
+    model_make_open(&m, dir, "--arch gemma3 --layers 6 --vocab 300 --seed 8 --sliding-window 8");
+    bk_counted_make();
+    bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
+    bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
+    assert_memory_equal(a, b, sizeof(float) * T * 300);
+    assert_int_equal(bk_ropetabs, 2);
+    mp_model_free(&m);
     free(a);
     free(b);
-    mp_model_free(&m);
 }
 
 static void test_backend_refusals(void **state) {
@@ -477,6 +545,8 @@ static void test_backend_reduced_map(void **state) {
         MpFwd f;
         MpErr e;
         MpFwdConfig cfg = {.n_layers = HS_L, .max_seq = HS_T, .causal = 1, .rope = 1, .tap_headsum_workers = pass ? 1 : 0};
+        if (pass) bk_counted_make(), cfg.compute = MP_FWD_COMPUTE_F32_PLAIN, cfg.ops = pass == 1 ? &bk_counted : NULL;
+        if (!pass) cfg.compute = MP_FWD_COMPUTE_F32_PLAIN;
         if (pass == 2) cfg.tap_layers = UINT64_C(1) << 2;
         assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
         f.rows_hook = (MpFwdRowsHook){pass ? NULL : hs_rows, hs_done, NULL, 1};
@@ -484,7 +554,10 @@ static void test_backend_reduced_map(void **state) {
         memset(hs_calls, 0, sizeof hs_calls);
         if (pass == 2) memset(hs_red, 0, sizeof hs_red);
         assert_int_equal(mp_fwd_run(&f, ids, HS_T, NULL, NULL, &e), MP_OK);
-        if (pass == 1) assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
+        if (pass == 1) {
+            assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
+            assert_int_equal(bk_headsums, HS_L * ((HS_T + 15) / 16)); /* the backend's op, every block of every layer */
+        }
         if (pass == 2) {
             assert_int_equal(hs_calls[0] + hs_calls[1], 0);
             assert_int_equal(hs_calls[2], (HS_T + 15) / 16);

@@ -8,7 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "core/util.h" /* mp_thread_num */
+#include "core/util.h"     /* mp_thread_num */
+#include "model/fwd_par.h" /* FWD_PAR_FOR, FWD_PAR_FOR2, FWD_PAR_MIN: loops parallel above a work threshold */
 
 /* ================================================================ memory plan */
 
@@ -36,7 +37,6 @@ static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int compu
     w->pb = bf16 ? (uint16_t *)p : NULL;
     w->out = out;
     w->in = in;
-    w->plain = compute == MP_FWD_COMPUTE_F32_PLAIN;
 }
 
 const char *mp_fwd_compute_name(int compute) {
@@ -391,28 +391,6 @@ double mp_fwd_flops(const MpFwd *f, int T) {
 
 /* ================================================================ one layer */
 
-/* Parallel regions only pay off above this much work (multiply-adds); below it (tiny test
- * models) thread wake-ups on a loaded machine cost more than the loop. */
-#define FWD_PAR_MIN 200000.0
-
-/* FWD_PAR_FOR(work, loop): the for statement `loop` runs in a parallel region when `work`
- * (multiply-adds) exceeds FWD_PAR_MIN and no region is active (mp_fwd_top_level), else in the
- * calling thread, with the same bits: every iteration writes its own elements. A worker of a
- * sequence-parallel run (generate; probes of small models) must not even open an if(false)
- * region: libgomp builds a nested team of one for it, with two futex calls, ~70 times per token
- * (a quarter of the CPU of `generate` on stories260K). FWD_PAR_FOR2: two nested loops, collapsed
- * and handed out one item at a time (the attention's heads x row blocks). */
-#define FWD_PAR(pragma, work, ...)                                                                 \
-    do {                                                                                          \
-        if ((double)(work) > FWD_PAR_MIN && mp_fwd_top_level()) {                                 \
-            _Pragma(pragma) __VA_ARGS__                                                           \
-        } else {                                                                                  \
-            __VA_ARGS__                                                                           \
-        }                                                                                         \
-    } while (0)
-#define FWD_PAR_FOR(work, ...) FWD_PAR("omp parallel for schedule(static)", work, __VA_ARGS__)
-#define FWD_PAR_FOR2(work, ...) FWD_PAR("omp parallel for collapse(2) schedule(dynamic, 1)", work, __VA_ARGS__)
-
 static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
     if (!b) return;
     FWD_PAR_FOR((double)(T - t0) * n,
@@ -588,19 +566,10 @@ static void fwd_attn_mix_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, FwdRo
 }
 
 /* The reduced map of rows [i0, i1) (MpFwd.rows_headsum): the heads' scores summed in double,
- * heads ascending, into worker's block of f->tap_hs, then handed over. */
+ * heads ascending, by the backend (attn_headsum) into worker's block of f->tap_hs, then handed over. */
 static void fwd_headsum(MpFwd *f, int layer, int T, int causal, int i0, int i1, int worker) {
     double *hs = f->tap_hs + (size_t)worker * FWD_ROWS * (size_t)T;
-    const size_t SS = (size_t)T * T;
-    for (int i = i0; i < i1; i++) {
-        const int n = causal ? i + 1 : T;
-        double *o = hs + (size_t)(i - i0) * T;
-        for (int j = 0; j < n; j++) o[j] = 0.0;
-        for (int h = 0; h < f->NH; h++) {
-            const float *row = f->scores + h * SS + (size_t)i * T;
-            for (int j = 0; j < n; j++) o[j] += (double)row[j];
-        }
-    }
+    f->ops->attn_headsum(hs, f->scores, f->NH, T, causal, i0, i1);
     f->rows_headsum(f->rows_hook.ctx, layer, hs, T, i0, i1, worker);
 }
 
@@ -720,36 +689,6 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
 
-/* Routing of row t (MoE): softmax over the E router logits in f->moe_p (in place; exponentials and
- * their sum in double, probabilities f32 as HF's softmax(dtype=float32) gives them), the K most
- * probable experts by a stable descending selection (ties: the lower index first), their weights
- * renormalised to sum 1 (f32, summed in rank order) when m->moe_norm_topk. */
-static void fwd_moe_route(MpFwd *f, int t) {
-    const int E = f->m->n_experts, K = f->m->n_experts_used;
-    float *p = f->moe_p + (size_t)t * E, *w = f->moe_w + (size_t)t * K;
-    int32_t *sel = f->moe_sel + (size_t)t * K;
-    float mx = p[0];
-    for (int j = 1; j < E; j++) mx = p[j] > mx ? p[j] : mx;
-    double sum = 0;
-    for (int j = 0; j < E; j++) sum += exp((double)p[j] - (double)mx);
-    for (int j = 0; j < E; j++) p[j] = (float)(exp((double)p[j] - (double)mx) / sum);
-    for (int k = 0; k < K; k++) { /* k-th largest: the first index holding the largest value not yet taken */
-        int best = -1;
-        for (int j = 0; j < E; j++) {
-            int taken = 0;
-            for (int i = 0; i < k; i++) taken |= sel[i] == j;
-            if (!taken && (best < 0 || p[j] > p[best])) best = j;
-        }
-        sel[k] = best;
-        w[k] = p[best];
-    }
-    if (f->m->moe_norm_topk) {
-        float s = 0;
-        for (int k = 0; k < K; k++) s += w[k];
-        for (int k = 0; k < K; k++) w[k] /= s;
-    }
-}
-
 /* qwen2moe's shared expert on rows [t0, T) of f->xn: its SwiGLU times sigmoid(shared_expert_gate . x)
  * (f32), added to the routed sum in f->moe_y (HF: final + sigmoid(gate) * shared). */
 static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
@@ -763,7 +702,7 @@ static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         f->moe_sl[i] = a;
     }
     FWD_PAR_FOR((double)n * FS * 10,
-    for (int i = 0; i < n; i++) f->ops->moe_swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
+    for (int i = 0; i < n; i++) f->ops->swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
     fwd_linear_input(f, f->moe_sg, FS, 0, n, FS);
     fwd_matmul(f, f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
     for (int i = 0; i < n; i++) {
@@ -775,14 +714,15 @@ static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
 }
 
 /* Mixture of experts (mixtral, qwen3moe, qwen2moe) on the normed rows [t0, T) of f->xn (Linear inputs already
- * rounded), the result into f->xn: router logits (a Linear), fwd_moe_route per row, then expert by
+ * rounded), the result into f->xn: router logits (a Linear), the routing (the backend's moe_route:
+ * softmax, top-k, renormalised when m->moe_norm_topk), then expert by
  * expert in index order (the order in which HF's loop adds them into zeros): the expert's SwiGLU
  * of its rows gathered, each output row times its weight added to the row's sum. Only the
  * experts that some row chose are computed. */
 static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int E = f->m->n_experts, K = f->m->n_experts_used, C = f->C, FF = f->FF, n = T - t0;
     fwd_matmul(f, f->moe_p + (size_t)t0 * E, E, f->xn + (size_t)t0 * C, C, &ly->router, n);
-    for (int t = t0; t < T; t++) fwd_moe_route(f, t);
+    f->ops->moe_route(f->moe_p + (size_t)t0 * E, f->moe_w + (size_t)t0 * K, f->moe_sel + (size_t)t0 * K, n, E, K, f->m->moe_norm_topk);
     memset(f->moe_y + (size_t)t0 * C, 0, sizeof(float) * (size_t)n * (size_t)C);
     for (int j = 0; j < E; j++) {
         int cnt = 0;
@@ -795,7 +735,7 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         fwd_matmul(f, f->gate, FF, f->moe_xg, C, &w[0], cnt);
         fwd_matmul(f, f->up, FF, f->moe_xg, C, &w[1], cnt);
         FWD_PAR_FOR((double)cnt * FF * 10,
-        for (int i = 0; i < cnt; i++) f->ops->moe_swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
+        for (int i = 0; i < cnt; i++) f->ops->swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
         fwd_linear_input(f, f->gate, FF, 0, cnt, FF);
         fwd_matmul(f, f->moe_xg, C, f->gate, FF, &w[2], cnt);
         for (int i = 0; i < cnt; i++) {
@@ -847,15 +787,11 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
 
 /* ================================================================ run */
 
-/* Embeddings of positions [t0, T) into x; every id checked. */
+/* Embeddings of positions [t0, T) into x, through the backend; every id checked first. */
 static int fwd_embed(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
-    for (int t = t0; t < T; t++) {
+    for (int t = t0; t < T; t++)
         if (ids[t] < 0 || ids[t] >= f->V) return mp_err_set(e, "token id %d at position %d is outside the vocabulary [0, %d)", ids[t], t, f->V);
-        if (mp_model_rows_f32(f->m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, f->x + (size_t)t * f->C, e) != MP_OK) return MP_ERR;
-        if (f->m->embed_scale > 0) /* gemma: x sqrt(C) */
-            for (int c = 0; c < f->C; c++) f->x[(size_t)t * f->C + c] *= (float)f->m->embed_scale;
-    }
-    return MP_OK;
+    return f->ops->embed(f->x + (size_t)t0 * f->C, f->m, ids + t0, T - t0, e);
 }
 
 /* Layer `layer`'s activations checked for NaN and ±Inf (fwd_check.h) once it has run. */
@@ -884,11 +820,13 @@ static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) 
         if (fwd_check(f, l, r, last, e) != MP_OK) return MP_ERR;
     }
     if (f->cfg.logits) {
-        fwd_norm(f, f->xn, f->x, f->out_norm, f->out_norm_b, r.t0, r.T);
-        fwd_linear_input(f, f->xn, f->C, r.t0, r.T, f->C);
-        fwd_matmul(f, f->logits + (size_t)r.t0 * f->V, f->V, f->xn + (size_t)r.t0 * f->C, f->C, &f->lm_head, r.T - r.t0);
-        if (f->m->final_softcap > 0) /* gemma2 */
-            f->ops->softcap(f->logits + (size_t)r.t0 * f->V, (size_t)(r.T - r.t0) * (size_t)f->V, (float)f->m->final_softcap);
+        const MpFwdHead head = {
+            .norm = f->out_norm, .norm_b = f->out_norm_b, .w = &f->lm_head, .C = f->C, .V = f->V,
+            .layer_norm = f->m->layer_norm, .bf16_in = f->cfg.compute == MP_FWD_COMPUTE_BF16, .eps = f->m->norm_eps,
+            .softcap = (float)f->m->final_softcap, .kernel = f->kernel,
+        };
+        const size_t t0 = (size_t)r.t0;
+        f->ops->logits(f->logits + t0 * f->V, f->xn + t0 * f->C, f->x + t0 * f->C, &head, r.T - r.t0);
         return mp_fwd_check_logits(f->logits, f->V, r.t0, r.T, f->m->path, e);
     }
     return MP_OK;
@@ -910,7 +848,7 @@ int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, M
         /* longrope: the long table once the sequence outgrows the original context (HF ≥4.48) */
         const float *inv = (m->inv_freq_long && m->rope_orig_ctx > 0 && T > m->rope_orig_ctx) ? m->inv_freq_long : m->inv_freq;
         f->ops->rope_table(f->cos_t, f->sin_t, inv, f->R, T, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
-        if (f->cos_l) f->ops->rope_table_local(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
+        if (f->cos_l) f->ops->rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, T, 1.0); /* gemma3 local layers */
     }
     return fwd_layers(f, (FwdRows){0, T, 0}, hook, ctx, e);
 }
@@ -928,7 +866,7 @@ int mp_fwd_extend(MpFwd *f, const int32_t *ids, int t0, int T, MpErr *e) {
      * may have written the same rows in between) */
     if (t0 == 0 && f->cfg.rope && f->R > 0) {
         f->ops->rope_table(f->cos_t, f->sin_t, m->inv_freq, f->R, f->cfg.max_seq, m->rope_attn_factor > 0 ? m->rope_attn_factor : 1.0);
-        if (f->cos_l) f->ops->rope_table_local(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
+        if (f->cos_l) f->ops->rope_table(f->cos_l, f->sin_l, m->inv_freq_local, f->R, f->cfg.max_seq, 1.0); /* gemma3 */
     }
     return fwd_layers(f, (FwdRows){t0, T, 1}, NULL, NULL, e);
 }

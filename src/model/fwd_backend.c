@@ -6,10 +6,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/fwd_par.h" /* FWD_PAR_FOR: the row loops of the stage-level ops */
+
 /* ================================================================ storage */
 
 static void *cpu_alloc(size_t bytes) { return aligned_alloc(64, bytes ? bytes : 64); }
 static void cpu_free(void *p) { free(p); }
+
+/* ================================================================ stage-level ops (both instances) */
+
+static int cpu_embed(float *x, MpModel *m, const int32_t *ids, int n, MpErr *e) {
+    const int C = m->dim;
+    for (int t = 0; t < n; t++) {
+        float *xt = x + (size_t)t * C;
+        if (mp_model_rows_f32(m, MP_ROLE_TOK_EMBD, 0, ids[t], 1, xt, e) != MP_OK) return MP_ERR;
+        if (m->embed_scale > 0) /* gemma: x sqrt(C) */
+            for (int c = 0; c < C; c++) xt[c] *= (float)m->embed_scale;
+    }
+    return MP_OK;
+}
+
+static void cpu_moe_route(float *p, float *w, int32_t *sel, int n, int E, int K, int norm_topk) {
+    for (int t = 0; t < n; t++) mp_fwd_moe_route(p + (size_t)t * E, w + (size_t)t * K, sel + (size_t)t * K, E, K, norm_topk);
+}
+
+/* The output head through instance o's own norm, rounding, matmul and soft-cap. */
+static void head_run(const MpFwdOps *o, float *y, float *xn, const float *x, const MpFwdHead *h, int n) {
+    const int C = h->C;
+    FWD_PAR_FOR((double)n * C,
+    for (int t = 0; t < n; t++) {
+        if (h->layer_norm) o->layernorm(xn + (size_t)t * C, x + (size_t)t * C, h->norm, h->norm_b, C, h->eps);
+        else o->rmsnorm(xn + (size_t)t * C, x + (size_t)t * C, h->norm, C, h->eps);
+    });
+    if (h->bf16_in) FWD_PAR_FOR((double)n * C, for (int t = 0; t < n; t++) o->bf16_round(xn + (size_t)t * C, (size_t)C););
+    o->matmul(h->kernel, y, h->V, xn, C, h->w, n);
+    if (h->softcap > 0) o->softcap(y, (size_t)n * (size_t)h->V, h->softcap); /* gemma2 */
+}
+
+static void cpu_logits(float *y, float *xn, const float *x, const MpFwdHead *h, int n) { head_run(&mp_fwd_ops_cpu, y, xn, x, h, n); }
+static void plain_logits(float *y, float *xn, const float *x, const MpFwdHead *h, int n) {
+    head_run(&mp_fwd_ops_cpu_plain, y, xn, x, h, n);
+}
 
 /* ================================================================ the two instances */
 
@@ -40,15 +77,18 @@ const MpFwdOps mp_fwd_ops_cpu = {
     .swiglu = mp_fwd_swiglu,
     .geglu = mp_fwd_geglu,
     .gelu = mp_fwd_gelu_erf,
-    .moe_swiglu = mp_fwd_swiglu,
-    .rope_table_local = mp_fwd_rope_table,
     .softcap = mp_fwd_softcap,
     .bf16_round = mp_fwd_bf16_round,
+    .embed = cpu_embed,
+    .moe_route = cpu_moe_route,
+    .attn_headsum = mp_fwd_attn_headsum,
+    .logits = cpu_logits,
 };
 
 /* The training model's arithmetic where it has its own (matmul, RMSNorm, RoPE table, scores,
- * softmax, p·V, SwiGLU); the rest as cpu (the training model has no LayerNorm, GeGLU, GELU or
- * soft-cap, and plain compute is f32: no bf16 inputs). */
+ * softmax, p·V, SwiGLU — the experts' too); the rest as cpu (the training model has no LayerNorm,
+ * GeGLU, GELU, soft-cap or MoE routing, and plain compute is f32: no bf16 inputs). Its output
+ * head runs through its own norm and matmul. */
 const MpFwdOps mp_fwd_ops_cpu_plain = {
     .name = "cpu-plain",
     .alloc = cpu_alloc,
@@ -65,10 +105,12 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
     .swiglu = mp_fwd_swiglu_plain,
     .geglu = mp_fwd_geglu,
     .gelu = mp_fwd_gelu_erf,
-    .moe_swiglu = mp_fwd_swiglu,
-    .rope_table_local = mp_fwd_rope_table,
     .softcap = mp_fwd_softcap,
     .bf16_round = mp_fwd_bf16_round,
+    .embed = cpu_embed,
+    .moe_route = cpu_moe_route,
+    .attn_headsum = mp_fwd_attn_headsum,
+    .logits = plain_logits,
 };
 
 /* ================================================================ devices */

@@ -5,8 +5,10 @@
  * Implements: MpFwdOps, the operations fwd.c calls for every piece of arithmetic a backend may do
  * its own way — storage of the weight and activation blocks, matmul (with the MpFwd's own matmul
  * kernel), RMSNorm / LayerNorm, the RoPE table and rotation, key packing, attention scores,
- * softmax and p·V, the MLP's activations (SwiGLU, GeGLU, GELU), soft-capping and bf16 rounding of
- * Linear inputs — and its two CPU instances:
+ * softmax and p·V, the MLP's activations (SwiGLU, GeGLU, GELU; the experts' too), soft-capping
+ * and bf16 rounding of Linear inputs, and the stage-level ops: the embedding, the MoE routing,
+ * the reduced map (head sums of a block of score rows) and the output head (logits) — and its two
+ * CPU instances:
  *   - mp_fwd_ops_cpu: the fast kernels of fwd_kernels.h (the same bits for every matmul kernel and
  *     thread count); f32 and bf16 compute;
  *   - mp_fwd_ops_cpu_plain: the training model's arithmetic (MP_FWD_COMPUTE_F32_PLAIN: no fma, f32
@@ -17,9 +19,11 @@
  * buffers, and host copies only where a tap asks for them (MpFwdConfig.tap_*, fwd.h).
  * Does not: decide the model's data flow (fwd.c), or parallelise (fwd.c's loops call the row ops).
  * Tested by: tests/test_model_fwd.c (a third instance: cpu-plain's ops counted, the same bits as
- * cpu-plain; a backend whose storage fails, one line; --device refusals).
+ * cpu-plain, and every stage-level op seen; a backend whose storage fails, one line; --device
+ * refusals).
  *
- * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims.
+ * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims, C hidden, V
+ * vocabulary, NH query heads, E experts, K chosen experts (moe_route).
  */
 #ifndef MP_FWD_BACKEND_H
 #define MP_FWD_BACKEND_H
@@ -28,7 +32,22 @@
 #include <stdint.h>
 
 #include "core/err.h"          /* MpErr */
+#include "load/model.h"        /* MpModel: the embedding rows the embed op reads */
 #include "model/fwd_kernels.h" /* MpFwdMat, MpFwdKernel, the kernels the CPU instances call */
+
+/* The output head, as MpFwdOps.logits runs it: the final norm, the lm_head (with bf16 compute's
+ * rounding of its input) and gemma2's final soft-cap. Borrows the MpFwd's weights. */
+typedef struct MpFwdHead {
+    const float *norm;   /* [C] the final norm's weight */
+    const float *norm_b; /* [C] gptneox's LayerNorm bias; else NULL */
+    const MpFwdMat *w;   /* [V, C] lm_head */
+    int C, V;
+    int layer_norm;      /* 1: LayerNorm with norm_b (gptneox); 0: RMSNorm */
+    int bf16_in;         /* 1: the normed rows rounded to bf16 before the matmul (bf16 compute) */
+    double eps;
+    float softcap;       /* gemma2's final soft-cap; 0: none */
+    MpFwdKernel kernel;  /* the pass's matmul kernel */
+} MpFwdHead;
 
 typedef struct MpFwdOps {
     const char *name; /* "cpu", "cpu-plain" */
@@ -55,13 +74,22 @@ typedef struct MpFwdOps {
     void (*swiglu)(float *out, const float *g, const float *u, size_t n);
     void (*geglu)(float *out, const float *g, const float *u, size_t n);
     void (*gelu)(float *out, const float *x, size_t n);
-    /* the experts' SwiGLU (MoE) and gemma3's local RoPE table: in both CPU instances the fast
-     * kernels (plain arithmetic is the training model's, which has neither) */
-    void (*moe_swiglu)(float *out, const float *g, const float *u, size_t n);
-    void (*rope_table_local)(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn);
     /* x = cap tanh(x / cap) (gemma2); x rounded to bf16 values (bf16 compute's Linear inputs) */
     void (*softcap)(float *x, size_t n, float cap);
     void (*bf16_round)(float *x, size_t n);
+    /* ---- stage-level ops */
+    /* x [n, C] = the token embedding's rows ids [n] (dequantised from the model's storage), times
+     * m->embed_scale when > 0 (gemma); ids already checked against the vocabulary. MP_ERR with a
+     * line when the model cannot be read. */
+    int (*embed)(float *x, MpModel *m, const int32_t *ids, int n, MpErr *e);
+    /* MoE routing of n rows: p [n, E] router logits -> probabilities in place; sel, w [n, K] the
+     * chosen experts, most probable first, and their weights (mp_fwd_moe_route's rules) */
+    void (*moe_route)(float *p, float *w, int32_t *sel, int n, int E, int K, int norm_topk);
+    /* the reduced map of rows [i0, i1) of s [NH, T, T]: hs [i1 - i0, T] doubles, the head sum in
+     * ascending order from 0.0 (mp_fwd_attn_headsum's rules; MpFwd.rows_headsum hands it over) */
+    void (*attn_headsum)(double *hs, const float *s, int NH, int T, int causal, int i0, int i1);
+    /* y [n, V] = the output head of x [n, C] (xn [n, C]: scratch, left holding the normed rows) */
+    void (*logits)(float *y, float *xn, const float *x, const MpFwdHead *h, int n);
 } MpFwdOps;
 
 extern const MpFwdOps mp_fwd_ops_cpu;

@@ -903,3 +903,41 @@ void mp_fwd_swiglu_plain(float *out, const float *g, const float *u, size_t n) {
         out[i] = gs * u[i];
     }
 }
+
+/* ================================================================ reductions and routing (fwd_kernels.h) */
+
+void mp_fwd_attn_headsum(double *hs, const float *s, int NH, int T, int causal, int i0, int i1) {
+    const size_t SS = (size_t)T * T;
+    for (int i = i0; i < i1; i++) {
+        const int n = causal ? i + 1 : T;
+        double *o = hs + (size_t)(i - i0) * T;
+        for (int j = 0; j < n; j++) o[j] = 0.0;
+        for (int h = 0; h < NH; h++) {
+            const float *row = s + h * SS + (size_t)i * T;
+            for (int j = 0; j < n; j++) o[j] += (double)row[j];
+        }
+    }
+}
+
+void mp_fwd_moe_route(float *p, float *w, int32_t *sel, int E, int K, int norm_topk) {
+    float mx = p[0];
+    for (int j = 1; j < E; j++) mx = p[j] > mx ? p[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < E; j++) sum += exp((double)p[j] - (double)mx);
+    for (int j = 0; j < E; j++) p[j] = (float)(exp((double)p[j] - (double)mx) / sum);
+    for (int k = 0; k < K; k++) { /* k-th largest: the first index holding the largest value not yet taken */
+        int best = -1;
+        for (int j = 0; j < E; j++) {
+            int taken = 0;
+            for (int i = 0; i < k; i++) taken |= sel[i] == j;
+            if (!taken && (best < 0 || p[j] > p[best])) best = j;
+        }
+        sel[k] = best;
+        w[k] = p[best];
+    }
+    if (norm_topk) {
+        float s = 0;
+        for (int k = 0; k < K; k++) s += w[k];
+        for (int k = 0; k < K; k++) w[k] /= s;
+    }
+}

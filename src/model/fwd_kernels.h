@@ -25,7 +25,9 @@
  *   - rmsnorm  (HF: x · rsqrt(mean(x²)+eps), then · weight; the mean is taken in double);
  *   - rope     (HF rotate-half on the first R dims of each head; angles pos·inv_freq in f32);
  *   - attention scores s = (q·kᵀ)·scale for one head, causal or not, and the mix o = p·v;
- *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0).
+ *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0);
+ *   - the head sum of a block of score rows in double (the probe's reduced map) and the MoE
+ *              routing of a row (softmax of the router logits, top-k).
  * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
  * know about models (fwd.c does).
  * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too),
@@ -192,5 +194,16 @@ void mp_fwd_gelu_erf(float *out, const float *x, size_t n);
 void mp_fwd_geglu(float *out, const float *g, const float *u, size_t n);
 /* x[i] = cap · tanh(x[i] / cap) in f32 (Gemma 2's soft-capping), for i < n. */
 void mp_fwd_softcap(float *x, size_t n, float cap);
+
+/* ---- reductions and routing */
+/* The head sum of rows [i0, i1) of s [NH, T, T]: hs [i1 - i0, T] doubles, hs[(i - i0)·T + j] =
+ * Σ_h (double)s[h, i, j] in ascending h from 0.0, for j < n_i (n_i = causal ? i+1 : T); entries
+ * past n_i are not written. */
+void mp_fwd_attn_headsum(double *hs, const float *s, int NH, int T, int causal, int i0, int i1);
+/* MoE routing of one row: p [E] router logits -> probabilities in place (exponentials and their
+ * sum in double, probabilities f32, as HF's softmax(dtype=float32)); sel [K] the K most probable
+ * experts by a stable descending selection (ties: the lower index first), w [K] their
+ * probabilities, renormalised to sum 1 (f32, summed in rank order) when norm_topk. */
+void mp_fwd_moe_route(float *p, float *w, int32_t *sel, int E, int K, int norm_topk);
 
 #endif

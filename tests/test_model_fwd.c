@@ -21,7 +21,8 @@
  *     7L times, softmax NH·L·T times, the embedding and the output head once each (counted by
  *     hand for Llama), the MoE routing once per layer and the experts' SwiGLU once per routed row
  *     (mixtral, qwen2moe with its shared expert), the RoPE table twice for gemma3 (its local
- *     layers' table through the instance too); a backend whose storage
+ *     layers' table through the instance too), the residual adds (2L), the value copies (L·T·NKV)
+ *     and the sliding window's row masks (gemma3: every row of its local layers); a backend whose storage
  *     fails stops init with one line; devices not built or unknown are refused with one line; the
  *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
  *     fire only where asked for before the run; the reduced map (head sums of a block of rows, in
@@ -307,6 +308,7 @@ static void test_fwd_overflow_named(void **state) {
 /* ---------------------------------------------------------------- the backend interface */
 
 static long bk_matmuls, bk_softmax_rows, bk_embeds, bk_routes, bk_headsums, bk_heads, bk_swiglus, bk_ropetabs;
+static long bk_adds, bk_copies, bk_masks;
 static MpFwdOps bk_counted;
 
 static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
@@ -341,6 +343,18 @@ static void bk_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int
     bk_ropetabs++;
     mp_fwd_ops_cpu_plain.rope_table(cos_t, sin_t, inv_freq, R, T, attn);
 }
+static void bk_add(float *x, const float *y, size_t n) {
+    bk_adds++;
+    mp_fwd_ops_cpu_plain.add(x, y, n);
+}
+static void bk_copy(float *dst, const float *src, size_t n) {
+    __atomic_fetch_add(&bk_copies, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.copy(dst, src, n);
+}
+static void bk_mask_window(float *row, int i, int T, int W, int causal) {
+    __atomic_fetch_add(&bk_masks, 1, __ATOMIC_RELAXED);
+    mp_fwd_ops_cpu_plain.mask_window(row, i, T, W, causal);
+}
 /* The counted instance: cpu-plain's ops, the calls of each counted. */
 static void bk_counted_make(void) {
     bk_counted = mp_fwd_ops_cpu_plain;
@@ -353,7 +367,11 @@ static void bk_counted_make(void) {
     bk_counted.logits = bk_logits_op;
     bk_counted.swiglu = bk_swiglu;
     bk_counted.rope_table = bk_rope_table;
+    bk_counted.add = bk_add;
+    bk_counted.copy = bk_copy;
+    bk_counted.mask_window = bk_mask_window;
     bk_matmuls = bk_softmax_rows = bk_embeds = bk_routes = bk_headsums = bk_heads = bk_swiglus = bk_ropetabs = 0;
+    bk_adds = bk_copies = bk_masks = 0;
 }
 static void *bk_no_alloc(size_t bytes) {
     (void)bytes;
@@ -394,6 +412,9 @@ static void test_backend_counted_instance(void **state) {
     assert_int_equal(bk_swiglus, 3L * T);              /* the MLP's, a row at a time */
     assert_int_equal(bk_routes, 0);
     assert_int_equal(bk_ropetabs, 1);
+    assert_int_equal(bk_adds, 2 * 3);                    /* the two residuals of each layer */
+    assert_int_equal(bk_copies, 3L * T * m.n_kv_heads);  /* each value row of each kv head to its head's block */
+    assert_int_equal(bk_masks, 0);
     /* cpu (fused multiply-adds) is another instance: other bits for the same model */
     bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
     assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
@@ -423,6 +444,7 @@ static void test_backend_counted_instance(void **state) {
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
     assert_int_equal(bk_ropetabs, 2);
+    assert_int_equal(bk_masks, 5L * m.n_heads * T); /* every row of every head of its 5 local layers (T > W = 8) */
     mp_model_free(&m);
     free(a);
     free(b);

@@ -391,18 +391,13 @@ double mp_fwd_flops(const MpFwd *f, int T) {
 
 /* ================================================================ one layer */
 
-static void fwd_add_bias(float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
-    if (!b) return;
-    FWD_PAR_FOR((double)(T - t0) * n,
-    for (int t = t0; t < T; t++)
-        for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];);
+/* Rows [t0, T) of y (row stride ld) += b [n], through the backend; no bias (b NULL): nothing. */
+static void fwd_add_bias(const MpFwd *f, float *y, int64_t ld, const float *b, int64_t n, int t0, int T) {
+    if (b) f->ops->add_bias(y + (size_t)t0 * (size_t)ld, ld, b, n, T - t0);
 }
 
 /* x [T, C] += y [T, C] */
-static void fwd_residual(float *x, const float *y, size_t n) {
-    FWD_PAR_FOR((double)n,
-    for (size_t i = 0; i < n; i++) x[i] += y[i];);
-}
+static void fwd_residual(const MpFwd *f, float *x, const float *y, size_t n) { f->ops->add(x, y, n); }
 
 /* y [T,O] = x [T,K] · Wᵀ through the backend, with this forward pass's matmul kernel. */
 static void fwd_matmul(const MpFwd *f, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
@@ -415,7 +410,7 @@ static void fwd_rmsnorm(const MpFwd *f, float *y, const float *x, const float *w
 static void fwd_norm_rows(const MpFwd *f, float *y, const float *x, const float *w, int t0, int T) {
     const int n = f->C;
     if (!w) { /* olmo2: no pre-norm, the block reads the residual stream as it is */
-        memcpy(y + (size_t)t0 * n, x + (size_t)t0 * n, sizeof(float) * (size_t)(T - t0) * (size_t)n);
+        f->ops->copy(y + (size_t)t0 * n, x + (size_t)t0 * n, (size_t)(T - t0) * (size_t)n);
         return;
     }
     FWD_PAR_FOR((double)(T - t0) * n,
@@ -497,9 +492,9 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
     fwd_matmul(f, f->q + (size_t)t0 * ldq, ldq, xn, f->C, &ly->q, n);
     fwd_matmul(f, f->k + (size_t)t0 * ldk, ldk, xn, f->C, &ly->k, n);
     fwd_matmul(f, f->v + (size_t)t0 * ldk, ldk, xn, f->C, &ly->v, n);
-    fwd_add_bias(f->q, ldq, ly->q_bias, ldq, t0, T);
-    fwd_add_bias(f->k, ldk, ly->k_bias, ldk, t0, T);
-    fwd_add_bias(f->v, ldk, ly->v_bias, ldk, t0, T);
+    fwd_add_bias(f, f->q, ldq, ly->q_bias, ldq, t0, T);
+    fwd_add_bias(f, f->k, ldk, ly->k_bias, ldk, t0, T);
+    fwd_add_bias(f, f->v, ldk, ly->v_bias, ldk, t0, T);
     FWD_PAR_FOR((double)n * ldq,
     for (int t = t0; t < T; t++) {
         if (f->m->qk_norm_whole) { /* olmo2: one RMSNorm over all heads' q (and k) values */
@@ -516,21 +511,11 @@ static void fwd_attn_project(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows 
             if (ly->k_norm && !f->m->qk_norm_whole) fwd_rmsnorm(f, kh, kh, ly->k_norm, HS);
             if (rope) f->ops->rope(kh, cos_t + (size_t)t * (R / 2), sin_t + (size_t)t * (R / 2), R);
             f->ops->pack_key(kv->kp + (size_t)h * kv->kpf, kh, HS, t);
-            memcpy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, sizeof(float) * (size_t)HS);
+            f->ops->copy(kv->vh + ((size_t)h * kv->ldt + t) * HS, f->v + t * ldk + (int64_t)h * HS, (size_t)HS);
         }
     });
     fwd_capture(f, r, layer, MP_FWD_AT_Q, f->q, (int)ldq);
     fwd_capture(f, r, layer, MP_FWD_AT_K, f->k, (int)ldk);
-}
-
-/* The sliding window of a local layer on row i of its scores [T] (T > W): keys j with i - j >= W
- * become -inf, as the causal mask's (HF masking_utils, llama.cpp is_masked_swa); without the causal
- * mask (--bidirectional) the window stays, both ways: |i - j| >= W masked too. The softmax then
- * gives those keys an exact 0, so the values mixed are those of the window alone. */
-static void fwd_window_row(float *row, int i, int T, int W, int causal) {
-    for (int j = 0; j <= i - W; j++) row[j] = -INFINITY;
-    if (!causal)
-        for (int j = i + W; j < T; j++) row[j] = -INFINITY;
 }
 
 /* What every block of one layer's attention needs (fwd_attn_core). */
@@ -552,7 +537,7 @@ static void fwd_attn_scores_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, in
     if (a->cap > 0) /* gemma2: the unmasked scores soft-capped; the hook sees what the softmax gets */
         for (int i = i0; i < i1; i++) f->ops->softcap(sh + (size_t)i * a->ldt, a->causal ? (size_t)i + 1 : (size_t)T, a->cap);
     if (a->win) /* a sliding-window layer of a sequence longer than its window: after the cap, as HF adds its mask */
-        for (int i = i0; i < i1; i++) fwd_window_row(sh + (size_t)i * a->ldt, i, T, a->win, a->causal);
+        for (int i = i0; i < i1; i++) f->ops->mask_window(sh + (size_t)i * a->ldt, i, T, a->win, a->causal);
 }
 
 /* Head h, rows [i0, i1): softmax in place, then p·v into f->ao while the rows are in cache (a
@@ -667,10 +652,10 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
     fwd_matmul(f, xn, f->C, ao, ldq, &ly->o, n);
-    fwd_add_bias(f->xn, f->C, ly->o_bias, f->C, t0, r.T); /* gptneox */
+    fwd_add_bias(f, f->xn, f->C, ly->o_bias, f->C, t0, r.T); /* gptneox */
     if (ly->attn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->attn_post_norm, t0, r.T); /* olmo2 */
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_OUT, f->xn, f->C);
-    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+    fwd_residual(f, f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_RESID_MID, f->x, f->C);
 }
 
@@ -680,13 +665,13 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     float *xn = f->xn + (size_t)t0 * f->C, *up = f->up + (size_t)t0 * f->FF;
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     fwd_matmul(f, up, f->FF, xn, f->C, &ly->up, n);
-    fwd_add_bias(f->up, f->FF, ly->up_bias, f->FF, t0, T);
+    fwd_add_bias(f, f->up, f->FF, ly->up_bias, f->FF, t0, T);
     FWD_PAR_FOR((double)n * f->FF * 10,
     for (int t = t0; t < T; t++) f->ops->gelu(f->up + (size_t)t * f->FF, f->up + (size_t)t * f->FF, (size_t)f->FF););
     fwd_linear_input(f, f->up, f->FF, t0, T, f->FF);
     fwd_matmul(f, xn, f->C, up, f->FF, &ly->down, n);
-    fwd_add_bias(f->xn, f->C, ly->down_bias, f->C, t0, T);
-    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+    fwd_add_bias(f, f->xn, f->C, ly->down_bias, f->C, t0, T);
+    fwd_residual(f, f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
 }
 
 /* qwen2moe's shared expert on rows [t0, T) of f->xn: its SwiGLU times sigmoid(shared_expert_gate . x)
@@ -754,7 +739,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     const int t0 = r.t0, T = r.T, n = T - t0;
     float *xn = f->xn + (size_t)t0 * f->C, *gate = f->gate + (size_t)t0 * f->FF, *up = f->up + (size_t)t0 * f->FF;
     if (f->m->gelu_mlp) { /* gptneox: input = ln2 of the layer's input (parallel) or of x now */
-        if (f->xp) memcpy(xn, f->xp + (size_t)t0 * f->C, sizeof(float) * (size_t)n * f->C);
+        if (f->xp) f->ops->copy(xn, f->xp + (size_t)t0 * f->C, (size_t)n * f->C);
         else fwd_norm(f, f->xn, f->x, ly->ffn_norm, ly->ffn_norm_b, t0, T);
         fwd_capture(f, r, layer, MP_FWD_AT_FFN_IN, f->xn, f->C);
         fwd_mlp_gelu(f, ly, t0, T);
@@ -766,7 +751,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     fwd_linear_input(f, f->xn, f->C, t0, T, f->C);
     if (f->m->n_experts) { /* mixtral, qwen3moe */
         fwd_moe(f, ly, t0, T);
-        fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+        fwd_residual(f, f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
         fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
         return;
     }
@@ -781,7 +766,7 @@ static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {
     fwd_linear_input(f, f->gate, f->FF, t0, T, f->FF);
     fwd_matmul(f, xn, f->C, gate, f->FF, &ly->down, n);
     if (ly->ffn_post_norm) fwd_norm_rows(f, f->xn, f->xn, ly->ffn_post_norm, t0, T); /* olmo2 */
-    fwd_residual(f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
+    fwd_residual(f, f->x + (size_t)t0 * f->C, xn, (size_t)n * f->C);
     fwd_capture(f, r, layer, MP_FWD_AT_LAYER_OUT, f->x, f->C);
 }
 

@@ -3,6 +3,7 @@
  */
 #include "model/fwd_backend.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +13,29 @@
 
 static void *cpu_alloc(size_t bytes) { return aligned_alloc(64, bytes ? bytes : 64); }
 static void cpu_free(void *p) { free(p); }
+
+/* ================================================================ housekeeping (both instances) */
+
+static void cpu_add_bias(float *y, int64_t ld, const float *b, int64_t n, int rows) {
+    FWD_PAR_FOR((double)rows * n,
+    for (int t = 0; t < rows; t++)
+        for (int64_t i = 0; i < n; i++) y[t * ld + i] += b[i];);
+}
+
+static void cpu_add(float *x, const float *y, size_t n) {
+    FWD_PAR_FOR((double)n,
+    for (size_t i = 0; i < n; i++) x[i] += y[i];);
+}
+
+static void cpu_copy(float *dst, const float *src, size_t n) { memcpy(dst, src, sizeof(float) * n); }
+
+/* As HF's masking_utils and llama.cpp's is_masked_swa: -inf like the causal mask's; the softmax
+ * then gives those keys an exact 0. */
+static void cpu_mask_window(float *row, int i, int T, int W, int causal) {
+    for (int j = 0; j <= i - W; j++) row[j] = -INFINITY;
+    if (!causal)
+        for (int j = i + W; j < T; j++) row[j] = -INFINITY;
+}
 
 /* ================================================================ stage-level ops (both instances) */
 
@@ -79,6 +103,10 @@ const MpFwdOps mp_fwd_ops_cpu = {
     .gelu = mp_fwd_gelu_erf,
     .softcap = mp_fwd_softcap,
     .bf16_round = mp_fwd_bf16_round,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .copy = cpu_copy,
+    .mask_window = cpu_mask_window,
     .embed = cpu_embed,
     .moe_route = cpu_moe_route,
     .attn_headsum = mp_fwd_attn_headsum,
@@ -107,6 +135,10 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
     .gelu = mp_fwd_gelu_erf,
     .softcap = mp_fwd_softcap,
     .bf16_round = mp_fwd_bf16_round,
+    .add_bias = cpu_add_bias,
+    .add = cpu_add,
+    .copy = cpu_copy,
+    .mask_window = cpu_mask_window,
     .embed = cpu_embed,
     .moe_route = cpu_moe_route,
     .attn_headsum = mp_fwd_attn_headsum,

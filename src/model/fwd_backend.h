@@ -77,6 +77,16 @@ typedef struct MpFwdOps {
     /* x = cap tanh(x / cap) (gemma2); x rounded to bf16 values (bf16 compute's Linear inputs) */
     void (*softcap)(float *x, size_t n, float cap);
     void (*bf16_round)(float *x, size_t n);
+    /* ---- the activations' housekeeping (parallel host loops on a CPU, kernels on a device) */
+    /* y rows [0, rows) (row stride ld): y[t, i] += b[i] for i < n (the Linear biases) */
+    void (*add_bias)(float *y, int64_t ld, const float *b, int64_t n, int rows);
+    /* x [n] += y [n] (the residual stream) */
+    void (*add)(float *x, const float *y, size_t n);
+    /* dst [n] = src [n] (activation to activation: values per head, a parallel residual's input) */
+    void (*copy)(float *dst, const float *src, size_t n);
+    /* row i of a sliding-window layer's scores [T] (T > W): keys j with i - j >= W -> -inf, and
+     * without the causal mask also j - i >= W */
+    void (*mask_window)(float *row, int i, int T, int W, int causal);
     /* ---- stage-level ops */
     /* x [n, C] = the token embedding's rows ids [n] (dequantised from the model's storage), times
      * m->embed_scale when > 0 (gemma); ids already checked against the vocabulary. MP_ERR with a

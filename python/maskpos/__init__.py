@@ -31,8 +31,8 @@ import numpy as _np
 
 from . import _lib
 
-__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "load", "tokenize", "detokenize", "logits",
-           "generate", "plot", "Accumulator", "model_scores", "hf", "library_path", "version", "__version__"]
+__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "probe_options", "load", "tokenize", "detokenize",
+           "logits", "generate", "plot", "Accumulator", "model_scores", "hf", "library_path", "version", "__version__"]
 
 library_path = _lib.path
 
@@ -443,9 +443,20 @@ def _layers_word(layers):
     return ",".join(str(int(x)) for x in layers)
 
 
+# The probe's settings by keyword (the library's option table, "-" as "_").
+_PROBE_SETTINGS = frozenset(name.replace("-", "_") for name, _, _ in _lib.probe_options())
+
+
+def probe_options():
+    """The settings of probe() from the library's table: {keyword: (kind, help)}, kind "bool",
+    "int", "number" or "string", help the text of `maskpos probe --help`."""
+    return {name.replace("-", "_"): (kind, text) for name, kind, text in _lib.probe_options()}
+
+
 def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=None, no_rope=None, per_head=None,
           n=None, seq=None, probs=None, recency=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
-          tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, progress=None):
+          tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, heads_f64=None,
+          device=None, progress=None):
     """Mean pre-softmax attention-score maps of a model over token sequences (`maskpos probe`).
 
     model: a Model or a path. One source of tokens:
@@ -467,22 +478,24 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
       chance that a query's largest attention goes to the nearest key, per layer), its standard
       error .recency_probability_se, per head .recency_probability_heads [L, H] (+ _se), and
       .recency_probability_mean_map (arrays from meta.json; docs/recency.md).
+    heads_f64=True (with per_head): the per-head maps as float64 (default float32; summed in double
+      either way). device: the forward pass's backend ("cpu", the default).
     bidirectional=True / no_rope=True: the counterfactuals without the causal mask / without RoPE.
+    Every other keyword is the `maskpos probe` flag of that name (help: maskpos.probe_options()).
     Errors raise maskpos.Error naming the argument (`layers=[7]: layer 7 does not exist ...`)."""
-    given = dict(tokens=tokens if isinstance(tokens, (str, bytes, _os.PathLike)) else None, data=data,
-                 layers=layers, bidirectional=bidirectional, no_rope=no_rope, per_head=per_head, n=n, seq=seq,
-                 probs=probs, recency=recency, compute=compute, threads=threads, allow_long=allow_long,
-                 max_mem_gib=max_mem_gib, tokenizer=tokenizer, field=field, whole=whole, shuffle=shuffle, seed=seed,
-                 no_special=no_special, pack=pack)
+    # the library's settings, in the order of this signature (the command line recorded in
+    # meta.json follows it); tests/test_options.py checks that they are exactly the table's rows
+    args = dict(locals())
+    given = {k: args[k] for k in args if k in _PROBE_SETTINGS}
+    if not isinstance(tokens, (str, bytes, _os.PathLike)):
+        given["tokens"] = None
     own = not isinstance(model, Model)
     m = Model(model) if own else model
     tmp = None
     try:
         ids = None
-        settings = dict(layers=_layers_word(layers), bidirectional=bidirectional, no_rope=no_rope, per_head=per_head,
-                        n=n, seq=seq, probs=probs, recency=recency, compute=compute, threads=threads,
-                        allow_long=allow_long, max_mem_gib=max_mem_gib, tokenizer=tokenizer, field=field,
-                        whole=whole, shuffle=shuffle, seed=seed, no_special=no_special, pack=pack)
+        settings = {k: args[k] for k in args if k in _PROBE_SETTINGS and k not in ("tokens", "data")}
+        settings["layers"] = _layers_word(layers)
         sources = sum(x is not None for x in (tokens, text, data))
         if sources != 1:
             raise Error("probe: give exactly one of tokens=, text= or data=")

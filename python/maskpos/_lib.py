@@ -59,6 +59,10 @@ _SIGNATURES = {
                                           c_int64_p, c_int64_p]),
     "maskpos_probe": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int,
                                      PROGRESS, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]),
+    "maskpos_probe_option_count": (ctypes.c_int, []),
+    "maskpos_probe_option_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "maskpos_probe_option_kind": (ctypes.c_char_p, [ctypes.c_int]),
+    "maskpos_probe_option_help": (ctypes.c_char_p, [ctypes.c_int]),
     "maskpos_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)]),
     "maskpos_result_free": (None, [ctypes.c_void_p]),
     "maskpos_result_kind": (ctypes.c_char_p, [ctypes.c_void_p]),
@@ -93,3 +97,11 @@ OK, ERR, STOPPED = 0, -1, -2
 MAX_DIMS = 8
 # MaskposDtype -> numpy dtype string
 DTYPES = {0: "<f8", 1: "<f4", 2: "<i4", 3: "<i8", 4: "<u4", 5: "|u1", 6: "<u2", 7: "<i2"}
+
+
+def probe_options():
+    """The probe's settings from the library's option table (the rows `maskpos probe` reads its
+    flags from, less the command line's own): [(name, kind, help)], name with "-" as in the flag,
+    kind "bool", "int", "number" or "string"."""
+    return [(lib.maskpos_probe_option_name(i).decode(), lib.maskpos_probe_option_kind(i).decode(),
+             lib.maskpos_probe_option_help(i).decode()) for i in range(lib.maskpos_probe_option_count())]

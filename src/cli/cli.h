@@ -36,6 +36,9 @@ void mp_cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 /* Strict flag values: exit 2 with a message naming the flag when the value is bad. */
 double mp_cli_double(const char *cmd, const char *flag, const char *arg, double lo, double hi);
 int64_t mp_cli_i64(const char *cmd, const char *flag, const char *arg, int64_t lo, int64_t hi);
+/* --device NAME of probe (through its option table), logits and generate: NAME when that backend
+ * of the forward pass is built and present; else the backend's one-line refusal, exit 2. */
+const char *mp_cli_device(const char *cmd, const char *arg);
 /* Reports an unknown option or a missing argument the way getopt_long saw it. */
 int mp_cli_bad_option(const char *cmd, char **argv, int optind_now, int optopt_now);
 

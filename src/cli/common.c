@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/util.h" /* mp_parse_double, mp_parse_i64 */
+#include "core/util.h"          /* mp_parse_double, mp_parse_i64 */
+#include "model/fwd_backend.h" /* mp_fwd_device_check */
 
 static void cli_vreport(const char *cmd, const char *fmt, va_list ap) {
     fflush(stdout);
@@ -44,6 +45,12 @@ int64_t mp_cli_i64(const char *cmd, const char *flag, const char *arg, int64_t l
     if (v < lo || v > hi)
         mp_cli_die(cmd, "%s: %s is outside [%lld, %lld]", flag, arg, (long long)lo, (long long)hi);
     return v;
+}
+
+const char *mp_cli_device(const char *cmd, const char *arg) {
+    MpErr e;
+    if (mp_fwd_device_check(arg, &e) != MP_OK) mp_cli_die(cmd, "%s", e.msg);
+    return arg;
 }
 
 int mp_cli_bad_option(const char *cmd, char **argv, int optind_now, int optopt_now) {

@@ -148,12 +148,7 @@ static int gen_parse(GenOpts *o, int argc, char **argv) {
         case 'q': o->quiet = 1; break;
         case 'f': o->force = 1; break;
         case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
-        case 'D': {
-            MpErr de;
-            if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
-            o->cfg.device = optarg;
-            break;
-        }
+        case 'D': o->cfg.device = mp_cli_device(cmd, optarg); break;
         case 'c':
             if ((o->cfg.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;

@@ -130,12 +130,7 @@ int mp_cmd_logits(int argc, char **argv) {
         case 'P':
             if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
             break;
-        case 'D': {
-            MpErr de;
-            if (mp_fwd_device_check(optarg, &de) != MP_OK) return mp_cli_error(cmd, "%s", de.msg);
-            device = optarg;
-            break;
-        }
+        case 'D': device = mp_cli_device(cmd, optarg); break;
         case 'h': fputs(logits_help, stdout); return MP_EXIT_OK;
         default: return mp_cli_bad_option(cmd, argv, optind, optopt);
         }

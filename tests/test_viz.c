@@ -16,6 +16,7 @@
 #include "core/util.h"
 #include "viz/cmap.h"
 #include "viz/plot.h"
+#include "viz/report.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -923,6 +924,97 @@ static void test_report_figure_layout(void **state) {
     assert_true(lim[0][0] == 0 && lim[0][1] == 2);
 }
 
+/* The whole file as a string (NULL when unreadable). */
+static char *text_read(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    return s;
+}
+
+/* The report has no count limits (issue 27 item 4): 40 figures, 200 verdict rows and 300
+ * statistics rows all reach report.md and report.html (the old fixed arrays kept 32, 128 and 256
+ * and dropped the rest without a word), a figure keeps 9 viewer folders (8 before), and a
+ * statistics table of 9 columns holds 9, while a row of another width is refused with one line
+ * (a 9th cell used to overwrite the next row's first). */
+static void test_report_grows(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[512], a[64], b[64];
+    MpErr e;
+    MpReport *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    snprintf(r->title, sizeof r->title, "limits");
+    for (int i = 1; i <= 40; i++) {
+        snprintf(a, sizeof a, "Extra figure %d: caption", i);
+        snprintf(b, sizeof b, "fig%d.png", i);
+        snprintf(path, sizeof path, "%s/%s", d, b);
+        mp_test_write_file(path, "png", 3);
+        mp_report_fig(r, a, b);
+    }
+    for (int v = 0; v < 9; v++) {
+        snprintf(a, sizeof a, "run%d", v);
+        mp_report_fig_view(r, "fig40.png", a);
+    }
+    for (int i = 1; i <= 200; i++) {
+        snprintf(a, sizeof a, "quantity %d", i);
+        mp_report_row(r, a, "1", "1", i % 2, "");
+    }
+    const char *head[9] = {"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
+    mp_report_stats_head(r, "stats", head, 9);
+    char cell[9][32];
+    const char *cells[10];
+    for (int i = 1; i <= 300; i++) {
+        for (int c = 0; c < 9; c++) {
+            snprintf(cell[c], sizeof cell[c], "r%dc%d", i, c + 1);
+            cells[c] = cell[c];
+        }
+        assert_int_equal(mp_report_stats_row(r, cells, 9, &e), MP_OK);
+    }
+    cells[9] = "tenth";
+    assert_int_equal(mp_report_stats_row(r, cells, 10, &e), MP_ERR);
+    print_message("refused: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "10 columns in a table of 9"));
+    assert_null(strchr(e.msg, '\n'));
+    assert_int_equal(mp_report_stats_row(r, cells, 8, &e), MP_ERR);
+    assert_int_equal(r->nfigs, 40);
+    assert_int_equal(r->nrows, 200);
+    assert_int_equal(r->npass, 100);
+    assert_int_equal(r->stats_rows, 300);
+    assert_int_equal(r->figs[39].nviews, 9);
+    snprintf(path, sizeof path, "%s/report.md", d);
+    assert_int_equal(mp_report_write_md(r, path, &e), MP_OK);
+    char *md = text_read(path);
+    assert_non_null(md);
+    assert_non_null(strstr(md, "| quantity 200 |"));
+    assert_non_null(strstr(md, "100 of 200 rows agree."));
+    assert_non_null(strstr(md, "![Extra figure 40: caption](fig40.png)"));
+    assert_non_null(strstr(md, "| c1 | c2 | c3 | c4 | c5 | c6 | c7 | c8 | c9 |"));
+    assert_non_null(strstr(md, "| r1c1 | r1c2 | r1c3 | r1c4 | r1c5 | r1c6 | r1c7 | r1c8 | r1c9 |\n| r2c1 |"));
+    assert_non_null(strstr(md, "| r300c1 |"));
+    assert_null(strstr(md, "tenth"));
+    free(md);
+    snprintf(path, sizeof path, "%s/report.html", d);
+    assert_int_equal(mp_report_write_html(r, d, path, &e), MP_OK);
+    char *html = text_read(path);
+    assert_non_null(html);
+    assert_non_null(strstr(html, "<tr id=\"row-200\""));
+    assert_non_null(strstr(html, "<figure id=\"fig-40\">"));
+    assert_non_null(strstr(html, "<td>r300c9</td>"));
+    free(html);
+    mp_report_free(r);
+    free(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cmap_anchors),
@@ -943,6 +1035,7 @@ int main(void) {
         cmocka_unit_test(test_residue_figures_centred),
         cmocka_unit_test(test_sink_rows_are_model_layers),
         cmocka_unit_test(test_report_figure_layout),
+        cmocka_unit_test(test_report_grows),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     mp_plot_release(); /* font caches: keeps LeakSanitizer quiet under make asan */

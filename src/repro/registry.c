@@ -168,30 +168,33 @@ static void report_head(MpReport *rp, const MpReproCtx *c, double t0) {
                  (unsigned long long)cfg->base.seed, mp_time_now() - t0);
     snprintf(rp->method, sizeof rp->method,
              "Verdicts compare with the values in paper.md; Monte-Carlo rows allow 0.003 + 4 standard errors of this run.");
-    snprintf(rp->stats_title, sizeof rp->stats_title, "Per-run statistics (docs/metrics.md)");
-    static const char *heads[8] = {"run", "layer", "NRI", "residue min", "residue max", "rms/noise", "block z", "wall s"};
-    rp->stats_cols = 8;
-    for (int col = 0; col < 8; col++) snprintf(rp->stats_head[col], sizeof rp->stats_head[col], "%s", heads[col]);
+    static const char *const heads[] = {"run", "layer", "NRI", "residue min", "residue max", "rms/noise", "block z", "wall s"};
+    mp_report_stats_head(rp, "Per-run statistics (docs/metrics.md)", heads, (int)(sizeof heads / sizeof heads[0]));
 }
 
-/* One statistics row per layer of every listed run, in the order they ran. */
-static void report_stats(MpReport *rp, const MpReproCtx *c) {
+/* One statistics row per layer of every listed run, in the order they ran (columns as in
+ * report_head). */
+static int report_stats(MpReport *rp, const MpReproCtx *c, MpErr *e) {
     for (int k = 0; k < c->nruns; k++) {
         const MpReproMaps *m = c->runs[k];
         if (!m->ok || !m->label[0]) continue;
-        for (int l = 0; l < m->L && rp->stats_rows < MP_REPORT_MAX_STATS; l++) {
-            char(*row)[48] = rp->stats[rp->stats_rows++];
-            snprintf(row[0], 48, "%s", m->label);
-            snprintf(row[1], 48, "%d", l + 1);
-            snprintf(row[2], 48, "%.6f", m->stats[l].nri);
-            snprintf(row[3], 48, "%+.5f", m->stats[l].res_min);
-            snprintf(row[4], 48, "%+.5f", m->stats[l].res_max);
-            snprintf(row[5], 48, "%.2f", m->stats[l].z_rms);
-            if (m->has_block_z) snprintf(row[6], 48, "%.2f", m->block_z[l]);
-            else snprintf(row[6], 48, "–");
-            if (l == 0) snprintf(row[7], 48, "%.1f%s", m->wall_s, m->skipped ? " (reused)" : "");
+        for (int l = 0; l < m->L; l++) {
+            char row[8][64] = {{0}};
+            snprintf(row[0], sizeof row[0], "%s", m->label);
+            snprintf(row[1], sizeof row[1], "%d", l + 1);
+            snprintf(row[2], sizeof row[2], "%.6f", m->stats[l].nri);
+            snprintf(row[3], sizeof row[3], "%+.5f", m->stats[l].res_min);
+            snprintf(row[4], sizeof row[4], "%+.5f", m->stats[l].res_max);
+            snprintf(row[5], sizeof row[5], "%.2f", m->stats[l].z_rms);
+            if (m->has_block_z) snprintf(row[6], sizeof row[6], "%.2f", m->block_z[l]);
+            else snprintf(row[6], sizeof row[6], "–");
+            if (l == 0) snprintf(row[7], sizeof row[7], "%.1f%s", m->wall_s, m->skipped ? " (reused)" : "");
+            const char *cells[8];
+            for (int col = 0; col < 8; col++) cells[col] = row[col];
+            if (mp_report_stats_row(rp, cells, 8, e) != MP_OK) return MP_ERR;
         }
     }
+    return MP_OK;
 }
 
 static void report_footer(MpReport *rp, const MpReproCtx *c) {
@@ -225,7 +228,10 @@ static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e)
                 fprintf(stderr, "maskpos reproduce: error: figures: %s\n", e->msg);
                 c->failed += mp_repro_fail(c, "figures");
             }
-    report_stats(rp, c);
+    if (report_stats(rp, c, e) != MP_OK) {
+        fprintf(stderr, "maskpos reproduce: error: statistics: %s\n", e->msg);
+        c->failed += mp_repro_fail(c, "statistics");
+    }
     for (int k = 0; k < N_STAGES; k++)
         if (stages[k]->report && (c->cfg->stages >> k & 1u) && stages[k]->report(c, rp, e) != MP_OK) {
             fprintf(stderr, "maskpos reproduce: error: %s figure: %s\n", stages[k]->name, e->msg);
@@ -242,6 +248,7 @@ static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e)
         rc = MP_OK;
     sum->npass = rp->npass;
     sum->nrows = rp->nrows;
+    mp_report_free(rp);
     free(rp);
     return rc;
 }

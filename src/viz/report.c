@@ -9,9 +9,41 @@
 #include "core/util.h" /* MpAtomicFile, mp_path_join, mp_file_exists, mp_input_open */
 #include "viz/view.h"  /* interactive viewers under the figures */
 
+/* ================================================================ the document */
+
+/* Room for one more element of size elem in *arr (of *cap, *n used): doubled when full. */
+static void report_grow(void *arr, int *cap, int n, size_t elem, const char *what) {
+    void **p = arr;
+    if (n < *cap) return;
+    const int c = *cap ? 2 * *cap : 16;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) mp_die("out of memory growing the report's %s to %d entries", what, c);
+    *p = q;
+    *cap = c;
+}
+
+static char *report_strdup(const char *s) {
+    const size_t n = strlen(s) + 1;
+    return memcpy(mp_malloc_or_die(n, "report text"), s, n);
+}
+
+void mp_report_free(MpReport *r) {
+    for (int i = 0; i < r->nfigs; i++) {
+        for (int v = 0; v < r->figs[i].nviews; v++) free(r->figs[i].views[v]);
+        free(r->figs[i].views);
+    }
+    for (int c = 0; c < r->stats_cols; c++) free(r->stats_head[c]);
+    for (int i = 0; i < r->stats_rows * r->stats_cols; i++) free(r->stats[i]);
+    free(r->rows);
+    free(r->figs);
+    free(r->stats_head);
+    free(r->stats);
+    memset(r, 0, sizeof *r);
+}
+
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
                    const char *note) {
-    if (r->nrows >= MP_REPORT_MAX_ROWS) return;
+    report_grow(&r->rows, &r->cap_rows, r->nrows, sizeof *r->rows, "rows");
     MpReportRow *w = &r->rows[r->nrows++];
     snprintf(w->what, sizeof w->what, "%s", what);
     snprintf(w->expected, sizeof w->expected, "%s", expected);
@@ -22,18 +54,43 @@ void mp_report_row(MpReport *r, const char *what, const char *expected, const ch
 }
 
 void mp_report_fig(MpReport *r, const char *caption, const char *path) {
-    if (r->nfigs >= MP_REPORT_MAX_FIGS) return;
-    snprintf(r->figs[r->nfigs].caption, sizeof r->figs[0].caption, "%s", caption);
-    snprintf(r->figs[r->nfigs].path, sizeof r->figs[0].path, "%s", path);
-    r->nfigs++;
+    report_grow(&r->figs, &r->cap_figs, r->nfigs, sizeof *r->figs, "figures");
+    MpReportFig *g = &r->figs[r->nfigs++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->caption, sizeof g->caption, "%s", caption);
+    snprintf(g->path, sizeof g->path, "%s", path);
 }
 
 void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir) {
+    int found = 0;
     for (int i = 0; i < r->nfigs; i++) {
         MpReportFig *g = &r->figs[i];
-        if (strcmp(g->path, fig_path) || g->nviews >= MP_REPORT_MAX_VIEWS) continue;
-        snprintf(g->views[g->nviews++], sizeof g->views[0], "%s", dir);
+        if (strcmp(g->path, fig_path)) continue;
+        report_grow(&g->views, &g->cap_views, g->nviews, sizeof *g->views, "viewer folders");
+        g->views[g->nviews++] = report_strdup(dir);
+        found = 1;
     }
+    MP_ASSERT(found); /* a viewer under a figure that was never added */
+}
+
+void mp_report_stats_head(MpReport *r, const char *title, const char *const *head, int ncols) {
+    MP_ASSERT(ncols >= 1 && !r->stats_cols && !r->stats_rows);
+    snprintf(r->stats_title, sizeof r->stats_title, "%s", title);
+    r->stats_head = mp_calloc_or_die((size_t)ncols, sizeof *r->stats_head, "report head");
+    for (int c = 0; c < ncols; c++) r->stats_head[c] = report_strdup(head[c]);
+    r->stats_cols = ncols;
+}
+
+int mp_report_stats_row(MpReport *r, const char *const *cells, int ncols, MpErr *e) {
+    if (ncols != r->stats_cols)
+        return mp_err_set(e, "report: a statistics row of %d columns in a table of %d (\"%s\")", ncols, r->stats_cols,
+                          ncols > 0 ? cells[0] : "");
+    for (int c = 0; c < ncols; c++) {
+        report_grow(&r->stats, &r->cap_stats, r->stats_rows * ncols + c, sizeof *r->stats, "statistics cells");
+        r->stats[r->stats_rows * ncols + c] = report_strdup(cells[c]);
+    }
+    r->stats_rows++;
+    return MP_OK;
 }
 
 /* ================================================================ Markdown */
@@ -88,7 +145,7 @@ static void report_md_summary(FILE *f, const MpReport *r) {
     for (int i = 0, k = 0; i < r->nrows; i++)
         if (!r->rows[i].ok) fprintf(f, "%s%s", k++ ? "; " : " Differ: ", r->rows[i].what);
     char name[96];
-    int first[MP_REPORT_MAX_FIGS], count[MP_REPORT_MAX_FIGS];
+    int *first = mp_calloc_or_die((size_t)r->nfigs + 1, 2 * sizeof(int), "report summary"), *count = first + r->nfigs + 1;
     for (int pass = 0; pass < 2; pass++) {
         fprintf(f, pass ? "\n\nMore figures:" : "\n\nFigures of the paper:");
         const int ng = report_fig_groups(r, !pass, first, count);
@@ -98,6 +155,7 @@ static void report_md_summary(FILE *f, const MpReport *r) {
             if (count[g] > 1) fprintf(f, " (%d figures)", count[g]);
         }
     }
+    free(first);
     fprintf(f, "\n\n");
 }
 
@@ -133,7 +191,7 @@ int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
         fprintf(f, "\n");
         for (int i = 0; i < r->stats_rows; i++) {
             fprintf(f, "|");
-            for (int c = 0; c < r->stats_cols; c++) fprintf(f, " %s |", r->stats[i][c]);
+            for (int c = 0; c < r->stats_cols; c++) fprintf(f, " %s |", r->stats[i * r->stats_cols + c]);
             fprintf(f, "\n");
         }
     }
@@ -178,14 +236,19 @@ static int html_base64_file(FILE *f, const char *path, MpErr *e) {
 /* The figure's run folders in an interactive viewer, folded under the figure; a viewer that
  * cannot be made (a folder without maps) is a note, never a failed report. */
 static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
-    char paths[MP_REPORT_MAX_VIEWS][4096], id[32];
-    const char *dirs[MP_REPORT_MAX_VIEWS];
+    char(*paths)[4096] = mp_calloc_or_die((size_t)g->nviews, sizeof *paths, "report viewer");
+    char id[32];
+    const char **dirs = mp_calloc_or_die((size_t)g->nviews, sizeof *dirs, "report viewer");
     MpErr e;
     int n = 0;
     for (int v = 0; v < g->nviews; v++) /* a stage that failed left no folder: view the others */
         if (mp_path_join(paths[n], sizeof paths[n], dir, g->views[v], &e) == MP_OK && mp_file_exists(paths[n]))
             dirs[n] = paths[n], n++;
-    if (!n) return;
+    if (!n) {
+        free(paths);
+        free(dirs);
+        return;
+    }
     MpViewOptions o;
     mp_view_options_default(&o);
     /* per figure: the report stays one file under 8 MB (issue 30; 17 MB before): maps in 8 bits
@@ -203,6 +266,8 @@ static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
         fputs("</p>", f);
     }
     fputs("</details>\n", f);
+    free(paths);
+    free(dirs);
 }
 
 /* The one-screen summary: verdict counts, the rows that differ (linked to the table), links to
@@ -225,7 +290,7 @@ static void report_html_summary(FILE *f, const MpReport *r) {
         fputs("</ul>\n", f);
     }
     char name[96];
-    int first[MP_REPORT_MAX_FIGS], count[MP_REPORT_MAX_FIGS];
+    int *first = mp_calloc_or_die((size_t)r->nfigs + 1, 2 * sizeof(int), "report summary"), *count = first + r->nfigs + 1;
     for (int pass = 0; pass < 2; pass++) {
         fputs(pass ? "<p>More figures: " : "<p>The paper's figures: ", f);
         const int ng = report_fig_groups(r, !pass, first, count);
@@ -238,6 +303,7 @@ static void report_html_summary(FILE *f, const MpReport *r) {
         }
         fputs("</p>\n", f);
     }
+    free(first);
     fputs("</div>\n", f);
 }
 
@@ -311,7 +377,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
             fputs("<tr>", f);
             for (int c = 0; c < r->stats_cols; c++) {
                 fputs("<td>", f);
-                html_text(f, r->stats[i][c]);
+                html_text(f, r->stats[i * r->stats_cols + c]);
                 fputs("</td>", f);
             }
             fputs("</tr>\n", f);

@@ -8,9 +8,16 @@
  *     is a brace at file level whose previous token is ')' (comments, strings, character
  *     constants and preprocessor lines are skipped first), so struct bodies and initialisers
  *     (`= {`) are not counted.
- * Both checks run first on small files written here (a circle of three units, a function one
- * line over the limit and one at it, a long initialiser), so they are seen to fail where they
- * must, then on MP_SOURCE_DIR/src.
+ *   - src/repro in layers (issue 27 item 4): a header there is the interface of one .c (every
+ *     function it declares is defined in that one file, its implementation: a header whose
+ *     functions live in several files hides a circle from the unit graph above, as stage.h did
+ *     for registry.c, models.c and paper.c); with headers mapped to their implementations, no
+ *     circle; no file includes the header of a stage file (a .c that defines an MpReproStage
+ *     entry: stages share what lies below them, never each other); and repro/repro.h, the
+ *     registry's, is included by its implementation and src/cli only.
+ * The checks run first on small files written here (a circle of three units, a function one
+ * line over the limit and one at it, a long initialiser, a repro/ tree with each fault), so they
+ * are seen to fail where they must, then on MP_SOURCE_DIR/src.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -239,6 +246,187 @@ static int long_functions_under(const char *root, int max, char *msg, size_t cap
     return found;
 }
 
+
+/* ================================================================ src/repro in layers */
+
+#define MAX_FUNCS 4096
+
+typedef struct Funcs {
+    char name[MAX_FUNCS][64];
+    char file[MAX_FUNCS][512]; /* the file (relative to the root) of each name */
+    int n;
+} Funcs;
+
+/* The file-level functions of the file at path (shown as rel): declarations (a name, its
+ * parameter list, then ';') into decl, definitions (then '{') into def; either may be NULL. Only
+ * names with our prefix mp_ count as declarations. */
+static void funcs_read(Funcs *decl, Funcs *def, const char *path, const char *rel) {
+    char *s = slurp(path, NULL);
+    if (!s) fail_msg("cannot read %s", path);
+    blank_noise(s);
+    int depth = 0;
+    for (char *p = s; *p; p++) {
+        if (*p == '{') depth++;
+        if (*p == '}') depth--;
+        if (depth != 0 || *p != '(') continue;
+        char *e = p;
+        while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n')) e--;
+        char *b = e;
+        while (b > s && (b[-1] == '_' || (b[-1] >= 'a' && b[-1] <= 'z') || (b[-1] >= 'A' && b[-1] <= 'Z') || (b[-1] >= '0' && b[-1] <= '9')))
+            b--;
+        if (b == e || e - b >= 64) continue;
+        int paren = 0;
+        char *q = p;
+        for (; *q; q++) {
+            if (*q == '(') paren++;
+            if (*q == ')' && --paren == 0) break;
+        }
+        if (!*q) break;
+        q++;
+        for (;;) { /* spaces and __attribute__((...)) before ';' or '{' */
+            while (*q == ' ' || *q == '\t' || *q == '\n') q++;
+            if (strncmp(q, "__attribute__", 13)) break;
+            q += 13;
+            while (*q == ' ') q++;
+            for (paren = 0; *q; q++) {
+                if (*q == '(') paren++;
+                if (*q == ')' && --paren == 0) break;
+            }
+            if (*q) q++;
+        }
+        Funcs *to = *q == ';' && !strncmp(b, "mp_", 3) ? decl : *q == '{' ? def : NULL;
+        if (to) {
+            if (to->n >= MAX_FUNCS) fail_msg("more than %d functions", MAX_FUNCS);
+            snprintf(to->name[to->n], sizeof to->name[0], "%.*s", (int)(e - b), b);
+            snprintf(to->file[to->n++], sizeof to->file[0], "%.511s", rel);
+        }
+        p = q - 1;
+    }
+    free(s);
+}
+
+/* The implementation of header rel ("repro/stage.h"): the one .c defining its functions, or the
+ * .c of its name when it declares none; "" when that file does not exist. Appends to msg and
+ * returns 1 when its functions are defined in more than one file. */
+static int header_impl(char *impl, size_t cap, const Funcs *decl, const Funcs *def, const char *root, const char *rel, char *msg,
+                       size_t mcap) {
+    impl[0] = 0;
+    int bad = 0;
+    for (int i = 0; i < decl->n; i++) {
+        if (strcmp(decl->file[i], rel)) continue;
+        for (int j = 0; j < def->n; j++) {
+            if (strcmp(def->name[j], decl->name[i])) continue;
+            if (!impl[0]) snprintf(impl, cap, "%s", def->file[j]);
+            else if (strcmp(impl, def->file[j]) && !bad) {
+                const size_t o = strlen(msg);
+                snprintf(msg + o, mcap - o, "  %s declares functions of two files: %s in %s, and others in %s\n", rel, decl->name[i],
+                         def->file[j], impl);
+                bad = 1;
+            }
+        }
+    }
+    if (!impl[0]) {
+        char c[1536], full[2048];
+        snprintf(c, sizeof c, "%.*s.c", (int)strlen(rel) - 2, rel);
+        snprintf(full, sizeof full, "%s/%s", root, c);
+        struct stat st;
+        if (stat(full, &st) == 0) snprintf(impl, cap, "%.511s", c);
+    }
+    return bad;
+}
+
+/* The checks of the header comment on root/sub ("repro"), with the functions of every file of
+ * root. Appends one line per fault to msg; returns how many. */
+static int repro_layers(const char *root, const char *sub, char *msg, size_t cap) {
+    static char files[4 * MAX_UNITS][512], impl[4 * MAX_UNITS][512];
+    static Funcs decl, def;
+    int nf = 0, found = 0;
+    decl.n = def.n = 0;
+    walk(root, "", files, &nf, 4 * MAX_UNITS);
+    const size_t ls = strlen(sub);
+    for (int i = 0; i < nf; i++) {
+        char full[1536];
+        snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
+        const int in_sub = !strncmp(files[i], sub, ls) && files[i][ls] == '/';
+        funcs_read(in_sub ? &decl : NULL, &def, full, files[i]);
+    }
+    /* every file's unit: a header's implementation (or itself), a source itself */
+    int stage_file[4 * MAX_UNITS] = {0};
+    for (int i = 0; i < nf; i++) {
+        const size_t l = strlen(files[i]);
+        snprintf(impl[i], sizeof impl[i], "%s", files[i]);
+        const int in_sub = !strncmp(files[i], sub, ls) && files[i][ls] == '/';
+        if (in_sub && files[i][l - 1] == 'h') {
+            char m[512];
+            found += header_impl(m, sizeof m, &decl, &def, root, files[i], msg, cap);
+            if (m[0]) snprintf(impl[i], sizeof impl[i], "%s", m);
+        }
+        if (in_sub && files[i][l - 1] == 'c') {
+            char full[1536];
+            snprintf(full, sizeof full, "%s/%s", root, files[i]);
+            char *s = slurp(full, NULL);
+            stage_file[i] = s && strstr(s, "const MpReproStage mp_repro_stage_") != NULL;
+            free(s);
+        }
+    }
+    /* the unit graph of sub's files, headers mapped to their implementations */
+    static Units u;
+    u.n = 0;
+    free(u.dep);
+    u.dep = calloc((size_t)MAX_UNITS * MAX_UNITS, 1);
+    for (int i = 0; i < nf; i++) {
+        if (strncmp(files[i], sub, ls) || files[i][ls] != '/') continue;
+        char full[1536];
+        snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
+        char *s = slurp(full, NULL);
+        const int a = unit_index(&u, impl[i], 1);
+        for (char *line = s; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            char inc[512];
+            if (sscanf(line, " # include \"%511[^\"]\"", inc) != 1) continue;
+            int j = 0;
+            while (j < nf && strcmp(files[j], inc)) j++;
+            if (j == nf) continue; /* not a file of root */
+            const int b = unit_index(&u, impl[j], 1);
+            if (b != a) u.dep[(size_t)a * MAX_UNITS + b] = 1;
+            for (int k = 0; k < nf; k++) /* the header's implementation is a stage file (not this one) */
+                if (stage_file[k] && !strcmp(files[k], impl[j]) && strcmp(impl[j], impl[i])) {
+                    const size_t o = strlen(msg);
+                    snprintf(msg + o, cap - o, "  %s includes %s, the header of the stage file %s\n", files[i], inc, files[k]);
+                    found++;
+                }
+        }
+        free(s);
+    }
+    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
+    char circle[2048] = "";
+    for (int v = 0; v < u.n && !circle[0]; v++)
+        if (state[v] == 0 && dfs(&u, v, state, stack, 0, circle, sizeof circle)) {
+            const size_t o = strlen(msg);
+            snprintf(msg + o, cap - o, "  a circle: %s\n", circle);
+            found++;
+        }
+    free(state);
+    free(stack);
+    /* the registry's header: its implementation and the command line only */
+    char top[600];
+    snprintf(top, sizeof top, "%s/repro.h", sub);
+    int t = 0;
+    while (t < nf && strcmp(files[t], top)) t++;
+    for (int i = 0; i < nf && t < nf; i++) {
+        char full[1536];
+        snprintf(full, sizeof full, "%s/%s", root, files[i]);
+        char *s = slurp(full, NULL), pat[700];
+        snprintf(pat, sizeof pat, "\"%s\"", top);
+        if (s && strstr(s, pat) && strcmp(files[i], impl[t]) && strcmp(files[i], top) && strncmp(files[i], "cli/", 4)) {
+            const size_t o = strlen(msg);
+            snprintf(msg + o, cap - o, "  %s includes %s, the registry's header (only %s and cli/ may)\n", files[i], top, impl[t]);
+            found++;
+        }
+        free(s);
+    }
+    return found;
+}
+
 /* ================================================================ tests */
 
 static void put(const char *dir, const char *rel, const char *text) {
@@ -313,11 +501,66 @@ static void test_no_long_function_in_src(void **state) {
     if (n) fail_msg("%d function(s) of src/ longer than %d lines:\n%s", n, MP_LAYOUT_MAX_LINES, msg);
 }
 
+/* The src/repro rules find each fault in a small tree: a header whose functions two files
+ * define (the old stage.h), a stage file that includes another stage's header, a unit below
+ * that includes the registry's header; and none in the same tree put right. */
+static void test_repro_layers_can_fail(void **state) {
+    (void)state;
+    char root[512];
+    snprintf(root, sizeof root, "%s/layers", mp_test_tmpdir());
+    mkdir(root, 0755);
+    put(root, "repro/repro.h", "int mp_repro_run(void);\n");
+    put(root, "repro/registry.c", "#include \"repro/repro.h\"\n#include \"repro/ctx.h\"\nint mp_repro_run(void) { return 0; }\n"
+                                  "int mp_repro_fail(void) { return 1; }\n");
+    put(root, "repro/ctx.h", "int mp_repro_fail(void);\nint mp_repro_maps(void);\n");
+    put(root, "repro/ctx.c", "#include \"repro/ctx.h\"\n#include \"repro/repro.h\"\nint mp_repro_maps(void) { return 0; }\n");
+    put(root, "repro/paper.h", "int mp_repro_paper_sims(void);\n");
+    put(root, "repro/paper.c", "#include \"repro/ctx.h\"\nconst MpReproStage mp_repro_stage_fig2 = {0};\n"
+                               "int mp_repro_paper_sims(void) { return 0; }\n");
+    put(root, "repro/models.c", "#include \"repro/paper.h\" /* the yardstick */\nconst MpReproStage mp_repro_stage_fig3 = {0};\n");
+    put(root, "cli/reproduce.c", "#include \"repro/repro.h\"\n");
+    put(root, "repro/a.h", "int mp_repro_a(void);\n"); /* two units below that include each other */
+    put(root, "repro/a.c", "#include \"repro/b.h\"\nint mp_repro_a(void) { return 0; }\n");
+    put(root, "repro/b.h", "int mp_repro_b(void);\n");
+    put(root, "repro/b.c", "#include \"repro/a.h\"\nint mp_repro_b(void) { return 0; }\n");
+    char msg[8192] = "";
+    const int n = repro_layers(root, "repro", msg, sizeof msg);
+    print_message("found %d:\n%s", n, msg);
+    assert_non_null(strstr(msg, "repro/ctx.h declares functions of two files"));
+    assert_non_null(strstr(msg, "repro/models.c includes repro/paper.h, the header of the stage file repro/paper.c"));
+    assert_non_null(strstr(msg, "repro/ctx.c includes repro/repro.h, the registry's header"));
+    assert_non_null(strstr(msg, "a circle: repro/"));
+    assert_non_null(strstr(msg, "repro/a.c"));
+    assert_non_null(strstr(msg, "repro/b.c"));
+    assert_null(strstr(msg, "cli/reproduce.c"));
+    /* put right: mp_repro_fail defined in ctx.c, the shared piece below the stages (sims.h) */
+    put(root, "repro/registry.c", "#include \"repro/repro.h\"\n#include \"repro/ctx.h\"\nint mp_repro_run(void) { return 0; }\n");
+    put(root, "repro/ctx.c", "#include \"repro/ctx.h\"\nint mp_repro_maps(void) { return 0; }\nint mp_repro_fail(void) { return 1; }\n");
+    put(root, "repro/paper.h", "\n");
+    put(root, "repro/sims.h", "int mp_repro_paper_sims(void);\n");
+    put(root, "repro/sims.c", "#include \"repro/sims.h\"\nint mp_repro_paper_sims(void) { return 0; }\n");
+    put(root, "repro/paper.c", "#include \"repro/sims.h\"\nconst MpReproStage mp_repro_stage_fig2 = {0};\n");
+    put(root, "repro/models.c", "#include \"repro/sims.h\"\nconst MpReproStage mp_repro_stage_fig3 = {0};\n");
+    put(root, "repro/b.c", "int mp_repro_b(void) { return 0; }\n");
+    msg[0] = 0;
+    assert_int_equal(repro_layers(root, "repro", msg, sizeof msg), 0);
+}
+
+static void test_repro_layers_in_src(void **state) {
+    (void)state;
+    char root[1024], msg[8192] = "";
+    snprintf(root, sizeof root, "%s/src", MP_SOURCE_DIR);
+    const int n = repro_layers(root, "repro", msg, sizeof msg);
+    if (n) fail_msg("%d fault(s) in the layers of src/repro:\n%s", n, msg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checks_can_fail),
         cmocka_unit_test(test_no_include_circle_in_src),
         cmocka_unit_test(test_no_long_function_in_src),
+        cmocka_unit_test(test_repro_layers_can_fail),
+        cmocka_unit_test(test_repro_layers_in_src),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

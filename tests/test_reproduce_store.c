@@ -3,7 +3,8 @@
  * value, a short array is refused; settings keys are matched exactly and every stage.json field
  * is checked; inputs are located by environment variable first, and a named input that is not
  * there is not replaced by another; the stage table knows its names; mp_repro_run reports
- * progress per stage and stops cleanly when asked. */
+ * progress per stage and stops cleanly when asked; the names that join the tables (a figure's
+ * stage and panel runs, a stage's own names) are checked before any stage runs. */
 #include "testutil.h"
 
 #include <math.h>
@@ -11,7 +12,9 @@
 
 #include "core/json.h"   /* json_loads */
 #include "core/util.h"   /* mp_file_exists */
-#include "repro/repro.h" /* mp_repro_stage_name, mp_repro_stage_find */
+#include "repro/expect.h" /* mp_repro_expect_check */
+#include "repro/repro.h"  /* mp_repro_stage_name, mp_repro_stage_find, mp_repro_run_tables */
+#include "repro/stage.h"  /* MpReproTables, the stage entries, mp_repro_figs_paper */
 #include "repro/store.h"
 
 static const char *stats_json =
@@ -213,6 +216,84 @@ static void test_stage_clear_refused(void **state) {
     assert_false(mp_file_exists(p));
 }
 
+/* Issue 27 item 4: the tables are checked when they are registered, before any stage runs. A
+ * figure whose panel run is mistyped (the old code left the figure out of the report without a
+ * word), a figure of a stage not in the table, and a stage whose own check fails each stop the
+ * run with one line naming the figure, run or stage; the stage does not run and writes nothing.
+ * The same tables with the names right run. */
+static int spy_runs;
+static int spy_run(MpReproCtx *c) {
+    (void)c;
+    spy_runs++;
+    return 0;
+}
+static int spy_check_fails(MpErr *e) { return mp_err_set(e, "configuration x: no expected value \"recency.x\""); }
+
+static void test_tables_checked_first(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[600], path[700];
+    MpReproConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    mp_sim_config_default(&cfg.base);
+    cfg.base.batch = 200;
+    cfg.base.threads = 1;
+    cfg.out = out;
+    cfg.compute = "f32";
+    cfg.stages = 3u; /* both stages of the tables below */
+    MpReproSummary sum;
+    MpErr e;
+    assert_int_equal(mp_repro_expect_check(&e), MP_OK); /* the built-in table of expected values */
+
+    MpReproStage spy = {.name = "spy", .run = spy_run, .runs = (const char *const[]){"spy/a", NULL}};
+    const MpReproStage *stages[] = {&mp_repro_stage_fig2, &spy};
+    MpReproFigure figs[3] = {mp_repro_figs_paper[1], {0}, {0}}; /* fig2/figure2.png, then the end */
+    assert_string_equal(figs[0].file, "fig2/figure2.png");
+    const MpReproFigure *tables[] = {figs};
+    const MpReproTables t = {stages, 2, tables, 1};
+    struct {
+        const char *what, *want1, *want2;
+    } cases[4] = {
+        {"panel run", "figure fig2/figure2.png", "panel run \"fig2/alpha_O\" is not a run any stage declares"},
+        {"figure stage", "figure spy/f.png", "stage \"spy2\" is not in the stage table"},
+        {"stage check", "stage spy", "no expected value \"recency.x\""},
+        {"panel of another stage's run", "figure spy/f.png", "panel run \"spy/b\""},
+    };
+    for (int k = 0; k < 4; k++) {
+        MpReproFigure *f = &figs[0];
+        *f = mp_repro_figs_paper[1];
+        figs[1] = (MpReproFigure){0};
+        spy.check = NULL;
+        if (k == 0) f->panels[0].run = "fig2/alpha_O";
+        if (k == 1) figs[1] = (MpReproFigure){.stage = "spy2", .file = "spy/f.png", .title = "t", .caption_text = "c",
+                                              .panels = {{"spy/a", "", 0, 0}}};
+        if (k == 2) spy.check = spy_check_fails;
+        if (k == 3) figs[1] = (MpReproFigure){.stage = "spy", .file = "spy/f.png", .title = "t", .caption_text = "c",
+                                              .panels = {{"spy/a", "", 0, 0}, {"spy/b", "", 0, 0}}};
+        snprintf(out, sizeof out, "%s/bad%d", d, k);
+        spy_runs = 0;
+        assert_int_equal(mp_repro_run_tables(&sum, &cfg, &t, &e), MP_ERR);
+        print_message("%s: %s\n", cases[k].what, e.msg);
+        assert_non_null(strstr(e.msg, cases[k].want1));
+        assert_non_null(strstr(e.msg, cases[k].want2));
+        assert_null(strchr(e.msg, '\n'));
+        assert_int_equal(spy_runs, 0); /* before any stage ran */
+        assert_false(mp_file_exists(out));
+    }
+    /* the names right: both stages run, the figure is drawn, its rows are there */
+    figs[0] = mp_repro_figs_paper[1];
+    figs[1] = (MpReproFigure){0};
+    spy.check = NULL;
+    snprintf(out, sizeof out, "%s/good", d);
+    spy_runs = 0;
+    assert_int_equal(mp_repro_run_tables(&sum, &cfg, &t, &e), MP_OK);
+    assert_int_equal(spy_runs, 1);
+    assert_int_equal(sum.failed, 0);
+    assert_int_equal(sum.nrows, 6); /* Fig. 2: layers 2-4 x first and previous key (the closed-form row needs fig1) */
+    snprintf(path, sizeof path, "%s/fig2/figure2.png", out);
+    assert_true(mp_file_exists(path));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_strict),
@@ -220,6 +301,7 @@ int main(void) {
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_stage_table),
         cmocka_unit_test(test_run_progress), cmocka_unit_test(test_stage_clear_refused),
+        cmocka_unit_test(test_tables_checked_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

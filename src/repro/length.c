@@ -1,4 +1,4 @@
-/* length.c — the `length` stage of `reproduce` (recency.h): a causal model's scores for the first
+/* length.c — the `length` stage of `reproduce` (docs/recency.md): a causal model's scores for the first
  * S' positions are those of its S'-token prefix, so one `probe --recency` run gives NRI, block z
  * and the recency probability at every S'. Run on the embedded NoPE and RoPE models (packed KJV
  * rows of 128 bytes) and on the pretrained stories260K (the stories stage's corpus: its own
@@ -10,12 +10,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"     /* mp_json_read */
-#include "core/util.h"     /* mp_path_join */
-#include "repro/expect.h"  /* mp_repro_expect_v */
-#include "repro/recency.h" /* MpReproLength */
-#include "repro/stage.h"   /* MpReproCtx, mp_repro_probe */
-#include "repro/stories.h" /* mp_repro_stories_corpus: the stories260K rows */
+#include "core/json.h"        /* mp_json_read */
+#include "core/util.h"        /* mp_path_join */
+#include "repro/ctx.h"        /* MpReproCtx, mp_repro_state, mp_repro_fail */
+#include "repro/expect.h"     /* mp_repro_expect_v */
+#include "repro/pretrained.h" /* mp_repro_corpus_stories: the stories260K rows */
+#include "repro/runs.h"       /* mp_repro_probe */
+#include "repro/stage.h"      /* MpReproStage */
+
+/* The stage's state (the state block "length"). */
+#define MP_REPRO_LENGTH_MODELS 3 /* the embedded NoPE and RoPE models, stories260K */
+#define MP_REPRO_LENGTH_LAYERS 8
+#define MP_REPRO_LENGTH_LENS 24
+
+typedef struct MpReproLength {
+    int ok[MP_REPRO_LENGTH_MODELS], skipped[MP_REPRO_LENGTH_MODELS];
+    int L[MP_REPRO_LENGTH_MODELS], K[MP_REPRO_LENGTH_MODELS];
+    int lens[MP_REPRO_LENGTH_MODELS][MP_REPRO_LENGTH_LENS];
+    /* [model][layer][length]: RP per sequence, its standard error, the residue's block z */
+    double rp[MP_REPRO_LENGTH_MODELS][MP_REPRO_LENGTH_LAYERS][MP_REPRO_LENGTH_LENS];
+    double rp_se[MP_REPRO_LENGTH_MODELS][MP_REPRO_LENGTH_LAYERS][MP_REPRO_LENGTH_LENS];
+    double block_z[MP_REPRO_LENGTH_MODELS][MP_REPRO_LENGTH_LAYERS][MP_REPRO_LENGTH_LENS];
+    int64_t n[MP_REPRO_LENGTH_MODELS];
+    int seq[MP_REPRO_LENGTH_MODELS];
+} MpReproLength;
+
+static MpReproLength *length_state(MpReproCtx *c) { return mp_repro_state(c, "length", sizeof(MpReproLength), NULL); }
 
 /* The models of the stage: folder under length/, label in the rows, what a row of it is. */
 static const struct {
@@ -57,7 +77,7 @@ static int rl_read(MpReproLength *lr, int m, const char *dir) {
 /* One model's probe into out/length/<name>; data: a text corpus (packed rows of 128 bytes) or
  * tokens: an ids.npy. */
 static int rl_probe(MpReproCtx *c, int m, const char *model, const char *data, const char *tokens, int64_t n) {
-    MpReproLength *lr = c->len;
+    MpReproLength *lr = length_state(c);
     char dir[256];
     snprintf(dir, sizeof dir, "length/%s", rl_models[m].name);
     printf("  length  %-24s %s over %lld x %s tokens, --recency\n", rl_models[m].name, model, (long long)n,
@@ -93,19 +113,18 @@ static int length_run(MpReproCtx *c) {
         }
     /* stories260K over the stories stage's corpus (generated here when that stage has not run):
      * 200 of its rows (16 with --quick; 0.65 CPU-s per row of 512 tokens with --recency) */
-    char ids[4200];
-    int64_t rows = 0;
-    if (mp_repro_stories_corpus(c, ids, sizeof ids, &rows) != MP_OK) return failed + mp_repro_fail(c, "length/stories260K");
-    const int64_t ns = rows < (cfg->quick ? 16 : 200) ? rows : (cfg->quick ? 16 : 200);
-    return failed + rl_probe(c, 2, cfg->stories, NULL, ids, ns);
+    MpReproCorpus cp;
+    if (mp_repro_corpus_stories(c, &cp) != MP_OK) return failed + mp_repro_fail(c, "length/stories260K");
+    const int64_t ns = cp.n < (cfg->quick ? 16 : 200) ? cp.n : (cfg->quick ? 16 : 200);
+    return failed + rl_probe(c, 2, cfg->stories, NULL, cp.ids, ns);
 }
 
 /* Rows: RP per sequence at every length, layers 2..L (the later version: models with a norm
  * favour recent keys); the figures the probes drew. */
 static int length_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
     (void)e;
-    const MpReproLength *lr = c->len;
-    const double sig = mp_repro_expect_v("mc.sigmas", 0), floor = mp_repro_expect_v("length.rp", 0);
+    const MpReproLength *lr = length_state(c);
+    const double sig = mp_repro_expect_v(MP_REPRO_EXPECT_MC_SIGMAS, 0), floor = mp_repro_expect_v(MP_REPRO_EXPECT_LENGTH_RP, 0);
     for (int m = 0; m < MP_REPRO_LENGTH_MODELS; m++) {
         if (!lr->ok[m]) continue;
         for (int l = 1; l < lr->L[m]; l++) {
@@ -137,5 +156,9 @@ static int length_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
 }
 
 const MpReproStage mp_repro_stage_length = {
-    "length", "stage.json: version, model and corpus (or ids) with fingerprints, n (--recency, layers 1-4 or all)", length_run,
-    length_report};
+    .name = "length",
+    .key = "stage.json: version, model and corpus (or ids) with fingerprints, n (--recency, layers 1-4 or all)",
+    .run = length_run,
+    .report = length_report,
+    .runs = (const char *const[]){"length/none", "length/rope", "length/stories260K", NULL},
+};

@@ -1,9 +1,8 @@
 /* paper.c — the stages of `reproduce` that need no model: fig1 (the closed form), fig2 and fig2ln
- * (the parameter-free decoder with L2 and LayerNorm), fig4 (with RoPE), and fig3's yardstick (the
- * parameter-free decoder at the embedded models' S); their figures and verdict rows.
+ * (the parameter-free decoder with L2 and LayerNorm), fig4 (with RoPE); their figures and verdict
+ * rows. Their simulations are entries of the simulation table (sims.c).
  *
  * ================================================================ layout
- *   simulations     the table of runs, one simulation per entry, reused when unchanged
  *   stages          fig1 (theory), fig2, fig2ln, fig4
  *   verdicts        one function per figure, values from expect.c
  *   figures         the figure table
@@ -15,143 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/json.h"      /* MP_VERSION, mp_json_add_provenance */
+#include "core/json.h"      /* mp_json_add_provenance, mp_json_write_atomic */
 #include "core/npy.h"       /* mp_npy_write */
 #include "core/util.h"      /* mp_mkdir_p, mp_path_join, mp_time_now */
 #include "kernels/posmap.h" /* mp_posmap_max_abs_diff */
-#include "job/sim_out.h"     /* mp_sim_write_outputs */
+#include "repro/ctx.h"      /* MpReproCtx, MpReproMaps, mp_repro_maps, mp_repro_fail */
 #include "repro/expect.h"   /* mp_repro_expect_v, mp_repro_expect_tol */
-#include "repro/stage.h"    /* MpReproCtx, MpReproMaps, MpReproStage, MpReproFigure */
-#include "repro/store.h"    /* mp_repro_store_meta_same, mp_repro_store_stats */
-#include "sim/simulate.h"   /* mp_sim_run */
+#include "repro/sims.h"     /* mp_repro_sims_run: the simulations of a stage */
+#include "repro/stage.h"    /* MpReproStage, MpReproFigure */
 #include "sim/theory.h"     /* mp_theory_init */
 #include "viz/plot.h"       /* mp_plot_render: Figure 1 */
-
-/* ================================================================ simulations */
-
-typedef struct PaperRun {
-    const char *stage;  /* fig2, fig2ln, fig3, fig4 */
-    const char *name;   /* folder under the stage */
-    double alpha;
-    MpNorm norm;
-    const char *scale;  /* "1", "sqrt", "d" */
-    int rope, causal;
-    int seq;            /* 0: the base setting (50); else this S with B / 5 sequences */
-} PaperRun;
-
-static const PaperRun paper_runs[] = {
-    {"fig2", "alpha_0", 0.0, MP_NORM_L2, "1", 0, 1, 0},
-    {"fig2", "alpha_0.2", 0.2, MP_NORM_L2, "1", 0, 1, 0},
-    {"fig2", "alpha_0.4", 0.4, MP_NORM_L2, "1", 0, 1, 0},
-    {"fig2", "alpha_0.6", 0.6, MP_NORM_L2, "1", 0, 1, 0},
-    {"fig2", "alpha_0.8", 0.8, MP_NORM_L2, "1", 0, 1, 0},
-    {"fig2ln", "layernorm_sqrt", 0.0, MP_NORM_LAYERNORM, "sqrt", 0, 1, 0},
-    {"fig2ln", "layernorm_d", 0.0, MP_NORM_LAYERNORM, "d", 0, 1, 0},
-    {"fig4", "causal_alpha_0", 0.0, MP_NORM_L2, "1", 1, 1, 0},
-    {"fig4", "causal_alpha_0.5", 0.5, MP_NORM_L2, "1", 1, 1, 0},
-    {"fig4", "bidirectional_alpha_0", 0.0, MP_NORM_L2, "1", 1, 0, 0},
-    /* fig3's yardstick: the parameter-free decoder at the embedded models' S, B / 5 sequences */
-    {"fig3", "parameter_free_S128", 0.0, MP_NORM_L2, "1", 0, 1, MP_REPRO_MODEL_SEQ},
-};
-#define N_PAPER_RUNS (sizeof paper_runs / sizeof paper_runs[0])
-
-static void sim_settings(char *buf, size_t cap, const PaperRun *run, const MpSimConfig *c) {
-    snprintf(buf, cap, "v%s B=%lld S=%d D=%d L=%d alpha=%g norm=%d scale=%s rope=%d causal=%d seed=%llu",
-             MP_VERSION, (long long)c->batch, c->seq, c->dim, c->layers, run->alpha, (int)run->norm,
-             run->scale, run->rope, run->causal, (unsigned long long)c->seed);
-}
-
-/* Reads back a finished run of these settings: its statistics (every metric must be there) and
- * its three maps. MP_OK, or MP_ERR and m is left empty (the run is then computed again). */
-static int sim_reuse(MpReproMaps *m, const char *dir, const char *settings, const MpSimConfig *c) {
-    json_t *meta = mp_repro_store_meta_same(dir, settings);
-    if (!meta) return MP_ERR;
-    MpErr e;
-    int64_t sh[3];
-    int rc = mp_repro_store_stats(m->stats, json_object_get(meta, "stats"), c->layers, &e) == MP_OK &&
-                     mp_repro_store_num(&m->wall_s, meta, "sim_wall_time_s", &e) == MP_OK
-                 ? MP_OK
-                 : MP_ERR;
-    json_decref(meta);
-    const char *names[3] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy"};
-    double **dst[3] = {&m->scores, &m->se, &m->diagnorm};
-    for (int k = 0; k < 3 && rc == MP_OK; k++) {
-        rc = mp_repro_store_f64(dst[k], sh, dir, names[k], 3, &e);
-        if (rc == MP_OK && (sh[0] != c->layers || sh[1] != c->seq || sh[2] != c->seq))
-            rc = mp_err_set(&e, "%s/%s: shape (%lld,%lld,%lld)", dir, names[k], (long long)sh[0], (long long)sh[1],
-                            (long long)sh[2]);
-    }
-    if (rc != MP_OK) {
-        printf("          %s: not reused (%s)\n", dir, e.msg);
-        free(m->scores), free(m->se), free(m->diagnorm);
-        m->scores = m->se = m->diagnorm = NULL;
-        return MP_ERR;
-    }
-    m->L = c->layers;
-    m->S = c->seq;
-    m->n = c->batch;
-    m->ok = m->skipped = 1;
-    return MP_OK;
-}
-
-/* One simulation of the table into out/stage/name; MP_OK or MP_ERR (message printed). */
-static int sim_run(MpReproCtx *c, const PaperRun *run) {
-    char dir[4096], rel[128], settings[512];
-    MpErr e;
-    snprintf(rel, sizeof rel, "%s/%s", run->stage, run->name);
-    if (snprintf(dir, sizeof dir, "%s/%s", c->out, rel) >= (int)sizeof dir) {
-        fprintf(stderr, "maskpos reproduce: error: %s: path too long\n", c->out);
-        return MP_ERR;
-    }
-    MpReproMaps *m = mp_repro_maps_add(c, rel, rel);
-    MpSimConfig s = c->cfg->base;
-    s.alpha = run->alpha;
-    if (run->seq) {
-        s.seq = run->seq;
-        s.batch = s.batch / 5 > 100 ? s.batch / 5 : 100;
-    }
-    s.norm = run->norm;
-    s.rope = run->rope;
-    s.causal = run->causal;
-    s.scale = !strcmp(run->scale, "1") ? 1.0 : !strcmp(run->scale, "sqrt") ? sqrt((double)s.dim) : (double)s.dim;
-    sim_settings(settings, sizeof settings, run, &s);
-    if (!c->cfg->force && sim_reuse(m, dir, settings, &s) == MP_OK) {
-        printf("  %-7s %-24s up to date, skipped (--force to redo)\n", run->stage, run->name);
-        return MP_OK;
-    }
-    MpSimResult r;
-    memset(&r, 0, sizeof r);
-    if (mp_sim_run(&r, &s, &e) != MP_OK ||
-        mp_sim_write_outputs(dir, &s, run->scale, &r, 0, c->cfg->argc, c->cfg->argv, &e) != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: stage %s: %s\n", rel, e.msg);
-        mp_repro_fail(c, rel);
-        if (r.scores) mp_sim_result_free(&r);
-        return MP_ERR;
-    }
-    mp_repro_store_meta_mark(dir, settings); /* meta.json was written last: the key goes into it */
-    m->ok = 1;
-    m->L = r.layers;
-    m->S = r.seq;
-    m->n = s.batch;
-    m->scores = r.scores;
-    m->se = r.se;
-    m->diagnorm = r.diagnorm;
-    memcpy(m->stats, r.stats, (size_t)r.layers * sizeof(MpPosStats));
-    m->wall_s = r.wall_s;
-    free(r.probs);
-    free(r.stats);
-    printf("  %-7s %-24s %6.1f s   NRI by layer:", run->stage, run->name, r.wall_s);
-    for (int l = 0; l < m->L; l++) printf(" %.4f", m->stats[l].nri);
-    printf("\n");
-    return MP_OK;
-}
-
-int mp_repro_paper_sims(MpReproCtx *c, const char *stage) {
-    int failed = 0;
-    for (size_t k = 0; k < N_PAPER_RUNS && !mp_write_no_space(); k++)
-        if (!strcmp(paper_runs[k].stage, stage) && sim_run(c, &paper_runs[k]) != MP_OK) failed++;
-    return failed;
-}
 
 /* ================================================================ stages */
 
@@ -181,15 +53,17 @@ static int fig1_run(MpReproCtx *c) {
     return failed;
 }
 
-static int fig2_run(MpReproCtx *c) { return mp_repro_paper_sims(c, "fig2"); }
-static int fig2ln_run(MpReproCtx *c) { return mp_repro_paper_sims(c, "fig2ln"); }
-static int fig4_run(MpReproCtx *c) { return mp_repro_paper_sims(c, "fig4"); }
+static int fig2_run(MpReproCtx *c) { return mp_repro_sims_run(c, "fig2"); }
+static int fig2ln_run(MpReproCtx *c) { return mp_repro_sims_run(c, "fig2ln"); }
+static int fig4_run(MpReproCtx *c) { return mp_repro_sims_run(c, "fig4"); }
 
 #define SIM_KEY "meta.json stage_settings: version, B, S, d, layers, alpha, norm, scale, rope, causal, seed"
-const MpReproStage mp_repro_stage_fig1 = {"fig1", "none (the closed form is recomputed)", fig1_run, NULL};
-const MpReproStage mp_repro_stage_fig2 = {"fig2", SIM_KEY, fig2_run, NULL};
-const MpReproStage mp_repro_stage_fig2ln = {"fig2ln", SIM_KEY, fig2ln_run, NULL};
-const MpReproStage mp_repro_stage_fig4 = {"fig4", SIM_KEY, fig4_run, NULL};
+const MpReproStage mp_repro_stage_fig1 = {
+    .name = "fig1", .key = "none (the closed form is recomputed)", .run = fig1_run, .runs = (const char *const[]){"fig1", NULL}};
+/* (their runs: their rows of sims.c's table) */
+const MpReproStage mp_repro_stage_fig2 = {.name = "fig2", .key = SIM_KEY, .run = fig2_run};
+const MpReproStage mp_repro_stage_fig2ln = {.name = "fig2ln", .key = SIM_KEY, .run = fig2ln_run};
+const MpReproStage mp_repro_stage_fig4 = {.name = "fig4", .key = SIM_KEY, .run = fig4_run};
 
 /* ================================================================ verdicts */
 
@@ -203,10 +77,10 @@ static void fig1_verdict(const MpReproCtx *c, MpReport *rp) {
     const char *nm[3] = {"Fig. 1 S21 (theory, α=0)", "Fig. 1 S31", "Fig. 1 S32"};
     const double v[3] = {c->th.s2[3], c->th.s2[6], c->th.s2[7]};
     for (int i = 0; i < 3; i++) {
-        const double want = mp_repro_expect_v("fig1.S", i);
+        const double want = mp_repro_expect_v(MP_REPRO_EXPECT_FIG1_S, i);
         snprintf(exp_s, sizeof exp_s, "%.3f", want);
         snprintf(got_s, sizeof got_s, "%.5f (→ %.3f)", v[i], v[i]);
-        const int ok = fabs(round(v[i] * 1000) / 1000 - want) < mp_repro_expect_tol("fig1.S");
+        const int ok = fabs(round(v[i] * 1000) / 1000 - want) < mp_repro_expect_tol(MP_REPRO_EXPECT_FIG1_S);
         snprintf(note, sizeof note, "%s", ok ? "" : "the closed form rounds to the next thousandth; the paper's figure shows it one lower (docs/theory.md)");
         mp_report_row(rp, nm[i], exp_s, got_s, ok, note);
     }
@@ -216,10 +90,10 @@ static void fig2_verdict(const MpReproCtx *c, MpReport *rp) {
     const MpReproMaps *r = mp_repro_maps(c, "fig2/alpha_0");
     if (!r) return;
     char exp_s[128], got_s[256], what[128];
-    const double sig = mp_repro_expect_v("mc.sigmas", 0);
+    const double sig = mp_repro_expect_v(MP_REPRO_EXPECT_MC_SIGMAS, 0);
     for (int l = 1; l < 4 && l < r->L; l++)
         for (int which = 0; which < 2; which++) {
-            const char *key = which ? "fig2.prev_key" : "fig2.first_key";
+            const MpReproExpectKey key = which ? MP_REPRO_EXPECT_FIG2_PREV_KEY : MP_REPRO_EXPECT_FIG2_FIRST_KEY;
             const int j = which ? r->S - 2 : 0;
             const double v = *map_at(r, l, r->S - 1, j), se = r->se[((size_t)l * r->S + r->S - 1) * r->S + j];
             const double want = mp_repro_expect_v(key, l - 1);
@@ -233,7 +107,7 @@ static void fig2_verdict(const MpReproCtx *c, MpReport *rp) {
     if (c->have_th && r->S >= 3 && mp_theory_init(&t50, 0.0, r->S, &e) == MP_OK) {
         const double d = mp_posmap_max_abs_diff(r->scores + (size_t)r->S * r->S, t50.s2, (size_t)r->S * r->S);
         snprintf(got_s, sizeof got_s, "max |sim − theory| = %.4f", d);
-        mp_report_row(rp, "Layer 2 simulation (d=64) vs closed form", "≈ 0.01", got_s, d < mp_repro_expect_tol("fig2.theory"), "");
+        mp_report_row(rp, "Layer 2 simulation (d=64) vs closed form", "≈ 0.01", got_s, d < mp_repro_expect_tol(MP_REPRO_EXPECT_FIG2_THEORY), "");
         mp_theory_free(&t50);
     }
 }
@@ -260,20 +134,20 @@ static void fig2ln_verdict(const MpReproCtx *c, MpReport *rp) {
     char got_s[256];
     snprintf(got_s, sizeof got_s, "off-diagonal spread / diagonal, layer %d: √d %.4f, d %.4f", rs[0]->L, spread[0], spread[1]);
     mp_report_row(rp, "Appendix LayerNorm: √d vs d scaling", "pattern nearly vanishes with √d, strong with d", got_s,
-                  spread[1] > mp_repro_expect_v("fig2ln.factor", 0) * spread[0], "");
+                  spread[1] > mp_repro_expect_v(MP_REPRO_EXPECT_FIG2LN_FACTOR, 0) * spread[0], "");
 }
 
 /* Figure 4, causal α = 0: the residue range of every layer (layer 1 must be noise only). */
 static void fig4_range_rows(const MpReproMaps *r, MpReport *rp) {
     char exp_s[128], got_s[256], what[128];
-    const double sig = mp_repro_expect_v("mc.sigmas", 0), zmax = mp_repro_expect_v("noise.z_rms", 0);
+    const double sig = mp_repro_expect_v(MP_REPRO_EXPECT_MC_SIGMAS, 0), zmax = mp_repro_expect_v(MP_REPRO_EXPECT_NOISE_Z_RMS, 0);
     for (int l = 0; l < 4 && l < r->L; l++) {
-        const double lo = mp_repro_expect_v("fig4.res_lo", l), hi = mp_repro_expect_v("fig4.res_hi", l);
+        const double lo = mp_repro_expect_v(MP_REPRO_EXPECT_FIG4_RES_LO, l), hi = mp_repro_expect_v(MP_REPRO_EXPECT_FIG4_RES_HI, l);
         const MpPosStats *s = &r->stats[l];
         snprintf(what, sizeof what, "Fig. 4 RoPE causal α=0, layer %d residue range", l + 1);
         snprintf(exp_s, sizeof exp_s, "%+.3f..%+.3f", lo, hi);
         snprintf(got_s, sizeof got_s, "%+.4f..%+.4f (noise rms %.4f)", s->res_min, s->res_max, s->noise_rms);
-        const double tol = mp_repro_expect_tol("fig4.res_lo");
+        const double tol = mp_repro_expect_tol(MP_REPRO_EXPECT_FIG4_RES_LO);
         const int ok = l == 0 ? s->z_rms < zmax
                               : fabs(s->res_min - lo) <= tol + sig * s->noise_rms && fabs(s->res_max - hi) <= tol + sig * s->noise_rms;
         mp_report_row(rp, what, exp_s, got_s, ok, l == 0 ? "layer 1 must be noise only (z ≈ 1)" : "");
@@ -290,19 +164,19 @@ static void fig4_verdict(const MpReproCtx *c, MpReport *rp) {
         for (int l = 1; l < r5->L; l++) m = r5->stats[l].res_min < m ? r5->stats[l].res_min : m;
         snprintf(got_s, sizeof got_s, "min over layers 2–%d: %+.4f", r5->L, m);
         mp_report_row(rp, "Fig. 4 RoPE causal α=0.5 residue minimum", "≈ −0.15", got_s,
-                      fabs(m - mp_repro_expect_v("fig4.alpha05_min", 0)) < mp_repro_expect_tol("fig4.alpha05_min"), "");
+                      fabs(m - mp_repro_expect_v(MP_REPRO_EXPECT_FIG4_ALPHA05_MIN, 0)) < mp_repro_expect_tol(MP_REPRO_EXPECT_FIG4_ALPHA05_MIN), "");
     }
     if (rb) {
         double zmax = 0;
         for (int l = 0; l < rb->L; l++) zmax = rb->stats[l].z_rms > zmax ? rb->stats[l].z_rms : zmax;
         snprintf(got_s, sizeof got_s, "residue rms / noise ≤ %.2f in every layer", zmax);
-        mp_report_row(rp, "Fig. 4 RoPE bidirectional: residue", "noise only", got_s, zmax < mp_repro_expect_v("noise.z_rms", 0), "");
+        mp_report_row(rp, "Fig. 4 RoPE bidirectional: residue", "noise only", got_s, zmax < mp_repro_expect_v(MP_REPRO_EXPECT_NOISE_Z_RMS, 0), "");
     }
     if (r0 && rb) {
         const double a = r0->stats[r0->L - 1].nri, b = rb->stats[rb->L - 1].nri;
         snprintf(got_s, sizeof got_s, "layer-%d NRI causal %.4f vs bidirectional %.6f", r0->L, a, b);
         mp_report_row(rp, "Non-relative index (ours): mask vs no mask", "causal ≫ bidirectional", got_s,
-                      a > mp_repro_expect_v("fig4.nri_factor", 0) * b, "");
+                      a > mp_repro_expect_v(MP_REPRO_EXPECT_FIG4_NRI_FACTOR, 0) * b, "");
     }
 }
 

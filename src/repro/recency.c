@@ -1,13 +1,15 @@
 /* recency.c — the `recency` stage of `reproduce`: the later version's grid ("LayerNorm Induces
- * Recency Bias in Transformer Decoders", Kim et al.; docs/recency.md). See recency.h.
+ * Recency Bias in Transformer Decoders", Kim et al.; docs/recency.md): d ∈ {16, 64, 256, 1024} ×
+ * α × norm × residual at S = 10, 25 configurations, each one simulation into DIR/recency/<name>/;
+ * the recency probability per layer compared row by row with the values the authors' figures
+ * print (expect.c); the mean maps per configuration and RP against layer as figures.
+ * Tested by: tests/test_reproduce.c (--only recency --quick: rows, figures, reuse).
  *
  * ================================================================ layout
  *   grid            the configurations of the authors' figures (their values: expect.c)
  *   runs            one simulation (--layer-form recency) per configuration, reused when unchanged
  *   report          a verdict row per configuration, mean maps and RP-against-layer figures
  */
-#include "repro/recency.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +19,38 @@
 #include "core/util.h"       /* mp_path_join, mp_time_now */
 #include "kernels/recency.h" /* mp_recency_triples */
 #include "job/sim_out.h"     /* mp_sim_write_outputs */
+#include "repro/ctx.h"       /* MpReproCtx, mp_repro_state, mp_repro_fail */
 #include "repro/expect.h"    /* mp_repro_expect: the authors' values */
-#include "repro/stage.h"     /* MpReproCtx, MpReproStage */
+#include "repro/stage.h"     /* MpReproStage */
 #include "repro/store.h"     /* mp_repro_store_meta_same, mp_repro_store_num */
 #include "viz/figs.h"        /* mp_fig_rows_clip: mean maps */
 #include "viz/plot.h"        /* mp_plot_lines */
 
 /* ================================================================ grid */
+
+#define MP_REPRO_RECENCY_MAX 32 /* configurations (the grid below has 25; _Static_assert there) */
+
+typedef struct MpReproRecencyRun {
+    int ok, skipped, L;
+    int64_t batch;
+    double rp[4], rp_se[4];
+    double *scores; /* (L,10,10) owned: mean pre-softmax scores */
+    double wall_s;
+} MpReproRecencyRun;
+
+typedef struct MpReproRecency {
+    int n;                                    /* configurations run (the grid's size) */
+    MpReproRecencyRun run[MP_REPRO_RECENCY_MAX];
+    const char *fig_paths[8];                 /* report-relative paths of the 7 figures, NULL when not drawn */
+    double wall_s;
+} MpReproRecency;
+
+static void recency_release(void *rr);
+
+/* The stage's state (the state block "recency"). */
+static MpReproRecency *recency_state(MpReproCtx *c) {
+    return mp_repro_state(c, "recency", sizeof(MpReproRecency), recency_release);
+}
 
 /* The configurations of the authors' figures; the RP each panel prints is in expect.c under
  * "recency.<name>", with its source. */
@@ -64,6 +91,7 @@ static const RrConfig rr_grid[] = {
     {"d16_ln_a0.8_res", 16, 0.8, MP_NORM_LAYERNORM, 1, 4},
 };
 #define RR_N ((int)(sizeof rr_grid / sizeof rr_grid[0]))
+_Static_assert(sizeof rr_grid / sizeof rr_grid[0] <= MP_REPRO_RECENCY_MAX, "the grid outgrew MpReproRecency.run");
 #define RR_S 10
 
 /* Sequences per configuration, by width: the cost of a sequence grows with d, so B shrinks with
@@ -170,7 +198,7 @@ static int rr_run_one(MpReproRecencyRun *r, const RrConfig *g, const MpReproCtx 
 }
 
 static int recency_run(MpReproCtx *cx) {
-    MpReproRecency *rr = cx->rec;
+    MpReproRecency *rr = recency_state(cx);
     const char *out = cx->out;
     const int quick = cx->cfg->quick;
     const double batch_scale = cx->cfg->batch_flag ? (double)cx->cfg->batch_flag / 100000.0 : 0.0;
@@ -223,6 +251,8 @@ static const RrFigure rr_figs[] = {
      {2, 6, 10, 14, 0, 4, 8, 12}},
 };
 #define RR_NFIGS ((int)(sizeof rr_figs / sizeof rr_figs[0]))
+_Static_assert(sizeof rr_figs / sizeof rr_figs[0] <= sizeof((MpReproRecency *)0)->fig_paths / sizeof(const char *),
+               "the figures outgrew MpReproRecency.fig_paths");
 
 static int rr_figure_lines(const RrFigure *f, const MpReproRecency *rr, const char *path, MpErr *e) {
     static const double colours[8][3] = {{0.89, 0.10, 0.11}, {0.22, 0.49, 0.72}, {0.30, 0.69, 0.29}, {0.60, 0.31, 0.64},
@@ -275,15 +305,16 @@ static int rr_figures(MpReproRecency *rr, const char *out) {
  * run may see no recent triple at all, and its sample standard error is then 0: ours is taken
  * at least as large as the binomial one of B·C(S,3) triples at the authors' rate. */
 static void rr_verdicts(MpReport *rp, const MpReproRecency *rr) {
-    const double sig = mp_repro_expect_v("recency.sigmas", 0), digit = mp_repro_expect_tol("recency.sigmas");
-    const double authors_b = mp_repro_expect_v("recency.authors_batch", 0);
+    const double sig = mp_repro_expect_v(MP_REPRO_EXPECT_RECENCY_SIGMAS, 0), digit = mp_repro_expect_tol(MP_REPRO_EXPECT_RECENCY_SIGMAS);
+    const double authors_b = mp_repro_expect_v(MP_REPRO_EXPECT_RECENCY_AUTHORS_BATCH, 0);
     for (int k = 0; k < rr->n && k < RR_N; k++) {
         const MpReproRecencyRun *r = &rr->run[k];
         const RrConfig *g = &rr_grid[k];
         if (!r->ok) continue;
         char key[64];
         snprintf(key, sizeof key, "recency.%s", g->name);
-        const MpReproExpect *want = mp_repro_expect(key);
+        const MpReproExpect *want = mp_repro_expect_named(key); /* (recency_check: there) */
+        MP_ASSERT(want);
         char what[160], label[96], exp_s[96] = "", got_s[192] = "", note[256] = "";
         rr_label(label, sizeof label, g);
         snprintf(what, sizeof what, "Later version: RP layers 1–%d, %s", r->L, label);
@@ -318,7 +349,7 @@ static void rr_verdicts(MpReport *rp, const MpReproRecency *rr) {
 /* The verdict rows, then the figures (the mean-map ones with the interactive viewer of their runs). */
 static int recency_report(MpReproCtx *cx, MpReport *rp, MpErr *e) {
     (void)e; /* drawn with the runs (rr_figures) */
-    const MpReproRecency *rr = cx->rec;
+    const MpReproRecency *rr = recency_state(cx);
     rr_verdicts(rp, rr);
     for (int f = 0; f < RR_NFIGS; f++) {
         if (!rr->fig_paths[f]) continue;
@@ -333,10 +364,30 @@ static int recency_report(MpReproCtx *cx, MpReport *rp, MpErr *e) {
     return MP_OK;
 }
 
-const MpReproStage mp_repro_stage_recency = {
-    "recency", "meta.json stage_settings: version, B, S, d, layers, alpha, norm, residual, seed", recency_run, recency_report};
+/* When the tables are registered: every configuration of the grid has the authors' values. */
+static int recency_check(MpErr *e) {
+    for (int k = 0; k < RR_N; k++) {
+        char key[64];
+        snprintf(key, sizeof key, "recency.%s", rr_grid[k].name);
+        const MpReproExpect *want = mp_repro_expect_named(key);
+        if (!want) return mp_err_set(e, "configuration %s: no expected value \"%s\" in expect.c", rr_grid[k].name, key);
+        if (want->n < rr_grid[k].layers)
+            return mp_err_set(e, "configuration %s: \"%s\" has %d values for %d layers", rr_grid[k].name, key, want->n,
+                              rr_grid[k].layers);
+    }
+    return MP_OK;
+}
 
-void mp_repro_recency_free(MpReproRecency *rr) {
+const MpReproStage mp_repro_stage_recency = {
+    .name = "recency",
+    .key = "meta.json stage_settings: version, B, S, d, layers, alpha, norm, residual, seed",
+    .run = recency_run,
+    .report = recency_report,
+    .check = recency_check, /* (its runs are its own, not the context's: no .runs) */
+};
+
+static void recency_release(void *state) {
+    MpReproRecency *rr = state;
     for (int k = 0; k < MP_REPRO_RECENCY_MAX; k++) free(rr->run[k].scores);
     memset(rr, 0, sizeof *rr);
 }

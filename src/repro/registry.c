@@ -1,13 +1,18 @@
-/* registry.c — the stage table of `reproduce` and the run that walks it: the stages, then the
- * figures of the figure tables (with their verdict rows), then each stage's own report part,
- * the per-run statistics and report.md + report.html. See repro.h and stage.h.
+/* registry.c — the top of `reproduce`: the stage table and the figure tables in report order,
+ * their registration check, and the run that walks them: the stages, then the figures of the
+ * figure tables (with their verdict rows), then each stage's own report part, the per-run
+ * statistics and report.md + report.html. See repro.h; stage.h says what an entry holds.
+ * Nothing of src/repro includes this file's header (repro.h); it includes the units below it:
+ * the context (ctx.h), the tables' types (stage.h), the simulation table (sims.h), the expected
+ * values (expect.h).
  *
  * ================================================================ layout
- *   the table       the stages in report order
- *   the context     named runs, failures
+ *   the tables      the stages and the figure tables in report order
+ *   registration    the names that join the tables, checked before any stage runs
  *   figures         drawing an MpReproFigure and adding it with its viewer and verdict rows
  *   the report      header, statistics table, footer, writers
  *   the run         mp_repro_run
+ * Tested by: tests/test_reproduce_store.c (the check, with bad tables), tests/test_reproduce.c.
  */
 #include "repro/repro.h"
 
@@ -18,23 +23,27 @@
 
 #include "core/json.h"     /* MP_VERSION */
 #include "core/util.h"     /* mp_path_join, mp_time_now, mp_calloc_or_die */
-#include "repro/recency.h" /* MpReproRecency, MpReproLength */
-#include "repro/stage.h"   /* MpReproCtx, MpReproStage, MpReproFigure */
-#include "repro/stories.h" /* MpReproStories */
+#include "repro/ctx.h"     /* MpReproCtx, mp_repro_ctx_init, mp_repro_fail */
+#include "repro/expect.h"  /* mp_repro_expect_check: the table of expected values */
+#include "repro/sims.h"    /* mp_repro_sims_entry: the runs of the simulation table */
+#include "repro/stage.h"   /* MpReproStage, MpReproFigure, MpReproTables */
 #include "viz/figs.h"      /* mp_fig_rows, mp_fig_rows_clip */
 #include "viz/plot.h"      /* mp_plot_release */
 #include "viz/report.h"    /* MpReport */
 
-/* ================================================================ the table */
+/* ================================================================ the tables */
 
 static const MpReproStage *const stages[] = {
     &mp_repro_stage_fig1, &mp_repro_stage_fig2,    &mp_repro_stage_fig2ln, &mp_repro_stage_fig3,   &mp_repro_stage_fig4,
     &mp_repro_stage_fig5, &mp_repro_stage_recency, &mp_repro_stage_length, &mp_repro_stage_stories,
 };
 #define N_STAGES ((int)(sizeof stages / sizeof stages[0]))
+_Static_assert(sizeof stages / sizeof stages[0] <= 31, "MpReproConfig.stages has a bit per stage");
 
 /* The figure tables, in report order. */
 static const MpReproFigure *const fig_tables[] = {mp_repro_figs_paper, mp_repro_figs_models};
+
+static const MpReproTables builtin = {stages, N_STAGES, fig_tables, (int)(sizeof fig_tables / sizeof fig_tables[0])};
 
 const char *mp_repro_stage_name(int k) { return k >= 0 && k < N_STAGES ? stages[k]->name : NULL; }
 
@@ -44,43 +53,86 @@ int mp_repro_stage_find(const char *name) {
     return -1;
 }
 
-static int stage_on(const MpReproCtx *c, const char *name) {
-    const int k = mp_repro_stage_find(name);
+/* Index of the stage named name in t (-1: none). */
+static int tables_stage(const MpReproTables *t, const char *name) {
+    for (int k = 0; k < t->nstages; k++)
+        if (!strcmp(t->stages[k]->name, name)) return k;
+    return -1;
+}
+
+static int stage_on(const MpReproTables *t, const MpReproCtx *c, const char *name) {
+    const int k = tables_stage(t, name);
     return k >= 0 && (c->cfg->stages >> k & 1u);
 }
 
-/* ================================================================ the context */
+/* ================================================================ registration */
 
-int mp_repro_fail(MpReproCtx *c, const char *what) {
-    size_t n = strlen(c->failed_names);
-    snprintf(c->failed_names + n, sizeof c->failed_names - n, "%s%s", n ? ", " : "", what);
-    return 1;
+/* Whether stage s adds (or draws) the run of folder dir: its own list, or its entries of the
+ * simulation table. */
+static int stage_declares(const MpReproStage *s, const char *dir) {
+    for (int k = 0; s->runs && s->runs[k]; k++)
+        if (!strcmp(s->runs[k], dir)) return 1;
+    const char *stage, *name;
+    const size_t n = strlen(s->name);
+    for (int k = 0; mp_repro_sims_entry(k, &stage, &name); k++)
+        if (!strcmp(stage, s->name) && !strncmp(dir, s->name, n) && dir[n] == '/' && !strcmp(dir + n + 1, name)) return 1;
+    return 0;
 }
 
-MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label) {
-    MP_ASSERT(c->nruns < MP_REPRO_MAX_RUNS);
-    MpReproMaps *m = mp_calloc_or_die(1, sizeof *m, "reproduce run");
-    snprintf(m->dir, sizeof m->dir, "%s", dir);
-    snprintf(m->label, sizeof m->label, "%s", label ? label : "");
-    c->runs[c->nruns++] = m;
-    return m;
+static int tables_declare(const MpReproTables *t, const char *dir) {
+    for (int k = 0; k < t->nstages; k++)
+        if (stage_declares(t->stages[k], dir)) return 1;
+    return 0;
 }
 
-const MpReproMaps *mp_repro_maps(const MpReproCtx *c, const char *dir) {
-    for (int k = c->nruns - 1; k >= 0; k--)
-        if (!strcmp(c->runs[k]->dir, dir)) return c->runs[k]->ok ? c->runs[k] : NULL;
-    return NULL;
+/* The stage table: names given, unique, each with a run function. */
+static int check_stages(const MpReproTables *t, MpErr *e) {
+    if (t->nstages < 1 || t->nstages > 31) return mp_err_set(e, "the stage table has %d stages (1..31)", t->nstages);
+    for (int k = 0; k < t->nstages; k++) {
+        const MpReproStage *s = t->stages[k];
+        if (!s->name || !s->name[0] || !s->run) return mp_err_set(e, "stage %d of the stage table has no name or no run function", k + 1);
+        if (tables_stage(t, s->name) != k) return mp_err_set(e, "stage \"%s\" is in the stage table twice", s->name);
+        if (s->check && s->check(e) != MP_OK) return mp_err_prefix(e, "stage %s", s->name);
+    }
+    return MP_OK;
 }
 
-void mp_repro_maps_free(MpReproMaps *m) {
-    free(m->scores);
-    free(m->se);
-    free(m->diagnorm);
-    memset(m, 0, sizeof *m);
+/* One figure: its stage is a stage of t, its file is not another figure's, it has panels or is
+ * drawn otherwise, and every panel's run is one a stage declares. */
+static int check_figure(const MpReproTables *t, const MpReproFigure *f, MpErr *e) {
+    if (!f->stage || tables_stage(t, f->stage) < 0)
+        return mp_err_set(e, "figure %s: stage \"%s\" is not in the stage table", f->file, f->stage ? f->stage : "(none)");
+    for (int u = 0; u < t->nfigs; u++)
+        for (const MpReproFigure *g = t->figs[u]; g->file; g++)
+            if (g != f && !strcmp(g->file, f->file)) return mp_err_set(e, "figure %s: two figures write that file", f->file);
+    if (!f->ready && !f->panels[0].run) return mp_err_set(e, "figure %s: no panels and no ready function", f->file);
+    if (!f->ready && !f->title && !f->title_fn) return mp_err_set(e, "figure %s: no title and no title function", f->file);
+    if (!f->caption && !f->caption_text) return mp_err_set(e, "figure %s: no caption", f->file);
+    for (int p = 0; p < MP_REPRO_FIG_PANELS && f->panels[p].run; p++)
+        if (!tables_declare(t, f->panels[p].run))
+            return mp_err_set(e, "figure %s: panel run \"%s\" is not a run any stage declares (MpReproStage.runs or sims.c)",
+                              f->file, f->panels[p].run);
+    return MP_OK;
 }
 
-double mp_repro_max_abs_res(const MpPosStats *st, int l) {
-    return fabs(st[l].res_min) > fabs(st[l].res_max) ? fabs(st[l].res_min) : fabs(st[l].res_max);
+/* The names that join the tables, before any stage runs. MP_OK, or MP_ERR with one line naming
+ * the stage, figure, run or key. */
+static int tables_check(const MpReproTables *t, MpErr *e) {
+    if (check_stages(t, e) != MP_OK) return MP_ERR;
+    for (int u = 0; u < t->nfigs; u++)
+        for (const MpReproFigure *f = t->figs[u]; f->file; f++)
+            if (check_figure(t, f, e) != MP_OK) return MP_ERR;
+    return mp_repro_expect_check(e);
+}
+
+/* After stage s ran: every run it added to the context (from index first on) is one it declares
+ * (a run the figure check could not see is a programmer error). */
+static void check_added(const MpReproCtx *c, const MpReproStage *s, int first) {
+    for (int k = first; k < c->nruns; k++)
+        if (!stage_declares(s, c->runs[k]->dir)) {
+            fprintf(stderr, "maskpos reproduce: stage %s added run \"%s\" that it does not declare\n", s->name, c->runs[k]->dir);
+            MP_ASSERT(!"a stage's runs list is missing a run it adds");
+        }
 }
 
 /* ================================================================ figures */
@@ -105,9 +157,9 @@ static int fig_panels(const MpReproCtx *c, const MpReproFigure *f, const char *p
 
 /* Figure f: drawn (or found), added to the report with a viewer of its runs, and its verdict
  * rows. MP_ERR when drawing failed. */
-static int fig_add(const MpReproCtx *c, const MpReproFigure *f, MpReport *rp, MpErr *e) {
+static int fig_add(const MpReproTables *t, const MpReproCtx *c, const MpReproFigure *f, MpReport *rp, MpErr *e) {
     if (f->verdict) f->verdict(c, rp); /* rows whether or not the figure can be drawn */
-    if (!stage_on(c, f->stage)) return MP_OK;
+    if (!stage_on(t, c, f->stage)) return MP_OK;
     char path[4096], caption[512];
     if (mp_path_join(path, sizeof path, c->out, f->file, e)) return MP_ERR;
     int shown;
@@ -131,34 +183,34 @@ static int fig_add(const MpReproCtx *c, const MpReproFigure *f, MpReport *rp, Mp
 /* ================================================================ the report */
 
 /* Whether a stage with simulations at the base settings (B, S, d, layers) is asked for. */
-static int sims_on(const MpReproCtx *c) {
+static int sims_on(const MpReproTables *t, const MpReproCtx *c) {
     static const char *const with_sims[] = {"fig2", "fig2ln", "fig3", "fig4", "recency"};
     for (size_t k = 0; k < sizeof with_sims / sizeof with_sims[0]; k++)
-        if (stage_on(c, with_sims[k])) return 1;
+        if (stage_on(t, c, with_sims[k])) return 1;
     return 0;
 }
 
 /* "fig5 (stories260K.gguf over 1000 x 1024 tokens of corpus.txt)": the stages asked for, when
  * not all of them; "" for a whole run. */
-static void stages_text(char *buf, size_t cap, const MpReproCtx *c) {
-    const uint32_t all = (1u << N_STAGES) - 1;
+static void stages_text(char *buf, size_t cap, const MpReproTables *t, const MpReproCtx *c) {
+    const uint32_t all = (1u << t->nstages) - 1;
     buf[0] = '\0';
     if ((c->cfg->stages & all) == all) return;
     size_t n = 0;
-    for (int k = 0; k < N_STAGES && n < cap; k++)
+    for (int k = 0; k < t->nstages && n < cap; k++)
         if (c->cfg->stages >> k & 1u) {
-            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "stages: ", stages[k]->name);
-            if (n < cap && !strcmp(stages[k]->name, "fig5") && c->cfg->model)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s", n ? ", " : "stages: ", t->stages[k]->name);
+            if (n < cap && !strcmp(t->stages[k]->name, "fig5") && c->cfg->model)
                 n += (size_t)snprintf(buf + n, cap - n, " (your model %s over %s)", c->user_name, c->cfg->data);
         }
 }
 
-static void report_head(MpReport *rp, const MpReproCtx *c, double t0) {
+static void report_head(MpReport *rp, const MpReproTables *t, const MpReproCtx *c, double t0) {
     const MpReproConfig *cfg = c->cfg;
     char st[512];
-    stages_text(st, sizeof st, c);
+    stages_text(st, sizeof st, t, c);
     snprintf(rp->title, sizeof rp->title, "maskpos reproduce — Kim et al. 2025, Behind RoPE");
-    if (sims_on(c) || !st[0]) /* a whole run's header is the same as before */
+    if (sims_on(t, c) || !st[0]) /* a whole run's header is the same as before */
         snprintf(rp->intro, sizeof rp->intro,
                  "maskpos %s; B = %lld sequences per simulation, S = %d, d = %d, %d layers, seed %llu; wall time %.1f s.%s%s",
                  MP_VERSION, (long long)cfg->base.batch, cfg->base.seq, cfg->base.dim, cfg->base.layers,
@@ -197,9 +249,9 @@ static int report_stats(MpReport *rp, const MpReproCtx *c, MpErr *e) {
     return MP_OK;
 }
 
-static void report_footer(MpReport *rp, const MpReproCtx *c) {
+static void report_footer(MpReport *rp, const MpReproTables *t, const MpReproCtx *c) {
     rp->footer[0] = '\0';
-    if (stage_on(c, "fig3") || (stage_on(c, "fig5") && !c->cfg->model)) /* the embedded models ran */
+    if (stage_on(t, c, "fig3") || (stage_on(t, c, "fig5") && !c->cfg->model)) /* the embedded models ran */
         snprintf(rp->footer, sizeof rp->footer,
              "Model stages: the embedded models (models/none, models/rope: 4-layer byte-level decoders trained by maskpos on "
              "the King James Bible, models/kjv.txt) probed over %lld windows of %d bytes (the paper's 1000 × 1024 tokens "
@@ -219,12 +271,12 @@ static void report_footer(MpReport *rp, const MpReproCtx *c) {
 }
 
 /* Figures, rows, statistics and both files. */
-static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e) {
+static int report_write(const MpReproTables *t, MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e) {
     MpReport *rp = mp_calloc_or_die(1, sizeof *rp, "report");
-    report_head(rp, c, t0);
-    for (size_t t = 0; t < sizeof fig_tables / sizeof fig_tables[0]; t++)
-        for (const MpReproFigure *f = fig_tables[t]; f->file; f++)
-            if (fig_add(c, f, rp, e) != MP_OK) {
+    report_head(rp, t, c, t0);
+    for (int u = 0; u < t->nfigs; u++)
+        for (const MpReproFigure *f = t->figs[u]; f->file; f++)
+            if (fig_add(t, c, f, rp, e) != MP_OK) {
                 fprintf(stderr, "maskpos reproduce: error: figures: %s\n", e->msg);
                 c->failed += mp_repro_fail(c, "figures");
             }
@@ -232,14 +284,16 @@ static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e)
         fprintf(stderr, "maskpos reproduce: error: statistics: %s\n", e->msg);
         c->failed += mp_repro_fail(c, "statistics");
     }
-    for (int k = 0; k < N_STAGES; k++)
-        if (stages[k]->report && (c->cfg->stages >> k & 1u) && stages[k]->report(c, rp, e) != MP_OK) {
-            fprintf(stderr, "maskpos reproduce: error: %s figure: %s\n", stages[k]->name, e->msg);
+    for (int k = 0; k < t->nstages; k++) {
+        const MpReproStage *s = t->stages[k];
+        if (s->report && (c->cfg->stages >> k & 1u) && s->report(c, rp, e) != MP_OK) {
+            fprintf(stderr, "maskpos reproduce: error: %s figure: %s\n", s->name, e->msg);
             char nm[64];
-            snprintf(nm, sizeof nm, "%s/figure", stages[k]->name);
+            snprintf(nm, sizeof nm, "%s/figure", s->name);
             c->failed += mp_repro_fail(c, nm);
         }
-    report_footer(rp, c);
+    }
+    report_footer(rp, t, c);
     char path[4096], hpath[4096];
     int rc = MP_ERR;
     if (mp_path_join(path, sizeof path, c->out, "report.md", e) == MP_OK &&
@@ -255,60 +309,48 @@ static int report_write(MpReproCtx *c, MpReproSummary *sum, double t0, MpErr *e)
 
 /* ================================================================ the run */
 
-static void ctx_free(MpReproCtx *c) {
-    for (int k = 0; k < c->nruns; k++) {
-        mp_repro_maps_free(c->runs[k]);
-        free(c->runs[k]);
-    }
-    mp_repro_gram_free(&c->gram);
-    if (c->rec) mp_repro_recency_free(c->rec);
-    if (c->stories) mp_repro_stories_free(c->stories);
-    free(c->rec);
-    free(c->len);
-    free(c->stories);
-    if (c->have_th) mp_theory_free(&c->th);
-    memset(c, 0, sizeof *c);
+/* The stages asked for, in table order, each checked for the runs it added; MP_OK, or MP_ERR
+ * when the progress callback stopped the run. */
+static int stages_run(const MpReproTables *t, MpReproCtx *c) {
+    const MpReproConfig *cfg = c->cfg;
+    int total = 0, done = 0;
+    for (int k = 0; k < t->nstages; k++) total += cfg->stages >> k & 1u;
+    if (cfg->progress && cfg->progress(cfg->progress_ctx, 0, total)) return MP_ERR;
+    for (int k = 0; k < t->nstages && !mp_write_no_space(); k++) /* (a full disk: one error, then stop) */
+        if (cfg->stages >> k & 1u) {
+            const int first = c->nruns;
+            c->failed += t->stages[k]->run(c);
+            check_added(c, t->stages[k], first);
+            if (cfg->progress && cfg->progress(cfg->progress_ctx, ++done, total)) return MP_ERR;
+        }
+    return MP_OK;
 }
 
-int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e) {
+int mp_repro_run_tables(MpReproSummary *sum, const MpReproConfig *cfg, const MpReproTables *t, MpErr *e) {
     memset(sum, 0, sizeof *sum);
+    if (tables_check(t, e) != MP_OK) return mp_err_prefix(e, "the tables of reproduce"); /* before any stage runs */
     MpReproCtx c;
-    memset(&c, 0, sizeof c);
-    c.cfg = cfg;
-    c.out = cfg->out;
-    c.rec = mp_calloc_or_die(1, sizeof *c.rec, "recency");
-    c.len = mp_calloc_or_die(1, sizeof *c.len, "length");
-    c.stories = mp_calloc_or_die(1, sizeof *c.stories, "stories");
-    c.n_embedded = cfg->model_n ? cfg->model_n : cfg->quick ? 400 : 8000; /* 8000 x 128 = the paper's 1000 x 1024 tokens */
-    if (cfg->model) {
-        const char *slash = strrchr(cfg->model, '/');
-        c.user_name = slash && slash[1] ? slash + 1 : cfg->model;
-    }
+    mp_repro_ctx_init(&c, cfg);
     const double t0 = mp_time_now();
-    if (sims_on(&c))
+    if (sims_on(t, &c))
         printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)cfg->base.batch, cfg->base.seq,
                cfg->base.dim, cfg->base.layers, (unsigned long long)cfg->base.seed, cfg->out);
     else {
         char st[512];
-        stages_text(st, sizeof st, &c);
+        stages_text(st, sizeof st, t, &c);
         printf("maskpos reproduce: %s; seed=%llu -> %s/\n", st[0] ? st : "every stage", (unsigned long long)cfg->base.seed,
                cfg->out);
     }
-    int total = 0, done = 0, stopped = 0;
-    for (int k = 0; k < N_STAGES; k++) total += cfg->stages >> k & 1u;
-    stopped = cfg->progress && cfg->progress(cfg->progress_ctx, 0, total);
-    for (int k = 0; k < N_STAGES && !stopped && !mp_write_no_space(); k++) /* (a full disk: one error, then stop) */
-        if (cfg->stages >> k & 1u) {
-            c.failed += stages[k]->run(&c);
-            stopped = cfg->progress && cfg->progress(cfg->progress_ctx, ++done, total);
-        }
+    const int stopped = stages_run(t, &c) != MP_OK;
     sum->no_space = mp_write_no_space(); /* no report then: its writes would fail too, each with a line */
-    int rc = sum->no_space ? MP_OK : report_write(&c, sum, t0, e);
+    int rc = sum->no_space ? MP_OK : report_write(t, &c, sum, t0, e);
     if (rc == MP_OK && stopped) rc = mp_err_set(e, "%s", MP_JOB_STOPPED_MSG);
     sum->failed = c.failed;
     snprintf(sum->failed_names, sizeof sum->failed_names, "%s", c.failed_names);
     sum->wall_s = mp_time_now() - t0;
-    ctx_free(&c);
+    mp_repro_ctx_free(&c);
     mp_plot_release();
     return rc;
 }
+
+int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e) { return mp_repro_run_tables(sum, cfg, &builtin, e); }

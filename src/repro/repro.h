@@ -15,43 +15,8 @@
 #ifndef MP_REPRO_H
 #define MP_REPRO_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 #include "core/err.h"      /* MpErr */
-#include "core/progress.h" /* MpProgressFn, MP_JOB_STOPPED_MSG */
-#include "sim/simulate.h" /* MpSimConfig */
-
-/* What only the command line can do: under mpirun, hand a job's settings to the other ranks,
- * which run it beside this process (docs/mpi.md). job "probe": settings [len bytes] are
- * "name=value" strings, each NUL-terminated (mp_probe_opts_write, job/probe_opts.h). NULL in one
- * process. */
-typedef struct MpReproHost {
-    void (*share)(const char *job, const char *settings, size_t len);
-} MpReproHost;
-
-typedef struct MpReproConfig {
-    const char *out;        /* output folder (claimed by the caller) */
-    int quick, force;
-    MpSimConfig base;       /* batch, seed, threads, progress of the simulations */
-    int64_t batch_flag;     /* --batch as given (0: none): also scales the recency grid */
-    const char *models;     /* the embedded models folder, or NULL when none was found */
-    const char *model, *data; /* --model, --data (NULL: none) */
-    int64_t model_n;        /* --n (0: the stage's default) */
-    int model_seq, pack;    /* --seq (0: 1024 or the model's context), --pack */
-    const char *compute;    /* "f32" or "bf16" for every probe */
-    int64_t stories_n;      /* --stories-n (0: 1000, quick 32) */
-    const char *stories;    /* the stories260K .gguf, or NULL when none was found */
-    uint32_t stages;        /* bit k: stage k of mp_repro_stage_name */
-    int argc;               /* the command line, for meta.json's provenance */
-    char **argv;
-    MpReproHost host;
-    /* stages done / stages asked for: once before the first, then after each; nonzero stops
-     * before the next stage (the report then holds what ran; mp_repro_run returns MP_ERR with
-     * MP_JOB_STOPPED_MSG). NULL: none. */
-    MpProgressFn progress;
-    void *progress_ctx;
-} MpReproConfig;
+#include "repro/config.h"  /* MpReproConfig, MpReproHost */
 
 typedef struct MpReproSummary {
     int failed;             /* failed runs (0: every stage ran) */
@@ -69,5 +34,11 @@ int mp_repro_stage_find(const char *name);
  * MP_ERR when the report could not be written or the progress callback stopped the run (e says
  * why; the summary is filled). */
 int mp_repro_run(MpReproSummary *sum, const MpReproConfig *cfg, MpErr *e);
+
+/* mp_repro_run over other tables (stage.h; tests register bad ones here): the tables are checked
+ * first, and a name that does not join them (a figure's stage or panel run, an expected-value
+ * key) is MP_ERR with one line naming it, before any stage runs. */
+struct MpReproTables;
+int mp_repro_run_tables(MpReproSummary *sum, const MpReproConfig *cfg, const struct MpReproTables *t, MpErr *e);
 
 #endif

@@ -1,0 +1,96 @@
+/* ctx.c — see ctx.h: the context of the stages, its runs and its state blocks. */
+#include "repro/ctx.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h" /* MP_ASSERT, mp_calloc_or_die, mp_die */
+
+void mp_repro_ctx_init(MpReproCtx *c, const MpReproConfig *cfg) {
+    memset(c, 0, sizeof *c);
+    c->cfg = cfg;
+    c->out = cfg->out;
+    c->n_embedded = cfg->model_n ? cfg->model_n : cfg->quick ? 400 : 8000; /* 8000 x 128 = the paper's 1000 x 1024 tokens */
+    if (cfg->model) {
+        const char *slash = strrchr(cfg->model, '/');
+        c->user_name = slash && slash[1] ? slash + 1 : cfg->model;
+    }
+}
+
+void mp_repro_ctx_free(MpReproCtx *c) {
+    for (int k = 0; k < c->nruns; k++) {
+        mp_repro_maps_free(c->runs[k]);
+        free(c->runs[k]);
+    }
+    free(c->runs);
+    mp_repro_gram_free(&c->gram);
+    for (int k = c->nstates - 1; k >= 0; k--) { /* in reverse order of creation */
+        if (c->states[k].release) c->states[k].release(c->states[k].data);
+        free(c->states[k].data);
+    }
+    free(c->states);
+    if (c->have_th) mp_theory_free(&c->th);
+    memset(c, 0, sizeof *c);
+}
+
+int mp_repro_fail(MpReproCtx *c, const char *what) {
+    size_t n = strlen(c->failed_names);
+    snprintf(c->failed_names + n, sizeof c->failed_names - n, "%s%s", n ? ", " : "", what);
+    return 1;
+}
+
+/* Room for one more element in *arr (*cap of them, n used), doubled when full. */
+static void ctx_grow(void *arr, int *cap, int n, size_t elem) {
+    void **p = arr;
+    if (n < *cap) return;
+    const int c = *cap ? 2 * *cap : 16;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) mp_die("out of memory growing reproduce's context to %d entries", c);
+    *p = q;
+    *cap = c;
+}
+
+MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label) {
+    ctx_grow(&c->runs, &c->cap_runs, c->nruns, sizeof *c->runs);
+    MpReproMaps *m = mp_calloc_or_die(1, sizeof *m, "reproduce run");
+    MP_ASSERT(strlen(dir) < sizeof m->dir && (!label || strlen(label) < sizeof m->label));
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    snprintf(m->label, sizeof m->label, "%s", label ? label : "");
+    c->runs[c->nruns++] = m;
+    return m;
+}
+
+const MpReproMaps *mp_repro_maps(const MpReproCtx *c, const char *dir) {
+    for (int k = c->nruns - 1; k >= 0; k--)
+        if (!strcmp(c->runs[k]->dir, dir)) return c->runs[k]->ok ? c->runs[k] : NULL;
+    return NULL;
+}
+
+void mp_repro_maps_free(MpReproMaps *m) {
+    free(m->scores);
+    free(m->se);
+    free(m->diagnorm);
+    memset(m, 0, sizeof *m);
+}
+
+void mp_repro_gram_free(MpReproGram *g) {
+    free(g->gram);
+    memset(g, 0, sizeof *g);
+}
+
+void *mp_repro_state(MpReproCtx *c, const char *name, size_t size, void (*release)(void *data)) {
+    for (int k = 0; k < c->nstates; k++)
+        if (!strcmp(c->states[k].name, name)) {
+            MP_ASSERT(c->states[k].size == size && c->states[k].release == release);
+            return c->states[k].data;
+        }
+    ctx_grow(&c->states, &c->cap_states, c->nstates, sizeof *c->states);
+    c->states[c->nstates++] = (MpReproState){name, size, mp_calloc_or_die(1, size, "reproduce stage state"), release};
+    return c->states[c->nstates - 1].data;
+}
+
+double mp_repro_max_abs_res(const MpPosStats *st, int l) {
+    return fabs(st[l].res_min) > fabs(st[l].res_max) ? fabs(st[l].res_min) : fabs(st[l].res_max);
+}

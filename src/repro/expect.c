@@ -98,7 +98,9 @@ const MpReproExpect *mp_repro_expect_named(const char *key) {
 
 int mp_repro_expect_check(MpErr *e) {
     for (int k = 0; k < MP_REPRO_EXPECT_COUNT; k++) {
-        if (!table[k].key) return mp_err_set(e, "expected value %d of the enum has no entry in expect.c's table", k);
+        if (!table[k].key)
+            return mp_err_set(e, "expected value %d of the enum (after \"%s\") has no row in expect.c's table", k,
+                              k > 0 && table[k - 1].key ? table[k - 1].key : "(none)");
         if (table[k].n < 1 || table[k].n > MP_REPRO_EXPECT_MAX)
             return mp_err_set(e, "expected value %s: %d values (1..%d)", table[k].key, table[k].n, MP_REPRO_EXPECT_MAX);
         if (mp_repro_expect_named(table[k].key) != &table[k])

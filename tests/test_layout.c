@@ -38,23 +38,6 @@ typedef struct Units {
     unsigned char *dep;          /* [n, n]: dep[a*MAX_UNITS + b] = 1 when a includes a header of b */
 } Units;
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    if (len) *len = (size_t)n;
-    return s;
-}
-
 /* Every .c and .h under root/rel (rel "" at the top), as paths relative to root, into list. */
 static void walk(const char *root, const char *rel, char (*list)[512], int *n, int cap) {
     char dir[1024];
@@ -110,7 +93,7 @@ static void units_read(Units *u, const char *root) {
         snprintf(stem, sizeof stem, "%.*s", (int)strlen(files[i]) - 2, files[i]);
         snprintf(full, sizeof full, "%s/%s", root, files[i]);
         const int a = unit_index(u, stem, 0);
-        char *s = slurp(full, NULL);
+        char *s = mp_test_read_text(full);
         if (!s) fail_msg("cannot read %s", full);
         for (char *line = s; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
             char inc[512];
@@ -207,7 +190,7 @@ static void blank_noise(char *s) {
 /* Appends "path:line (n lines)" to msg for every function of the file over max lines; returns
  * how many. */
 static int long_functions(const char *path, const char *shown, int max, char *msg, size_t cap) {
-    char *s = slurp(path, NULL);
+    char *s = mp_test_read_text(path);
     if (!s) fail_msg("cannot read %s", path);
     blank_noise(s);
     int depth = 0, line = 1, start = -1, found = 0;
@@ -261,7 +244,7 @@ typedef struct Funcs {
  * parameter list, then ';') into decl, definitions (then '{') into def; either may be NULL. Only
  * names with our prefix mp_ count as declarations. */
 static void funcs_read(Funcs *decl, Funcs *def, const char *path, const char *rel) {
-    char *s = slurp(path, NULL);
+    char *s = mp_test_read_text(path);
     if (!s) fail_msg("cannot read %s", path);
     blank_noise(s);
     int depth = 0;
@@ -364,7 +347,7 @@ static int repro_layers(const char *root, const char *sub, char *msg, size_t cap
         if (in_sub && files[i][l - 1] == 'c') {
             char full[1536];
             snprintf(full, sizeof full, "%s/%s", root, files[i]);
-            char *s = slurp(full, NULL);
+            char *s = mp_test_read_text(full);
             stage_file[i] = s && strstr(s, "const MpReproStage mp_repro_stage_") != NULL;
             free(s);
         }
@@ -378,7 +361,7 @@ static int repro_layers(const char *root, const char *sub, char *msg, size_t cap
         if (strncmp(files[i], sub, ls) || files[i][ls] != '/') continue;
         char full[1536];
         snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
-        char *s = slurp(full, NULL);
+        char *s = mp_test_read_text(full);
         const int a = unit_index(&u, impl[i], 1);
         for (char *line = s; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
             char inc[512];
@@ -415,7 +398,7 @@ static int repro_layers(const char *root, const char *sub, char *msg, size_t cap
     for (int i = 0; i < nf && t < nf; i++) {
         char full[1536];
         snprintf(full, sizeof full, "%s/%s", root, files[i]);
-        char *s = slurp(full, NULL), pat[700];
+        char *s = mp_test_read_text(full), pat[700];
         snprintf(pat, sizeof pat, "\"%s\"", top);
         if (s && strstr(s, pat) && strcmp(files[i], impl[t]) && strcmp(files[i], top) && strncmp(files[i], "cli/", 4)) {
             const size_t o = strlen(msg);

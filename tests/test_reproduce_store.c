@@ -134,18 +134,23 @@ static int record(void *ctx, int64_t done, int64_t total) {
     return done == c->stop_at;
 }
 
+/* A small run into out (B = 200, one thread), no stage asked for yet. */
+static void small_config(MpReproConfig *cfg, const char *out) {
+    memset(cfg, 0, sizeof *cfg);
+    mp_sim_config_default(&cfg->base);
+    cfg->base.batch = 200;
+    cfg->base.threads = 1;
+    cfg->out = out;
+    cfg->compute = "f32";
+}
+
 static void test_run_progress(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
     char out[600], path[700];
     snprintf(out, sizeof out, "%s/r", d);
     MpReproConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    mp_sim_config_default(&cfg.base);
-    cfg.base.batch = 200;
-    cfg.base.threads = 1;
-    cfg.out = out;
-    cfg.compute = "f32";
+    small_config(&cfg, out);
     cfg.stages = 1u << mp_repro_stage_find("fig1") | 1u << mp_repro_stage_find("fig2ln");
     Calls calls = {.stop_at = -1};
     cfg.progress = record;
@@ -234,12 +239,7 @@ static void test_tables_checked_first(void **state) {
     const char *d = mp_test_tmpdir();
     char out[600], path[700];
     MpReproConfig cfg;
-    memset(&cfg, 0, sizeof cfg);
-    mp_sim_config_default(&cfg.base);
-    cfg.base.batch = 200;
-    cfg.base.threads = 1;
-    cfg.out = out;
-    cfg.compute = "f32";
+    small_config(&cfg, out);
     cfg.stages = 3u; /* both stages of the tables below */
     MpReproSummary sum;
     MpErr e;

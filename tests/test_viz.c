@@ -924,23 +924,6 @@ static void test_report_figure_layout(void **state) {
     assert_true(lim[0][0] == 0 && lim[0][1] == 2);
 }
 
-/* The whole file as a string (NULL when unreadable). */
-static char *text_read(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
-}
-
 /* The report has no count limits (issue 27 item 4): 40 figures, 200 verdict rows and 300
  * statistics rows all reach report.md and report.html (the old fixed arrays kept 32, 128 and 256
  * and dropped the rest without a word), a figure keeps 9 viewer folders (8 before), and a
@@ -993,7 +976,7 @@ static void test_report_grows(void **state) {
     assert_int_equal(r->figs[39].nviews, 9);
     snprintf(path, sizeof path, "%s/report.md", d);
     assert_int_equal(mp_report_write_md(r, path, &e), MP_OK);
-    char *md = text_read(path);
+    char *md = mp_test_read_text(path);
     assert_non_null(md);
     assert_non_null(strstr(md, "| quantity 200 |"));
     assert_non_null(strstr(md, "100 of 200 rows agree."));
@@ -1005,7 +988,7 @@ static void test_report_grows(void **state) {
     free(md);
     snprintf(path, sizeof path, "%s/report.html", d);
     assert_int_equal(mp_report_write_html(r, d, path, &e), MP_OK);
-    char *html = text_read(path);
+    char *html = mp_test_read_text(path);
     assert_non_null(html);
     assert_non_null(strstr(html, "<tr id=\"row-200\""));
     assert_non_null(strstr(html, "<figure id=\"fig-40\">"));

@@ -95,6 +95,24 @@ static const char *mp_test_tmpdir(void) {
     return d;
 }
 
+/* The whole file as a NUL-terminated string (NULL when unreadable); the caller frees it. */
+static char *mp_test_read_text(const char *path) __attribute__((unused));
+static char *mp_test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    return s;
+}
+
 static void mp_test_write_file(const char *path, const void *buf, size_t n) __attribute__((unused));
 static void mp_test_write_file(const char *path, const void *buf, size_t n) {
     FILE *f = fopen(path, "wb");

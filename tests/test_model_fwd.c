@@ -21,7 +21,8 @@
  *     7L times, softmax NH·L·T times, the embedding and the output head once each (counted by
  *     hand for Llama), the MoE routing once per layer and the experts' SwiGLU once per routed row
  *     (mixtral, qwen2moe with its shared expert), the RoPE table twice for gemma3 (its local
- *     layers' table through the instance too), the residual adds (2L), the value copies (L·T·NKV)
+ *     layers' table through the instance too), the residual adds (2L), the value copies (L·T·NKV), the experts' gathers (E per layer),
+ *     qwen2moe's shared-expert mix (once per layer)
  *     and the sliding window's row masks (gemma3: every row of its local layers); a backend whose storage
  *     fails stops init with one line; devices not built or unknown are refused with one line; the
  *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
@@ -308,7 +309,7 @@ static void test_fwd_overflow_named(void **state) {
 /* ---------------------------------------------------------------- the backend interface */
 
 static long bk_matmuls, bk_softmax_rows, bk_embeds, bk_routes, bk_headsums, bk_heads, bk_swiglus, bk_ropetabs;
-static long bk_adds, bk_copies, bk_masks;
+static long bk_adds, bk_copies, bk_masks, bk_gathers, bk_shared;
 static MpFwdOps bk_counted;
 
 static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
@@ -355,6 +356,14 @@ static void bk_mask_window(float *row, int i, int T, int W, int causal) {
     __atomic_fetch_add(&bk_masks, 1, __ATOMIC_RELAXED);
     mp_fwd_ops_cpu_plain.mask_window(row, i, T, W, causal);
 }
+static int bk_moe_gather(float *xg, int32_t *rows, const float *x, const int32_t *sel, int j, int t0, int T, int K, int C) {
+    bk_gathers++;
+    return mp_fwd_ops_cpu_plain.moe_gather(xg, rows, x, sel, j, t0, T, K, C);
+}
+static void bk_moe_shared_mix(float *y, float *sl, const float *o, const float *x, const float *gate, int n, int C) {
+    bk_shared++;
+    mp_fwd_ops_cpu_plain.moe_shared_mix(y, sl, o, x, gate, n, C);
+}
 /* The counted instance: cpu-plain's ops, the calls of each counted. */
 static void bk_counted_make(void) {
     bk_counted = mp_fwd_ops_cpu_plain;
@@ -370,8 +379,10 @@ static void bk_counted_make(void) {
     bk_counted.add = bk_add;
     bk_counted.copy = bk_copy;
     bk_counted.mask_window = bk_mask_window;
+    bk_counted.moe_gather = bk_moe_gather;
+    bk_counted.moe_shared_mix = bk_moe_shared_mix;
     bk_matmuls = bk_softmax_rows = bk_embeds = bk_routes = bk_headsums = bk_heads = bk_swiglus = bk_ropetabs = 0;
-    bk_adds = bk_copies = bk_masks = 0;
+    bk_adds = bk_copies = bk_masks = bk_gathers = bk_shared = 0;
 }
 static void *bk_no_alloc(size_t bytes) {
     (void)bytes;
@@ -430,7 +441,9 @@ static void test_backend_counted_instance(void **state) {
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
         assert_memory_equal(a, b, sizeof(float) * T * 300);
-        assert_int_equal(bk_routes, 3); /* once per layer, every row */
+        assert_int_equal(bk_routes, 3);      /* once per layer, every row */
+        assert_int_equal(bk_gathers, 3 * 4); /* each expert's rows, once per layer */
+        assert_int_equal(bk_shared, 3 * k);  /* qwen2moe's shared expert, once per layer */
         /* each row of each chosen expert's rows, a row at a time (and of the shared expert's) */
         assert_int_equal(bk_swiglus, 3L * T * (2 + k));
         assert_int_equal(bk_heads, 1);

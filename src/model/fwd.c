@@ -675,27 +675,18 @@ static void fwd_mlp_gelu(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
 }
 
 /* qwen2moe's shared expert on rows [t0, T) of f->xn: its SwiGLU times sigmoid(shared_expert_gate . x)
- * (f32), added to the routed sum in f->moe_y (HF: final + sigmoid(gate) * shared). */
+ * (f32), added to the routed sum in f->moe_y (HF: final + sigmoid(gate) * shared; the backend's
+ * moe_shared_mix). */
 static void fwd_moe_shared(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int C = f->C, FS = f->m->ffn_shexp, n = T - t0;
     const float *xn = f->xn + (size_t)t0 * C;
     fwd_matmul(f, f->moe_sg, FS, xn, C, &ly->shexp_gate, n);
     fwd_matmul(f, f->moe_su, FS, xn, C, &ly->shexp_up, n);
-    for (int i = 0; i < n; i++) { /* the gate's one output: a dot product in f32, in order */
-        float a = 0;
-        for (int c = 0; c < C; c++) a += xn[(size_t)i * C + c] * ly->shexp_gate_inp[c];
-        f->moe_sl[i] = a;
-    }
     FWD_PAR_FOR((double)n * FS * 10,
     for (int i = 0; i < n; i++) f->ops->swiglu(f->moe_sg + (size_t)i * FS, f->moe_sg + (size_t)i * FS, f->moe_su + (size_t)i * FS, (size_t)FS););
     fwd_linear_input(f, f->moe_sg, FS, 0, n, FS);
     fwd_matmul(f, f->moe_xg, C, f->moe_sg, FS, &ly->shexp_down, n);
-    for (int i = 0; i < n; i++) {
-        const float g = (float)(1.0 / (1.0 + exp(-(double)f->moe_sl[i])));
-        float *y = f->moe_y + (size_t)(t0 + i) * C;
-        const float *o = f->moe_xg + (size_t)i * C;
-        for (int c = 0; c < C; c++) y[c] += g * o[c];
-    }
+    f->ops->moe_shared_mix(f->moe_y + (size_t)t0 * C, f->moe_sl, f->moe_xg, xn, ly->shexp_gate_inp, n, C);
 }
 
 /* Mixture of experts (mixtral, qwen3moe, qwen2moe) on the normed rows [t0, T) of f->xn (Linear inputs already
@@ -708,14 +699,10 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
     const int E = f->m->n_experts, K = f->m->n_experts_used, C = f->C, FF = f->FF, n = T - t0;
     fwd_matmul(f, f->moe_p + (size_t)t0 * E, E, f->xn + (size_t)t0 * C, C, &ly->router, n);
     f->ops->moe_route(f->moe_p + (size_t)t0 * E, f->moe_w + (size_t)t0 * K, f->moe_sel + (size_t)t0 * K, n, E, K, f->m->moe_norm_topk);
-    memset(f->moe_y + (size_t)t0 * C, 0, sizeof(float) * (size_t)n * (size_t)C);
+    f->ops->zero(f->moe_y + (size_t)t0 * C, (size_t)n * (size_t)C);
     for (int j = 0; j < E; j++) {
-        int cnt = 0;
-        for (int t = t0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (f->moe_sel[(size_t)t * K + k] == j) f->moe_rows[cnt++] = t * K + k; /* (row, rank) */
+        const int cnt = f->ops->moe_gather(f->moe_xg, f->moe_rows, f->xn, f->moe_sel, j, t0, T, K, C);
         if (!cnt) continue;
-        for (int i = 0; i < cnt; i++) memcpy(f->moe_xg + (size_t)i * C, f->xn + (size_t)(f->moe_rows[i] / K) * C, sizeof(float) * (size_t)C);
         const MpFwdMat *w = ly->exps + (size_t)j * 3;
         fwd_matmul(f, f->gate, FF, f->moe_xg, C, &w[0], cnt);
         fwd_matmul(f, f->up, FF, f->moe_xg, C, &w[1], cnt);
@@ -723,16 +710,10 @@ static void fwd_moe(MpFwd *f, const MpFwdLayer *ly, int t0, int T) {
         for (int i = 0; i < cnt; i++) f->ops->swiglu(f->gate + (size_t)i * FF, f->gate + (size_t)i * FF, f->up + (size_t)i * FF, (size_t)FF););
         fwd_linear_input(f, f->gate, FF, 0, cnt, FF);
         fwd_matmul(f, f->moe_xg, C, f->gate, FF, &w[2], cnt);
-        for (int i = 0; i < cnt; i++) {
-            const int t = f->moe_rows[i] / K;
-            const float wt = f->moe_w[f->moe_rows[i]];
-            float *y = f->moe_y + (size_t)t * C;
-            const float *o = f->moe_xg + (size_t)i * C;
-            for (int c = 0; c < C; c++) y[c] += o[c] * wt;
-        }
+        f->ops->moe_scatter(f->moe_y, f->moe_xg, f->moe_rows, f->moe_w, cnt, K, C);
     }
     if (f->m->ffn_shexp > 0) fwd_moe_shared(f, ly, t0, T);
-    memcpy(f->xn + (size_t)t0 * C, f->moe_y + (size_t)t0 * C, sizeof(float) * (size_t)n * (size_t)C);
+    f->ops->copy(f->xn + (size_t)t0 * C, f->moe_y + (size_t)t0 * C, (size_t)n * (size_t)C);
 }
 
 static void fwd_mlp(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r) {

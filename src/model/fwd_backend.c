@@ -37,6 +37,42 @@ static void cpu_mask_window(float *row, int i, int T, int W, int causal) {
         for (int j = i + W; j < T; j++) row[j] = -INFINITY;
 }
 
+static void cpu_zero(float *x, size_t n) { memset(x, 0, sizeof(float) * n); }
+
+/* ================================================================ MoE rows (both instances) */
+
+static int cpu_moe_gather(float *xg, int32_t *rows, const float *x, const int32_t *sel, int j, int t0, int T, int K, int C) {
+    int cnt = 0;
+    for (int t = t0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            if (sel[(size_t)t * K + k] == j) rows[cnt++] = t * K + k; /* (row, rank) */
+    for (int i = 0; i < cnt; i++) memcpy(xg + (size_t)i * C, x + (size_t)(rows[i] / K) * C, sizeof(float) * (size_t)C);
+    return cnt;
+}
+
+static void cpu_moe_scatter(float *y, const float *o, const int32_t *rows, const float *w, int cnt, int K, int C) {
+    for (int i = 0; i < cnt; i++) {
+        const float wt = w[rows[i]];
+        float *yt = y + (size_t)(rows[i] / K) * C;
+        const float *oi = o + (size_t)i * C;
+        for (int c = 0; c < C; c++) yt[c] += oi[c] * wt;
+    }
+}
+
+static void cpu_moe_shared_mix(float *y, float *sl, const float *o, const float *x, const float *gate, int n, int C) {
+    for (int i = 0; i < n; i++) { /* the gate's one output: a dot product in f32, in order */
+        float a = 0;
+        for (int c = 0; c < C; c++) a += x[(size_t)i * C + c] * gate[c];
+        sl[i] = a;
+    }
+    for (int i = 0; i < n; i++) {
+        const float g = (float)(1.0 / (1.0 + exp(-(double)sl[i])));
+        float *yi = y + (size_t)i * C;
+        const float *oi = o + (size_t)i * C;
+        for (int c = 0; c < C; c++) yi[c] += g * oi[c];
+    }
+}
+
 /* ================================================================ stage-level ops (both instances) */
 
 static int cpu_embed(float *x, MpModel *m, const int32_t *ids, int n, MpErr *e) {
@@ -107,6 +143,10 @@ const MpFwdOps mp_fwd_ops_cpu = {
     .add = cpu_add,
     .copy = cpu_copy,
     .mask_window = cpu_mask_window,
+    .zero = cpu_zero,
+    .moe_gather = cpu_moe_gather,
+    .moe_scatter = cpu_moe_scatter,
+    .moe_shared_mix = cpu_moe_shared_mix,
     .embed = cpu_embed,
     .moe_route = cpu_moe_route,
     .attn_headsum = mp_fwd_attn_headsum,
@@ -139,6 +179,10 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
     .add = cpu_add,
     .copy = cpu_copy,
     .mask_window = cpu_mask_window,
+    .zero = cpu_zero,
+    .moe_gather = cpu_moe_gather,
+    .moe_scatter = cpu_moe_scatter,
+    .moe_shared_mix = cpu_moe_shared_mix,
     .embed = cpu_embed,
     .moe_route = cpu_moe_route,
     .attn_headsum = mp_fwd_attn_headsum,

@@ -6,9 +6,10 @@
  * its own way — storage of the weight and activation blocks, matmul (with the MpFwd's own matmul
  * kernel), RMSNorm / LayerNorm, the RoPE table and rotation, key packing, attention scores,
  * softmax and p·V, the MLP's activations (SwiGLU, GeGLU, GELU; the experts' too), soft-capping
- * and bf16 rounding of Linear inputs, and the stage-level ops: the embedding, the MoE routing,
- * the reduced map (head sums of a block of score rows) and the output head (logits) — and its two
- * CPU instances:
+ * and bf16 rounding of Linear inputs; every other write to an activation (biases, residual adds,
+ * copies, zeroing, sliding-window masks, the experts' gathered rows and weighted sums, qwen2moe's
+ * gated shared expert); and the stage-level ops: the embedding, the MoE routing, the reduced map
+ * (head sums of a block of score rows) and the output head (logits) — and its two CPU instances:
  *   - mp_fwd_ops_cpu: the fast kernels of fwd_kernels.h (the same bits for every matmul kernel and
  *     thread count); f32 and bf16 compute;
  *   - mp_fwd_ops_cpu_plain: the training model's arithmetic (MP_FWD_COMPUTE_F32_PLAIN: no fma, f32
@@ -16,7 +17,8 @@
  * fwd.c picks the instance from MpFwdConfig (device, compute, or an explicit ops for tests) and
  * never asks which one it has: there is no process-wide kernel choice and no `plain ?` branch.
  * A new backend (CUDA, issue #28) is a new instance: its own storage (alloc/free), its ops on those
- * buffers, and host copies only where a tap asks for them (MpFwdConfig.tap_*, fwd.h).
+ * buffers, and host copies only where a tap asks for them (MpFwdConfig.tap_*, fwd.h); the host
+ * reads fwd.c still makes are listed in docs/architecture.md ("a backend").
  * Does not: decide the model's data flow (fwd.c), or parallelise (fwd.c's loops call the row ops).
  * Tested by: tests/test_model_fwd.c (a third instance: cpu-plain's ops counted, the same bits as
  * cpu-plain, and every stage-level op seen; a backend whose storage fails, one line; --device
@@ -87,6 +89,17 @@ typedef struct MpFwdOps {
     /* row i of a sliding-window layer's scores [T] (T > W): keys j with i - j >= W -> -inf, and
      * without the causal mask also j - i >= W */
     void (*mask_window)(float *row, int i, int T, int W, int causal);
+    /* x [n] = 0 */
+    void (*zero)(float *x, size_t n);
+    /* ---- MoE: the rows of one expert in, its outputs back (host loops on a CPU) */
+    /* expert j's entries of rows [t0, T): rows [cnt] = t·K + k wherever sel [T, K] names j (t, then k,
+     * ascending), xg [cnt, C] = those rows of x [T, C]; returns cnt */
+    int (*moe_gather)(float *xg, int32_t *rows, const float *x, const int32_t *sel, int j, int t0, int T, int K, int C);
+    /* y [T, C] rows rows[i] / K += o [cnt, C] row i times w [T·K] at rows[i], for i ascending */
+    void (*moe_scatter)(float *y, const float *o, const int32_t *rows, const float *w, int cnt, int K, int C);
+    /* qwen2moe's shared expert: sl [n] = x [n, C] · gate [C] (f32, in order); y [n, C] += (float)
+     * sigmoid(sl) (in double) · o [n, C] */
+    void (*moe_shared_mix)(float *y, float *sl, const float *o, const float *x, const float *gate, int n, int C);
     /* ---- stage-level ops */
     /* x [n, C] = the token embedding's rows ids [n] (dequantised from the model's storage), times
      * m->embed_scale when > 0 (gemma); ids already checked against the vocabulary. MP_ERR with a

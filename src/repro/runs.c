@@ -47,17 +47,23 @@ static void probe_config(MpProbeConfig *pc, const MpReproProbeSpec *s, const MpR
     pc->out_mode = MP_OUTDIR_NEW;
 }
 
-/* The reuse key of pc: the version, the settings that change what the probe computes (every
- * option of job/probe_opts.h but those of how it runs: threads, memory cap, folder), and the
- * fingerprints of the model and of the tokens or documents. A new probe option is in it without
- * a word here. */
-static void probe_key(char *key, size_t cap, const MpProbeConfig *pc) {
-    size_t k = (size_t)snprintf(key, cap, "v%s probe ", MP_VERSION);
-    if (k < cap) k += mp_probe_opts_write(key + k, cap - k, pc, MP_PROBE_OPT_RUN, ' ');
+/* The reuse key of pc (malloc'd; NULL when out of memory): the version, the settings that change
+ * what the probe computes (every option of job/probe_opts.h but those of how it runs: threads,
+ * memory cap, folder), and the fingerprints of the model and of the tokens or documents. A new
+ * probe option is in it without a word here. */
+static char *probe_key(const MpProbeConfig *pc) {
+    char head[64], fp[64];
+    const int hl = snprintf(head, sizeof head, "v%s probe ", MP_VERSION);
     const char *src = pc->tokens_path ? pc->tokens_path : pc->data;
-    if (k < cap)
-        snprintf(key + k, cap - k, "fp=%016llx,%016llx", (unsigned long long)mp_repro_fingerprint(pc->model_path),
-                 (unsigned long long)mp_repro_fingerprint(src));
+    const int fl = snprintf(fp, sizeof fp, "fp=%016llx,%016llx", (unsigned long long)mp_repro_fingerprint(pc->model_path),
+                            (unsigned long long)mp_repro_fingerprint(src));
+    const size_t sl = mp_probe_opts_write(NULL, 0, pc, MP_PROBE_OPT_RUN, ' ');
+    char *key = malloc((size_t)hl + sl + (size_t)fl + 1);
+    if (!key) return NULL;
+    memcpy(key, head, (size_t)hl);
+    mp_probe_opts_write(key + hl, sl + 1, pc, MP_PROBE_OPT_RUN, ' ');
+    memcpy(key + hl + sl, fp, (size_t)fl + 1);
+    return key;
 }
 
 /* Under mpirun: the other ranks run the probe pc beside this process (MpReproHost.share), from
@@ -157,9 +163,13 @@ int mp_repro_probe(MpReproCtx *c, const MpReproProbeSpec *spec, MpReproMaps **ou
     const MpReproStoreKind k = {"probe", probe_run, probe_load, probe_release};
     ProbeRun pr = {c, spec, {0}};
     probe_config(&pr.pc, spec, c->cfg, dir);
-    char key[10240];
-    probe_key(key, sizeof key, &pr.pc);
+    char *key = probe_key(&pr.pc);
+    if (!key) {
+        fprintf(stderr, "maskpos reproduce: error: stage %s: out of memory for its settings key\n", spec->dir);
+        return MP_ERR;
+    }
     const int rc = mp_repro_store_run(&k, &pr, m, dir, key, c->cfg->force, &m->skipped, &m->wall_s);
+    free(key);
     if (rc == MP_OK && m->skipped) printf("          up to date, skipped (--force to redo)\n");
     return rc;
 }

@@ -121,71 +121,45 @@ static void plain_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, i
     mp_fwd_matmul_plain(y, ldy, x, ldx, w, T);
 }
 
+/* The ops both CPU instances share: storage, what the training model has no arithmetic of its own
+ * for (LayerNorm, GeGLU, GELU, soft-cap, MoE routing; plain compute is f32: no bf16 inputs), the
+ * exact ones (RoPE rotation, key packing, copies, masks, the reduced map), and the activations'
+ * housekeeping. */
+#define FWD_OPS_CPU_SHARED                                                                         \
+    .alloc = cpu_alloc, .free = cpu_free, .layernorm = mp_fwd_layernorm, .rope = mp_fwd_rope,     \
+    .pack_key = mp_fwd_attn_pack_key, .geglu = mp_fwd_geglu, .gelu = mp_fwd_gelu_erf,              \
+    .softcap = mp_fwd_softcap, .bf16_round = mp_fwd_bf16_round, .add_bias = cpu_add_bias,          \
+    .add = cpu_add, .copy = cpu_copy, .mask_window = cpu_mask_window, .zero = cpu_zero,            \
+    .moe_gather = cpu_moe_gather, .moe_scatter = cpu_moe_scatter,                                 \
+    .moe_shared_mix = cpu_moe_shared_mix, .embed = cpu_embed, .moe_route = cpu_moe_route,         \
+    .attn_headsum = mp_fwd_attn_headsum
+
 const MpFwdOps mp_fwd_ops_cpu = {
     .name = "cpu",
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    FWD_OPS_CPU_SHARED,
     .matmul = cpu_matmul,
     .rmsnorm = mp_fwd_rmsnorm,
-    .layernorm = mp_fwd_layernorm,
     .rope_table = mp_fwd_rope_table,
-    .rope = mp_fwd_rope,
-    .pack_key = mp_fwd_attn_pack_key,
     .attn_scores = mp_fwd_attn_scores,
     .softmax_row = mp_fwd_softmax_row,
     .attn_mix = mp_fwd_attn_mix,
     .swiglu = mp_fwd_swiglu,
-    .geglu = mp_fwd_geglu,
-    .gelu = mp_fwd_gelu_erf,
-    .softcap = mp_fwd_softcap,
-    .bf16_round = mp_fwd_bf16_round,
-    .add_bias = cpu_add_bias,
-    .add = cpu_add,
-    .copy = cpu_copy,
-    .mask_window = cpu_mask_window,
-    .zero = cpu_zero,
-    .moe_gather = cpu_moe_gather,
-    .moe_scatter = cpu_moe_scatter,
-    .moe_shared_mix = cpu_moe_shared_mix,
-    .embed = cpu_embed,
-    .moe_route = cpu_moe_route,
-    .attn_headsum = mp_fwd_attn_headsum,
     .logits = cpu_logits,
 };
 
 /* The training model's arithmetic where it has its own (matmul, RMSNorm, RoPE table, scores,
- * softmax, p·V, SwiGLU — the experts' too); the rest as cpu (the training model has no LayerNorm,
- * GeGLU, GELU, soft-cap or MoE routing, and plain compute is f32: no bf16 inputs). Its output
- * head runs through its own norm and matmul. */
+ * softmax, p·V, SwiGLU — the experts' too); the rest shared with cpu. Its output head runs
+ * through its own norm and matmul. */
 const MpFwdOps mp_fwd_ops_cpu_plain = {
     .name = "cpu-plain",
-    .alloc = cpu_alloc,
-    .free = cpu_free,
+    FWD_OPS_CPU_SHARED,
     .matmul = plain_matmul,
     .rmsnorm = mp_fwd_rmsnorm_plain,
-    .layernorm = mp_fwd_layernorm,
     .rope_table = mp_fwd_rope_table_plain,
-    .rope = mp_fwd_rope,
-    .pack_key = mp_fwd_attn_pack_key,
     .attn_scores = mp_fwd_attn_scores_plain,
     .softmax_row = mp_fwd_softmax_row_plain,
     .attn_mix = mp_fwd_attn_mix_plain,
     .swiglu = mp_fwd_swiglu_plain,
-    .geglu = mp_fwd_geglu,
-    .gelu = mp_fwd_gelu_erf,
-    .softcap = mp_fwd_softcap,
-    .bf16_round = mp_fwd_bf16_round,
-    .add_bias = cpu_add_bias,
-    .add = cpu_add,
-    .copy = cpu_copy,
-    .mask_window = cpu_mask_window,
-    .zero = cpu_zero,
-    .moe_gather = cpu_moe_gather,
-    .moe_scatter = cpu_moe_scatter,
-    .moe_shared_mix = cpu_moe_shared_mix,
-    .embed = cpu_embed,
-    .moe_route = cpu_moe_route,
-    .attn_headsum = mp_fwd_attn_headsum,
     .logits = plain_logits,
 };
 

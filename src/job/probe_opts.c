@@ -9,7 +9,6 @@
 #include "job/probe_opts.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "core/util.h"         /* mp_parse_i64, mp_parse_double, MP_THREADS_MAX */

@@ -8,8 +8,10 @@
  *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
  *     says the checkpoint is resumable, no meta.json is left; --resume with 2 ranks then writes
  *     the bytes of the uninterrupted one-process run;
- *   - reproduce --only fig5 on 2 ranks: its probe stages (handed by rank 0 to rank 1) write the
- *     maps of a one-process `probe` with the stage's flags, byte for byte;
+ *   - reproduce --only fig5 on 2 ranks: its probe stages (handed by rank 0 to rank 1 as the
+ *     probe's settings, src/job/probe_opts.h, read there into an MpProbeConfig: mpi_job_probe in
+ *     src/cli/mpi_job.c) write the maps of a one-process `probe` with the stage's flags, byte for
+ *     byte;
  *   - other commands are refused under mpirun with more than one rank (exit 2).
  * The merge itself (mp_probe_acc_merge) is checked against direct accumulation in
  * tests/test_model_probe_merge.c. Skipped (with the reason) in a build without MPI (make MPI=1
@@ -227,7 +229,7 @@ static void test_reproduce_model_stages(void **state) {
     int rc = mp_test_shell(out, sizeof out, MPIRUN " -np 2 %s reproduce --only fig5 --n 24 --threads 1 --out %s/rep",
                            MP_TEST_BIN, d);
     if (rc != 0 && rc != 1) fail_msg("reproduce under mpirun -np 2 failed (%d): %s", rc, out); /* 1: rows that differ */
-    /* the stage's own flags (src/repro/models.c: probe_run), in one process */
+    /* the stage's own settings (src/repro/runs.c: probe_config) as flags, in one process */
     rc = mp_test_run(out, sizeof out, "probe %s/models/rope --data %s/models/kjv.txt --n 24 --seq 128 --layers 1-4 --quiet "
                      "--compute f32 --pack --threads 1 --out %s/one", MP_SOURCE_DIR, MP_SOURCE_DIR, d);
     if (rc != 0) fail_msg("one-process probe failed (%d): %s", rc, out);

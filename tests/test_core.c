@@ -453,6 +453,23 @@ static void test_hash64_bits(void **state) {
     assert_true(mp_hash64(b, 96, 1) != mp_hash64(b, 96, 2)); /* the seed chains */
 }
 
+/* mp_grow_or_die: room for element n, doubling from 16, the elements kept (the report's and
+ * reproduce's lists grow with it instead of dropping entries past a fixed size). */
+static void test_grow_or_die(void **state) {
+    (void)state;
+    int *a = NULL, cap = 0;
+    for (int n = 0; n < 100; n++) {
+        a = mp_grow_or_die(a, &cap, n, sizeof *a, "test");
+        assert_true(n < cap);
+        a[n] = 3 * n + 1;
+    }
+    assert_int_equal(cap, 128); /* 16, 32, 64, 128 */
+    for (int n = 0; n < 100; n++) assert_int_equal(a[n], 3 * n + 1);
+    int *same = mp_grow_or_die(a, &cap, 100, sizeof *a, "test");
+    assert_ptr_equal(same, a); /* room left: unchanged */
+    free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_philox_known_answers), cmocka_unit_test(test_normal_moments_and_streams),
@@ -460,6 +477,7 @@ int main(void) {
         cmocka_unit_test(test_npy_roundtrip),        cmocka_unit_test(test_npy_malformed),
         cmocka_unit_test(test_atomic_file),          cmocka_unit_test(test_parsers_and_sizes),
         cmocka_unit_test(test_input_refuses_non_regular), cmocka_unit_test(test_outdir_claim),
+        cmocka_unit_test(test_grow_or_die),
         cmocka_unit_test(test_outdir_force_only_ours), cmocka_unit_test(test_outdir_lock),
         cmocka_unit_test(test_atomic_write_fsyncs),  cmocka_unit_test(test_hash64_bits),
     };

@@ -83,6 +83,18 @@ void *mp_calloc_or_die(size_t count, size_t size, const char *what) {
     return p;
 }
 
+void *mp_grow_or_die(void *p, int *cap, int n, size_t elem, const char *what) {
+    if (n < *cap) return p;
+    MP_ASSERT(n == *cap && *cap <= INT32_MAX / 2);
+    const int c = *cap ? 2 * *cap : 16;
+    size_t bytes;
+    if (mp_size_mul((size_t)c, elem, &bytes) != MP_OK) mp_die("size overflow growing %s to %d entries", what, c);
+    void *q = realloc(p, bytes);
+    if (!q) mp_die("out of memory growing %s to %d entries (%zu bytes)", what, c, bytes);
+    *cap = c;
+    return q;
+}
+
 int mp_size_mul(size_t a, size_t b, size_t *out) {
     if (a != 0 && b > SIZE_MAX / a) return MP_ERR;
     *out = a * b;

@@ -42,6 +42,9 @@ void mp_assert_fail(const char *expr, const char *file, int line) __attribute__(
 /* Allocation: the "or die" form (CLI paths) and the "try" form (parsers). */
 void *mp_malloc_or_die(size_t n, const char *what);
 void *mp_calloc_or_die(size_t count, size_t size, const char *what);
+/* p, an array of *cap elements of size elem with n in use, with room for element n: unchanged
+ * while n < *cap, else reallocated to double the room (16 at first; *cap updated). */
+void *mp_grow_or_die(void *p, int *cap, int n, size_t elem, const char *what);
 void *mp_try_malloc(size_t n);
 void *mp_try_calloc(size_t count, size_t size);
 

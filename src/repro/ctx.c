@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/err.h" /* MP_ASSERT, mp_calloc_or_die, mp_die */
+#include "core/err.h" /* MP_ASSERT, mp_calloc_or_die, mp_grow_or_die */
 
 void mp_repro_ctx_init(MpReproCtx *c, const MpReproConfig *cfg) {
     memset(c, 0, sizeof *c);
@@ -41,19 +41,8 @@ int mp_repro_fail(MpReproCtx *c, const char *what) {
     return 1;
 }
 
-/* Room for one more element in *arr (*cap of them, n used), doubled when full. */
-static void ctx_grow(void *arr, int *cap, int n, size_t elem) {
-    void **p = arr;
-    if (n < *cap) return;
-    const int c = *cap ? 2 * *cap : 16;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q) mp_die("out of memory growing reproduce's context to %d entries", c);
-    *p = q;
-    *cap = c;
-}
-
 MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label) {
-    ctx_grow(&c->runs, &c->cap_runs, c->nruns, sizeof *c->runs);
+    c->runs = mp_grow_or_die(c->runs, &c->cap_runs, c->nruns, sizeof *c->runs, "reproduce's runs");
     MpReproMaps *m = mp_calloc_or_die(1, sizeof *m, "reproduce run");
     MP_ASSERT(strlen(dir) < sizeof m->dir && (!label || strlen(label) < sizeof m->label));
     snprintf(m->dir, sizeof m->dir, "%s", dir);
@@ -63,6 +52,7 @@ MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label
 }
 
 const MpReproMaps *mp_repro_maps(const MpReproCtx *c, const char *dir) {
+    MP_ASSERT(!c->declares || c->declares(c->tables, dir));
     for (int k = c->nruns - 1; k >= 0; k--)
         if (!strcmp(c->runs[k]->dir, dir)) return c->runs[k]->ok ? c->runs[k] : NULL;
     return NULL;
@@ -86,7 +76,7 @@ void *mp_repro_state(MpReproCtx *c, const char *name, size_t size, void (*releas
             MP_ASSERT(c->states[k].size == size && c->states[k].release == release);
             return c->states[k].data;
         }
-    ctx_grow(&c->states, &c->cap_states, c->nstates, sizeof *c->states);
+    c->states = mp_grow_or_die(c->states, &c->cap_states, c->nstates, sizeof *c->states, "reproduce's stage states");
     c->states[c->nstates++] = (MpReproState){name, size, mp_calloc_or_die(1, size, "reproduce stage state"), release};
     return c->states[c->nstates - 1].data;
 }

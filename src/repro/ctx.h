@@ -71,6 +71,11 @@ typedef struct MpReproCtx {
     int nstates, cap_states;
     int failed;
     char failed_names[1024];
+    /* whether some stage declares a run of folder dir (set by the registry: mp_repro_maps asserts
+     * it, so a verdict that names a run no stage declares stops the tests instead of losing its
+     * rows; NULL: not checked) */
+    int (*declares)(const void *tables, const char *dir);
+    const void *tables;
 } MpReproCtx;
 
 /* A context for cfg (borrowed); mp_repro_ctx_free releases it. */
@@ -81,7 +86,8 @@ void mp_repro_ctx_free(MpReproCtx *c);
 int mp_repro_fail(MpReproCtx *c, const char *what);
 /* A new run named dir (label: its statistics-table name, NULL = dir); owned by c. */
 MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label);
-/* The run of that folder when it has its outputs, else NULL. */
+/* The run of that folder when it has its outputs, else NULL (a folder no stage declares is a
+ * programmer error). */
 const MpReproMaps *mp_repro_maps(const MpReproCtx *c, const char *dir);
 void mp_repro_maps_free(MpReproMaps *m);
 void mp_repro_gram_free(MpReproGram *g);

@@ -230,7 +230,7 @@ static void fig5_verdict(const MpReproCtx *c, MpReport *rp) {
                   ok ? "" : "without the mask a RoPE model meets both window edges (models/rope/README.md)");
 }
 
-/* --model: the rows stories260K gets (stories.c), measured on the user's own runs. */
+/* --model: the rows stories260K gets (pretrained.c), measured on the user's own runs. */
 static void user_verdict(const MpReproCtx *c, MpReport *rp) {
     const MpReproMaps *p = mp_repro_maps(c, "fig5/model"), *b = mp_repro_maps(c, "fig5/model_bidirectional");
     if (!p) return;

@@ -79,7 +79,8 @@ static int stage_declares(const MpReproStage *s, const char *dir) {
     return 0;
 }
 
-static int tables_declare(const MpReproTables *t, const char *dir) {
+static int tables_declare(const void *tables, const char *dir) {
+    const MpReproTables *t = tables;
     for (int k = 0; k < t->nstages; k++)
         if (stage_declares(t->stages[k], dir)) return 1;
     return 0;
@@ -331,6 +332,8 @@ int mp_repro_run_tables(MpReproSummary *sum, const MpReproConfig *cfg, const MpR
     if (tables_check(t, e) != MP_OK) return mp_err_prefix(e, "the tables of reproduce"); /* before any stage runs */
     MpReproCtx c;
     mp_repro_ctx_init(&c, cfg);
+    c.declares = tables_declare;
+    c.tables = t;
     const double t0 = mp_time_now();
     if (sims_on(t, &c))
         printf("maskpos reproduce: B=%lld S=%d d=%d layers=%d seed=%llu -> %s/\n", (long long)cfg->base.batch, cfg->base.seq,

@@ -7,10 +7,11 @@
  * length every prefix of one run, stories the pretrained stories260K); a folder whose recorded
  * settings match is reused (store.h); then the figures and report.md + report.html, every number
  * read from this run's results and compared with the one table of expected values (expect.h).
- * The stages are a table (registry.c; stage.h says what an entry holds).
+ * The stages are a table (registry.c, this header's implementation, on top of src/repro; stage.h
+ * says what an entry holds); the tables are checked before any stage runs.
  * Does not: parse flags or claim the output folder (the CLI does), exit the process: a stage that
  * fails is reported, named in the summary and the report's footer, and the others still run.
- * Tested by: tests/test_reproduce.c.
+ * Tested by: tests/test_reproduce.c, tests/test_reproduce_store.c.
  */
 #ifndef MP_REPRO_H
 #define MP_REPRO_H

@@ -11,17 +11,6 @@
 
 /* ================================================================ the document */
 
-/* Room for one more element of size elem in *arr (of *cap, *n used): doubled when full. */
-static void report_grow(void *arr, int *cap, int n, size_t elem, const char *what) {
-    void **p = arr;
-    if (n < *cap) return;
-    const int c = *cap ? 2 * *cap : 16;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q) mp_die("out of memory growing the report's %s to %d entries", what, c);
-    *p = q;
-    *cap = c;
-}
-
 static char *report_strdup(const char *s) {
     const size_t n = strlen(s) + 1;
     return memcpy(mp_malloc_or_die(n, "report text"), s, n);
@@ -43,7 +32,7 @@ void mp_report_free(MpReport *r) {
 
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
                    const char *note) {
-    report_grow(&r->rows, &r->cap_rows, r->nrows, sizeof *r->rows, "rows");
+    r->rows = mp_grow_or_die(r->rows, &r->cap_rows, r->nrows, sizeof *r->rows, "the report's rows");
     MpReportRow *w = &r->rows[r->nrows++];
     snprintf(w->what, sizeof w->what, "%s", what);
     snprintf(w->expected, sizeof w->expected, "%s", expected);
@@ -54,7 +43,7 @@ void mp_report_row(MpReport *r, const char *what, const char *expected, const ch
 }
 
 void mp_report_fig(MpReport *r, const char *caption, const char *path) {
-    report_grow(&r->figs, &r->cap_figs, r->nfigs, sizeof *r->figs, "figures");
+    r->figs = mp_grow_or_die(r->figs, &r->cap_figs, r->nfigs, sizeof *r->figs, "the report's figures");
     MpReportFig *g = &r->figs[r->nfigs++];
     memset(g, 0, sizeof *g);
     snprintf(g->caption, sizeof g->caption, "%s", caption);
@@ -66,7 +55,7 @@ void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir) {
     for (int i = 0; i < r->nfigs; i++) {
         MpReportFig *g = &r->figs[i];
         if (strcmp(g->path, fig_path)) continue;
-        report_grow(&g->views, &g->cap_views, g->nviews, sizeof *g->views, "viewer folders");
+        g->views = mp_grow_or_die(g->views, &g->cap_views, g->nviews, sizeof *g->views, "the report's viewer folders");
         g->views[g->nviews++] = report_strdup(dir);
         found = 1;
     }
@@ -86,7 +75,7 @@ int mp_report_stats_row(MpReport *r, const char *const *cells, int ncols, MpErr 
         return mp_err_set(e, "report: a statistics row of %d columns in a table of %d (\"%s\")", ncols, r->stats_cols,
                           ncols > 0 ? cells[0] : "");
     for (int c = 0; c < ncols; c++) {
-        report_grow(&r->stats, &r->cap_stats, r->stats_rows * ncols + c, sizeof *r->stats, "statistics cells");
+        r->stats = mp_grow_or_die(r->stats, &r->cap_stats, r->stats_rows * ncols + c, sizeof *r->stats, "the report's statistics cells");
         r->stats[r->stats_rows * ncols + c] = report_strdup(cells[c]);
     }
     r->stats_rows++;

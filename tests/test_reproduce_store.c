@@ -294,6 +294,49 @@ static void test_tables_checked_first(void **state) {
     assert_true(mp_file_exists(path));
 }
 
+/* Issue 27 item 4: the length stage holds at most MP_REPRO_LENGTH_LENS lengths per model; a
+ * probe that wrote more (here a meta.json given 30) fails the stage with one line naming the
+ * file, where the old code kept the first 24 and wrote its rows without a word. */
+static void test_length_limit_refused(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char out[600], path[700], models[600], stories[600];
+    snprintf(out, sizeof out, "%s/len", d);
+    snprintf(models, sizeof models, "%s/models", MP_SOURCE_DIR);
+    snprintf(stories, sizeof stories, "%s/data/third_party/stories260K/stories260K.gguf", MP_SOURCE_DIR);
+    MpReproConfig cfg;
+    small_config(&cfg, out);
+    cfg.quick = 1;
+    cfg.model_n = 8; /* 8 rows per model: the stage, small */
+    cfg.models = models;
+    cfg.stories = stories;
+    cfg.stories_n = 8;
+    cfg.stages = 1u << mp_repro_stage_find("length");
+    MpReproSummary sum;
+    MpErr e;
+    assert_int_equal(mp_repro_run(&sum, &cfg, &e), MP_OK);
+    assert_int_equal(sum.failed, 0);
+    snprintf(path, sizeof path, "%s/length/none/meta.json", out);
+    json_error_t je;
+    json_t *m = json_load_file(path, 0, &je);
+    assert_non_null(m);
+    json_t *len = json_object_get(m, "length"), *ls = json_object_get(len, "lengths");
+    assert_true(json_array_size(ls) > 0 && json_array_size(ls) < 24);
+    while (json_array_size(ls) < 30) json_array_append_new(ls, json_integer(1000));
+    static const char *per_layer[3] = {"recency_probability", "recency_probability_se", "residue_block_z"};
+    for (int q = 0; q < 3; q++) { /* every layer's series as long, so only the count is wrong */
+        json_t *a = json_object_get(len, per_layer[q]);
+        assert_true(json_array_size(a) > 0);
+        for (size_t l = 0; l < json_array_size(a); l++)
+            while (json_array_size(json_array_get(a, l)) < 30) json_array_append_new(json_array_get(a, l), json_real(0.5));
+    }
+    assert_int_equal(json_dump_file(m, path, 0), 0);
+    json_decref(m);
+    assert_int_equal(mp_repro_run(&sum, &cfg, &e), MP_OK); /* the probes are reused, the stage fails */
+    assert_int_equal(sum.failed, 1);
+    assert_string_equal(sum.failed_names, "length/none");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_strict),
@@ -301,7 +344,7 @@ int main(void) {
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_stage_table),
         cmocka_unit_test(test_run_progress), cmocka_unit_test(test_stage_clear_refused),
-        cmocka_unit_test(test_tables_checked_first),
+        cmocka_unit_test(test_tables_checked_first), cmocka_unit_test(test_length_limit_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

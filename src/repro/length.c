@@ -54,8 +54,14 @@ static int rl_read(MpReproLength *lr, int m, const char *dir) {
     if (mp_path_join(path, sizeof path, dir, "meta.json", &e) != MP_OK) return MP_ERR;
     json_t *j = mp_json_read(path, &e), *len = j ? json_object_get(j, "length") : NULL;
     json_t *ls = json_object_get(len, "lengths"), *a = json_object_get(len, "recency_probability");
-    lr->K[m] = (int)json_array_size(ls) < MP_REPRO_LENGTH_LENS ? (int)json_array_size(ls) : MP_REPRO_LENGTH_LENS;
-    lr->L[m] = (int)json_array_size(a) < MP_REPRO_LENGTH_LAYERS ? (int)json_array_size(a) : MP_REPRO_LENGTH_LAYERS;
+    if (json_array_size(ls) > MP_REPRO_LENGTH_LENS || json_array_size(a) > MP_REPRO_LENGTH_LAYERS) { /* never cut short */
+        fprintf(stderr, "maskpos reproduce: error: %s: %zu lengths of %zu layers; the length stage holds %d of %d\n", path,
+                json_array_size(ls), json_array_size(a), MP_REPRO_LENGTH_LENS, MP_REPRO_LENGTH_LAYERS);
+        json_decref(j);
+        return MP_ERR;
+    }
+    lr->K[m] = (int)json_array_size(ls);
+    lr->L[m] = (int)json_array_size(a);
     int rc = lr->K[m] > 0 && lr->L[m] > 0 ? MP_OK : MP_ERR;
     for (int k = 0; rc == MP_OK && k < lr->K[m]; k++) lr->lens[m][k] = (int)json_integer_value(json_array_get(ls, (size_t)k));
     const char *keys[3] = {"recency_probability", "recency_probability_se", "residue_block_z"};

@@ -309,7 +309,7 @@ static void test_fwd_overflow_named(void **state) {
 /* ---------------------------------------------------------------- the backend interface */
 
 static long bk_matmuls, bk_softmax_rows, bk_embeds, bk_routes, bk_headsums, bk_heads, bk_swiglus, bk_ropetabs;
-static long bk_adds, bk_copies, bk_masks, bk_gathers, bk_shared;
+static long bk_adds, bk_copies, bk_masks, bk_gathers, bk_shared, bk_to_hosts, bk_act_allocs;
 static MpFwdOps bk_counted;
 
 static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
@@ -364,7 +364,16 @@ static void bk_moe_shared_mix(float *y, float *sl, const float *o, const float *
     bk_shared++;
     mp_fwd_ops_cpu_plain.moe_shared_mix(y, sl, o, x, gate, n, C);
 }
-/* The counted instance: cpu-plain's ops, the calls of each counted. */
+/* A backend whose activations are "not host memory": what the taps ask for is copied out. */
+static void bk_to_host(void *host, const void *src, size_t bytes) {
+    __atomic_fetch_add(&bk_to_hosts, 1, __ATOMIC_RELAXED);
+    memcpy(host, src, bytes);
+}
+static void *bk_act_alloc(size_t bytes) {
+    bk_act_allocs++;
+    return mp_fwd_ops_cpu_plain.act_alloc(bytes);
+}
+/* The counted instance: cpu-plain's ops, the calls of each counted, taps copied to the host. */
 static void bk_counted_make(void) {
     bk_counted = mp_fwd_ops_cpu_plain;
     bk_counted.name = "cpu-plain-counted";
@@ -381,8 +390,10 @@ static void bk_counted_make(void) {
     bk_counted.mask_window = bk_mask_window;
     bk_counted.moe_gather = bk_moe_gather;
     bk_counted.moe_shared_mix = bk_moe_shared_mix;
+    bk_counted.to_host = bk_to_host;
+    bk_counted.act_alloc = bk_act_alloc;
     bk_matmuls = bk_softmax_rows = bk_embeds = bk_routes = bk_headsums = bk_heads = bk_swiglus = bk_ropetabs = 0;
-    bk_adds = bk_copies = bk_masks = bk_gathers = bk_shared = 0;
+    bk_adds = bk_copies = bk_masks = bk_gathers = bk_shared = bk_to_hosts = bk_act_allocs = 0;
 }
 static void *bk_no_alloc(size_t bytes) {
     (void)bytes;
@@ -426,6 +437,8 @@ static void test_backend_counted_instance(void **state) {
     assert_int_equal(bk_adds, 2 * 3);                    /* the two residuals of each layer */
     assert_int_equal(bk_copies, 3L * T * m.n_kv_heads);  /* each value row of each kv head to its head's block */
     assert_int_equal(bk_masks, 0);
+    assert_int_equal(bk_act_allocs, 1); /* the activation block through the instance's own allocator */
+    assert_int_equal(bk_to_hosts, 0);   /* nothing asked for, nothing copied out */
     /* cpu (fused multiply-adds) is another instance: other bits for the same model */
     bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
     assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
@@ -510,10 +523,19 @@ static void test_backend_refusals(void **state) {
     }
 }
 
-static int bk_taps_seen[8][MP_FWD_NPOINTS];
+static int bk_taps_seen[8][MP_FWD_NPOINTS], bk_taps_in_place;
+static uint64_t bk_taps_hash[8][MP_FWD_NPOINTS];
+/* ctx: the MpFwd; counts the taps, hashes their rows, and counts those handed in place (inside
+ * the activation block) */
 static void bk_capture(void *ctx, int layer, int point, const float *x, int T, int width) {
-    (void)ctx, (void)x, (void)T, (void)width;
-    if (layer < 8) bk_taps_seen[layer][point]++;
+    const MpFwd *f = ctx;
+    if (layer >= 8) return;
+    bk_taps_seen[layer][point]++;
+    bk_taps_in_place += x >= f->ablock && x < f->ablock + f->afloats;
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *b = (const unsigned char *)x;
+    for (size_t i = 0; i < sizeof(float) * (size_t)T * (size_t)width; i++) h = (h ^ b[i]) * 1099511628211ULL;
+    bk_taps_hash[layer][point] = h;
 }
 
 static void test_backend_taps_asked_before(void **state) {
@@ -523,20 +545,35 @@ static void test_backend_taps_asked_before(void **state) {
     MpModel m;
     model_make_open(&m, dir, "--arch llama --layers 3 --vocab 300");
     const int32_t ids[6] = {1, 2, 3, 4, 5, 6};
-    for (int pass = 0; pass < 2; pass++) {
+    uint64_t asked[2] = {0, 0}; /* pass 1's hashes of the two points asked, for pass 2 */
+    /* pass 0: every tap; 1: two asked, cpu-plain (in place); 2: the same through a backend that
+     * copies them to the host (the counted instance's to_host): the same rows, out of its block */
+    for (int pass = 0; pass < 3; pass++) {
         MpFwd f;
         MpErr e;
-        MpFwdConfig cfg = {.n_layers = 3, .max_seq = 6, .causal = 1, .rope = 1, .logits = 1};
+        MpFwdConfig cfg = {.n_layers = 3, .max_seq = 6, .causal = 1, .rope = 1, .logits = 1, .compute = MP_FWD_COMPUTE_F32_PLAIN};
         if (pass) cfg.tap_layers = UINT64_C(1) << 1, cfg.tap_points = 1u << MP_FWD_AT_Q | 1u << MP_FWD_AT_LAYER_OUT;
+        if (pass == 2) bk_counted_make(), cfg.ops = &bk_counted;
         assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_OK);
         memset(bk_taps_seen, 0, sizeof bk_taps_seen);
+        bk_taps_in_place = 0;
         f.capture = bk_capture;
+        f.capture_ctx = &f;
         assert_int_equal(mp_fwd_run(&f, ids, 6, NULL, NULL, &e), MP_OK);
         for (int l = 0; l < 3; l++)
             for (int p = 0; p < MP_FWD_NPOINTS; p++) {
                 const int want = !pass || (l == 1 && (p == MP_FWD_AT_Q || p == MP_FWD_AT_LAYER_OUT));
                 if (bk_taps_seen[l][p] != want) fail_msg("pass %d: layer %d point %d seen %d times, want %d", pass, l, p, bk_taps_seen[l][p], want);
             }
+        if (pass == 1) {
+            assert_int_equal(bk_taps_in_place, 2);
+            asked[0] = bk_taps_hash[1][MP_FWD_AT_Q], asked[1] = bk_taps_hash[1][MP_FWD_AT_LAYER_OUT];
+        }
+        if (pass == 2) {
+            assert_int_equal(bk_taps_in_place, 0);
+            assert_int_equal(bk_to_hosts, 2); /* the two points asked, nothing else */
+            assert_true(asked[0] == bk_taps_hash[1][MP_FWD_AT_Q] && asked[1] == bk_taps_hash[1][MP_FWD_AT_LAYER_OUT]);
+        }
         mp_fwd_free(&f);
     }
     mp_model_free(&m);
@@ -592,6 +629,7 @@ static void test_backend_reduced_map(void **state) {
         if (pass == 1) {
             assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
             assert_int_equal(bk_headsums, HS_L * ((HS_T + 15) / 16)); /* the backend's op, every block of every layer */
+            assert_int_equal(bk_to_hosts, HS_L * ((HS_T + 15) / 16)); /* each block copied out, nothing else */
         }
         if (pass == 2) {
             assert_int_equal(hs_calls[0] + hs_calls[1], 0);

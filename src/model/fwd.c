@@ -170,10 +170,24 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
     *acts = (uint64_t)ca.used * 4;
 }
 
-/* A weight or activation block of `floats` floats in the backend's storage. */
-static float *fwd_block(const MpFwd *f, size_t floats) {
+/* A weight (acts 0) or activation block of `floats` floats in the backend's storage. */
+static float *fwd_block(const MpFwd *f, size_t floats, int acts) {
     const size_t bytes = (floats * sizeof(float) + 63) & ~(size_t)63;
-    return f->ops->alloc(bytes ? bytes : 64);
+    return (acts ? f->ops->act_alloc : f->ops->alloc)(bytes ? bytes : 64);
+}
+
+/* The host staging of a backend whose activations are not host memory (MpFwd.tap_host): floats of
+ * its first part, one capture's rows [max_seq, max(C, NH*HS)] (an even count: the doubles of the
+ * reduced map's blocks follow), and of the whole. 0 for host activations. */
+static size_t fwd_tap_host_cap_floats(const MpFwd *f) {
+    size_t w = (size_t)f->C;
+    if ((size_t)f->NH * f->HS > w) w = (size_t)f->NH * f->HS;
+    return ((size_t)f->cfg.max_seq * w + 1) & ~(size_t)1;
+}
+static size_t fwd_tap_host_floats(const MpFwd *f) {
+    if (!f->ops->to_host) return 0;
+    const size_t W = (size_t)(f->cfg.tap_headsum_workers > 0 ? f->cfg.tap_headsum_workers : 0);
+    return fwd_tap_host_cap_floats(f) + 2 * W * FWD_ROWS * (size_t)f->cfg.max_seq;
 }
 
 /* Host scratch (weight loading). */
@@ -347,9 +361,11 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     fwd_layout_acts(&ca, f, m, cfg);
     f->wfloats = cw.used;
     f->afloats = ca.used;
-    f->wblock = fwd_block(f, cw.used);
-    f->ablock = fwd_block(f, ca.used);
-    if (!f->wblock || !f->ablock) {
+    f->wblock = fwd_block(f, cw.used, 0);
+    f->ablock = fwd_block(f, ca.used, 1);
+    const size_t hf = fwd_tap_host_floats(f);
+    if (hf) f->tap_host = fwd_alloc(hf);
+    if (!f->wblock || !f->ablock || (hf && !f->tap_host)) {
         size_t wb = cw.used * 4, ab = ca.used * 4;
         mp_fwd_free(f);
         return mp_err_set(e, "cannot allocate %.1f MiB of weights + %.1f MiB of activations; HINT: fewer --layers or a shorter --seq",
@@ -369,8 +385,9 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
 }
 
 void mp_fwd_free(MpFwd *f) {
+    free(f->tap_host);
     if (f->ops) {
-        f->ops->free(f->ablock);
+        f->ops->act_free(f->ablock);
         f->ops->free(f->wblock);
     }
     free(f->layers);
@@ -473,7 +490,12 @@ static int fwd_tapped(const MpFwd *f, int layer, int point) {
 
 /* A capture point (mp_fwd_run only: every row is this run's). */
 static void fwd_capture(const MpFwd *f, FwdRows r, int layer, int point, const float *x, int width) {
-    if (f->capture && !r.cached && fwd_tapped(f, layer, point)) f->capture(f->capture_ctx, layer, point, x, r.T, width);
+    if (!f->capture || r.cached || !fwd_tapped(f, layer, point)) return;
+    if (f->ops->to_host) { /* a backend's own storage: the asked point's rows to the host */
+        f->ops->to_host(f->tap_host, x, sizeof(float) * (size_t)r.T * (size_t)width);
+        x = f->tap_host;
+    }
+    f->capture(f->capture_ctx, layer, point, x, r.T, width);
 }
 
 /* Rows [t0, T): q [T, NH*HS], k, v [T, NKV*HS] of the normed input f->xn — projections, biases,
@@ -555,6 +577,11 @@ static void fwd_attn_mix_rows(MpFwd *f, const FwdKV *kv, const FwdAttn *a, FwdRo
 static void fwd_headsum(MpFwd *f, int layer, int T, int causal, int i0, int i1, int worker) {
     double *hs = f->tap_hs + (size_t)worker * FWD_ROWS * (size_t)T;
     f->ops->attn_headsum(hs, f->scores, f->NH, T, causal, i0, i1);
+    if (f->ops->to_host) { /* a backend's own storage: this block to the worker's host staging */
+        double *h = (double *)(void *)(f->tap_host + fwd_tap_host_cap_floats(f)) + (size_t)worker * FWD_ROWS * (size_t)T;
+        f->ops->to_host(h, hs, sizeof(double) * (size_t)(i1 - i0) * (size_t)T);
+        hs = h;
+    }
     f->rows_headsum(f->rows_hook.ctx, layer, hs, T, i0, i1, worker);
 }
 

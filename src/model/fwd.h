@@ -173,6 +173,9 @@ typedef struct MpFwd {
     float *moe_sg, *moe_su;    /* [T, FFS] qwen2moe shared expert's gate and up; else NULL */
     float *moe_sl;             /* [T] qwen2moe shared_expert_gate logits; else NULL */
     double *tap_hs;            /* [tap_headsum_workers, 16, max_seq] the reduced map's blocks; else NULL */
+    float *tap_host;           /* host staging when the backend's activations are not host memory (ops->to_host):
+                                  [max_seq, max(C, NH*HS, NKV*HS)] floats for a capture, then
+                                  [tap_headsum_workers, 16, max_seq] doubles for the reduced map; else NULL */
     float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;

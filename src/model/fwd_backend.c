@@ -126,7 +126,7 @@ static void plain_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, i
  * exact ones (RoPE rotation, key packing, copies, masks, the reduced map), and the activations'
  * housekeeping. */
 #define FWD_OPS_CPU_SHARED                                                                         \
-    .alloc = cpu_alloc, .free = cpu_free, .layernorm = mp_fwd_layernorm, .rope = mp_fwd_rope,     \
+    .alloc = cpu_alloc, .free = cpu_free, .act_alloc = cpu_alloc, .act_free = cpu_free, .layernorm = mp_fwd_layernorm, .rope = mp_fwd_rope,     \
     .pack_key = mp_fwd_attn_pack_key, .geglu = mp_fwd_geglu, .gelu = mp_fwd_gelu_erf,              \
     .softcap = mp_fwd_softcap, .bf16_round = mp_fwd_bf16_round, .add_bias = cpu_add_bias,          \
     .add = cpu_add, .copy = cpu_copy, .mask_window = cpu_mask_window, .zero = cpu_zero,            \

@@ -53,10 +53,17 @@ typedef struct MpFwdHead {
 
 typedef struct MpFwdOps {
     const char *name; /* "cpu", "cpu-plain" */
-    /* storage of an MpFwd's weight and activation blocks: bytes (a multiple of 64), 64-byte aligned;
-     * NULL when it cannot be had */
+    /* storage of an MpFwd's weight block (alloc/free) and activation block (act_alloc/act_free):
+     * bytes (a multiple of 64), 64-byte aligned; NULL when it cannot be had. The weight block is
+     * written by the host as it packs (fwd.c's loading) */
     void *(*alloc)(size_t bytes);
     void (*free)(void *p);
+    void *(*act_alloc)(size_t bytes);
+    void (*act_free)(void *p);
+    /* host [bytes] = src [bytes] of the activation block: what the taps asked for (captures, the
+     * reduced map's blocks) reach the host through it. NULL: the activations are host memory
+     * (the CPU instances), handed over in place */
+    void (*to_host)(void *host, const void *src, size_t bytes);
     /* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ; k: the MpFwd's resolved kernel */
     void (*matmul)(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
     /* y [n] = RMSNorm(x) · w; LayerNorm with bias b (gptneox); y may alias x */

@@ -11,6 +11,7 @@
  * four-minute run of the first screen (the suite itself is what they do), placeholders for the
  * user's own files (path/to/...), the MPI example (build-mpi), and the twelve-minute training of
  * the embedded models.
+ * In the sanitizer build the long examples run with fewer sequences and steps (readme_sanitized_cuts).
  * Skipped when python3 with numpy is missing (scripts/setup.sh --test installs it), as test_pyapi.
  */
 #include "testutil.h"
@@ -31,6 +32,37 @@ static const struct {
     {"--steps 3000", "trains an embedded model: 12 minutes on 2 threads (the 20-step run below is run)"},
     {"gram nope/step-003000", "needs the 3000-step model above"},
 };
+
+/* In the sanitizer build (ASan + UBSan run the code ~10x slower) the long examples run with
+ * smaller sizes: the same commands and code paths, fewer sequences and steps. The plain build runs
+ * every example as written. Each cut is printed with its line. */
+static const struct {
+    const char *from, *to;
+} readme_sanitized_cuts[] = {
+    {"reproduce --quick --out results", "reproduce --quick --only fig1,fig4 --batch 500 --out results"},
+    {"--batch 20000", "--batch 500"},
+    {"--batch 100000", "--batch 500"},
+    {"--n 400 ", "--n 16 "},
+    {"--n 200 ", "--n 16 "},
+    {"--n 100 ", "--n 8 "},
+    {"--steps 20 --checkpoint-every 20", "--steps 4 --checkpoint-every 4"},
+    {"batch=20000", "batch=500"}, /* the Python session: never longer than what they replace */
+    {"400 * 128), np.uint8).reshape(400,", "16 * 128), np.uint8).reshape(16,"},
+};
+
+/* Applies the cuts to cmd (capacity cap) in the sanitizer build; returns how many applied. */
+static int readme_cut(char *cmd, size_t cap) {
+    int n = 0;
+    for (size_t k = 0; MP_TEST_SANITIZED && k < sizeof readme_sanitized_cuts / sizeof readme_sanitized_cuts[0]; k++) {
+        char *at = strstr(cmd, readme_sanitized_cuts[k].from);
+        if (!at) continue;
+        char rest[4096];
+        snprintf(rest, sizeof rest, "%s", at + strlen(readme_sanitized_cuts[k].from));
+        snprintf(at, cap - (size_t)(at - cmd), "%s%s", readme_sanitized_cuts[k].to, rest);
+        n++;
+    }
+    return n;
+}
 
 static char *readme_read(void) {
     char path[4096];
@@ -123,6 +155,7 @@ static void test_readme_commands(void **state) {
             continue;
         }
         quick += strstr(full, "my-probe") != NULL;
+        if (readme_cut(full, sizeof full)) print_message("README line %d run smaller (sanitizer build): %s\n", lineno, full);
         fprintf(f, "echo 'README line %d: %s' >&2\n%s\n", lineno, full[0] == 'M' ? "(variables)" : "...", full);
         nrun++;
     }
@@ -169,6 +202,7 @@ static void test_readme_python(void **state) {
         if (!strncmp(line, "    >>> ", 8)) {
             if (stmt) fprintf(f, "%s\n", stmt);
             stmt = line + 8;
+            if (readme_cut(stmt, strlen(stmt) + 1)) print_message("README line %d run smaller (sanitizer build): %s\n", lineno, stmt);
             nstmt++;
             fprintf(f, "print('README line %d', file=sys.stderr)\n", lineno);
         } else if (stmt && !strncmp(line, "    ... ", 8)) { /* a continuation line of the statement */

@@ -15,9 +15,14 @@
  *     circle; no file includes the header of a stage file (a .c that defines an MpReproStage
  *     entry: stages share what lies below them, never each other); and repro/repro.h, the
  *     registry's, is included by its implementation and src/cli only.
- * The checks run first on small files written here (a circle of three units, a function one
- * line over the limit and one at it, a long initialiser, a repro/ tree with each fault), so they
- * are seen to fail where they must, then on MP_SOURCE_DIR/src.
+ *   - no circle between the files of src/ by what they call (issue 27): a file depends on each
+ *     header it includes and on the .c files that define the functions of that header it names,
+ *     so a header that several .c files implement (cli/cli.h: a command per file; viz/plot.h,
+ *     tok/tok.h) links its includer to the ones it really calls, not to all of them.
+ * The checks run first on small files written here (a circle of three units, a circle of calls
+ * through a header of two .c files, a function one line over the limit and one at it, a long
+ * initialiser, a repro/ tree with each fault), so they are seen to fail where they must, then on
+ * MP_SOURCE_DIR/src.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -410,6 +415,82 @@ static int repro_layers(const char *root, const char *sub, char *msg, size_t cap
     return found;
 }
 
+/* ================================================================ src/ in units of implementation */
+
+static int word_char(char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* 1 when the identifier name occurs in s as a whole word. */
+static int names(const char *s, const char *name) {
+    const size_t l = strlen(name);
+    for (const char *p = strstr(s, name); p; p = strstr(p + 1, name))
+        if ((p == s || !word_char(p[-1])) && !word_char(p[l])) return 1;
+    return 0;
+}
+
+/* The edges of file i of the graph of impl_circle into u: for each header j of root it
+ * includes, one to j (its types) and one to each .c defining a function of j that file i names
+ * (defd[d]: the file defining decl's function d, -1 when none does). */
+static void impl_edges(Units *u, const char (*files)[512], int nf, const Funcs *decl, const int *defd, const char *root, int i) {
+    char full[1536];
+    snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
+    char *s = mp_test_read_text(full), *text = mp_test_read_text(full);
+    if (!s || !text) fail_msg("cannot read %s", full);
+    blank_noise(text);
+    for (char *line = s; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        char inc[512];
+        if (sscanf(line, " # include \"%511[^\"]\"", inc) != 1) continue;
+        int j = 0;
+        while (j < nf && strcmp(files[j], inc)) j++;
+        if (j == nf || j == i) continue;
+        u->dep[(size_t)i * MAX_UNITS + j] = 1;
+        for (int d = 0; d < decl->n; d++)
+            if (defd[d] >= 0 && defd[d] != i && !strcmp(decl->file[d], inc) && names(text, decl->name[d]))
+                u->dep[(size_t)i * MAX_UNITS + defd[d]] = 1;
+    }
+    free(s);
+    free(text);
+}
+
+/* 1 and the circle in msg when the files under root call each other in a circle: a file
+ * depends on the headers it includes and on the .c files that define the functions of those
+ * headers it calls (by name), so a header implemented by several .c files (src/cli/cli.h, the
+ * commands) adds only the edges to the ones really called. */
+static int impl_circle(const char *root, char *msg, size_t cap) {
+    static char files[4 * MAX_UNITS][512];
+    static Funcs decl, def;
+    static int defd[MAX_FUNCS];
+    int nf = 0;
+    walk(root, "", files, &nf, 4 * MAX_UNITS);
+    if (nf > MAX_UNITS) fail_msg("more than %d files", MAX_UNITS);
+    decl.n = def.n = 0;
+    for (int i = 0; i < nf; i++) {
+        char full[1536];
+        snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
+        funcs_read(files[i][strlen(files[i]) - 1] == 'h' ? &decl : NULL, &def, full, files[i]);
+    }
+    for (int d = 0; d < decl.n; d++) {
+        int j = 0, c = 0;
+        while (j < def.n && strcmp(def.name[j], decl.name[d])) j++;
+        while (j < def.n && c < nf && strcmp(files[c], def.file[j])) c++;
+        defd[d] = j < def.n && c < nf ? c : -1;
+    }
+    static Units u;
+    u.n = nf;
+    for (int i = 0; i < nf; i++) snprintf(u.name[i], sizeof u.name[i], "%s", files[i]);
+    u.dep = calloc((size_t)MAX_UNITS * MAX_UNITS, 1);
+    for (int i = 0; i < nf; i++) impl_edges(&u, (const char (*)[512])files, nf, &decl, defd, root, i);
+    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
+    int found = 0;
+    for (int v = 0; v < u.n && !found; v++)
+        if (state[v] == 0) found = dfs(&u, v, state, stack, 0, msg, cap);
+    free(state);
+    free(stack);
+    free(u.dep);
+    return found;
+}
+
 /* ================================================================ tests */
 
 static void put(const char *dir, const char *rel, const char *text) {
@@ -449,6 +530,22 @@ static void test_checks_can_fail(void **state) {
     msg[0] = 0;
     assert_int_equal(find_circle(root, msg, sizeof msg), 0);
 
+    /* calls: h.h is the header of x.c and y.c; x.c calls z.c, which calls x.c back through h.h */
+    put(root, "m/h.h", "int mp_x(void);\nint mp_y(void);\n");
+    put(root, "m/x.c", "#include \"m/h.h\"\n#include \"n/z.h\"\nint mp_x(void) { return mp_z(); }\n");
+    put(root, "m/y.c", "#include \"m/h.h\"\nint mp_y(void) { return 0; }\n");
+    put(root, "n/z.h", "int mp_z(void);\n");
+    put(root, "n/z.c", "#include \"n/z.h\"\n#include \"m/h.h\"\nint mp_z(void) { return mp_x(); } /* mp_y */\n");
+    msg[0] = 0;
+    assert_int_equal(impl_circle(root, msg, sizeof msg), 1);
+    print_message("found: %s\n", msg);
+    assert_non_null(strstr(msg, "m/x.c"));
+    assert_non_null(strstr(msg, "n/z.c"));
+    assert_null(strstr(msg, "m/y.c"));
+    put(root, "n/z.c", "#include \"n/z.h\"\n#include \"m/h.h\"\nint mp_z(void) { return mp_y(); } /* mp_x */\n");
+    msg[0] = 0;
+    assert_int_equal(impl_circle(root, msg, sizeof msg), 0); /* z.c calls y.c only: no circle */
+
     /* f: 121 lines from '{' to '}'; g: 120; a long initialiser and braces in comments/strings */
     char *src = malloc(20000);
     size_t o = 0;
@@ -474,6 +571,7 @@ static void test_no_include_circle_in_src(void **state) {
     char root[1024], msg[8192] = "";
     snprintf(root, sizeof root, "%s/src", MP_SOURCE_DIR);
     if (find_circle(root, msg, sizeof msg)) fail_msg("an include circle between units of src/: %s", msg);
+    if (impl_circle(root, msg, sizeof msg)) fail_msg("a circle of calls between files of src/: %s", msg);
 }
 
 static void test_no_long_function_in_src(void **state) {

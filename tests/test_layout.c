@@ -137,16 +137,22 @@ static int dfs(const Units *u, int v, int *state, int *stack, int depth, char *m
     return 0;
 }
 
+/* 1 and the first circle of graph u in msg, 0 when it has none. */
+static int graph_circle(const Units *u, char *msg, size_t cap) {
+    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
+    int found = 0;
+    for (int v = 0; v < u->n && !found; v++)
+        if (state[v] == 0) found = dfs(u, v, state, stack, 0, msg, cap);
+    free(state);
+    free(stack);
+    return found;
+}
+
 /* 1 and the circle in msg when the units under root include each other in a circle. */
 static int find_circle(const char *root, char *msg, size_t cap) {
     static Units u;
     units_read(&u, root);
-    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
-    int found = 0;
-    for (int v = 0; v < u.n && !found; v++)
-        if (state[v] == 0) found = dfs(&u, v, state, stack, 0, msg, cap);
-    free(state);
-    free(stack);
+    const int found = graph_circle(&u, msg, cap);
     free(u.dep);
     return found;
 }
@@ -481,12 +487,7 @@ static int impl_circle(const char *root, char *msg, size_t cap) {
     for (int i = 0; i < nf; i++) snprintf(u.name[i], sizeof u.name[i], "%s", files[i]);
     u.dep = calloc((size_t)MAX_UNITS * MAX_UNITS, 1);
     for (int i = 0; i < nf; i++) impl_edges(&u, (const char (*)[512])files, nf, &decl, defd, root, i);
-    int *state = calloc(MAX_UNITS, sizeof *state), *stack = calloc(MAX_UNITS, sizeof *stack);
-    int found = 0;
-    for (int v = 0; v < u.n && !found; v++)
-        if (state[v] == 0) found = dfs(&u, v, state, stack, 0, msg, cap);
-    free(state);
-    free(stack);
+    const int found = graph_circle(&u, msg, cap);
     free(u.dep);
     return found;
 }

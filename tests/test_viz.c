@@ -952,6 +952,12 @@ static void test_report_grows(void **state) {
         snprintf(a, sizeof a, "quantity %d", i);
         mp_report_row(r, a, "1", "1", i % 2, "");
     }
+    char longtext[1200]; /* texts past the old fixed fields (160..256 bytes; the footer 1024) kept whole */
+    memset(longtext, 'x', sizeof longtext - 2);
+    longtext[sizeof longtext - 2] = 'Z';
+    longtext[sizeof longtext - 1] = '\0';
+    mp_report_row(r, longtext, longtext, longtext, 1, longtext);
+    mp_report_footer(r, "footer ", longtext, ".");
     const char *head[9] = {"c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9"};
     mp_report_stats_head(r, "stats", head, 9);
     char cell[9][32];
@@ -970,8 +976,8 @@ static void test_report_grows(void **state) {
     assert_null(strchr(e.msg, '\n'));
     assert_int_equal(mp_report_stats_row(r, cells, 8, &e), MP_ERR);
     assert_int_equal(r->nfigs, 40);
-    assert_int_equal(r->nrows, 200);
-    assert_int_equal(r->npass, 100);
+    assert_int_equal(r->nrows, 201);
+    assert_int_equal(r->npass, 101);
     assert_int_equal(r->stats_rows, 300);
     assert_int_equal(r->figs[39].nviews, 9);
     snprintf(path, sizeof path, "%s/report.md", d);
@@ -979,7 +985,11 @@ static void test_report_grows(void **state) {
     char *md = mp_test_read_text(path);
     assert_non_null(md);
     assert_non_null(strstr(md, "| quantity 200 |"));
-    assert_non_null(strstr(md, "100 of 200 rows agree."));
+    assert_non_null(strstr(md, "101 of 201 rows agree."));
+    char *at = md; /* the long text whole, in the row's four cells and the footer */
+    int whole = 0;
+    while ((at = strstr(at, longtext))) whole++, at += strlen(longtext);
+    assert_int_equal(whole, 5);
     assert_non_null(strstr(md, "![Extra figure 40: caption](fig40.png)"));
     assert_non_null(strstr(md, "| c1 | c2 | c3 | c4 | c5 | c6 | c7 | c8 | c9 |"));
     assert_non_null(strstr(md, "| r1c1 | r1c2 | r1c3 | r1c4 | r1c5 | r1c6 | r1c7 | r1c8 | r1c9 |\n| r2c1 |"));

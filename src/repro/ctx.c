@@ -31,13 +31,17 @@ void mp_repro_ctx_free(MpReproCtx *c) {
         free(c->states[k].data);
     }
     free(c->states);
+    free(c->failed_names);
     if (c->have_th) mp_theory_free(&c->th);
     memset(c, 0, sizeof *c);
 }
 
 int mp_repro_fail(MpReproCtx *c, const char *what) {
-    size_t n = strlen(c->failed_names);
-    snprintf(c->failed_names + n, sizeof c->failed_names - n, "%s%s", n ? ", " : "", what);
+    const size_t n = c->failed_names ? strlen(c->failed_names) : 0, add = strlen(what) + 2;
+    char *grown = realloc(c->failed_names, n + add + 1);
+    if (!grown) mp_die("out of memory for the names of the failed stages");
+    snprintf(grown + n, add + 1, "%s%s", n ? ", " : "", what);
+    c->failed_names = grown;
     return 1;
 }
 

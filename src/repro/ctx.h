@@ -70,7 +70,7 @@ typedef struct MpReproCtx {
     MpReproState *states;   /* [nstates] owned */
     int nstates, cap_states;
     int failed;
-    char failed_names[1024];
+    char *failed_names;     /* owned: "fig3/gram, fig5/rope" (NULL: none failed) */
     /* whether some stage declares a run of folder dir (set by the registry: mp_repro_maps asserts
      * it, so a verdict that names a run no stage declares stops the tests instead of losing its
      * rows; NULL: not checked) */

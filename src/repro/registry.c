@@ -251,24 +251,21 @@ static int report_stats(MpReport *rp, const MpReproCtx *c, MpErr *e) {
 }
 
 static void report_footer(MpReport *rp, const MpReproTables *t, const MpReproCtx *c) {
-    rp->footer[0] = '\0';
+    char head[1536]; /* our fixed text and two numbers */
     if (stage_on(t, c, "fig3") || (stage_on(t, c, "fig5") && !c->cfg->model)) /* the embedded models ran */
-        snprintf(rp->footer, sizeof rp->footer,
+        snprintf(head, sizeof head,
              "Model stages: the embedded models (models/none, models/rope: 4-layer byte-level decoders trained by maskpos on "
              "the King James Bible, models/kjv.txt) probed over %lld windows of %d bytes (the paper's 1000 × 1024 tokens "
              "when not --quick); rms/noise is the residue's rms over the per-entry standard errors, block z the same test on the residue's means over a "
              "16 × 16 grid of blocks (both ≈ 1 for pure noise; docs/metrics.md).%s",
                  (long long)c->n_embedded, MP_REPRO_MODEL_SEQ, c->failed ? " FAILED stages (see the command's error output): " : "");
     else
-        snprintf(rp->footer, sizeof rp->footer,
+        snprintf(head, sizeof head,
                  "rms/noise is the residue's rms over the per-entry standard errors, block z the same test on the residue's "
                  "means over a 16 × 16 grid of blocks (both ≈ 1 for pure noise; docs/metrics.md); the regional block test "
                  "repeats it on the first keys, the last queries, the last keys and the interior.%s",
                  c->failed ? " FAILED stages (see the command's error output): " : "");
-    if (c->failed) {
-        size_t fl = strlen(rp->footer);
-        snprintf(rp->footer + fl, sizeof rp->footer - fl, "%s.", c->failed_names);
-    }
+    mp_report_footer(rp, head, c->failed ? c->failed_names : NULL, c->failed ? "." : NULL);
 }
 
 /* Figures, rows, statistics and both files. */
@@ -349,7 +346,6 @@ int mp_repro_run_tables(MpReproSummary *sum, const MpReproConfig *cfg, const MpR
     int rc = sum->no_space ? MP_OK : report_write(t, &c, sum, t0, e);
     if (rc == MP_OK && stopped) rc = mp_err_set(e, "%s", MP_JOB_STOPPED_MSG);
     sum->failed = c.failed;
-    snprintf(sum->failed_names, sizeof sum->failed_names, "%s", c.failed_names);
     sum->wall_s = mp_time_now() - t0;
     mp_repro_ctx_free(&c);
     mp_plot_release();

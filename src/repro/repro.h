@@ -21,7 +21,6 @@
 
 typedef struct MpReproSummary {
     int failed;             /* failed runs (0: every stage ran) */
-    char failed_names[1024];
     int npass, nrows;       /* verdict rows that agree, of all */
     double wall_s;
     int no_space;           /* a write found the disk full: the run stopped there, no report written */

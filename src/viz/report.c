@@ -20,7 +20,16 @@ void mp_report_free(MpReport *r) {
     for (int i = 0; i < r->nfigs; i++) {
         for (int v = 0; v < r->figs[i].nviews; v++) free(r->figs[i].views[v]);
         free(r->figs[i].views);
+        free(r->figs[i].caption);
+        free(r->figs[i].path);
     }
+    for (int i = 0; i < r->nrows; i++) {
+        free(r->rows[i].what);
+        free(r->rows[i].expected);
+        free(r->rows[i].measured);
+        free(r->rows[i].note);
+    }
+    free(r->footer);
     for (int c = 0; c < r->stats_cols; c++) free(r->stats_head[c]);
     for (int i = 0; i < r->stats_rows * r->stats_cols; i++) free(r->stats[i]);
     free(r->rows);
@@ -34,10 +43,10 @@ void mp_report_row(MpReport *r, const char *what, const char *expected, const ch
                    const char *note) {
     r->rows = mp_grow_or_die(r->rows, &r->cap_rows, r->nrows, sizeof *r->rows, "the report's rows");
     MpReportRow *w = &r->rows[r->nrows++];
-    snprintf(w->what, sizeof w->what, "%s", what);
-    snprintf(w->expected, sizeof w->expected, "%s", expected);
-    snprintf(w->measured, sizeof w->measured, "%s", measured);
-    snprintf(w->note, sizeof w->note, "%s", note ? note : "");
+    w->what = report_strdup(what);
+    w->expected = report_strdup(expected);
+    w->measured = report_strdup(measured);
+    w->note = report_strdup(note ? note : "");
     w->ok = ok;
     r->npass += ok != 0;
 }
@@ -46,8 +55,18 @@ void mp_report_fig(MpReport *r, const char *caption, const char *path) {
     r->figs = mp_grow_or_die(r->figs, &r->cap_figs, r->nfigs, sizeof *r->figs, "the report's figures");
     MpReportFig *g = &r->figs[r->nfigs++];
     memset(g, 0, sizeof *g);
-    snprintf(g->caption, sizeof g->caption, "%s", caption);
-    snprintf(g->path, sizeof g->path, "%s", path);
+    g->caption = report_strdup(caption);
+    g->path = report_strdup(path);
+}
+
+void mp_report_footer(MpReport *r, const char *a, const char *b, const char *c) {
+    const char *part[3] = {a, b ? b : "", c ? c : ""};
+    size_t n = 0;
+    for (int i = 0; i < 3; i++) n += strlen(part[i]);
+    free(r->footer);
+    r->footer = mp_malloc_or_die(n + 1, "report text");
+    r->footer[0] = '\0';
+    for (int i = 0; i < 3; i++) strcat(r->footer, part[i]);
 }
 
 void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir) {
@@ -184,7 +203,7 @@ int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
             fprintf(f, "\n");
         }
     }
-    if (r->footer[0]) fprintf(f, "\n%s\n", r->footer);
+    if (r->footer && r->footer[0]) fprintf(f, "\n%s\n", r->footer);
     return mp_atomic_commit(&af, e);
 }
 
@@ -373,7 +392,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
         }
         fputs("</table>\n", f);
     }
-    if (r->footer[0]) {
+    if (r->footer && r->footer[0]) {
         fputs("<p>", f);
         html_text(f, r->footer);
         fputs("</p>\n", f);

@@ -4,7 +4,7 @@
  * Implements: verdict rows (quantity, expected, measured, agrees?, note), figures with captions
  * and the run folders of their viewers, one free-form statistics table, and the two writers;
  * both files are written atomically. Rows, figures, viewer folders and statistics rows grow as
- * they are added (no count limit); the statistics table has as many columns as its head, and a
+ * they are added (no count limit), and their texts are kept whole (no length limit); the statistics table has as many columns as its head, and a
  * row of another width is refused with a one-line error (never written into the next row).
  * Does not: compute anything — callers fill the rows from their own run's results.
  * Tested by: tests/test_viz.c (test_report_grows: past the old limits), tests/test_reproduce.c
@@ -16,13 +16,13 @@
 #include "core/err.h" /* MpErr */
 
 typedef struct MpReportRow {
-    char what[160], expected[96], measured[192], note[256];
+    char *what, *expected, *measured, *note; /* owned, any length ("" for no note) */
     int ok;
 } MpReportRow;
 
 typedef struct MpReportFig {
-    char caption[256];
-    char path[256]; /* relative to the report's folder */
+    char *caption; /* owned, any length */
+    char *path;    /* owned: relative to the report's folder */
     /* [nviews] owned: run folders (relative to the report's folder) explored by an interactive
      * viewer under the figure in report.html (viz/view.h); none: no viewer */
     char **views;
@@ -42,7 +42,7 @@ typedef struct MpReport {
     int stats_cols, stats_rows, cap_stats;
     char **stats_head; /* [stats_cols] */
     char **stats;      /* [stats_rows * stats_cols], row by row */
-    char footer[1024];
+    char *footer;      /* owned, any length (mp_report_footer); NULL: none */
 } MpReport;
 
 void mp_report_free(MpReport *r);
@@ -51,6 +51,8 @@ void mp_report_free(MpReport *r);
 void mp_report_row(MpReport *r, const char *what, const char *expected, const char *measured, int ok,
                    const char *note);
 void mp_report_fig(MpReport *r, const char *caption, const char *path);
+/* The paragraph under the tables: a, b and c joined (b, c may be NULL), replacing an earlier one. */
+void mp_report_footer(MpReport *r, const char *a, const char *b, const char *c);
 /* Adds a run folder to the interactive viewer of the figure whose path is fig_path (a figure
  * added before: a programmer error otherwise). */
 void mp_report_fig_view(MpReport *r, const char *fig_path, const char *dir);

@@ -67,16 +67,8 @@ static int readme_cut(char *cmd, size_t cap) {
 static char *readme_read(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/README.md", MP_SOURCE_DIR);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
+    char *s = mp_test_read_text(path);
     assert_non_null(s);
-    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-    s[n] = '\0';
-    fclose(f);
     return s;
 }
 

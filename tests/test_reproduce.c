@@ -21,14 +21,12 @@ static void assert_png(const char *path, int min_w, int min_h) {
     cairo_surface_destroy(s);
 }
 
+/* The whole file (NULL when it cannot be read), valid until the next call: callers never free it. */
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    static char buf[1 << 23]; /* report.html embeds its figures: ~1 MB */
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
+    static char *last;
+    free(last);
+    last = mp_test_read_text(path);
+    return last;
 }
 
 /* Decodes the first 12 base64 characters at p into 9 bytes (test-side decoder). */

@@ -190,6 +190,7 @@ static void test_unknown_family(void **state) {
     MpMkSpec s;
     mp_mk_spec_default(&s);
     s.arch = MP_ARCH_OLMO2;
+    mp_mk_spec_family(&s, 0, 0);
     s.format = MP_FORMAT_GGUF;
     s.vocab = 300;
     lt_mk(&s, gg);
@@ -457,6 +458,9 @@ static void test_family_options(void **state) {
     }
 }
 
+/* A switch or marker that holds when it is `want` (the row's own). */
+static int key_is(const char *key, void *want) { return want && !strcmp(key, want); }
+
 static void test_family_table(void **state) {
     (void)state;
     /* tensors of one layer in an HF checkpoint, counted by hand from transformers' modeling files
@@ -477,8 +481,9 @@ static void test_family_table(void **state) {
         assert_non_null(f);
         assert_int_equal(mp_family_from_name(f->name), a);
         assert_string_equal(mp_model_arch_name((MpArch)a), f->name);
-        assert_int_equal(mp_family_from_hf(f->hf_types[0]), a);
-        assert_int_equal(mp_family_from_gguf(f->gguf_arch ? f->gguf_arch : f->name), f->gguf_arch ? MP_ARCH_LLAMA : a);
+        assert_int_equal(mp_family_from_hf(f->hf_types[0], key_is, (void *)f->hf_switch), a);
+        assert_int_equal(mp_family_from_gguf(f->gguf_arch ? f->gguf_arch : f->name, key_is, (void *)f->gguf_marker),
+                         f->gguf_arch && !f->gguf_marker ? MP_ARCH_LLAMA : a);
         /* the class is <model_type without '_'>ForCausalLM, case aside, for one of its types */
         int cls = 0;
         for (int i = 0; i < 2 && f->hf_types[i]; i++) {

@@ -182,12 +182,7 @@ static MpMkSpec lt_spec(MpArch arch, MpFormat fmt, MpWType dt, int layers, uint6
     s.ffn = 96;
     s.vocab = 300;
     s.seed = seed;
-    if (arch == MP_ARCH_GPTNEOX) { /* Pythia's shape: as many key/value heads as query heads, 25% rotary */
-        s.kv_heads = s.heads;
-        s.partial_rotary = 0.25;
-    }
-    if (arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3 || arch == MP_ARCH_GEMMA) s.tie = 1; /* Gemma's head is its embedding */
-    if (arch == MP_ARCH_GEMMA3 || arch == MP_ARCH_GEMMA) s.attn_softcap = s.final_softcap = 0;
+    mp_mk_spec_family(&s, 0, 0); /* the family's own: gptneox's heads and rotary, Gemma's tie, caps */
     return s;
 }
 

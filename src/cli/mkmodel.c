@@ -165,15 +165,7 @@ int mp_cmd_mkmodel(int argc, char **argv) {
         }
     }
     if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
-    if (s.arch == MP_ARCH_GPTNEOX) { /* Pythia's shape unless told: one key/value head per query head, 25% rotary */
-        if (!kv_given) s.kv_heads = s.heads;
-        if (!prf_given) s.partial_rotary = 0.25;
-    }
-    if (s.arch == MP_ARCH_GEMMA2 || s.arch == MP_ARCH_GEMMA3 || s.arch == MP_ARCH_GEMMA) s.tie = 1; /* Gemma's head is its embedding */
-    if (s.arch == MP_ARCH_GEMMA3 || s.arch == MP_ARCH_GEMMA) { /* no soft-capping in Gemma 1 and 3 */
-        s.attn_softcap = 0;
-        s.final_softcap = 0;
-    }
+    mp_mk_spec_family(&s, kv_given, prf_given); /* the family's own defaults (gptneox's heads and rotary, Gemma's tie) */
     MpErr e;
     if (moe_given && mp_mk_option_refused(MP_MK_EXPERTS, s.arch, &e)) return mp_cli_error(cmd, "%s", e.msg);
     const char *out = argv[optind];

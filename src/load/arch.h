@@ -105,13 +105,14 @@ typedef enum MpRole {
 #define MP_ROLE_FIRST_LAYER MP_ROLE_ATTN_NORM /* roles < this are global */
 
 /* ================================================================ families
- * One row per MpArch (designated initializers; arch.c checks the count): what a family is called
- * in each format, the activation its MLP runs, and the declaration of its tensors — every role a
- * layer holds, plus the global roles beyond TOK_EMBD, OUTPUT_NORM and OUTPUT. The loader
- * (model.c), the writer (mkmodel.c), the feature flags below and the forward pass's plan
- * (src/model/fwd.c) all read `roles`; names, HF classes and the lists in messages and help come
- * from the other fields. Adding a family: its enum value (at the end), its row, the forward-pass
- * differences, tests (docs/architecture.md). */
+ * One row per MpArch (designated initializers; arch.c checks the count): everything that makes a
+ * family what it is, for every reader and writer — its names in each format, its block (the
+ * activation, the tensor roles its layers hold, the norms and scales), where its tensors are
+ * stored (names, fused tensors, GGUF's Q/K row order), its config.json keys with the defaults its
+ * HF class gives them, its GGUF metadata keys, and what mkmodel can write beyond the block. The
+ * loader (model.c), config.json's reader (hfconfig.c), the writer (mkmodel.c), the feature flags
+ * below and the forward pass's plan (src/model/fwd.c, through mp_family_has) read it; nothing
+ * outside arch.c compares MpArch values. Adding a family: docs/architecture.md, "a family". */
 #define MP_ROLE_BIT(r) (UINT64_C(1) << (r))
 
 typedef enum MpAct {
@@ -121,14 +122,139 @@ typedef enum MpAct {
 } MpAct;
 const char *mp_act_hf_name(MpAct a); /* HF's hidden_act: "silu", "gelu", "gelu_pytorch_tanh" */
 
+/* config.json keys: each family's row lists those its configuration holds, in the order mkmodel
+ * writes them; mp_hf_key_name spells them. */
+typedef enum MpHfKey {
+    MP_HFK_ARCHITECTURES = 0, MP_HFK_MODEL_TYPE, MP_HFK_HIDDEN_SIZE, MP_HFK_INTERMEDIATE_SIZE, MP_HFK_NUM_HIDDEN_LAYERS,
+    MP_HFK_NUM_ATTENTION_HEADS, MP_HFK_NUM_KEY_VALUE_HEADS, MP_HFK_HEAD_DIM, MP_HFK_HIDDEN_ACT, MP_HFK_RMS_NORM_EPS,
+    MP_HFK_ROPE_THETA, MP_HFK_MAX_POSITION_EMBEDDINGS, MP_HFK_VOCAB_SIZE, MP_HFK_TIE_WORD_EMBEDDINGS, MP_HFK_BOS_TOKEN_ID,
+    MP_HFK_EOS_TOKEN_ID, MP_HFK_PAD_TOKEN_ID, MP_HFK_ATTENTION_BIAS, MP_HFK_MLP_BIAS, MP_HFK_USE_SLIDING_WINDOW,
+    MP_HFK_MAX_WINDOW_LAYERS, MP_HFK_SLIDING_WINDOW, MP_HFK_PARTIAL_ROTARY_FACTOR, MP_HFK_ORIGINAL_MAX_POSITION_EMBEDDINGS,
+    MP_HFK_ROPE_SCALING, MP_HFK_HIDDEN_ACTIVATION, MP_HFK_QUERY_PRE_ATTN_SCALAR, MP_HFK_ATTN_LOGIT_SOFTCAPPING,
+    MP_HFK_FINAL_LOGIT_SOFTCAPPING, MP_HFK_SLIDING_WINDOW_PATTERN, MP_HFK_ROPE_LOCAL_BASE_FREQ, MP_HFK_LAYER_NORM_EPS,
+    MP_HFK_ROTARY_EMB_BASE, MP_HFK_ROTARY_PCT, MP_HFK_USE_PARALLEL_RESIDUAL, MP_HFK_NUM_LOCAL_EXPERTS, MP_HFK_NUM_EXPERTS,
+    MP_HFK_NUM_EXPERTS_PER_TOK, MP_HFK_ROUTER_JITTER_NOISE, MP_HFK_OUTPUT_ROUTER_LOGITS, MP_HFK_MOE_INTERMEDIATE_SIZE,
+    MP_HFK_NORM_TOPK_PROB, MP_HFK_DECODER_SPARSE_STEP, MP_HFK_MLP_ONLY_LAYERS, MP_HFK_SHARED_EXPERT_INTERMEDIATE_SIZE,
+    MP_HFK_TORCH_DTYPE,
+    MP_HFK_COUNT
+} MpHfKey;
+const char *mp_hf_key_name(MpHfKey k); /* "hidden_size", ... */
+
+/* One key of a family's config.json and, where the reader takes the family's own, the default
+ * its HF config class gives it: the norm epsilon, the rotary fraction, attention_bias (also the
+ * value mkmodel writes: what the family's roles mean), max_window_layers, sliding_window (gemma),
+ * query_pre_attn_scalar, original_max_position_embeddings, the expert counts and sizes,
+ * norm_topk_prob, use_parallel_residual, pad_token_id (written only when this default falls
+ * outside the vocabulary, where transformers would refuse the model). Other keys: 0, unused. */
+typedef struct MpHfEntry {
+    MpHfKey key;
+    double def;
+} MpHfEntry;
+
+/* GGUF metadata keys "{arch}.<suffix>" beyond general.* and tokenizer.*: each family's row lists
+ * those its files hold, in the order mkmodel writes them; mp_gguf_key_suffix spells them. */
+typedef enum MpGgufKey {
+    MP_GGK_CONTEXT_LENGTH = 0, MP_GGK_EMBEDDING_LENGTH, MP_GGK_BLOCK_COUNT, MP_GGK_FEED_FORWARD_LENGTH, MP_GGK_HEAD_COUNT,
+    MP_GGK_HEAD_COUNT_KV, MP_GGK_KEY_LENGTH, MP_GGK_VALUE_LENGTH, MP_GGK_ATTN_LOGIT_SOFTCAPPING,
+    MP_GGK_FINAL_LOGIT_SOFTCAPPING, MP_GGK_SLIDING_WINDOW, MP_GGK_ROPE_FREQ_BASE_SWA, MP_GGK_LAYER_NORM_EPSILON,
+    MP_GGK_USE_PARALLEL_RESIDUAL, MP_GGK_LAYER_NORM_RMS_EPSILON, MP_GGK_ROPE_FREQ_BASE, MP_GGK_ROPE_DIMENSION_COUNT,
+    MP_GGK_VOCAB_SIZE, MP_GGK_EXPERT_COUNT, MP_GGK_EXPERT_USED_COUNT, MP_GGK_EXPERT_FEED_FORWARD_LENGTH,
+    MP_GGK_EXPERT_SHARED_FEED_FORWARD_LENGTH, MP_GGK_ROPE_SCALING_ORIGINAL_CONTEXT_LENGTH, MP_GGK_ROPE_SCALING_ATTN_FACTOR,
+    MP_GGK_COUNT
+} MpGgufKey;
+const char *mp_gguf_key_suffix(MpGgufKey k); /* "context_length", "attention.sliding_window", ... */
+
+/* A family's own stored name of a role (NULL: the common one). HF names of layer roles follow
+ * the layer prefix; HF expert names hold a %d for the expert. */
+typedef struct MpRoleName {
+    MpRole role;
+    const char *hf, *gguf;
+} MpRoleName;
+
+/* Roles stored as row blocks of one tensor (named by the first role's name). */
+enum {
+    MP_FUSE_QKV = 1,      /* Q, K, V: rows [Q; K; V] */
+    MP_FUSE_QKV_BIAS = 2, /* Q_BIAS, K_BIAS, V_BIAS: [Q; K; V] */
+    MP_FUSE_GATE_UP = 4,  /* GATE, UP: rows [gate; up] */
+    MP_FUSE_HF_HEADS = 8, /* HF groups the fused Q/K/V rows per head: [q, k, v] blocks of HS rows */
+};
+
+/* Which layers attend through a sliding window, as the family's HF class (or llama.cpp) decides. */
+typedef enum MpWinRule {
+    MP_WIN_NONE = 0,  /* HF: none (a "layer_types" must say full_attention throughout); GGUF: the key
+                         is ignored, as llama.cpp windows none of these families */
+    MP_WIN_EVERY,     /* HF: "sliding_window" (null: none) in every layer, or as "layer_types" says */
+    MP_WIN_SWITCHED,  /* HF: only with "use_sliding_window", in layers >= "max_window_layers" or as
+                         "layer_types" says */
+    MP_WIN_PERIOD,    /* local layers: all but every win_period-th ("sliding_window_pattern" where the
+                         row lists it), or as "layer_types" says; the window the default of the
+                         row's sliding_window entry (HF) or gguf_win_def (GGUF) */
+    MP_WIN_REFUSED,   /* GGUF: a window llama.cpp applies that maskpos does not (olmo2): refused */
+} MpWinRule;
+
+typedef enum MpTie {
+    MP_TIE_FREE = 0, /* tie_word_embeddings, default false */
+    MP_TIE_ALWAYS,   /* the head is the embedding (gemma): tied by default; mkmodel ties */
+    MP_TIE_NEVER,    /* the head is its own tensor (gptneox embed_out): mkmodel refuses --tie */
+} MpTie;
+
+/* What mkmodel writes beyond the block for some families (the readers accept these from any). */
+enum {
+    MP_FAM_OPT_LLAMA3 = 1,   /* Llama-3 RoPE scaling: HF rope_scaling llama3, GGUF rope_freqs.weight */
+    MP_FAM_OPT_LONGROPE = 2, /* Phi-3 longrope: HF rope_scaling longrope (also spelt "su", "yarn") with
+                                original_max_position_embeddings; GGUF rope_factors_* and
+                                rope.scaling.attn_factor */
+    MP_FAM_OPT_WINDOW = 4,   /* --sliding-window: the row's HF window rule with a window */
+};
+
 typedef struct MpFamily {
+    /* names */
     const char *name;        /* --arch, meta.json "arch", GGUF general.architecture */
     const char *gguf_arch;   /* what GGUF calls it when not name (mistral, mixtral: "llama"), else NULL */
+    const char *gguf_marker; /* with gguf_arch: what tells its files apart among that arch's: a key
+                                "{arch}.<marker>" with a nonzero value, or (holding a '.') a tensor
+                                present; NULL: read back as the family named gguf_arch (mistral) */
     const char *hf_types[2]; /* HF model_type values read as this family; [0] is what mkmodel writes */
+    const char *hf_switch;   /* a boolean config.json key that, true, makes a model of hf_types[0]
+                                this family rather than the row that also reads that type */
     const char *hf_class;    /* the config.json "architectures" entry mkmodel writes */
-    MpAct act;               /* the MLP's nonlinearity (hidden_act: silu, gelu, gelu_pytorch_tanh) */
-    uint64_t roles;          /* MP_ROLE_BIT of every tensor role it holds (see above) */
+    const char *hf_nested;   /* a key that may hold the text model's own configuration (gemma3's
+                                multimodal configs: text_config) */
+    const char *hf_defaults; /* JSON: the class's defaults for keys its published configurations
+                                leave out (read under the configuration) */
+    const char *hf_nope_type;/* the model_type whose class switches RoPE off in every
+                                no_rope_layer_interval-th layer by default (SmolLM3Config: 4) */
+    const char *hf_act_alias;/* a hidden_act its released configurations give for act, read as act
+                                unless hidden_activation says otherwise (Gemma 1: "gelu") */
+    /* the block */
+    MpAct act;               /* the MLP's nonlinearity */
+    uint64_t roles;          /* MP_ROLE_BIT of every tensor role it holds: every layer role, and the
+                                global ones beyond TOK_EMBD, OUTPUT_NORM and OUTPUT */
     int qk_norm_whole;       /* olmo2: q/k norm over the whole projection, not per head */
+    int norm_plus_one;       /* RMSNorm by (1 + w): HF stores w, GGUF 1 + w (gemma) */
+    int embed_scaled;        /* embeddings x sqrt(C), attention scale set (gemma) */
+    int softcap;             /* attention and final logit soft-capping (gemma2) */
+    MpTie tie;
+    MpWinRule win;           /* HF */
+    int win_period;          /* MP_WIN_PERIOD: every win_period-th layer global */
+    double win_local_base;   /* > 0: the local layers' own RoPE base (gemma3: HF rope_local_base_freq,
+                                GGUF rope.freq_base_swa; this the default), unscaled */
+    MpWinRule gguf_win;      /* GGUF: NONE, PERIOD or REFUSED */
+    int gguf_win_def;        /* GGUF MP_WIN_PERIOD: the window when the file has none (0: required) */
+    int gguf_scale_layers;   /* embed_scaled in GGUF: llama.cpp's attention scale (C/NH)^-1/2 at this
+                                layer count (the 27B models), HS^-1/2 otherwise (0: always HS^-1/2) */
+    int gguf_moe_renorm;     /* MoE in GGUF: llama.cpp renormalises the K routing weights */
+    /* where its tensors are */
+    const MpRoleName *names; /* its own stored names, {MP_ROLE_COUNT} ends (NULL: none) */
+    const char *hf_layers;   /* HF layer tensors' prefix (NULL: "model.layers.%d.") */
+    unsigned fuse;           /* MP_FUSE_* */
+    int gguf_permute_qk;     /* GGUF Q/K rows (and biases) in the llama converter's interleaved order */
+    /* its configuration */
+    const MpHfEntry *hf_keys;   /* its config.json keys in file order, {MP_HFK_COUNT} ends */
+    const MpGgufKey *gguf_keys; /* its GGUF keys in file order, MP_GGK_COUNT ends */
+    const char *gguf_tok_pre;   /* tokenizer.ggml.pre of its byte-level BPE vocabulary, which then adds
+                                   no BOS ("qwen2"); NULL: "llama-bpe", with BOS */
+    unsigned opts;              /* MP_FAM_OPT_* */
 } MpFamily;
 
 /* The row of family a (NULL when a is out of range). */
@@ -136,10 +262,19 @@ const MpFamily *mp_family(MpArch a);
 /* 1 when family a holds tensor role r (layer roles, and OUTPUT_NORM_BIAS; not TOK_EMBD,
  * OUTPUT_NORM, OUTPUT, which every family has). */
 int mp_family_has(MpArch a, MpRole r);
-/* The family whose HF model_type is `type` (any of hf_types), else -1. */
-int mp_family_from_hf(const char *type);
-/* The family GGUF names `arch` (families written under their own name only), else -1. */
-int mp_family_from_gguf(const char *arch);
+/* Family a's entry for config.json key k (NULL: its configuration has no such key). */
+const MpHfEntry *mp_family_hf_key(MpArch a, MpHfKey k);
+/* 1 when family a's GGUF files hold key k. */
+int mp_family_gguf_key(MpArch a, MpGgufKey k);
+/* 1 when family a has one key/value head per query head (no num_key_value_heads: gptneox). */
+int mp_family_mha(MpArch a);
+/* The family whose HF model_type is `type` (any of hf_types), else -1; switch_on: the value of
+ * the key a row's hf_switch names (rows with one are taken only when it is true). */
+int mp_family_from_hf(const char *type, int (*switch_on)(const char *key, void *ctx), void *ctx);
+/* The family of a GGUF file whose general.architecture is `arch`, else -1: families written under
+ * their own name, or under arch and told apart by their gguf_marker (has_marker: 1 when the file
+ * holds that key nonzero or that tensor). */
+int mp_family_from_gguf(const char *arch, int (*has_marker)(const char *marker, void *ctx), void *ctx);
 /* The family called `name` (--arch), else -1. */
 int mp_family_from_name(const char *name);
 /* The list of names of one kind, joined by sep, into out[cap] (truncated, always terminated). */
@@ -150,6 +285,27 @@ typedef enum MpFamilyList {
     MP_FAMILY_GGUF_MOE,  /* the mixture-of-experts ones among them */
 } MpFamilyList;
 void mp_family_list(MpFamilyList kind, const char *sep, char *out, size_t cap);
+
+/* How many tensors family a's files store: *globals (embedding, final norm and its bias, the head
+ * unless tied) and *per_layer (fused roles once; experts one tensor each in HF, one per role in
+ * GGUF), for E experts. From the row alone. */
+void mp_family_tensor_count(MpArch a, MpFormat fmt, int tied, int experts, int *globals, int *per_layer);
+
+/* Names of the roles: "q", "k_norm", ... (messages, inspect). */
+const char *mp_model_role_name(MpRole r);
+int mp_model_role_is_global(MpRole r);
+/* Name of the stored tensor holding (role, layer) in a file of format fmt for arch, e.g.
+ * "model.layers.3.self_attn.q_proj.weight" / "blk.3.attn_q.weight"; fused roles name their shared
+ * tensor (phi3 qkv_proj / attn_qkv). Read by the loader and the writer (mkmodel). */
+void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap);
+/* Mixture of experts: the stored name of expert `expert`'s GATE_EXPS / UP_EXPS / DOWN_EXPS in layer
+ * `layer` (HF: one tensor per expert, e.g. "model.layers.0.block_sparse_moe.experts.3.w1.weight";
+ * GGUF: the layer's 3-D tensor "blk.0.ffn_gate_exps.weight"). */
+void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int expert, char *out, size_t cap);
+/* The fused tensor holding role r in family a's files (both formats): the number of its parts
+ * (3 or 2; 1: r is stored alone), its first role (Q, Q_BIAS, GATE; the parts follow it in MpRole
+ * order) and the part r is (0-based). */
+int mp_family_fused(MpArch a, MpRole r, MpRole *first, int *part);
 
 /* The sizes a role's served shape follows (C, NH*HS, NKV*HS, HS, FF, V, E, FFS) and whether the
  * q/k norms span the whole projection (olmo2). */

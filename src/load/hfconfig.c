@@ -89,22 +89,24 @@ static int cfg_factor_list(json_t *obj, const char *key, size_t n, double **out,
     return MP_OK;
 }
 
-/* Gemma 2 and 3: the scales and caps, and the window W = "sliding_window" of the local layers
- * (which ones: cfg_gemma_local). */
-static int cfg_gemma(MpModel *m, json_t *root, const char *path, MpErr *e) {
-    int64_t v;
-    double q;
-    if (m->arch == MP_ARCH_GEMMA) m->attn_scale = 1.0 / sqrt((double)m->head_dim); /* Gemma 1: no window, no caps */
-    if (m->arch != MP_ARCH_GEMMA) {
-        if (cfg_int(root, "sliding_window", 0, 4096, 1, INT32_MAX, &v, path, e)) return MP_ERR;
-        m->sliding_window = (int)v;
-        if (cfg_num(root, "query_pre_attn_scalar", 0, 256, &q, path, e)) return MP_ERR;
+/* The row's key k, or NULL (mp_family_hf_key). */
+static const MpHfEntry *cfg_key(const MpModel *m, MpHfKey k) { return mp_family_hf_key(m->arch, k); }
+
+/* Embedding-scaled families (Gemma 1, 2, 3): the attention scale (query_pre_attn_scalar^-1/2 where
+ * the row lists that key, else HS^-1/2), the soft-caps where it lists them, and the embedding
+ * factor sqrt(C) in the checkpoint's dtype. */
+static int cfg_scaled(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    const MpHfEntry *qp = cfg_key(m, MP_HFK_QUERY_PRE_ATTN_SCALAR);
+    double q = 0;
+    if (!qp) m->attn_scale = 1.0 / sqrt((double)m->head_dim); /* Gemma 1 */
+    if (qp) {
+        if (cfg_num(root, "query_pre_attn_scalar", 0, qp->def, &q, path, e)) return MP_ERR;
         if (!(q > 0)) return mp_err_set(e, "%s: key \"query_pre_attn_scalar\" must be > 0", path);
         m->attn_scale = 1.0 / sqrt(q);
-        if (cfg_num(root, "attn_logit_softcapping", 0, 0, &m->attn_softcap, path, e) ||
-            cfg_num(root, "final_logit_softcapping", 0, 0, &m->final_softcap, path, e))
-            return MP_ERR;
     }
+    if (cfg_key(m, MP_HFK_ATTN_LOGIT_SOFTCAPPING) && (cfg_num(root, "attn_logit_softcapping", 0, 0, &m->attn_softcap, path, e) ||
+                                                      cfg_num(root, "final_logit_softcapping", 0, 0, &m->final_softcap, path, e)))
+        return MP_ERR;
     if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a soft-capping value is negative", path);
     /* Gemma2Model: hidden * torch.tensor(sqrt(hidden_size), dtype=hidden.dtype) */
     json_t *dt = json_object_get(root, "torch_dtype");
@@ -130,31 +132,33 @@ static int cfg_layer_types(MpModel *m, json_t *root, const char *path, MpErr *e)
     return MP_OK;
 }
 
-/* Gemma 3's local layers: "layer_types" or every layer but each sliding_window_pattern-th; their
- * RoPE base rope_local_base_freq, unscaled. Gemma 2: every other layer (HF Gemma2: layer l is
- * local when l is even; llama.cpp set_swa_pattern(2)), or "layer_types". */
-static int cfg_gemma_local(MpModel *m, json_t *root, const char *path, MpErr *e) {
+/* The local layers of an MP_WIN_PERIOD family: "layer_types", or every layer but each
+ * win_period-th ("sliding_window_pattern" where the row lists it: Gemma 3, default 6; Gemma 2: HF
+ * Gemma2 makes layer l local when l is even, llama.cpp set_swa_pattern(2)); their own RoPE base
+ * where the row lists rope_local_base_freq (Gemma 3, default 10000), unscaled. */
+static int cfg_local_layers(MpModel *m, json_t *root, const char *path, MpErr *e) {
+    const MpFamily *f = mp_family(m->arch);
     double lb = 0;
-    int64_t period = 2;
-    if (m->arch == MP_ARCH_GEMMA3 && (cfg_num(root, "rope_local_base_freq", 0, 10000.0, &lb, path, e) ||
-                                      cfg_int(root, "sliding_window_pattern", 0, 6, 1, 4096, &period, path, e)))
+    int64_t period = f->win_period;
+    if ((cfg_key(m, MP_HFK_ROPE_LOCAL_BASE_FREQ) && cfg_num(root, "rope_local_base_freq", 0, f->win_local_base, &lb, path, e)) ||
+        (cfg_key(m, MP_HFK_SLIDING_WINDOW_PATTERN) && cfg_int(root, "sliding_window_pattern", 0, f->win_period, 1, 4096, &period, path, e)))
         return MP_ERR;
     if (mp_model_local_layers(m, (int)period, lb, e)) return mp_err_prefix(e, "%s", path);
     return cfg_layer_types(m, root, path, e);
 }
 
-/* The sliding windows of the other families, as their HF classes apply them:
- *   - mistral, phi3: "sliding_window" (null or absent: none) in every layer (MistralModel and
- *     Phi3Model build create_sliding_window_causal_mask whenever it is set);
- *   - qwen2, qwen3: only with "use_sliding_window" true, then in layers l >= max_window_layers
- *     (default 28), or as "layer_types" says;
- *   - the rest: refused unless every layer is full_attention.
+/* The sliding windows of the families without local layers, as their HF classes apply them (the
+ * row's win):
+ *   - MP_WIN_EVERY (mistral, phi3, mixtral): "sliding_window" (null or absent: none) in every
+ *     layer (MistralModel and Phi3Model build create_sliding_window_causal_mask whenever it is set);
+ *   - MP_WIN_SWITCHED (qwen2, qwen3): only with "use_sliding_window" true, then in layers l >=
+ *     max_window_layers (default 28), or as "layer_types" says;
+ *   - MP_WIN_NONE: refused unless every layer is full_attention.
  * GGUF files follow llama.cpp instead, which windows none of these (model.c). */
 static int cfg_windows_hf(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int64_t v;
     int use_sw = 0;
-    const int qwen = m->arch == MP_ARCH_QWEN2 || m->arch == MP_ARCH_QWEN3;
-    const int mist = m->arch == MP_ARCH_MISTRAL || m->arch == MP_ARCH_PHI3 || m->arch == MP_ARCH_MIXTRAL; /* mixtral: as mistral */
+    const int qwen = mp_family(m->arch)->win == MP_WIN_SWITCHED, mist = mp_family(m->arch)->win == MP_WIN_EVERY;
     if (cfg_bool(root, "use_sliding_window", 0, &use_sw, path, e)) return MP_ERR;
     if (use_sw && !qwen) return mp_err_set(e, "%s: key \"use_sliding_window\": sliding-window layers are not supported for this family", path);
     json_t *lt = json_object_get(root, "layer_types");
@@ -170,7 +174,8 @@ static int cfg_windows_hf(MpModel *m, json_t *root, const char *path, MpErr *e) 
     m->sliding_window = (int)v;
     if (!m->sliding_window || (mist && !json_is_array(lt))) return MP_OK; /* mistral, phi3: every layer */
     int64_t mwl = 0;
-    if (qwen && cfg_int(root, "max_window_layers", 0, 28, 0, INT32_MAX, &mwl, path, e)) return MP_ERR;
+    const MpHfEntry *mw = cfg_key(m, MP_HFK_MAX_WINDOW_LAYERS);
+    if (qwen && cfg_int(root, "max_window_layers", 0, mw ? (int64_t)mw->def : 0, 0, INT32_MAX, &mwl, path, e)) return MP_ERR;
     free(m->layer_local);
     m->layer_local = malloc((size_t)m->n_layers);
     if (!m->layer_local) return mp_err_set(e, "%s: out of memory", path);
@@ -178,8 +183,11 @@ static int cfg_windows_hf(MpModel *m, json_t *root, const char *path, MpErr *e) 
     return cfg_layer_types(m, root, path, e);
 }
 
-/* model_type → arch, refusing what is not read; the activation the family runs. *type_out: the
- * model_type string (borrowed from root). */
+/* The value of a row's hf_switch key in the configuration (mp_family_from_hf). */
+static int cfg_switch(const char *key, void *root) { return json_is_true(json_object_get(root, key)); }
+
+/* model_type → arch (the family table, arch.c), refusing what is not read; the activation the
+ * family runs. *type_out: the model_type string (borrowed from root). */
 static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char *path, MpErr *e) {
     if (!json_is_object(root)) return mp_err_set(e, "%s: not a JSON object", path);
     json_t *mt = json_object_get(root, "model_type");
@@ -188,7 +196,7 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
     /* smollm3 (HF SmolLM3ForCausalLM) is the Llama block with RoPE switched off in some layers
      * ("no_rope_layers", or every no_rope_layer_interval-th layer): read as llama (the family
      * table's hf_types, arch.c; "gptneox", "qwen3moe", "qwen2moe" are GGUF's names, not HF's) */
-    const int a = mp_family_from_hf(type);
+    const int a = mp_family_from_hf(type, cfg_switch, root);
     if (a < 0) {
         char list[512];
         mp_family_list(MP_FAMILY_HF, ", ", list, sizeof list);
@@ -203,12 +211,14 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
         if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
             return mp_err_set(e, "%s: key \"%s\": mixture-of-experts models are not supported", path, moe_keys[i]);
     }
-    const int gemma1 = m->arch == MP_ARCH_GEMMA, gemma = mp_family(m->arch)->act == MP_ACT_GELU_TANH;
-    json_t *act = json_object_get(root, gemma && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
+    const MpFamily *f = mp_family(m->arch);
+    const int has_ha = cfg_key(m, MP_HFK_HIDDEN_ACTIVATION) != NULL; /* gemma: hidden_activation, when given, decides */
+    json_t *act = json_object_get(root, has_ha && json_object_get(root, "hidden_activation") ? "hidden_activation" : "hidden_act");
     /* gpt_neox: exact (erf) GELU; Gemma 1's released configs say hidden_act "gelu", which
-     * GemmaModel runs as the tanh GELU unless hidden_activation says otherwise */
-    const char *want_act = mp_act_hf_name(mp_family(m->arch)->act);
-    if (gemma1 && act && json_is_string(act) && !strcmp(json_string_value(act), "gelu") && !json_object_get(root, "hidden_activation"))
+     * GemmaModel runs as the tanh GELU unless hidden_activation says otherwise (hf_act_alias) */
+    const char *want_act = mp_act_hf_name(f->act);
+    if (f->hf_act_alias && act && json_is_string(act) && !strcmp(json_string_value(act), f->hf_act_alias) &&
+        !json_object_get(root, "hidden_activation"))
         act = NULL;
     if (act && !json_is_null(act) && (!json_is_string(act) || strcmp(json_string_value(act), want_act)))
         return mp_err_set(e, "%s: key \"hidden_act\": only \"%s\" is supported for %s", path, want_act, type);
@@ -218,8 +228,7 @@ static int cfg_arch(MpModel *m, json_t *root, const char **type_out, const char 
 
 /* Sizes, norms, tying, tokens and biases; sets the feature flags. */
 static int cfg_dims(MpModel *m, json_t *root, const char *type, const char *path, MpErr *e) {
-    const int neox = m->arch == MP_ARCH_GPTNEOX;
-    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
+    const MpFamily *f = mp_family(m->arch);
     int64_t v;
     if (cfg_int(root, "hidden_size", 1, 0, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
     m->dim = (int)v;
@@ -233,9 +242,9 @@ static int cfg_dims(MpModel *m, json_t *root, const char *type, const char *path
     m->n_kv_heads = (int)v;
     if (m->n_heads % m->n_kv_heads)
         return mp_err_set(e, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path, m->n_heads, m->n_kv_heads);
-    if (neox && m->n_kv_heads != m->n_heads)
-        return mp_err_set(e, "%s: gpt_neox has one key/value head per query head (num_key_value_heads %d, num_attention_heads %d)",
-                          path, m->n_kv_heads, m->n_heads);
+    if (mp_family_mha(m->arch) && m->n_kv_heads != m->n_heads)
+        return mp_err_set(e, "%s: %s has one key/value head per query head (num_key_value_heads %d, num_attention_heads %d)",
+                          path, type, m->n_kv_heads, m->n_heads);
     json_t *hd = json_object_get(root, "head_dim");
     if (hd && !json_is_null(hd)) {
         if (cfg_int(root, "head_dim", 1, 0, 2, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
@@ -249,31 +258,42 @@ static int cfg_dims(MpModel *m, json_t *root, const char *type, const char *path
         return mp_err_set(e, "%s: num_attention_heads x head_dim is too large", path);
     if (cfg_int(root, "vocab_size", 1, 0, 1, CFG_MAX_VOCAB, &v, path, e)) return MP_ERR;
     m->vocab = (int)v;
-    if (cfg_num(root, neox ? "layer_norm_eps" : "rms_norm_eps", 0, neox ? 1e-5 : 1e-6, &m->norm_eps, path, e)) return MP_ERR;
-    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"%s\" is negative", path, neox ? "layer_norm_eps" : "rms_norm_eps");
+    const MpHfEntry *eps = cfg_key(m, MP_HFK_LAYER_NORM_EPS) ? cfg_key(m, MP_HFK_LAYER_NORM_EPS) : cfg_key(m, MP_HFK_RMS_NORM_EPS);
+    const char *eps_key = eps ? mp_hf_key_name(eps->key) : "rms_norm_eps"; /* gptneox: LayerNorm's layer_norm_eps */
+    if (cfg_num(root, eps_key, 0, eps ? eps->def : 1e-6, &m->norm_eps, path, e)) return MP_ERR;
+    if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key \"%s\" is negative", path, eps_key);
     /* absent: unknown (0); present, it must be a context (0 was taken for "unknown" silently) */
     if (cfg_int(root, "max_position_embeddings", 0, 0, 1, INT32_MAX, &v, path, e)) return MP_ERR;
     m->max_pos = (int)v;
-    if (cfg_bool(root, "tie_word_embeddings", gemma, &m->tie_embeddings, path, e)) return MP_ERR; /* Gemma: tied by default */
+    if (cfg_bool(root, "tie_word_embeddings", f->tie == MP_TIE_ALWAYS, &m->tie_embeddings, path, e)) return MP_ERR; /* Gemma: tied by default */
     if (cfg_token(root, "bos_token_id", &m->bos_id, path, e) || cfg_token(root, "eos_token_id", &m->eos_id, path, e)) return MP_ERR;
 
+    /* attention_bias: what the row's roles mean (gptneox, llamabias: true; its default too) */
+    const MpHfEntry *ab = cfg_key(m, MP_HFK_ATTENTION_BIAS), *pr = cfg_key(m, MP_HFK_USE_PARALLEL_RESIDUAL);
+    const int want_bias = ab && ab->def != 0;
     int attn_bias = 0, mlp_bias = 0;
-    if (cfg_bool(root, "attention_bias", 0, &attn_bias, path, e) || cfg_bool(root, "mlp_bias", 0, &mlp_bias, path, e)) return MP_ERR;
-    if (neox && cfg_bool(root, "attention_bias", 1, &attn_bias, path, e)) return MP_ERR;
-    if (neox && !attn_bias) return mp_err_set(e, "%s: key \"attention_bias\": false is not supported for %s", path, type);
-    if (attn_bias && !neox) return mp_err_set(e, "%s: key \"attention_bias\": true is not supported for %s", path, type);
-    if (neox && cfg_bool(root, "use_parallel_residual", 1, &m->parallel_residual, path, e)) return MP_ERR;
+    if (cfg_bool(root, "attention_bias", want_bias, &attn_bias, path, e) || cfg_bool(root, "mlp_bias", 0, &mlp_bias, path, e)) return MP_ERR;
+    if (attn_bias != want_bias)
+        return mp_err_set(e, "%s: key \"attention_bias\": %s is not supported for %s", path, attn_bias ? "true" : "false", type);
+    if (pr && cfg_bool(root, "use_parallel_residual", pr->def != 0, &m->parallel_residual, path, e)) return MP_ERR;
     if (mlp_bias) return mp_err_set(e, "%s: key \"mlp_bias\": true is not supported", path);
     mp_model_arch_features(m);
     return MP_OK;
 }
 
-/* Sliding windows (cfg_windows_hf; Gemma's local layers: cfg_gemma_local, after the RoPE tables)
- * and Gemma's scales and caps. */
+/* Sliding windows (cfg_windows_hf; local layers: the window here, which layers in
+ * cfg_local_layers after the RoPE tables), then the scales of embedding-scaled families. */
 static int cfg_windows(MpModel *m, json_t *root, const char *path, MpErr *e) {
-    const int gemma = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA;
-    if (!gemma) return cfg_windows_hf(m, root, path, e);
-    return cfg_gemma(m, root, path, e);
+    const MpFamily *f = mp_family(m->arch);
+    if (f->win == MP_WIN_PERIOD) {
+        const MpHfEntry *sw = cfg_key(m, MP_HFK_SLIDING_WINDOW);
+        int64_t v;
+        if (cfg_int(root, "sliding_window", 0, sw ? (int64_t)sw->def : 4096, 1, INT32_MAX, &v, path, e)) return MP_ERR;
+        m->sliding_window = (int)v;
+    } else if (cfg_windows_hf(m, root, path, e)) {
+        return MP_ERR;
+    }
+    return f->embed_scaled ? cfg_scaled(m, root, path, e) : MP_OK;
 }
 
 /* Per-layer RoPE switch (SmolLM3, `maskpos train --pos none`). */
@@ -314,7 +334,7 @@ static int cfg_rope_scaling(MpModel *m, json_t *root, json_t *rs, const char *rs
     if (!ty) ty = json_object_get(rs, "type");
     const char *t = json_is_string(ty) ? json_string_value(ty) : NULL;
     if (!t) return mp_err_set(e, "%s: %s.rope_type is missing", path, rs_key);
-    if (m->arch == MP_ARCH_PHI3 && (!strcmp(t, "su") || !strcmp(t, "yarn"))) t = "longrope";
+    if ((mp_family(m->arch)->opts & MP_FAM_OPT_LONGROPE) && (!strcmp(t, "su") || !strcmp(t, "yarn"))) t = "longrope"; /* Phi3Config */
     if (!strcmp(t, "default")) {
         /* nothing */
     } else if (!strcmp(t, "linear")) {
@@ -335,7 +355,8 @@ static int cfg_rope_scaling(MpModel *m, json_t *root, json_t *rs, const char *rs
         int64_t orig;
         if (cfg_int(root, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
         if (!orig && cfg_int(rs, "original_max_position_embeddings", 0, 0, 0, INT32_MAX, &orig, path, e)) return MP_ERR;
-        if (!orig && m->arch == MP_ARCH_PHI3) orig = 4096; /* Phi3Config default */
+        const MpHfEntry *oe = cfg_key(m, MP_HFK_ORIGINAL_MAX_POSITION_EMBEDDINGS);
+        if (!orig && oe) orig = (int64_t)oe->def; /* Phi3Config default */
         if (!orig) return mp_err_set(e, "%s: longrope needs original_max_position_embeddings", path);
         m->rope_orig_ctx = (int)orig;
         if (m->max_pos > 0) m->rope_factor = (double)m->max_pos / (double)orig;
@@ -366,7 +387,7 @@ static int cfg_rope_scaling(MpModel *m, json_t *root, json_t *rs, const char *rs
 
 /* RoPE: base, rotary dims, per-layer switch, scaling; builds the tables. */
 static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path, MpErr *e) {
-    const int neox = m->arch == MP_ARCH_GPTNEOX;
+    const MpFamily *f = mp_family(m->arch);
     /* RoPE: transformers v5 "rope_parameters" or v4 rope_theta + rope_scaling */
     json_t *rp = json_object_get(root, "rope_parameters");
     json_t *rs = json_object_get(root, "rope_scaling");
@@ -377,18 +398,20 @@ static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path
         rs_key = "rope_parameters";
     } else if (cfg_num(root, "rope_theta", 0, 10000.0, &m->rope_theta, path, e)) {
         return MP_ERR;
-    } else if (neox && !json_object_get(root, "rope_theta") && cfg_num(root, "rotary_emb_base", 0, 10000.0, &m->rope_theta, path, e)) {
+    } else if (cfg_key(m, MP_HFK_ROTARY_EMB_BASE) && !json_object_get(root, "rope_theta") &&
+               cfg_num(root, "rotary_emb_base", 0, 10000.0, &m->rope_theta, path, e)) { /* gptneox */
         return MP_ERR;
     }
     if (!(m->rope_theta > 1)) return mp_err_set(e, "%s: key \"rope_theta\" must be > 1", path);
     double prf;
-    const char *prf_key = neox && !json_object_get(root, "partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
-    if (cfg_num(root, prf_key, 0, neox ? 0.25 : 1.0, &prf, path, e)) return MP_ERR;
+    const MpHfEntry *pct = cfg_key(m, MP_HFK_ROTARY_PCT); /* gptneox: rotary_pct, default 0.25 */
+    const char *prf_key = pct && !json_object_get(root, "partial_rotary_factor") ? "rotary_pct" : "partial_rotary_factor";
+    if (cfg_num(root, prf_key, 0, pct ? pct->def : 1.0, &prf, path, e)) return MP_ERR;
     if (!(prf > 0 && prf <= 1)) return mp_err_set(e, "%s: key \"%s\" must be in (0, 1]", path, prf_key);
     m->rot_dim = (int)(m->head_dim * prf);
     if (m->rot_dim < 2 || m->rot_dim % 2)
         return mp_err_set(e, "%s: rotary dim %d (head_dim x partial_rotary_factor) must be even and >= 2", path, m->rot_dim);
-    if (cfg_rope_layers(m, root, !strcmp(type, "smollm3"), path, e)) return MP_ERR;
+    if (cfg_rope_layers(m, root, f->hf_nope_type && !strcmp(type, f->hf_nope_type), path, e)) return MP_ERR;
     m->rope_scaling = MP_ROPE_NONE;
     m->rope_attn_factor = 1.0;
     m->rope_factor = 1.0;
@@ -397,33 +420,41 @@ static int cfg_rope(MpModel *m, json_t *root, const char *type, const char *path
     int rc = mp_model_rope_init(m, sf, lf, e);
     free(sf);
     free(lf);
-    if (rc == MP_OK && (m->arch == MP_ARCH_GEMMA3 || m->arch == MP_ARCH_GEMMA2)) rc = cfg_gemma_local(m, root, path, e);
+    if (rc == MP_OK && f->win == MP_WIN_PERIOD) rc = cfg_local_layers(m, root, path, e);
     return rc;
 }
 
-/* Mixture-of-experts FFN (mixtral: MixtralConfig's keys and defaults; qwen3moe: Qwen3MoeConfig's).
- * m->ffn becomes one expert's size. Qwen3-MoE's dense layers among MoE ones are refused. */
+/* Mixture-of-experts FFN, from the keys and defaults of the row (MixtralConfig, Qwen3MoeConfig,
+ * Qwen2MoeConfig): the expert count, the experts used, one expert's size (m->ffn, where the row
+ * lists moe_intermediate_size), the shared expert's, whether the K weights are renormalised
+ * (always, or as norm_topk_prob says where the row lists it). Dense layers among the MoE ones
+ * (decoder_sparse_step, mlp_only_layers, where listed) are refused. */
 static int cfg_moe(MpModel *m, json_t *root, const char *path, MpErr *e) {
     int64_t v;
-    const int mix = m->arch == MP_ARCH_MIXTRAL;
-    const int q2 = m->arch == MP_ARCH_QWEN2MOE; /* Qwen2MoeConfig's defaults: 60 experts, 4 used, 1408, shared 5632 */
-    if (m->arch != MP_ARCH_MIXTRAL && m->arch != MP_ARCH_QWEN3MOE && !q2) return MP_OK;
-    const char *ne_key = mix ? "num_local_experts" : "num_experts";
-    if (cfg_int(root, ne_key, 0, mix ? 8 : q2 ? 60 : 128, 1, 1 << 16, &v, path, e)) return MP_ERR;
+    if (!mp_family_has(m->arch, MP_ROLE_FFN_ROUTER)) return MP_OK;
+    const MpHfEntry *ne = cfg_key(m, MP_HFK_NUM_LOCAL_EXPERTS) ? cfg_key(m, MP_HFK_NUM_LOCAL_EXPERTS) : cfg_key(m, MP_HFK_NUM_EXPERTS);
+    const MpHfEntry *nk = cfg_key(m, MP_HFK_NUM_EXPERTS_PER_TOK), *x;
+    MP_ASSERT(ne && nk); /* every MoE row lists them */
+    if (cfg_int(root, mp_hf_key_name(ne->key), 0, (int64_t)ne->def, 1, 1 << 16, &v, path, e)) return MP_ERR;
     m->n_experts = (int)v;
-    if (cfg_int(root, "num_experts_per_tok", 0, mix ? 2 : q2 ? 4 : 8, 1, m->n_experts, &v, path, e)) return MP_ERR;
+    if (cfg_int(root, "num_experts_per_tok", 0, (int64_t)nk->def, 1, m->n_experts, &v, path, e)) return MP_ERR;
     m->n_experts_used = (int)v;
     m->moe_norm_topk = 1;
-    if (mix) return MP_OK;
-    if (cfg_int(root, "moe_intermediate_size", 0, q2 ? 1408 : 768, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
-    m->ffn = (int)v;
-    if (q2 && cfg_int(root, "shared_expert_intermediate_size", 0, 5632, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
-    m->ffn_shexp = q2 ? (int)v : 0;
-    if (cfg_bool(root, "norm_topk_prob", 0, &m->moe_norm_topk, path, e)) return MP_ERR;
-    if (cfg_int(root, "decoder_sparse_step", 0, 1, 0, INT32_MAX, &v, path, e)) return MP_ERR;
-    if (v != 1) return mp_err_set(e, "%s: key \"decoder_sparse_step\" = %lld: dense layers among the MoE ones are not supported (1 only)", path, (long long)v);
+    if ((x = cfg_key(m, MP_HFK_MOE_INTERMEDIATE_SIZE))) {
+        if (cfg_int(root, "moe_intermediate_size", 0, (int64_t)x->def, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+        m->ffn = (int)v;
+    }
+    if ((x = cfg_key(m, MP_HFK_SHARED_EXPERT_INTERMEDIATE_SIZE))) {
+        if (cfg_int(root, "shared_expert_intermediate_size", 0, (int64_t)x->def, 1, CFG_MAX_DIM, &v, path, e)) return MP_ERR;
+        m->ffn_shexp = (int)v;
+    }
+    if ((x = cfg_key(m, MP_HFK_NORM_TOPK_PROB)) && cfg_bool(root, "norm_topk_prob", x->def != 0, &m->moe_norm_topk, path, e)) return MP_ERR;
+    if ((x = cfg_key(m, MP_HFK_DECODER_SPARSE_STEP))) {
+        if (cfg_int(root, "decoder_sparse_step", 0, (int64_t)x->def, 0, INT32_MAX, &v, path, e)) return MP_ERR;
+        if (v != 1) return mp_err_set(e, "%s: key \"decoder_sparse_step\" = %lld: dense layers among the MoE ones are not supported (1 only)", path, (long long)v);
+    }
     json_t *mo = json_object_get(root, "mlp_only_layers");
-    if (mo && !json_is_null(mo) && (!json_is_array(mo) || json_array_size(mo) > 0))
+    if (cfg_key(m, MP_HFK_MLP_ONLY_LAYERS) && mo && !json_is_null(mo) && (!json_is_array(mo) || json_array_size(mo) > 0))
         return mp_err_set(e, "%s: key \"mlp_only_layers\": dense layers among the MoE ones are not supported (an empty list only)", path);
     return MP_OK;
 }
@@ -434,20 +465,21 @@ static int cfg_parse(MpModel *m, json_t *root, const char *path, MpErr *e) {
     return cfg_rope(m, root, type, path, e);
 }
 
-/* Gemma 3 as Gemma3TextConfig reads it: the multimodal "gemma3" config keeps its text model in
- * "text_config", and both leave out keys whose defaults the class supplies. Returns a new object:
- * the defaults, overlaid with the text config (torch_dtype from the outer config if needed). */
-static json_t *gemma3_text(json_t *root) {
-    json_t *src = root, *tc = json_object_get(root, "text_config");
+/* The configuration as the family's class reads it (rows with hf_nested or hf_defaults: Gemma 3):
+ * the text model's own configuration where the key hf_nested holds one (torch_dtype and the token
+ * ids from the outer one where it has none), over the class's defaults hf_defaults. Returns a new
+ * reference (root itself for the other families), NULL when out of memory or a default is bad. */
+static json_t *cfg_class_view(json_t *root) {
+    json_t *mt = json_is_object(root) ? json_object_get(root, "model_type") : NULL;
+    const int a = json_is_string(mt) ? mp_family_from_hf(json_string_value(mt), cfg_switch, root) : -1;
+    const MpFamily *f = a >= 0 ? mp_family((MpArch)a) : NULL;
+    if (!f || (!f->hf_nested && !f->hf_defaults)) return json_incref(root);
+    json_t *src = root, *tc = f->hf_nested ? json_object_get(root, f->hf_nested) : NULL;
     if (json_is_object(tc)) src = tc;
-    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:i, s:i, s:i, s:s, s:b}", "model_type", "gemma3",
-                          "vocab_size", 262208, "num_attention_heads", 8, "num_key_value_heads", 4, "head_dim", 256,
-                          "max_position_embeddings", 131072, "rms_norm_eps", 1e-6, "rope_theta", 1e6, "query_pre_attn_scalar", 256,
-                          "sliding_window", 4096, "sliding_window_pattern", 6, "hidden_activation", "gelu_pytorch_tanh",
-                          "tie_word_embeddings", 1);
+    json_t *o = f->hf_defaults ? json_loads(f->hf_defaults, 0, NULL) : json_object();
     if (!o) return NULL;
     json_object_update(o, src);
-    json_object_set_new(o, "model_type", json_string("gemma3"));
+    json_object_set(o, "model_type", mt); /* the outer one: a text config may name another */
     static const char *outer[] = {"torch_dtype", "bos_token_id", "eos_token_id"}; /* kept by the outer config */
     for (size_t i = 0; i < 3 && src != root; i++)
         if (!json_object_get(src, outer[i]) && json_object_get(root, outer[i])) json_object_set(o, outer[i], json_object_get(root, outer[i]));
@@ -458,14 +490,10 @@ int mp_hfconfig_parse(MpModel *m, const char *text, size_t n, const char *path, 
     json_error_t je;
     json_t *root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
     if (!root) return mp_json_err(e, path, &je);
-    json_t *mt = json_is_object(root) ? json_object_get(root, "model_type") : NULL;
-    if (json_is_string(mt) && (!strcmp(json_string_value(mt), "gemma3") || !strcmp(json_string_value(mt), "gemma3_text"))) {
-        json_t *g = gemma3_text(root);
-        json_decref(root);
-        if (!g) return mp_err_set(e, "%s: out of memory", path);
-        root = g;
-    }
-    int rc = cfg_parse(m, root, path, e);
+    json_t *view = cfg_class_view(root);
     json_decref(root);
+    if (!view) return mp_err_set(e, "%s: out of memory", path);
+    int rc = cfg_parse(m, view, path, e);
+    json_decref(view);
     return rc;
 }

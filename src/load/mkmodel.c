@@ -42,13 +42,28 @@ void mp_mk_spec_default(MpMkSpec *s) {
     s->experts_used = 2;
 }
 
-static int mk_window(const MpMkSpec *s) { return s->sliding_window > 0 ? s->sliding_window : 4096; } /* gemma2/3 */
+/* The window written: --sliding-window, else the family's default (the sliding_window entry's:
+ * gemma2/3 4096; 0 none). */
+static int mk_window(const MpMkSpec *s) {
+    const MpHfEntry *sw = mp_family_hf_key(s->arch, MP_HFK_SLIDING_WINDOW);
+    return s->sliding_window > 0 ? s->sliding_window : sw ? (int)sw->def : 0;
+}
 
-static int mk_moe(const MpMkSpec *s) { return mp_family_has(s->arch, MP_ROLE_FFN_ROUTER); }
-static int mk_exp_ffn(const MpMkSpec *s) { return s->arch != MP_ARCH_MIXTRAL && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
+static const MpFamily *mk_fam(const MpMkSpec *s) { return mp_family(s->arch); }
+
+void mp_mk_spec_family(MpMkSpec *s, int kv_given, int rotary_given) {
+    const MpFamily *f = mk_fam(s);
+    const MpHfEntry *pct = mp_family_hf_key(s->arch, MP_HFK_ROTARY_PCT);
+    if (!f) return;
+    if (mp_family_mha(s->arch) && !kv_given) s->kv_heads = s->heads; /* Pythia's shape: one key/value head per query head */
+    if (pct && !rotary_given) s->partial_rotary = pct->def;           /* and 25% rotary */
+    if (f->tie == MP_TIE_ALWAYS) s->tie = 1;                          /* Gemma's head is its embedding */
+    if (!f->softcap) s->attn_softcap = s->final_softcap = 0;          /* soft-capping: Gemma 2 only */
+}
+static const MpHfEntry *mk_key(const MpMkSpec *s, MpHfKey k) { return mp_family_hf_key(s->arch, k); }
+/* one expert's width: its own key (moe_intermediate_size) where the family has one, else the MLP's (mixtral) */
+static int mk_exp_ffn(const MpMkSpec *s) { return mk_key(s, MP_HFK_MOE_INTERMEDIATE_SIZE) && s->moe_ffn > 0 ? s->moe_ffn : s->ffn; }
 static int mk_shared_ffn(const MpMkSpec *s) { return s->shared_ffn > 0 ? s->shared_ffn : s->ffn; } /* qwen2moe */
-
-static int mk_gemma(const MpMkSpec *s) { return mp_family(s->arch)->act == MP_ACT_GELU_TANH; }
 
 static int mk_head_dim(const MpMkSpec *s) { return s->head_dim > 0 ? s->head_dim : (s->heads > 0 ? s->dim / s->heads : 0); }
 static int mk_rot_dim(const MpMkSpec *s) { return (int)(mk_head_dim(s) * s->partial_rotary); }
@@ -69,7 +84,7 @@ void mp_mk_row(const MpMkSpec *s, MpRole role, int layer, int64_t row, int64_t c
     case MP_ROLE_OUTPUT_NORM: case MP_ROLE_ATTN_NORM: case MP_ROLE_FFN_NORM: case MP_ROLE_Q_NORM: case MP_ROLE_K_NORM:
     case MP_ROLE_ATTN_POST_NORM: case MP_ROLE_FFN_POST_NORM:
         scale = 0.1;
-        offset = mk_gemma(s) ? 0.0 : 1.0; /* Gemma stores w of its (1 + w) norms */
+        offset = mk_fam(s)->norm_plus_one ? 0.0 : 1.0; /* Gemma stores w of its (1 + w) norms */
         break;
     case MP_ROLE_Q_BIAS: case MP_ROLE_K_BIAS: case MP_ROLE_V_BIAS: scale = 0.1; break;
     case MP_ROLE_O_BIAS: case MP_ROLE_ATTN_NORM_BIAS: case MP_ROLE_FFN_NORM_BIAS: case MP_ROLE_UP_BIAS: case MP_ROLE_DOWN_BIAS:
@@ -143,57 +158,49 @@ static MpWType mk_type2(const MpMkSpec *s, int64_t cols) {
     return MP_WT_F16;
 }
 
-/* A layer role the writer stores: the family's (arch.c), less the parts of a fused tensor (gptneox's
- * K/V and their biases are rows of query_key_value, written with Q / Q_BIAS). */
-static int mk_role_in_arch(const MpMkSpec *s, MpRole r) {
-    if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_K || r == MP_ROLE_V || r == MP_ROLE_K_BIAS || r == MP_ROLE_V_BIAS)) return 0;
-    return r != MP_ROLE_OUTPUT_NORM_BIAS && mp_family_has(s->arch, r);
-}
+/* A layer role the writer stores: the family's (arch.c). */
+static int mk_role_in_arch(const MpMkSpec *s, MpRole r) { return r != MP_ROLE_OUTPUT_NORM_BIAS && mp_family_has(s->arch, r); }
 
+/* Role r of a layer (or a global role) into the list: fused roles as one tensor with their parts
+ * stacked (phi3 qkv_proj, gate_up_proj; GPT-NeoX query_key_value, per head in HF), written with
+ * the first part; GGUF llama Q/K rows in the converter's interleaved order, Gemma norms as 1 + w. */
 static int mk_one(const MpMkSpec *s, MkList *l, MpRole r, int layer, MpErr *e) {
+    const MpFamily *f = mk_fam(s);
     int64_t C = s->dim, HD = mk_head_dim(s), Q = (int64_t)s->heads * HD, KV = (int64_t)s->kv_heads * HD;
-    int phi = s->arch == MP_ARCH_PHI3, gguf = s->format == MP_FORMAT_GGUF;
-    if (phi && (r == MP_ROLE_K || r == MP_ROLE_V || r == MP_ROLE_UP)) return MP_OK; /* inside the fused tensor */
+    const int gguf = s->format == MP_FORMAT_GGUF;
+    MpRole first;
+    int part;
+    const int nparts = mp_family_fused(s->arch, r, &first, &part);
+    if (part > 0) return MP_OK; /* inside the fused tensor */
     MkTensor *t = mk_add(l, e);
     if (!t) return MP_ERR;
     mp_model_stored_name(s->format, s->arch, r, layer, t->name, sizeof t->name);
     t->layer = layer;
-    t->nparts = 1;
-    t->part_role[0] = r;
-    const MpRoleDims d = {C, Q, KV, HD, s->ffn, s->vocab, s->experts, mk_shared_ffn(s), mp_family(s->arch)->qk_norm_whole};
+    t->nparts = nparts;
+    const MpRoleDims d = {C, Q, KV, HD, s->ffn, s->vocab, s->experts, mk_shared_ffn(s), f->qk_norm_whole};
     if (r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS) return mp_err_set(e, "internal: role %d", (int)r); /* mk_experts */
     t->ndim = mp_role_shape(r, &d, &t->rows, &t->cols);
     if (r == MP_ROLE_SHEXP_GATE_INP && gguf) { /* HF Linear [1, C]; GGUF 1-D [C] (the same C values) */
         t->ndim = 1;
         t->rows = C;
     }
-    if (phi && r == MP_ROLE_Q) { /* fused qkv_proj */
-        t->nparts = 3;
-        t->part_role[1] = MP_ROLE_K;
-        t->part_role[2] = MP_ROLE_V;
-        t->part_rows[1] = t->part_rows[2] = KV;
-        t->rows = Q + 2 * KV;
+    if (nparts > 1) { /* the parts' rows stacked */
+        t->rows = 0;
+        for (int k = 0; k < nparts; k++) {
+            int64_t cols;
+            t->part_role[k] = (MpRole)(first + k);
+            mp_role_shape(t->part_role[k], &d, &t->part_rows[k], &cols);
+            t->rows += t->part_rows[k];
+        }
+        if (!gguf && (f->fuse & MP_FUSE_HF_HEADS)) t->interleave_hd = (int)HD;
+    } else {
+        t->part_role[0] = r;
+        t->part_rows[0] = t->rows;
     }
-    if (phi && r == MP_ROLE_GATE) { /* fused gate_up_proj */
-        t->nparts = 2;
-        t->part_role[1] = MP_ROLE_UP;
-        t->part_rows[1] = s->ffn;
-        t->rows = 2 * (int64_t)s->ffn;
-    }
-    if (s->arch == MP_ARCH_GPTNEOX && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) { /* fused [Q; K; V] (GGUF), per head (HF) */
-        t->nparts = 3;
-        t->part_role[1] = r == MP_ROLE_Q ? MP_ROLE_K : MP_ROLE_K_BIAS;
-        t->part_role[2] = r == MP_ROLE_Q ? MP_ROLE_V : MP_ROLE_V_BIAS;
-        t->part_rows[1] = t->part_rows[2] = KV;
-        t->rows = Q + 2 * KV;
-        if (!gguf) t->interleave_hd = (int)HD;
-    }
-    t->part_rows[0] = t->nparts == 1 ? t->rows : (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS ? Q : s->ffn);
     if (t->ndim == 1) t->cols = 1;
-    int llama_like = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL;
-    if (gguf && llama_like && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
-    if (gguf && llama_like && (r == MP_ROLE_K || r == MP_ROLE_K_BIAS)) t->permute_heads = s->kv_heads;
-    if (gguf && mk_gemma(s) && t->ndim == 1) t->plus_one = 1;
+    if (gguf && f->gguf_permute_qk && (r == MP_ROLE_Q || r == MP_ROLE_Q_BIAS)) t->permute_heads = s->heads;
+    if (gguf && f->gguf_permute_qk && (r == MP_ROLE_K || r == MP_ROLE_K_BIAS)) t->permute_heads = s->kv_heads;
+    if (gguf && f->norm_plus_one && t->ndim == 1) t->plus_one = 1;
     if (!gguf) t->type = s->dtype;
     else t->type = t->ndim == 1 ? MP_WT_F32 : mk_type2(s, t->cols);
     return MP_OK;
@@ -371,44 +378,8 @@ static int mk_write_tensor(const MpMkSpec *s, const MkTensor *t, FILE *f, MpErr 
 
 /* ================================================================ HF writer */
 
-/* pad_token_id of transformers' config class when config.json has none (-1: None; Gemma's 0 is
- * always inside the vocabulary). */
-static int64_t mk_hf_default_pad(MpArch a) { return a == MP_ARCH_PHI3 ? 32000 : a == MP_ARCH_OLMO2 ? 1 : -1; }
-
-static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
-    json_t *c = json_object();
-    json_t *arr = json_array();
-    json_array_append_new(arr, json_string(mp_family(s->arch)->hf_class));
-    json_object_set_new(c, "architectures", arr);
-    json_object_set_new(c, "model_type", json_string(mp_family(s->arch)->hf_types[0]));
-    json_object_set_new(c, "hidden_size", json_integer(s->dim));
-    json_object_set_new(c, "intermediate_size", json_integer(s->ffn));
-    json_object_set_new(c, "num_hidden_layers", json_integer(s->layers));
-    json_object_set_new(c, "num_attention_heads", json_integer(s->heads));
-    json_object_set_new(c, "num_key_value_heads", json_integer(s->kv_heads));
-    json_object_set_new(c, "head_dim", json_integer(mk_head_dim(s)));
-    json_object_set_new(c, "hidden_act", json_string(mp_act_hf_name(mp_family(s->arch)->act)));
-    json_object_set_new(c, "rms_norm_eps", json_real(s->norm_eps));
-    json_object_set_new(c, "rope_theta", json_real(mk_theta(s)));
-    json_object_set_new(c, "max_position_embeddings", json_integer(mk_max_pos(s)));
-    json_object_set_new(c, "vocab_size", json_integer(s->vocab));
-    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
-    json_object_set_new(c, "bos_token_id", json_integer(s->vocab >= 2 ? s->vocab - 2 : 0));
-    json_object_set_new(c, "eos_token_id", json_integer(s->vocab - 1));
-    /* a pad id the family's HF config class would default to outside the vocabulary (Phi3Config:
-     * 32000, Olmo2Config: 1) is written as the eos id, as Phi-3's own checkpoints pad with eos */
-    if (mk_hf_default_pad(s->arch) >= s->vocab) json_object_set_new(c, "pad_token_id", json_integer(s->vocab - 1));
-    if (s->arch != MP_ARCH_QWEN2) json_object_set_new(c, "attention_bias", json_false());
-    if (s->arch == MP_ARCH_LLAMA) json_object_set_new(c, "mlp_bias", json_false());
-    const int qwen = s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;
-    if (qwen) json_object_set_new(c, "use_sliding_window", json_boolean(s->sliding_window > 0));
-    if (qwen && s->sliding_window > 0) json_object_set_new(c, "max_window_layers", json_integer(s->layers / 2));
-    if (s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || qwen)
-        json_object_set_new(c, "sliding_window", s->sliding_window > 0 ? json_integer(s->sliding_window) : json_null());
-    if (s->arch == MP_ARCH_PHI3) {
-        json_object_set_new(c, "partial_rotary_factor", json_real(s->partial_rotary));
-        json_object_set_new(c, "original_max_position_embeddings", json_integer(mk_orig_ctx(s)));
-    }
+/* rope_scaling: llama3's numbers, longrope's factor lists, or null. */
+static json_t *mk_rope_scaling(const MpMkSpec *s) {
     json_t *rs = json_null();
     if (s->rope_scaling == MP_ROPE_LLAMA3) {
         rs = json_object();
@@ -428,56 +399,76 @@ static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
         json_object_set_new(rs, "short_factor", sf);
         json_object_set_new(rs, "long_factor", lf);
     }
-    json_object_set_new(c, "rope_scaling", rs);
-    if (mk_gemma(s)) { /* Gemma2Config: scaled like llama.cpp reads it (query_pre_attn_scalar = head dim) */
-        json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
-        json_object_set_new(c, "query_pre_attn_scalar", json_integer(mk_head_dim(s)));
-        json_object_set_new(c, "attn_logit_softcapping", s->attn_softcap > 0 ? json_real(s->attn_softcap) : json_null());
-        json_object_set_new(c, "final_logit_softcapping", s->final_softcap > 0 ? json_real(s->final_softcap) : json_null());
-        json_object_set_new(c, "sliding_window", json_integer(mk_window(s)));
-        json_object_set_new(c, "tie_word_embeddings", json_true());
-        if (s->arch == MP_ARCH_GEMMA) { /* Gemma 1: none of Gemma 2's scales, caps or windows */
-            json_object_del(c, "query_pre_attn_scalar");
-            json_object_del(c, "attn_logit_softcapping");
-            json_object_del(c, "final_logit_softcapping");
-            json_object_del(c, "sliding_window");
-        }
-        if (s->arch == MP_ARCH_GEMMA3) { /* local layers 5 of 6, base 10000 (llama.cpp's fixed value) */
-            json_object_set_new(c, "sliding_window_pattern", json_integer(6));
-            json_object_set_new(c, "rope_local_base_freq", json_real(10000.0));
-        }
+    return rs;
+}
+
+/* The value of config.json key k (an entry of the family's row) for this model; NULL: not written. */
+static json_t *mk_hf_value(const MpMkSpec *s, const MpHfEntry *k) {
+    const MpFamily *f = mk_fam(s);
+    const int sw = s->sliding_window;
+    switch (k->key) {
+    case MP_HFK_ARCHITECTURES: return json_pack("[s]", f->hf_class);
+    case MP_HFK_MODEL_TYPE: return json_string(f->hf_types[0]);
+    case MP_HFK_HIDDEN_SIZE: return json_integer(s->dim);
+    case MP_HFK_INTERMEDIATE_SIZE: return json_integer(s->ffn);
+    case MP_HFK_NUM_HIDDEN_LAYERS: return json_integer(s->layers);
+    case MP_HFK_NUM_ATTENTION_HEADS: return json_integer(s->heads);
+    case MP_HFK_NUM_KEY_VALUE_HEADS: return json_integer(s->kv_heads);
+    case MP_HFK_HEAD_DIM: return json_integer(mk_head_dim(s));
+    case MP_HFK_HIDDEN_ACT: case MP_HFK_HIDDEN_ACTIVATION: return json_string(mp_act_hf_name(f->act));
+    case MP_HFK_RMS_NORM_EPS: case MP_HFK_LAYER_NORM_EPS: return json_real(s->norm_eps);
+    case MP_HFK_ROPE_THETA: case MP_HFK_ROTARY_EMB_BASE: return json_real(mk_theta(s));
+    case MP_HFK_MAX_POSITION_EMBEDDINGS: return json_integer(mk_max_pos(s));
+    case MP_HFK_VOCAB_SIZE: return json_integer(s->vocab);
+    case MP_HFK_TIE_WORD_EMBEDDINGS: return json_boolean(s->tie);
+    case MP_HFK_BOS_TOKEN_ID: return json_integer(s->vocab >= 2 ? s->vocab - 2 : 0);
+    case MP_HFK_EOS_TOKEN_ID: return json_integer(s->vocab - 1);
+    /* a pad id the family's HF config class would default to outside the vocabulary (Phi3Config:
+     * 32000, Olmo2Config: 1) is written as the eos id, as Phi-3's own checkpoints pad with eos */
+    case MP_HFK_PAD_TOKEN_ID: return k->def >= s->vocab ? json_integer(s->vocab - 1) : NULL;
+    case MP_HFK_ATTENTION_BIAS: return json_boolean(k->def != 0); /* what the family's roles mean */
+    case MP_HFK_MLP_BIAS: return json_false();
+    case MP_HFK_USE_SLIDING_WINDOW: return json_boolean(sw > 0);
+    case MP_HFK_MAX_WINDOW_LAYERS: return sw > 0 ? json_integer(s->layers / 2) : NULL;
+    case MP_HFK_SLIDING_WINDOW: return mk_window(s) > 0 ? json_integer(mk_window(s)) : json_null();
+    case MP_HFK_PARTIAL_ROTARY_FACTOR: case MP_HFK_ROTARY_PCT: return json_real(s->partial_rotary);
+    case MP_HFK_ORIGINAL_MAX_POSITION_EMBEDDINGS: return json_integer(mk_orig_ctx(s));
+    case MP_HFK_ROPE_SCALING: return mk_rope_scaling(s);
+    /* Gemma 2/3: scaled like llama.cpp reads it (query_pre_attn_scalar = head dim) */
+    case MP_HFK_QUERY_PRE_ATTN_SCALAR: return json_integer(mk_head_dim(s));
+    case MP_HFK_ATTN_LOGIT_SOFTCAPPING: return s->attn_softcap > 0 ? json_real(s->attn_softcap) : json_null();
+    case MP_HFK_FINAL_LOGIT_SOFTCAPPING: return s->final_softcap > 0 ? json_real(s->final_softcap) : json_null();
+    case MP_HFK_SLIDING_WINDOW_PATTERN: return json_integer(f->win_period);
+    case MP_HFK_ROPE_LOCAL_BASE_FREQ: return json_real(f->win_local_base); /* llama.cpp's fixed value */
+    case MP_HFK_USE_PARALLEL_RESIDUAL: return json_boolean(s->parallel_residual);
+    case MP_HFK_NUM_LOCAL_EXPERTS: case MP_HFK_NUM_EXPERTS: return json_integer(s->experts);
+    case MP_HFK_NUM_EXPERTS_PER_TOK: return json_integer(s->experts_used);
+    case MP_HFK_ROUTER_JITTER_NOISE: return json_real(0.0);
+    case MP_HFK_OUTPUT_ROUTER_LOGITS: return json_false();
+    case MP_HFK_MOE_INTERMEDIATE_SIZE: return json_integer(mk_exp_ffn(s));
+    case MP_HFK_NORM_TOPK_PROB: return json_boolean(f->gguf_moe_renorm && !s->no_norm_topk); /* qwen2moe: as its GGUF */
+    case MP_HFK_DECODER_SPARSE_STEP: return json_integer(1);
+    case MP_HFK_MLP_ONLY_LAYERS: return json_array();
+    case MP_HFK_SHARED_EXPERT_INTERMEDIATE_SIZE: return json_integer(mk_shared_ffn(s));
+    case MP_HFK_TORCH_DTYPE: return json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32");
+    case MP_HFK_COUNT: break;
     }
-    if (s->arch == MP_ARCH_GPTNEOX) { /* GPTNeoXConfig's own keys */
-        json_object_del(c, "num_key_value_heads");
-        json_object_del(c, "rms_norm_eps");
-        json_object_del(c, "rope_theta");
-        json_object_del(c, "head_dim");
-        json_object_set_new(c, "layer_norm_eps", json_real(s->norm_eps));
-        json_object_set_new(c, "rotary_emb_base", json_real(mk_theta(s)));
-        json_object_set_new(c, "rotary_pct", json_real(s->partial_rotary));
-        json_object_set_new(c, "use_parallel_residual", json_boolean(s->parallel_residual));
-        json_object_set_new(c, "attention_bias", json_true());
+    return NULL;
+}
+
+/* config.json: the keys of the family's row, in its order (as its published configurations and
+ * its transformers class have them). */
+static json_t *mk_config(const MpMkSpec *s) {
+    json_t *c = json_object();
+    for (const MpHfEntry *k = mk_fam(s)->hf_keys; k && k->key != MP_HFK_COUNT; k++) {
+        json_t *v = mk_hf_value(s, k);
+        if (v) json_object_set_new(c, mp_hf_key_name(k->key), v);
     }
-    if (mk_moe(s)) { /* MixtralConfig / Qwen3MoeConfig keys */
-        json_object_set_new(c, s->arch == MP_ARCH_MIXTRAL ? "num_local_experts" : "num_experts", json_integer(s->experts));
-        json_object_set_new(c, "num_experts_per_tok", json_integer(s->experts_used));
-        json_object_set_new(c, "router_jitter_noise", json_real(0.0));
-        json_object_set_new(c, "output_router_logits", json_false());
-        json_object_set_new(c, "sliding_window", json_null());
-    }
-    if (s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE) {
-        json_object_set_new(c, "moe_intermediate_size", json_integer(mk_exp_ffn(s)));
-        json_object_set_new(c, "norm_topk_prob", json_boolean(s->arch == MP_ARCH_QWEN3MOE && !s->no_norm_topk)); /* qwen2moe: as its GGUF */
-        json_object_set_new(c, "decoder_sparse_step", json_integer(1));
-        json_object_set_new(c, "mlp_only_layers", json_array());
-        json_object_set_new(c, "use_sliding_window", json_false());
-        json_object_del(c, "router_jitter_noise");
-    }
-    if (s->arch == MP_ARCH_QWEN2MOE) { /* Qwen2MoeConfig: q/k/v biases always (no attention_bias key), a shared expert */
-        json_object_del(c, "attention_bias");
-        json_object_set_new(c, "shared_expert_intermediate_size", json_integer(mk_shared_ffn(s)));
-    }
-    json_object_set_new(c, "torch_dtype", json_string(s->dtype == MP_WT_BF16 ? "bfloat16" : s->dtype == MP_WT_F16 ? "float16" : "float32"));
+    return c;
+}
+
+static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
+    json_t *c = mk_config(s);
     char path[4096];
     int rc = mp_path_join(path, sizeof path, dir, "config.json", e);
     if (rc == MP_OK) rc = mp_json_write_atomic(path, c, e);
@@ -595,7 +586,7 @@ static void mk_utf8(char *out, unsigned cp) {
 
 /* Byte-level BPE vocabulary of size V: 256 byte tokens, merges of ASCII letter pairs ("Ġt",
  * "th", ...), [PADn] fillers (UNUSED), then BOS = V-2 and EOS = V-1 (CONTROL). */
-static int mk_vocab(MpGgufWriter *w, int V, int arch_qwen, MpErr *e) {
+static int mk_vocab(MpGgufWriter *w, int V, const char *pre, MpErr *e) {
     char **tok = mp_try_calloc((size_t)V, sizeof *tok);
     int32_t *type = mp_try_calloc((size_t)V, sizeof *type);
     char **merges = mp_try_calloc((size_t)V, sizeof *merges);
@@ -632,13 +623,13 @@ static int mk_vocab(MpGgufWriter *w, int V, int arch_qwen, MpErr *e) {
     }
     if (rc == MP_OK) {
         mp_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
-        mp_gguf_w_str(w, "tokenizer.ggml.pre", arch_qwen ? "qwen2" : "llama-bpe");
+        mp_gguf_w_str(w, "tokenizer.ggml.pre", pre ? pre : "llama-bpe");
         mp_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tok, (uint64_t)V);
         mp_gguf_w_arr(w, "tokenizer.ggml.token_type", MP_GGUF_INT32, type, (uint64_t)V);
         mp_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, (uint64_t)nm);
         mp_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(V - 2));
         mp_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(V - 1));
-        mp_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", !arch_qwen);
+        mp_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", !pre); /* qwen2's pre-tokenizer: no BOS */
     }
     for (int i = 0; tok && i < V; i++) free(tok[i]);
     for (int i = 0; merges && i < nm; i++) free(merges[i]);
@@ -667,58 +658,58 @@ static uint32_t mk_file_type(MpWType t) {
     }
 }
 
+/* GGUF key k (of the family's row) for this model into w; nothing where the model has no value. */
+static void mk_gguf_value(const MpMkSpec *s, MpGgufWriter *w, MpGgufKey k, const char *key) {
+    const MpFamily *f = mk_fam(s);
+    switch (k) {
+    case MP_GGK_CONTEXT_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)mk_max_pos(s)); break;
+    case MP_GGK_EMBEDDING_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)s->dim); break;
+    case MP_GGK_BLOCK_COUNT: mp_gguf_w_u32(w, key, (uint32_t)s->layers); break;
+    case MP_GGK_FEED_FORWARD_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)s->ffn); break;
+    case MP_GGK_HEAD_COUNT: mp_gguf_w_u32(w, key, (uint32_t)s->heads); break;
+    case MP_GGK_HEAD_COUNT_KV: mp_gguf_w_u32(w, key, (uint32_t)s->kv_heads); break;
+    case MP_GGK_KEY_LENGTH: case MP_GGK_VALUE_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)mk_head_dim(s)); break;
+    case MP_GGK_ATTN_LOGIT_SOFTCAPPING: if (s->attn_softcap > 0) mp_gguf_w_f32(w, key, (float)s->attn_softcap); break;
+    case MP_GGK_FINAL_LOGIT_SOFTCAPPING: if (s->final_softcap > 0) mp_gguf_w_f32(w, key, (float)s->final_softcap); break;
+    /* the local layers' window; phi3: 0, as its converter writes (llama.cpp windows no phi3 layer) */
+    case MP_GGK_SLIDING_WINDOW: mp_gguf_w_u32(w, key, f->gguf_win == MP_WIN_PERIOD ? (uint32_t)mk_window(s) : 0); break;
+    case MP_GGK_ROPE_FREQ_BASE_SWA: mp_gguf_w_f32(w, key, (float)f->win_local_base); break;
+    case MP_GGK_LAYER_NORM_EPSILON: case MP_GGK_LAYER_NORM_RMS_EPSILON: mp_gguf_w_f32(w, key, (float)s->norm_eps); break;
+    case MP_GGK_USE_PARALLEL_RESIDUAL: mp_gguf_w_bool(w, key, s->parallel_residual); break;
+    case MP_GGK_ROPE_FREQ_BASE: mp_gguf_w_f32(w, key, (float)mk_theta(s)); break;
+    case MP_GGK_ROPE_DIMENSION_COUNT: mp_gguf_w_u32(w, key, (uint32_t)mk_rot_dim(s)); break;
+    case MP_GGK_VOCAB_SIZE: mp_gguf_w_u32(w, key, (uint32_t)s->vocab); break;
+    case MP_GGK_EXPERT_COUNT: mp_gguf_w_u32(w, key, (uint32_t)s->experts); break;
+    case MP_GGK_EXPERT_USED_COUNT: mp_gguf_w_u32(w, key, (uint32_t)s->experts_used); break;
+    case MP_GGK_EXPERT_FEED_FORWARD_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)mk_exp_ffn(s)); break;
+    case MP_GGK_EXPERT_SHARED_FEED_FORWARD_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)mk_shared_ffn(s)); break;
+    case MP_GGK_ROPE_SCALING_ORIGINAL_CONTEXT_LENGTH: mp_gguf_w_u32(w, key, (uint32_t)mk_orig_ctx(s)); break;
+    case MP_GGK_ROPE_SCALING_ATTN_FACTOR:
+        if (s->rope_scaling == MP_ROPE_LONGROPE) {
+            double fa = (double)mk_max_pos(s) / mk_orig_ctx(s);
+            mp_gguf_w_f32(w, key, (float)sqrt(1 + log(fa) / log((double)mk_orig_ctx(s))));
+        }
+        break;
+    case MP_GGK_COUNT: break;
+    }
+}
+
 static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, MpErr *e) {
-    const char *arch = mp_family(s->arch)->gguf_arch ? mp_family(s->arch)->gguf_arch : mp_family(s->arch)->name;
+    const MpFamily *f = mk_fam(s);
+    const char *arch = f->gguf_arch ? f->gguf_arch : f->name;
     MpGgufWriter w;
     mp_gguf_writer_init(&w, MP_GGUF_DEFAULT_ALIGNMENT);
-    char key[128];
-#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
     mp_gguf_w_str(&w, "general.architecture", arch);
     mp_gguf_w_str(&w, "general.name", "maskpos-mkmodel");
     mp_gguf_w_u32(&w, "general.file_type", mk_file_type(s->dtype));
     mp_gguf_w_u32(&w, "general.quantization_version", 2);
     mp_gguf_w_u32(&w, "general.alignment", MP_GGUF_DEFAULT_ALIGNMENT);
-    mp_gguf_w_u32(&w, KEY("context_length"), (uint32_t)mk_max_pos(s));
-    mp_gguf_w_u32(&w, KEY("embedding_length"), (uint32_t)s->dim);
-    mp_gguf_w_u32(&w, KEY("block_count"), (uint32_t)s->layers);
-    mp_gguf_w_u32(&w, KEY("feed_forward_length"), (uint32_t)s->ffn);
-    mp_gguf_w_u32(&w, KEY("attention.head_count"), (uint32_t)s->heads);
-    mp_gguf_w_u32(&w, KEY("attention.head_count_kv"), (uint32_t)s->kv_heads);
-    mp_gguf_w_u32(&w, KEY("attention.key_length"), (uint32_t)mk_head_dim(s));
-    mp_gguf_w_u32(&w, KEY("attention.value_length"), (uint32_t)mk_head_dim(s));
-    if (mk_gemma(s) && s->arch != MP_ARCH_GEMMA) {
-        if (s->attn_softcap > 0) mp_gguf_w_f32(&w, KEY("attn_logit_softcapping"), (float)s->attn_softcap);
-        if (s->final_softcap > 0) mp_gguf_w_f32(&w, KEY("final_logit_softcapping"), (float)s->final_softcap);
-        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), (uint32_t)mk_window(s));
-        if (s->arch == MP_ARCH_GEMMA3) mp_gguf_w_f32(&w, KEY("rope.freq_base_swa"), 10000.0f);
+    for (const MpGgufKey *k = f->gguf_keys; k && *k != MP_GGK_COUNT; k++) { /* the family's keys, in its row's order */
+        char key[128];
+        snprintf(key, sizeof key, "%s.%s", arch, mp_gguf_key_suffix(*k));
+        mk_gguf_value(s, &w, *k, key);
     }
-    if (s->arch == MP_ARCH_GPTNEOX) {
-        mp_gguf_w_f32(&w, KEY("attention.layer_norm_epsilon"), (float)s->norm_eps);
-        mp_gguf_w_bool(&w, KEY("use_parallel_residual"), s->parallel_residual);
-    } else {
-        mp_gguf_w_f32(&w, KEY("attention.layer_norm_rms_epsilon"), (float)s->norm_eps);
-    }
-    mp_gguf_w_f32(&w, KEY("rope.freq_base"), (float)mk_theta(s));
-    const int llama = s->arch == MP_ARCH_LLAMA || s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_MIXTRAL;
-    if (llama || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_GPTNEOX)
-        mp_gguf_w_u32(&w, KEY("rope.dimension_count"), (uint32_t)mk_rot_dim(s));
-    if (llama) mp_gguf_w_u32(&w, KEY("vocab_size"), (uint32_t)s->vocab);
-    if (mk_moe(s)) {
-        mp_gguf_w_u32(&w, KEY("expert_count"), (uint32_t)s->experts);
-        mp_gguf_w_u32(&w, KEY("expert_used_count"), (uint32_t)s->experts_used);
-    }
-    if (s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE) mp_gguf_w_u32(&w, KEY("expert_feed_forward_length"), (uint32_t)mk_exp_ffn(s));
-    if (s->arch == MP_ARCH_QWEN2MOE) mp_gguf_w_u32(&w, KEY("expert_shared_feed_forward_length"), (uint32_t)mk_shared_ffn(s));
-    if (s->arch == MP_ARCH_PHI3) {
-        mp_gguf_w_u32(&w, KEY("rope.scaling.original_context_length"), (uint32_t)mk_orig_ctx(s));
-        mp_gguf_w_u32(&w, KEY("attention.sliding_window"), 0);
-        if (s->rope_scaling == MP_ROPE_LONGROPE) {
-            double f = (double)mk_max_pos(s) / mk_orig_ctx(s);
-            mp_gguf_w_f32(&w, KEY("rope.scaling.attn_factor"), (float)sqrt(1 + log(f) / log((double)mk_orig_ctx(s))));
-        }
-    }
-#undef KEY
-    int rc = mk_vocab(&w, s->vocab, s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3 || s->arch == MP_ARCH_QWEN3MOE || s->arch == MP_ARCH_QWEN2MOE, e);
+    int rc = mk_vocab(&w, s->vocab, f->gguf_tok_pre, e);
     for (size_t i = 0; i < l->n && rc == MP_OK; i++) {
         const MkTensor *t = &l->t[i];
         int64_t ne[3] = {t->ndim == 2 ? t->cols : t->rows, t->rows, 1};
@@ -746,31 +737,33 @@ static int mk_write_gguf(const MpMkSpec *s, const MkList *l, const char *path, M
 
 /* ================================================================ options of some families */
 
-/* Which families each family-specific option is for (MP_ARCH bits; 0 = derived from the family
- * table's roles). Its refusal lists them in the family table's order. */
-#define A_(x) (UINT32_C(1) << MP_ARCH_##x)
-static const struct {
-    const char *what; /* "--flag is" / "--a / --b are" */
-    uint32_t archs;
-    MpRole role;      /* archs == 0: the families whose layers hold this role */
-} mk_options[] = {
-    [MP_MK_LLAMA3] = {"--rope-scaling llama3 is", A_(LLAMA) | A_(MISTRAL), 0},
-    [MP_MK_LONGROPE] = {"--rope-scaling longrope is", A_(PHI3), 0},
-    [MP_MK_PARTIAL_ROTARY] = {"--partial-rotary is", A_(PHI3) | A_(GPTNEOX), 0},
-    [MP_MK_SERIAL_RESIDUAL] = {"--no-parallel-residual is", A_(GPTNEOX), 0},
-    [MP_MK_SLIDING_WINDOW] = {"--sliding-window is", A_(MISTRAL) | A_(QWEN2) | A_(QWEN3) | A_(PHI3) | A_(GEMMA2) | A_(GEMMA3), 0},
-    [MP_MK_EXPERTS] = {"--experts / --experts-used are", 0, MP_ROLE_FFN_ROUTER},
-    [MP_MK_MOE_FFN] = {"--moe-ffn is", A_(QWEN3MOE) | A_(QWEN2MOE), 0},
-    [MP_MK_SHARED_FFN] = {"--shared-ffn is", 0, MP_ROLE_SHEXP_GATE},
-    [MP_MK_NO_NORM_TOPK] = {"--no-norm-topk is", A_(QWEN3MOE), 0},
+/* The options only some families have, as their refusal names them; which families: their rows
+ * (mp_mk_option_for). Its refusal lists them in the family table's order. */
+static const char *const mk_option_what[] = {
+    [MP_MK_LLAMA3] = "--rope-scaling llama3 is", [MP_MK_LONGROPE] = "--rope-scaling longrope is",
+    [MP_MK_PARTIAL_ROTARY] = "--partial-rotary is", [MP_MK_SERIAL_RESIDUAL] = "--no-parallel-residual is",
+    [MP_MK_SLIDING_WINDOW] = "--sliding-window is", [MP_MK_EXPERTS] = "--experts / --experts-used are",
+    [MP_MK_MOE_FFN] = "--moe-ffn is", [MP_MK_SHARED_FFN] = "--shared-ffn is", [MP_MK_NO_NORM_TOPK] = "--no-norm-topk is",
 };
-#undef A_
-_Static_assert(sizeof mk_options / sizeof mk_options[0] == MP_MK_OPTION_COUNT, "one row of mk_options[] per MpMkOption");
-_Static_assert(MP_ARCH_COUNT <= 32, "mk_options[].archs holds one bit per MpArch");
+_Static_assert(sizeof mk_option_what / sizeof mk_option_what[0] == MP_MK_OPTION_COUNT, "one text per MpMkOption");
 
 int mp_mk_option_for(MpMkOption o, MpArch a) {
-    if ((unsigned)o >= MP_MK_OPTION_COUNT || (unsigned)a >= MP_ARCH_COUNT) return 0;
-    return mk_options[o].archs ? (int)((mk_options[o].archs >> a) & 1) : mp_family_has(a, mk_options[o].role);
+    const MpFamily *f = mp_family(a);
+    if (!f) return 0;
+    switch (o) {
+    case MP_MK_LLAMA3: return (f->opts & MP_FAM_OPT_LLAMA3) != 0;
+    case MP_MK_LONGROPE: return (f->opts & MP_FAM_OPT_LONGROPE) != 0;
+    case MP_MK_PARTIAL_ROTARY: return mp_family_hf_key(a, MP_HFK_PARTIAL_ROTARY_FACTOR) || mp_family_hf_key(a, MP_HFK_ROTARY_PCT);
+    case MP_MK_SERIAL_RESIDUAL: return mp_family_hf_key(a, MP_HFK_USE_PARALLEL_RESIDUAL) != NULL;
+    case MP_MK_SLIDING_WINDOW: return (f->opts & MP_FAM_OPT_WINDOW) != 0;
+    case MP_MK_EXPERTS: return mp_family_has(a, MP_ROLE_FFN_ROUTER);
+    case MP_MK_MOE_FFN: return mp_family_hf_key(a, MP_HFK_MOE_INTERMEDIATE_SIZE) != NULL;
+    case MP_MK_SHARED_FFN: return mp_family_has(a, MP_ROLE_SHEXP_GATE);
+    /* norm_topk_prob false, which llama.cpp's renormalising GGUF cannot say (qwen3moe) */
+    case MP_MK_NO_NORM_TOPK: return mp_family_hf_key(a, MP_HFK_NORM_TOPK_PROB) && f->gguf_moe_renorm;
+    case MP_MK_OPTION_COUNT: break;
+    }
+    return 0;
 }
 
 int mp_mk_option_refused(MpMkOption o, MpArch a, MpErr *e) {
@@ -786,7 +779,7 @@ int mp_mk_option_refused(MpMkOption o, MpArch a, MpErr *e) {
         k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", sep, mp_model_arch_name((MpArch)b));
         n++;
     }
-    mp_err_set(e, "%s for --arch %s", mk_options[o].what, list);
+    mp_err_set(e, "%s for --arch %s", mk_option_what[o], list);
     return 1;
 }
 
@@ -814,18 +807,26 @@ int mp_mk_check(const MpMkSpec *s, MpErr *e) {
         return mp_err_set(e, "unsupported --rope-scaling");
     if (!(s->partial_rotary > 0 && s->partial_rotary <= 1)) return mp_err_set(e, "--partial-rotary must be in (0, 1]");
     if (s->partial_rotary != 1 && mp_mk_option_refused(MP_MK_PARTIAL_ROTARY, s->arch, e)) return MP_ERR;
-    if (s->arch == MP_ARCH_GPTNEOX && s->kv_heads != s->heads) return mp_err_set(e, "--arch gptneox has as many key/value heads as query heads");
-    if (s->arch == MP_ARCH_GPTNEOX && s->tie) return mp_err_set(e, "--tie: gptneox's output head (embed_out) is its own tensor");
-    if (mk_gemma(s) && !s->tie) return mp_err_set(e, "internal: gemma is tied");
-    if ((s->arch == MP_ARCH_GEMMA3 || s->arch == MP_ARCH_GEMMA) && (s->attn_softcap > 0 || s->final_softcap > 0))
-        return mp_err_set(e, "--attn-softcap / --final-softcap are for --arch gemma2 (Gemma 3 has none)");
+    const MpFamily *f = mk_fam(s);
+    if (mp_family_mha(s->arch) && s->kv_heads != s->heads) return mp_err_set(e, "--arch %s has as many key/value heads as query heads", f->name);
+    char head[128];
+    mp_model_stored_name(MP_FORMAT_HF, s->arch, MP_ROLE_OUTPUT, -1, head, sizeof head);
+    if (f->tie == MP_TIE_NEVER && s->tie) return mp_err_set(e, "--tie: %s's output head (%s) is its own tensor", f->name, head);
+    if (f->tie == MP_TIE_ALWAYS && !s->tie) return mp_err_set(e, "internal: %s is tied", f->name);
+    if (!f->softcap && (s->attn_softcap > 0 || s->final_softcap > 0)) {
+        char list[256];
+        size_t k = 0;
+        list[0] = 0;
+        for (int b = 0; b < MP_ARCH_COUNT; b++)
+            if (mp_family((MpArch)b)->softcap && k < sizeof list) k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", k ? ", " : "", mp_model_arch_name((MpArch)b));
+        return mp_err_set(e, "--attn-softcap / --final-softcap are for --arch %s", list);
+    }
     if (!(s->attn_softcap >= 0 && s->final_softcap >= 0) || s->sliding_window < 0) return mp_err_set(e, "bad soft-capping or sliding window");
-    const int swa_hf = s->arch == MP_ARCH_MISTRAL || s->arch == MP_ARCH_PHI3 || s->arch == MP_ARCH_QWEN2 || s->arch == MP_ARCH_QWEN3;
     if (s->sliding_window > 0 && mp_mk_option_refused(MP_MK_SLIDING_WINDOW, s->arch, e)) return MP_ERR;
-    if (s->sliding_window > 0 && swa_hf && s->format == MP_FORMAT_GGUF)
+    if (s->sliding_window > 0 && f->gguf_win != MP_WIN_PERIOD && s->format == MP_FORMAT_GGUF)
         return mp_err_set(e, "--sliding-window: llama.cpp windows no %s layer, so its GGUF has no such key (HF only)", mp_model_arch_name(s->arch));
     if (!s->parallel_residual && mp_mk_option_refused(MP_MK_SERIAL_RESIDUAL, s->arch, e)) return MP_ERR;
-    if (mk_moe(s) && (s->experts < 1 || s->experts > 4096 || s->experts_used < 1 || s->experts_used > s->experts))
+    if (mp_family_has(s->arch, MP_ROLE_FFN_ROUTER) && (s->experts < 1 || s->experts > 4096 || s->experts_used < 1 || s->experts_used > s->experts))
         return mp_err_set(e, "--experts must be in [1, 4096] and --experts-used in [1, --experts]");
     if (s->moe_ffn < 0 || s->moe_ffn > (1 << 24)) return mp_err_set(e, "--moe-ffn must be in [1, 2^24]");
     if (s->moe_ffn > 0 && mp_mk_option_refused(MP_MK_MOE_FFN, s->arch, e)) return MP_ERR;

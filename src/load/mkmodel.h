@@ -52,6 +52,10 @@ typedef struct MpMkSpec {
 } MpMkSpec;
 
 void mp_mk_spec_default(MpMkSpec *s);
+/* s->arch's own defaults for what was not given (its row of the family table): one key/value
+ * head per query head (unless kv_given) and the class's rotary fraction (unless rotary_given) for
+ * gptneox, a tied head for Gemma, no soft-capping but for Gemma 2. */
+void mp_mk_spec_family(MpMkSpec *s, int kv_given, int rotary_given);
 
 /* The options only some families have (mkmodel.c's mk_options[] says which). */
 typedef enum MpMkOption {

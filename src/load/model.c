@@ -23,94 +23,6 @@
 /* ================================================================ names */
 
 
-/* Every role: its name (messages, inspect), and the stored tensor name suffixes in HF (after
- * "model.layers.N." for layer roles) and GGUF (after "blk.N."); keyed by MpRole. Experts: one
- * tensor per expert in HF (mp_model_expert_name). */
-typedef struct RoleNames {
-    const char *name, *hf, *gguf;
-} RoleNames;
-static const RoleNames role_info[] = {
-    [MP_ROLE_TOK_EMBD] = {"tok_embd", "model.embed_tokens.weight", "token_embd.weight"},
-    [MP_ROLE_OUTPUT_NORM] = {"output_norm", "model.norm.weight", "output_norm.weight"},
-    [MP_ROLE_OUTPUT] = {"output", "lm_head.weight", "output.weight"},
-    [MP_ROLE_ATTN_NORM] = {"attn_norm", "input_layernorm.weight", "attn_norm.weight"},
-    [MP_ROLE_Q] = {"q", "self_attn.q_proj.weight", "attn_q.weight"},
-    [MP_ROLE_K] = {"k", "self_attn.k_proj.weight", "attn_k.weight"},
-    [MP_ROLE_V] = {"v", "self_attn.v_proj.weight", "attn_v.weight"},
-    [MP_ROLE_Q_BIAS] = {"q_bias", "self_attn.q_proj.bias", "attn_q.bias"},
-    [MP_ROLE_K_BIAS] = {"k_bias", "self_attn.k_proj.bias", "attn_k.bias"},
-    [MP_ROLE_V_BIAS] = {"v_bias", "self_attn.v_proj.bias", "attn_v.bias"},
-    [MP_ROLE_O] = {"o", "self_attn.o_proj.weight", "attn_output.weight"},
-    [MP_ROLE_Q_NORM] = {"q_norm", "self_attn.q_norm.weight", "attn_q_norm.weight"},
-    [MP_ROLE_K_NORM] = {"k_norm", "self_attn.k_norm.weight", "attn_k_norm.weight"},
-    [MP_ROLE_FFN_NORM] = {"ffn_norm", "post_attention_layernorm.weight", "ffn_norm.weight"},
-    [MP_ROLE_GATE] = {"gate", "mlp.gate_proj.weight", "ffn_gate.weight"},
-    [MP_ROLE_UP] = {"up", "mlp.up_proj.weight", "ffn_up.weight"},
-    [MP_ROLE_DOWN] = {"down", "mlp.down_proj.weight", "ffn_down.weight"},
-    [MP_ROLE_ATTN_POST_NORM] = {"attn_post_norm", "post_attention_layernorm.weight", "post_attention_norm.weight"},
-    [MP_ROLE_FFN_POST_NORM] = {"ffn_post_norm", "post_feedforward_layernorm.weight", "post_ffw_norm.weight"},
-    [MP_ROLE_O_BIAS] = {"o_bias", "self_attn.o_proj.bias", "attn_output.bias"},
-    [MP_ROLE_ATTN_NORM_BIAS] = {"attn_norm_bias", "input_layernorm.bias", "attn_norm.bias"},
-    [MP_ROLE_FFN_NORM_BIAS] = {"ffn_norm_bias", "post_attention_layernorm.bias", "ffn_norm.bias"},
-    [MP_ROLE_UP_BIAS] = {"up_bias", "mlp.up_proj.bias", "ffn_up.bias"},
-    [MP_ROLE_DOWN_BIAS] = {"down_bias", "mlp.down_proj.bias", "ffn_down.bias"},
-    [MP_ROLE_OUTPUT_NORM_BIAS] = {"output_norm_bias", "model.norm.bias", "output_norm.bias"},
-    [MP_ROLE_FFN_ROUTER] = {"router", "mlp.gate.weight", "ffn_gate_inp.weight"},
-    [MP_ROLE_GATE_EXPS] = {"gate_exps", "mlp.experts.gate_proj", "ffn_gate_exps.weight"},
-    [MP_ROLE_UP_EXPS] = {"up_exps", "mlp.experts.up_proj", "ffn_up_exps.weight"},
-    [MP_ROLE_DOWN_EXPS] = {"down_exps", "mlp.experts.down_proj", "ffn_down_exps.weight"},
-    [MP_ROLE_SHEXP_GATE_INP] = {"shexp_gate_inp", "mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
-    [MP_ROLE_SHEXP_GATE] = {"shexp_gate", "mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-    [MP_ROLE_SHEXP_UP] = {"shexp_up", "mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-    [MP_ROLE_SHEXP_DOWN] = {"shexp_down", "mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-};
-_Static_assert(sizeof role_info / sizeof role_info[0] == MP_ROLE_COUNT, "one row of role_info[] per MpRole");
-const char *mp_model_role_name(MpRole r) { return (unsigned)r < MP_ROLE_COUNT ? role_info[r].name : "?"; }
-int mp_model_role_is_global(MpRole r) { return r < MP_ROLE_FIRST_LAYER || r == MP_ROLE_OUTPUT_NORM_BIAS; }
-
-
-/* GPT-NeoX's HF names (GPTNeoXForCausalLM; after "gpt_neox.layers.N." for layer roles); Q/K/V
- * and their biases are rows of query_key_value; roles without a tensor are NULL. */
-static const char *neox_hf[MP_ROLE_COUNT] = {
-    [MP_ROLE_TOK_EMBD] = "gpt_neox.embed_in.weight", [MP_ROLE_OUTPUT_NORM] = "gpt_neox.final_layer_norm.weight",
-    [MP_ROLE_OUTPUT] = "embed_out.weight", [MP_ROLE_ATTN_NORM] = "input_layernorm.weight",
-    [MP_ROLE_Q] = "attention.query_key_value.weight", [MP_ROLE_K] = "attention.query_key_value.weight",
-    [MP_ROLE_V] = "attention.query_key_value.weight", [MP_ROLE_Q_BIAS] = "attention.query_key_value.bias",
-    [MP_ROLE_K_BIAS] = "attention.query_key_value.bias", [MP_ROLE_V_BIAS] = "attention.query_key_value.bias",
-    [MP_ROLE_O] = "attention.dense.weight", [MP_ROLE_FFN_NORM] = "post_attention_layernorm.weight",
-    [MP_ROLE_UP] = "mlp.dense_h_to_4h.weight", [MP_ROLE_DOWN] = "mlp.dense_4h_to_h.weight",
-    [MP_ROLE_O_BIAS] = "attention.dense.bias", [MP_ROLE_ATTN_NORM_BIAS] = "input_layernorm.bias",
-    [MP_ROLE_FFN_NORM_BIAS] = "post_attention_layernorm.bias", [MP_ROLE_UP_BIAS] = "mlp.dense_h_to_4h.bias",
-    [MP_ROLE_DOWN_BIAS] = "mlp.dense_4h_to_h.bias", [MP_ROLE_OUTPUT_NORM_BIAS] = "gpt_neox.final_layer_norm.bias"};
-
-void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap) {
-    const char *sfx = fmt == MP_FORMAT_HF ? role_info[role].hf : role_info[role].gguf;
-    if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_Q || role == MP_ROLE_K || role == MP_ROLE_V))
-        sfx = fmt == MP_FORMAT_HF ? "self_attn.qkv_proj.weight" : "attn_qkv.weight";
-    if (arch == MP_ARCH_PHI3 && (role == MP_ROLE_GATE || role == MP_ROLE_UP))
-        sfx = fmt == MP_FORMAT_HF ? "mlp.gate_up_proj.weight" : "ffn_up.weight";
-    const int neox = arch == MP_ARCH_GPTNEOX;
-    if (neox && fmt == MP_FORMAT_HF) sfx = neox_hf[role] ? neox_hf[role] : "?";
-    if ((arch == MP_ARCH_GEMMA2 || arch == MP_ARCH_GEMMA3) && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_NORM)
-        sfx = "pre_feedforward_layernorm.weight";
-    if (arch == MP_ARCH_MIXTRAL && fmt == MP_FORMAT_HF && role == MP_ROLE_FFN_ROUTER) sfx = "block_sparse_moe.gate.weight";
-    if (neox && fmt == MP_FORMAT_GGUF && role >= MP_ROLE_Q && role <= MP_ROLE_V_BIAS)
-        sfx = role >= MP_ROLE_Q_BIAS ? "attn_qkv.bias" : "attn_qkv.weight";
-    if (mp_model_role_is_global(role)) snprintf(out, cap, "%s", sfx);
-    else snprintf(out, cap, fmt == MP_FORMAT_HF ? (neox ? "gpt_neox.layers.%d.%s" : "model.layers.%d.%s") : "blk.%d.%s", layer, sfx);
-}
-
-void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int expert, char *out, size_t cap) {
-    if (fmt == MP_FORMAT_GGUF) { /* one 3-D tensor holds every expert */
-        mp_model_stored_name(fmt, arch, role, layer, out, cap);
-        return;
-    }
-    const int k = role == MP_ROLE_GATE_EXPS ? 0 : role == MP_ROLE_UP_EXPS ? 1 : 2;
-    static const char *mix[3] = {"w1", "w3", "w2"}, *qw[3] = {"gate_proj", "up_proj", "down_proj"};
-    if (arch == MP_ARCH_MIXTRAL) snprintf(out, cap, "model.layers.%d.block_sparse_moe.experts.%d.%s.weight", layer, expert, mix[k]);
-    else snprintf(out, cap, "model.layers.%d.mlp.experts.%d.%s.weight", layer, expert, qw[k]);
-}
-
 /* Expected served shape of a role from the hyperparameters (mp_role_shape): returns ndim (1 or 2). */
 static int role_shape(const MpModel *m, MpRole r, int64_t *rows, int64_t *cols) {
     const MpRoleDims d = mp_model_role_dims(m);
@@ -282,63 +194,16 @@ static int alloc_layers(MpModel *m, MpErr *e) {
     return MP_OK;
 }
 
-/* Binds every role for one format. hf: role_info's HF suffixes, else its GGUF ones; prefix formats "model.layers.%d." /
- * "blk.%d."; fused: phi3 qkv / gate_up names (NULL = separate tensors). */
-static int bind_all(MpModel *m, int hf, const char *layer_fmt, const char *qkv_name,
-                    const char *gate_up_name, const char *cfg_name, MpErr *e) {
-    if (alloc_layers(m, e)) return MP_ERR;
-    char name[512];
-    for (int r = 0; r < MP_ROLE_FIRST_LAYER; r++) {
-        int64_t rows, cols;
-        int nd = role_shape(m, (MpRole)r, &rows, &cols);
-        int opt = r == MP_ROLE_OUTPUT;
-        if (opt && m->tie_embeddings) continue; /* tied: served from TOK_EMBD */
-        if (bind(m, &m->global[r], (hf ? role_info[r].hf : role_info[r].gguf), nd, rows, cols, 0, rows, m->format == MP_FORMAT_GGUF && opt, cfg_name, e)) return MP_ERR;
-        if (opt && m->global[r].tensor < 0) m->tie_embeddings = 1; /* GGUF: no output.weight means tied */
-    }
-    int64_t Q = (int64_t)m->n_heads * m->head_dim, KV = (int64_t)m->n_kv_heads * m->head_dim;
-    for (int l = 0; l < m->n_layers; l++) {
-        for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
-            if (!role_present(m, (MpRole)r) || r >= MP_ROLE_FFN_ROUTER) continue; /* MoE: bind_moe */
-            MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
-            int64_t rows, cols;
-            int nd = role_shape(m, (MpRole)r, &rows, &cols);
-            int fused_qkv = qkv_name && (r == MP_ROLE_Q || r == MP_ROLE_K || r == MP_ROLE_V);
-            int fused_gu = gate_up_name && (r == MP_ROLE_GATE || r == MP_ROLE_UP);
-            int k = snprintf(name, sizeof name, layer_fmt, l);
-            if (fused_qkv) {
-                snprintf(name + k, sizeof name - (size_t)k, "%s", qkv_name);
-                int64_t row0 = r == MP_ROLE_Q ? 0 : r == MP_ROLE_K ? Q : Q + KV;
-                if (bind(m, ref, name, 2, Q + 2 * KV, m->dim, row0, rows, 0, cfg_name, e)) return MP_ERR;
-            } else if (fused_gu) {
-                snprintf(name + k, sizeof name - (size_t)k, "%s", gate_up_name);
-                if (bind(m, ref, name, 2, 2 * (int64_t)m->ffn, m->dim, r == MP_ROLE_GATE ? 0 : m->ffn, rows, 0, cfg_name, e)) return MP_ERR;
-            } else {
-                snprintf(name + k, sizeof name - (size_t)k, "%s", (hf ? role_info[r].hf : role_info[r].gguf));
-                if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) return MP_ERR;
-            }
-        }
-    }
-    if (m->n_experts > 0 && bind_moe(m, cfg_name, e)) return MP_ERR;
-    /* every role tensor must be a type we can serve */
-    for (size_t i = 0; i < (size_t)m->n_layers * MP_ROLE_COUNT + MP_ROLE_FIRST_LAYER; i++) {
-        const MpModelRef *ref = i < MP_ROLE_FIRST_LAYER ? &m->global[i] : &m->layer[i - MP_ROLE_FIRST_LAYER];
-        if (ref->tensor < 0) continue;
-        const MpModelTensor *t = &m->tensors[ref->tensor];
-        if (!mp_quant_known(t->type))
-            return mp_err_set(e, "%s: tensor '%s': unsupported type", m->file_names[t->file], t->name);
-    }
-    return MP_OK;
-}
-
-/* GPT-NeoX, both formats: every name from mp_model_stored_name; Q/K/V (and biases) are row
- * slices of the fused query_key_value / attn_qkv: per head [q, k, v] blocks of HS rows in HF
- * (GPTNeoXAttention's view), three contiguous blocks [Q; K; V] in GGUF (convert_hf_to_gguf
- * reorders them). The final norm's bias is a global role. */
-static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
-    if (m->arch == MP_ARCH_GPTNEOX && m->n_kv_heads != m->n_heads)
-        return mp_err_set(e, "%s: gptneox with %d key/value heads for %d query heads: GPT-NeoX has one per query head", m->path,
-                          m->n_kv_heads, m->n_heads);
+/* Binds every role the family's row declares, both formats: names from mp_model_stored_name;
+ * fused roles (phi3's qkv_proj and gate_up_proj, GPT-NeoX's query_key_value) as row slices of their
+ * tensor — stacked [Q; K; V] / [gate; up], or per head [q, k, v] blocks of HS rows in HF where the
+ * row says so (GPTNeoXAttention's view); the head optional in GGUF (none: tied); HF (1 + w) norms
+ * (Gemma) served as 1 + w; the experts (bind_moe). */
+static int bind_roles(MpModel *m, const char *cfg_name, MpErr *e) {
+    const MpFamily *f = mp_family(m->arch);
+    if (mp_family_mha(m->arch) && m->n_kv_heads != m->n_heads)
+        return mp_err_set(e, "%s: %s with %d key/value heads for %d query heads: %s has one per query head", m->path, f->name,
+                          m->n_kv_heads, m->n_heads, f->name);
     if (alloc_layers(m, e)) return MP_ERR;
     char name[512];
     const int hf = m->format == MP_FORMAT_HF;
@@ -347,30 +212,36 @@ static int bind_named(MpModel *m, const char *cfg_name, MpErr *e) {
         const MpRole r = globals[i];
         int64_t rows, cols;
         int nd = role_shape(m, r, &rows, &cols);
-        if ((r == MP_ROLE_OUTPUT && m->tie_embeddings) || (r == MP_ROLE_OUTPUT_NORM_BIAS && !m->layer_norm)) continue;
+        if ((r == MP_ROLE_OUTPUT && m->tie_embeddings) || (r == MP_ROLE_OUTPUT_NORM_BIAS && !mp_family_has(m->arch, r))) continue;
         mp_model_stored_name(m->format, m->arch, r, -1, name, sizeof name);
         if (bind(m, &m->global[r], name, nd, rows, cols, 0, rows, !hf && r == MP_ROLE_OUTPUT, cfg_name, e)) return MP_ERR;
-        if (r == MP_ROLE_OUTPUT && m->global[r].tensor < 0) m->tie_embeddings = 1;
+        if (r == MP_ROLE_OUTPUT && m->global[r].tensor < 0) m->tie_embeddings = 1; /* GGUF: no output.weight means tied */
     }
-    const int64_t HS = m->head_dim, Q = (int64_t)m->n_heads * HS;
+    const int64_t HS = m->head_dim;
     for (int l = 0; l < m->n_layers; l++)
         for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++) {
-            if (!role_present(m, (MpRole)r)) continue;
+            if (!role_present(m, (MpRole)r) || r >= MP_ROLE_FFN_ROUTER) continue; /* MoE: bind_moe */
             MpModelRef *ref = &m->layer[(size_t)l * MP_ROLE_COUNT + r];
-            int64_t rows, cols;
-            int nd = role_shape(m, (MpRole)r, &rows, &cols);
-            mp_model_stored_name(m->format, m->arch, (MpRole)r, l, name, sizeof name);
-            if (m->arch == MP_ARCH_GPTNEOX && r >= MP_ROLE_Q && r <= MP_ROLE_V_BIAS) { /* NH == NKV: the three parts have Q rows */
-                const int part = (r - MP_ROLE_Q) % 3;
-                if (bind(m, ref, name, nd, 3 * Q, cols, hf ? part * HS : part * Q, rows, 0, cfg_name, e)) return MP_ERR;
-                if (hf) ref->qkv_interleave = (int)HS;
-            } else if (bind(m, ref, name, nd, rows, cols, 0, rows, 0, cfg_name, e)) {
-                return MP_ERR;
+            int64_t rows, cols, total = 0, row0 = 0;
+            const int nd = role_shape(m, (MpRole)r, &rows, &cols);
+            MpRole first;
+            int part;
+            const int nparts = mp_family_fused(m->arch, (MpRole)r, &first, &part);
+            for (int k = 0; k < nparts; k++) { /* the fused tensor's rows, and where r's begin */
+                int64_t pr, pc;
+                role_shape(m, (MpRole)(first + k), &pr, &pc);
+                if (k < part) row0 += pr;
+                total += pr;
             }
+            const int heads = nparts > 1 && hf && (f->fuse & MP_FUSE_HF_HEADS); /* equal parts (NH == NKV) of HS rows per head */
+            mp_model_stored_name(m->format, m->arch, (MpRole)r, l, name, sizeof name);
+            if (bind(m, ref, name, nd, total, cols, heads ? part * HS : row0, rows, 0, cfg_name, e)) return MP_ERR;
+            if (heads) ref->qkv_interleave = (int)HS;
             /* HF Gemma keeps w of its (1 + w) norms; GGUF stores 1 + w (convert_hf_to_gguf) */
-            ref->add_one = hf && m->geglu && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
+            ref->add_one = hf && f->norm_plus_one && nd == 1 && r != MP_ROLE_Q_BIAS && r != MP_ROLE_K_BIAS && r != MP_ROLE_V_BIAS;
         }
-    if (hf && m->geglu) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1; /* every Gemma */
+    if (hf && f->norm_plus_one) m->global[MP_ROLE_OUTPUT_NORM].add_one = 1;
+    if (m->n_experts > 0 && bind_moe(m, cfg_name, e)) return MP_ERR;
     return MP_OK;
 }
 
@@ -491,10 +362,7 @@ static int hf_open(MpModel *m, const char *dir, MpErr *e) {
     mp_load_map_close(&mm);
     if (rc) return MP_ERR;
     if (hf_open_shards(m, dir, e) || hf_collect_tensors(m, e)) return MP_ERR;
-    int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "config.json", e);
-    return bind_all(m, 1, "model.layers.%d.", phi ? "self_attn.qkv_proj.weight" : NULL,
-                    phi ? "mlp.gate_up_proj.weight" : NULL, "config.json", e);
+    return bind_roles(m, "config.json", e);
 }
 
 /* ================================================================ GGUF */
@@ -575,26 +443,40 @@ static int gguf_factors(MpModel *m, const char *name, size_t n, double **out, Mp
     return MP_OK;
 }
 
-/* general.architecture → arch into arch[64]; split files and experts refused. */
+/* What tells a family's GGUF files apart from others of the same general.architecture (its row's
+ * gguf_marker): a key {arch}.<marker> with a nonzero integer, or a tensor of that name. */
+typedef struct GgufMarkerCtx {
+    const MpGguf *g;
+    const char *arch;
+} GgufMarkerCtx;
+static int gguf_has_marker(const char *marker, void *ctx) {
+    const GgufMarkerCtx *c = ctx;
+    if (strchr(marker, '.')) return mp_gguf_find_tensor(c->g, marker) != NULL;
+    int64_t v;
+    MpErr ignored;
+    return gguf_int(c->g, c->arch, marker, 0, 0, 0, INT32_MAX, &v, &ignored) == MP_OK && v > 0;
+}
+
+/* general.architecture → arch into arch[64] (the family table's names and markers, arch.c); split
+ * files and experts of a dense family refused. */
 static int gguf_arch(MpModel *m, char arch[64], MpErr *e) {
     const MpGguf *g = m->gguf;
     const MpGgufKv *kv = mp_gguf_find(g, "general.architecture");
     if (!kv) return mp_err_set(e, "%s: missing key 'general.architecture'", g->path);
     if (mp_gguf_kv_str(kv, arch, 64)) return mp_err_set(e, "%s: key 'general.architecture' is not a short string", g->path);
-    const int fam = mp_family_from_gguf(arch); /* the family table's names (arch.c) */
-    if (fam < 0) {
+    if (mp_family_from_gguf(arch, NULL, NULL) < 0) {
         char list[512];
         mp_family_list(MP_FAMILY_GGUF, ", ", list, sizeof list);
         return mp_err_set(e, "%s: general.architecture '%.40s' is not supported (%s; mixtral is llama with experts)", g->path, arch, list);
     }
-    m->arch = (MpArch)fam;
     int64_t v;
     const MpGgufKv *split = mp_gguf_find(g, "split.count");
     if (split && mp_gguf_kv_int(split, &v) == MP_OK && v > 1)
         return mp_err_set(e, "%s: key 'split.count' = %lld: split GGUF files are not supported (merge them with llama.cpp's gguf-split --merge)",
                           g->path, (long long)v);
     if (gguf_int(g, arch, "expert_count", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
-    if (v > 0 && m->arch == MP_ARCH_LLAMA) m->arch = MP_ARCH_MIXTRAL; /* convert_hf_to_gguf writes Mixtral as llama */
+    GgufMarkerCtx mc = {g, arch};
+    m->arch = (MpArch)mp_family_from_gguf(arch, gguf_has_marker, &mc); /* convert_hf_to_gguf writes Mixtral as llama */
     if (v > 0 && !mp_family_has(m->arch, MP_ROLE_FFN_ROUTER)) {
         char list[256];
         mp_family_list(MP_FAMILY_GGUF_MOE, ", ", list, sizeof list);
@@ -625,10 +507,11 @@ static int gguf_dims(MpModel *m, const char *arch, MpErr *e) {
     if (gguf_int(g, arch, "attention.value_length", 0, m->head_dim, 1, 1 << 24, &v, e)) return MP_ERR;
     if (v != m->head_dim) return mp_err_set(e, "%s: key '%s.attention.value_length' differs from key_length: not supported", g->path, arch);
     if ((int64_t)m->n_heads * m->head_dim > (1 << 24)) return mp_err_set(e, "%s: head_count x key_length is too large", g->path);
-    const char *eps_key = m->arch == MP_ARCH_GPTNEOX ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    const char *eps_key = mp_gguf_key_suffix(mp_family_gguf_key(m->arch, MP_GGK_LAYER_NORM_EPSILON) ? MP_GGK_LAYER_NORM_EPSILON
+                                                                                                  : MP_GGK_LAYER_NORM_RMS_EPSILON);
     if (gguf_num(g, arch, eps_key, 1, 0, &m->norm_eps, e)) return MP_ERR;
     if (!(m->norm_eps >= 0)) return mp_err_set(e, "%s: key '%s.%s' is negative", g->path, arch, eps_key);
-    if (m->arch == MP_ARCH_GPTNEOX) { /* llama.cpp's default: parallel */
+    if (mp_family_gguf_key(m->arch, MP_GGK_USE_PARALLEL_RESIDUAL)) { /* llama.cpp's default: parallel */
         const MpGgufKv *pr;
         m->parallel_residual = 1;
         if (gguf_key(g, arch, "use_parallel_residual", &pr)) {
@@ -644,12 +527,15 @@ static int gguf_dims(MpModel *m, const char *arch, MpErr *e) {
     if (gguf_int(g, arch, "context_length", 0, 0, 1, INT32_MAX, &v, e)) return MP_ERR; /* present: >= 1 */
     m->max_pos = (int)v;
     if (gguf_int(g, arch, "attention.sliding_window", 0, 0, 0, INT32_MAX, &v, e)) return MP_ERR;
-    /* windows as llama.cpp applies them: gemma2 and gemma3 only (below); its llama (Mistral's
-     * GGUFs), qwen2/3 and phi3 ("Phi SWA is currently disabled") attend to every earlier key
-     * whatever this key says; its olmo2 windows 3 of 4 layers, which maskpos does not do */
-    if (m->arch == MP_ARCH_OLMO2 && v > 0)
-        return mp_err_set(e, "%s: key '%s.attention.sliding_window' = %lld: sliding-window olmo2 layers are not supported", g->path, arch, (long long)v);
-    m->sliding_window = m->arch == MP_ARCH_GEMMA2 || m->arch == MP_ARCH_GEMMA3 ? (int)v : 0;
+    /* windows as llama.cpp applies them (the row's gguf_win): gemma2 and gemma3's local layers
+     * (gguf_scaled); its llama (Mistral's GGUFs), qwen2/3 and phi3 ("Phi SWA is currently
+     * disabled") attend to every earlier key whatever this key says; its olmo2 windows 3 of 4
+     * layers, which maskpos does not do */
+    const MpWinRule win = mp_family(m->arch)->gguf_win;
+    if (win == MP_WIN_REFUSED && v > 0)
+        return mp_err_set(e, "%s: key '%s.attention.sliding_window' = %lld: sliding-window %s layers are not supported", g->path,
+                          arch, (long long)v, mp_model_arch_name(m->arch));
+    m->sliding_window = win == MP_WIN_PERIOD ? (int)v : 0;
     const MpGgufKv *bk = mp_gguf_find(g, "tokenizer.ggml.bos_token_id"), *ek = mp_gguf_find(g, "tokenizer.ggml.eos_token_id");
     m->bos_id = m->eos_id = -1;
     if (bk && (mp_gguf_kv_int(bk, &v) == MP_OK) && v >= 0 && v <= INT32_MAX) m->bos_id = (int)v;
@@ -658,33 +544,27 @@ static int gguf_dims(MpModel *m, const char *arch, MpErr *e) {
     return MP_OK;
 }
 
-/* Gemma 1/2/3: llama.cpp's scales, caps and local layers. */
-static int gguf_gemma(MpModel *m, const char *arch, MpErr *e) {
+/* Embedding-scaled families (Gemma 1/2/3): llama.cpp's scales, caps and local layers. */
+static int gguf_scaled(MpModel *m, const char *arch, MpErr *e) {
     const MpGguf *g = m->gguf;
-    if (m->arch == MP_ARCH_GEMMA) { /* llama.cpp's gemma: f32 sqrt(C), 1/sqrt(HS) */
-        m->embed_scale = sqrtf((float)m->dim);
-        m->attn_scale = 1.0 / sqrt((double)m->head_dim);
-    }
-    if (m->arch == MP_ARCH_GEMMA3) { /* llama.cpp's gemma3: the 27B rule (62 layers), local layers 5 of 6 with base 10000 */
-        m->embed_scale = sqrtf((float)m->dim);
-        m->attn_scale = m->n_layers == 62 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
-        if (!m->sliding_window) return mp_err_set(e, "%s: missing key '%s.attention.sliding_window'", g->path, arch);
-        double lb = 10000.0;
-        if (gguf_num(g, arch, "rope.freq_base_swa", 0, 10000.0, &lb, e)) return MP_ERR;
-        if (mp_model_local_layers(m, 6, lb, e)) return MP_ERR;
-    }
-    if (m->arch == MP_ARCH_GEMMA2) { /* llama.cpp's gemma2: f32 sqrt(C), its attention-scale rule, the caps */
-        m->embed_scale = sqrtf((float)m->dim);
-        m->attn_scale = m->n_layers == 46 ? 1.0 / sqrt((double)(m->dim / m->n_heads)) : 1.0 / sqrt((double)m->head_dim);
-        if (gguf_num(g, arch, "attn_logit_softcapping", 0, 0, &m->attn_softcap, e) ||
-            gguf_num(g, arch, "final_logit_softcapping", 0, 0, &m->final_softcap, e))
-            return MP_ERR;
-        if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a negative soft-capping value", g->path);
-        if (!m->sliding_window) m->sliding_window = 4096; /* llama.cpp's default for gemma2 */
-        if (mp_model_local_layers(m, 2, 0, e)) return MP_ERR; /* layers 0, 2, 4, ... local (set_swa_pattern(2)) */
-    }
-
-    return MP_OK;
+    const MpFamily *f = mp_family(m->arch);
+    if (!f->embed_scaled) return MP_OK;
+    m->embed_scale = sqrtf((float)m->dim); /* f32 sqrt(C) */
+    /* llama.cpp's attention scale: (C/NH)^-1/2 for the 27B models (gemma2: 46 layers, gemma3: 62), HS^-1/2 otherwise */
+    m->attn_scale = f->gguf_scale_layers && m->n_layers == f->gguf_scale_layers ? 1.0 / sqrt((double)(m->dim / m->n_heads))
+                                                                                : 1.0 / sqrt((double)m->head_dim);
+    if (mp_family_gguf_key(m->arch, MP_GGK_ATTN_LOGIT_SOFTCAPPING) &&
+        (gguf_num(g, arch, "attn_logit_softcapping", 0, 0, &m->attn_softcap, e) ||
+         gguf_num(g, arch, "final_logit_softcapping", 0, 0, &m->final_softcap, e)))
+        return MP_ERR;
+    if (m->attn_softcap < 0 || m->final_softcap < 0) return mp_err_set(e, "%s: a negative soft-capping value", g->path);
+    if (f->gguf_win != MP_WIN_PERIOD) return MP_OK;
+    if (!m->sliding_window && !f->gguf_win_def) return mp_err_set(e, "%s: missing key '%s.attention.sliding_window'", g->path, arch);
+    if (!m->sliding_window) m->sliding_window = f->gguf_win_def; /* llama.cpp's default (gemma2 4096) */
+    double lb = 0; /* gemma3's local layers: their own base (rope.freq_base_swa, default 10000) */
+    if (mp_family_gguf_key(m->arch, MP_GGK_ROPE_FREQ_BASE_SWA) && gguf_num(g, arch, "rope.freq_base_swa", 0, f->win_local_base, &lb, e))
+        return MP_ERR;
+    return mp_model_local_layers(m, f->win_period, lb, e); /* gemma2: layers 0, 2, 4, ... local (set_swa_pattern(2)); gemma3: 5 of 6 */
 }
 
 /* Vocabulary from the embedding's rows, checked against {arch}.vocab_size. */
@@ -757,13 +637,12 @@ static int gguf_moe(MpModel *m, const char *arch, MpErr *e) {
     m->n_experts = (int)v;
     if (gguf_int(g, arch, "expert_used_count", 1, 0, 1, m->n_experts, &v, e)) return MP_ERR;
     m->n_experts_used = (int)v;
-    m->moe_norm_topk = 1;
-    if (m->arch == MP_ARCH_QWEN2MOE) {
-        m->moe_norm_topk = 0;
+    m->moe_norm_topk = mp_family(m->arch)->gguf_moe_renorm;
+    if (mp_family_gguf_key(m->arch, MP_GGK_EXPERT_SHARED_FEED_FORWARD_LENGTH)) { /* qwen2moe: default feed_forward_length */
         if (gguf_int(g, arch, "expert_shared_feed_forward_length", 0, m->ffn, 1, 1 << 24, &v, e)) return MP_ERR;
         m->ffn_shexp = (int)v;
     }
-    if (m->arch == MP_ARCH_QWEN3MOE || m->arch == MP_ARCH_QWEN2MOE) {
+    if (mp_family_gguf_key(m->arch, MP_GGK_EXPERT_FEED_FORWARD_LENGTH)) { /* qwen3moe, qwen2moe: one expert's width */
         if (gguf_int(g, arch, "expert_feed_forward_length", 1, 0, 1, 1 << 24, &v, e)) return MP_ERR;
         m->ffn = (int)v;
     }
@@ -772,7 +651,7 @@ static int gguf_moe(MpModel *m, const char *arch, MpErr *e) {
 
 static int gguf_describe(MpModel *m, MpErr *e) {
     char arch[64];
-    if (gguf_arch(m, arch, e) || gguf_dims(m, arch, e) || gguf_moe(m, arch, e) || gguf_gemma(m, arch, e) || gguf_vocab(m, arch, e)) return MP_ERR;
+    if (gguf_arch(m, arch, e) || gguf_dims(m, arch, e) || gguf_moe(m, arch, e) || gguf_scaled(m, arch, e) || gguf_vocab(m, arch, e)) return MP_ERR;
     return gguf_rope(m, arch, e);
 }
 
@@ -800,11 +679,8 @@ static int gguf_finish(MpModel *m, MpErr *e) {
     m->file_names = mp_try_calloc(1, sizeof *m->file_names);
     if (!m->file_names || !(m->file_names[0] = strdup(m->path))) return mp_err_set(e, "out of memory");
     if (gguf_describe(m, e) || gguf_collect(m, e)) return MP_ERR;
-    int phi = m->arch == MP_ARCH_PHI3;
-    if (m->arch == MP_ARCH_GPTNEOX || m->geglu) return bind_named(m, "the GGUF metadata", e);
-    if (bind_all(m, 0, "blk.%d.", phi ? "attn_qkv.weight" : NULL, phi ? "ffn_up.weight" : NULL, "the GGUF metadata", e))
-        return MP_ERR;
-    if (m->arch == MP_ARCH_LLAMA || m->arch == MP_ARCH_MIXTRAL) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
+    if (bind_roles(m, "the GGUF metadata", e)) return MP_ERR;
+    if (mp_family(m->arch)->gguf_permute_qk) { /* convert_hf_to_gguf permuted llama Q/K rows (and biases) */
         for (int l = 0; l < m->n_layers; l++) {
             MpModelRef *L = &m->layer[(size_t)l * MP_ROLE_COUNT];
             L[MP_ROLE_Q].unpermute_heads = L[MP_ROLE_Q_BIAS].unpermute_heads = m->n_heads;

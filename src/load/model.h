@@ -40,17 +40,8 @@ int mp_model_open_config(MpModel *m, const char *path, MpErr *e);
 int mp_model_open_gguf_buffer(MpModel *m, const uint8_t *buf, size_t n, const char *name, MpErr *e);
 void mp_model_free(MpModel *m); /* accepts a zeroed struct */
 
-const char *mp_model_role_name(MpRole r);      /* "q", "k_norm", ... */
-int mp_model_role_is_global(MpRole r);
-/* Name of the stored tensor holding (role, layer) in a file of format fmt for arch, e.g.
- * "model.layers.3.self_attn.q_proj.weight" / "blk.3.attn_q.weight"; phi3's Q/K/V and GATE/UP
- * name the fused qkv_proj / gate_up_proj (attn_qkv / ffn_up). Shared with the writer (mkmodel). */
-void mp_model_stored_name(MpFormat fmt, MpArch arch, MpRole role, int layer, char *out, size_t cap);
-
-/* Mixture of experts: the stored name of expert `expert`'s GATE_EXPS / UP_EXPS / DOWN_EXPS in layer
- * `layer` (HF: one tensor per expert, e.g. "model.layers.0.block_sparse_moe.experts.3.w1.weight";
- * GGUF: the layer's 3-D tensor "blk.0.ffn_gate_exps.weight"). Shared with mkmodel. */
-void mp_model_expert_name(MpFormat fmt, MpArch arch, MpRole role, int layer, int expert, char *out, size_t cap);
+/* Role names and stored tensor names: arch.h (mp_model_role_name, mp_model_stored_name,
+ * mp_model_expert_name). */
 /* Expert accessors (role GATE_EXPS, UP_EXPS or DOWN_EXPS): the expert's [FF, C] / [C, FF] shape
  * (0 when absent), rows [r0, r0+n) dequantised to f32, and the index of its stored tensor (-1). */
 int mp_model_expert_shape(const MpModel *m, MpRole role, int layer, int expert, int64_t shape[2]);

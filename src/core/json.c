@@ -5,18 +5,24 @@
 
 #include "core/util.h" /* mp_file_write_atomic, mp_file_read_all, mp_peak_rss_bytes */
 
-int mp_json_write_atomic(const char *path, json_t *obj, MpErr *e) {
+char *mp_json_text(json_t *obj) {
     char *s = json_dumps(obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-    if (!s) return mp_err_set(e, "%s: cannot serialise JSON", path);
+    if (!s) return NULL;
     size_t n = strlen(s);
     char *t = realloc(s, n + 2);
     if (!t) {
         free(s);
-        return mp_err_set(e, "%s: out of memory", path);
+        return NULL;
     }
     t[n] = '\n';
     t[n + 1] = '\0';
-    int rc = mp_file_write_atomic(path, t, n + 1, e);
+    return t;
+}
+
+int mp_json_write_atomic(const char *path, json_t *obj, MpErr *e) {
+    char *t = mp_json_text(obj);
+    if (!t) return mp_err_set(e, "%s: cannot serialise JSON", path);
+    int rc = mp_file_write_atomic(path, t, strlen(t), e);
     free(t);
     return rc;
 }

@@ -15,6 +15,9 @@
 #define MP_VERSION "0.1.0"
 
 int mp_json_write_atomic(const char *path, json_t *obj, MpErr *e);
+/* The text mp_json_write_atomic writes: pretty (2 spaces), keys in insertion order, reals to 17
+ * significant digits, a final newline; a new string (free it), NULL when out of memory. */
+char *mp_json_text(json_t *obj);
 /* Adds "maskpos_version", "command" (argv joined), "wall_time_s", "peak_rss_bytes". */
 void mp_json_add_provenance(json_t *obj, int argc, char **argv, double wall_s);
 /* Sets e to "<path>: invalid JSON at line L column C: <why>", or "<path>: empty or truncated JSON

@@ -1,7 +1,8 @@
 /* mkmodel.c — random-weight HF / GGUF test models; see mkmodel.h.
  *
- * Sections: generator → tensor list → HF writer (config.json, safetensors, index) → GGUF writer
- * (metadata, vocabulary, tensor data) → entry point.
+ * Sections: generator → tensor list → HF folder (config.json from the family's keys; the folder
+ * through load/hfwrite.h, the one HF checkpoint writer) → GGUF writer (metadata, vocabulary,
+ * tensor data) → entry point.
  * Tensor data is produced in row chunks and streamed to the file, so models larger than memory
  * (e.g. the 8B-shaped 4-layer benchmark model) can be written.
  */
@@ -13,9 +14,10 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "core/json.h" /* mp_json_write_atomic */
+#include "core/json.h" /* mp_json_text: config.json */
 #include "core/rng.h"  /* MpRng: Philox counter streams */
-#include "core/util.h" /* MpAtomicFile, mp_mkdir_p, mp_path_join */
+#include "core/util.h" /* MpAtomicFile */
+#include "load/hfwrite.h" /* mp_hfwrite: the HF folder */
 
 /* ================================================================ generator */
 
@@ -467,98 +469,31 @@ static json_t *mk_config(const MpMkSpec *s) {
     return c;
 }
 
-static int mk_write_config(const MpMkSpec *s, const char *dir, MpErr *e) {
-    json_t *c = mk_config(s);
-    char path[4096];
-    int rc = mp_path_join(path, sizeof path, dir, "config.json", e);
-    if (rc == MP_OK) rc = mp_json_write_atomic(path, c, e);
-    json_decref(c);
-    return rc;
+/* The writer's view of the list (mk_hf_bytes streams each tensor). */
+typedef struct MkHf {
+    const MpMkSpec *s;
+    const MkList *l;
+} MkHf;
+static int mk_hf_bytes(void *ctx, size_t i, FILE *f, MpErr *e) {
+    const MkHf *h = ctx;
+    return mk_write_tensor(h->s, &h->l->t[i], f, e);
 }
 
-static const char *st_dtype_name(MpWType t) { return t == MP_WT_BF16 ? "BF16" : t == MP_WT_F16 ? "F16" : "F32"; }
-
-/* One safetensors file holding tensors [a, b) of the list. */
-static int mk_write_st(const MpMkSpec *s, const MkList *l, size_t a, size_t b, const char *path, MpErr *e) {
-    json_t *h = json_object();
-    json_t *meta = json_object();
-    json_object_set_new(meta, "format", json_string("pt"));
-    json_object_set_new(h, "__metadata__", meta);
-    uint64_t off = 0;
-    for (size_t i = a; i < b; i++) {
-        const MkTensor *t = &l->t[i];
-        json_t *o = json_object(), *sh = json_array(), *of = json_array();
-        json_object_set_new(o, "dtype", json_string(st_dtype_name(t->type)));
-        json_array_append_new(sh, json_integer(t->rows));
-        if (t->ndim == 2) json_array_append_new(sh, json_integer(t->cols));
-        json_object_set_new(o, "shape", sh);
-        json_array_append_new(of, json_integer((json_int_t)off));
-        json_array_append_new(of, json_integer((json_int_t)(off + t->nbytes)));
-        json_object_set_new(o, "data_offsets", of);
-        json_object_set_new(h, t->name, o);
-        off += t->nbytes;
-    }
-    char *txt = json_dumps(h, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    json_decref(h);
-    if (!txt) return mp_err_set(e, "%s: cannot serialise the header", path);
-    size_t n = strlen(txt), padded = (n + 7) / 8 * 8;
-    MpAtomicFile af;
-    if (mp_atomic_open(&af, path, e)) {
-        free(txt);
-        return MP_ERR;
-    }
-    uint8_t len8[8];
-    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)padded >> (8 * i));
-    int rc = MP_OK;
-    if (fwrite(len8, 1, 8, af.f) != 8 || fwrite(txt, 1, n, af.f) != n) rc = mp_err_set(e, "%s: write failed", path);
-    for (size_t i = n; i < padded && rc == MP_OK; i++)
-        if (fputc(' ', af.f) == EOF) rc = mp_err_set(e, "%s: write failed", path);
-    free(txt);
-    for (size_t i = a; i < b && rc == MP_OK; i++)
-        if (mk_write_tensor(s, &l->t[i], af.f, e)) rc = mp_err_prefix(e, "%s", path);
-    if (rc == MP_OK) rc = mp_atomic_commit(&af, e);
-    else mp_atomic_abort(&af);
-    return rc;
-}
-
+/* The HF folder: config.json (the family's keys) and the tensors, through the one HF writer. */
 static int mk_write_hf(const MpMkSpec *s, const MkList *l, const char *dir, MpErr *e) {
-    if (mp_mkdir_p(dir, e) || mk_write_config(s, dir, e)) return MP_ERR;
-    char path[4096];
-    if (s->shards <= 1) {
-        if (mp_path_join(path, sizeof path, dir, "model.safetensors", e)) return MP_ERR;
-        return mk_write_st(s, l, 0, l->n, path, e);
-    }
-    /* split the list into `shards` consecutive, non-empty groups of about equal bytes */
-    uint64_t total = 0;
-    for (size_t i = 0; i < l->n; i++) total += l->t[i].nbytes;
-    json_t *wm = json_object();
-    size_t a = 0;
-    uint64_t acc = 0;
+    json_t *c = mk_config(s);
+    char *cfg = mp_json_text(c);
+    json_decref(c);
+    MpHfTensor *t = mp_try_calloc(l->n ? l->n : 1, sizeof *t);
     int rc = MP_OK;
-    for (int k = 0; k < s->shards && rc == MP_OK; k++) {
-        size_t b = a + 1;
-        acc += l->t[a].nbytes;
-        size_t left_needed = (size_t)(s->shards - 1 - k); /* tensors the remaining shards need */
-        while (b < l->n - left_needed && acc < total / (uint64_t)s->shards * (uint64_t)(k + 1)) acc += l->t[b++].nbytes;
-        if (k == s->shards - 1) {
-            while (b < l->n) acc += l->t[b++].nbytes;
-        }
-        char fn[64];
-        snprintf(fn, sizeof fn, "model-%05d-of-%05d.safetensors", k + 1, s->shards);
-        for (size_t i = a; i < b; i++) json_object_set_new(wm, l->t[i].name, json_string(fn));
-        if (mp_path_join(path, sizeof path, dir, fn, e) || mk_write_st(s, l, a, b, path, e)) rc = MP_ERR;
-        a = b;
-    }
-    if (rc == MP_OK) {
-        json_t *idx = json_object(), *meta = json_object();
-        json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
-        json_object_set_new(idx, "metadata", meta);
-        json_object_set_new(idx, "weight_map", wm);
-        wm = NULL;
-        if (mp_path_join(path, sizeof path, dir, "model.safetensors.index.json", e) || mp_json_write_atomic(path, idx, e)) rc = MP_ERR;
-        json_decref(idx);
-    }
-    if (wm) json_decref(wm);
+    if (!cfg || !t) rc = mp_err_set(e, "%s: out of memory", dir);
+    for (size_t i = 0; i < l->n && rc == MP_OK; i++)
+        t[i] = (MpHfTensor){l->t[i].name, l->t[i].type, l->t[i].ndim, l->t[i].rows, l->t[i].cols, l->t[i].nbytes};
+    MkHf h = {s, l};
+    const MpHfCheckpoint ck = {cfg, cfg ? strlen(cfg) : 0, t, l->n, mk_hf_bytes, &h, s->shards, NULL, 0};
+    if (rc == MP_OK) rc = mp_hfwrite(dir, &ck, e);
+    free(t);
+    free(cfg);
     return rc;
 }
 

@@ -4,14 +4,12 @@
  *   is written as model_type "smollm3" / SmolLM3ForCausalLM — the Llama block with HF's
  *   per-layer RoPE switch "no_rope_layers": [0, 0, ...], 1 = RoPE, 0 = none — because that is the
  *   transformers class that honours the switch; LlamaForCausalLM would ignore it and rotate),
- *   a safetensors writer (spec:
- *   model-formats.md §1: u64 header length, JSON header padded with spaces to a multiple of 8,
- *   tensors contiguous from offset 0, F32 or BF16 little-endian), optimizer.bin (fixed header
- *   MpTrainOptHeader, m and v as f32, FNV-1a checksum; version 3 with the run's intervals and the
- *   hashes of the weights and config.json it was written with, versions 1 and 2 still read) and the
- *   reader of both for --resume. A run with a tokenizer also gets tokenizer.json (and
- *   tokenizer_config.json) in every checkpoint, byte for byte the files it was trained with,
- *   so probe and gram find the model's own tokenizer there.
+ *   the weights in the layout's order (F32 or BF16) and, for a run with a tokenizer, its
+ *   tokenizer.json (and tokenizer_config.json) byte for byte, so probe and gram find the model's
+ *   own tokenizer there: one HF folder, written by the one HF checkpoint writer (load/hfwrite.h,
+ *   which mkmodel uses too); optimizer.bin (fixed header MpTrainOptHeader, m and v as f32, FNV-1a
+ *   checksum; version 3 with the run's intervals and the hashes of the weights and config.json
+ *   it was written with, versions 1 and 2 still read) and the reader of both for --resume.
  *   A checkpoint directory appears atomically: it is written as "<dir>.tmp.<pid>" and renamed.
  * Does not: parse safetensors itself — weights are read back through the project's loader
  *   (load/model.h), so every checkpoint we resume from has also passed its checks.
@@ -31,6 +29,7 @@
 #include "core/files.h"  /* MP_OUTDIR_MARKER, mp_outdir_note: checkpoints in claimed folders */
 #include "core/json.h"   /* mp_json_write_atomic */
 #include "core/util.h"   /* MpAtomicFile, mp_path_join, mp_fnv1a64, mp_hash64, mp_input_open */
+#include "load/hfwrite.h" /* mp_hfwrite: the checkpoint's HF folder */
 #include "load/model.h"  /* mp_model_open, mp_model_tensor_f32: resume reads through the loader */
 #include "load/quant.h"  /* mp_f32_to_bf16 */
 #include "train/train.h" /* MpTrainConfig, MpTrainLayout, MpTrainOptHeader */
@@ -90,54 +89,51 @@ static int st_fail(MpAtomicFile *af, MpErr *e, const char *what) {
     return mp_err_set(e, "%s: %s: %s", af->path, what, strerror(errno));
 }
 
-int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const float *params, int bf16, MpErr *e) {
-    const size_t es = bf16 ? 2 : 4;
-    /* header JSON: tensors in table order, contiguous */
-    size_t cap = 256 + (size_t)lay->n * 200, len = 0, off = 0;
-    char *h = mp_try_malloc(cap);
-    if (!h) return mp_err_set(e, "%s: out of memory", path);
-    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < lay->n; i++) {
-        const MpTrainTensor *t = &lay->t[i];
-        size_t nb = t->n * es;
-        if (t->ndim == 1)
-            len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}",
-                                    t->name, bf16 ? "BF16" : "F32", (long long)t->shape[0], off, off + nb);
-        else
-            len += (size_t)snprintf(h + len, cap - len,
-                                    ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}", t->name,
-                                    bf16 ? "BF16" : "F32", (long long)t->shape[0], (long long)t->shape[1], off, off + nb);
-        off += nb;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    MP_ASSERT(len + 8 < cap);
-    while (len % 8) h[len++] = ' ';
-    MpAtomicFile af;
-    if (mp_atomic_open(&af, path, e) != MP_OK) {
-        free(h);
-        return MP_ERR;
-    }
-    uint8_t n8[8];
-    for (int i = 0; i < 8; i++) n8[i] = (uint8_t)((uint64_t)len >> (8 * i));
-    int ok = fwrite(n8, 1, 8, af.f) == 8 && fwrite(h, 1, len, af.f) == len;
-    free(h);
-    if (!ok) return st_fail(&af, e, "write failed");
-    for (int i = 0; i < lay->n && ok; i++) {
-        const MpTrainTensor *t = &lay->t[i];
-        const float *p = params + t->off;
-        if (!bf16) {
-            ok = fwrite(p, 4, t->n, af.f) == t->n; /* little-endian host (x86-64, arm64) */
-        } else {
-            uint16_t buf[4096];
-            for (size_t j = 0; j < t->n && ok; j += 4096) {
-                size_t k = t->n - j < 4096 ? t->n - j : 4096;
-                for (size_t a = 0; a < k; a++) buf[a] = mp_f32_to_bf16(p[j + a]);
-                ok = fwrite(buf, 2, k, af.f) == k;
-            }
+/* The parameters as the HF writer's tensors (load/hfwrite.h): the layout's names, shapes and
+ * order, F32 or BF16. */
+typedef struct CkptWeights {
+    const MpTrainLayout *lay;
+    const float *params;
+    int bf16;
+} CkptWeights;
+
+static int ckpt_tensor_bytes(void *ctx, size_t i, FILE *f, MpErr *e) {
+    const CkptWeights *w = ctx;
+    const MpTrainTensor *t = &w->lay->t[i];
+    const float *p = w->params + t->off;
+    int ok = 1;
+    if (!w->bf16) {
+        ok = fwrite(p, 4, t->n, f) == t->n; /* little-endian host (x86-64, arm64) */
+    } else {
+        uint16_t buf[4096];
+        for (size_t j = 0; j < t->n && ok; j += 4096) {
+            size_t k = t->n - j < 4096 ? t->n - j : 4096;
+            for (size_t a = 0; a < k; a++) buf[a] = mp_f32_to_bf16(p[j + a]);
+            ok = fwrite(buf, 2, k, f) == k;
         }
     }
-    if (!ok) return st_fail(&af, e, "write failed");
-    return mp_atomic_commit(&af, e);
+    return ok ? MP_OK : mp_err_set(e, "tensor '%s': write failed: %s", t->name, strerror(errno));
+}
+
+/* tensors[lay->n] for the writer (free it); NULL when out of memory. */
+static MpHfTensor *ckpt_tensors(const MpTrainLayout *lay, int bf16) {
+    MpHfTensor *t = mp_try_calloc((size_t)(lay->n > 0 ? lay->n : 1), sizeof *t);
+    for (int i = 0; t && i < lay->n; i++) {
+        const MpTrainTensor *s = &lay->t[i];
+        t[i] = (MpHfTensor){s->name, bf16 ? MP_WT_BF16 : MP_WT_F32, s->ndim, s->shape[0], s->ndim == 2 ? s->shape[1] : 1,
+                            s->n * (bf16 ? 2 : 4)};
+    }
+    return t;
+}
+
+int mp_train_safetensors_write(const char *path, const MpTrainLayout *lay, const float *params, int bf16, MpErr *e) {
+    MpHfTensor *t = ckpt_tensors(lay, bf16);
+    if (!t) return mp_err_set(e, "%s: out of memory", path);
+    CkptWeights w = {lay, params, bf16};
+    const MpHfCheckpoint ck = {NULL, 0, t, (size_t)lay->n, ckpt_tensor_bytes, &w, 1, NULL, 0};
+    const int rc = mp_hfwrite_safetensors(path, &ck, 0, (size_t)lay->n, e);
+    free(t);
+    return rc;
 }
 
 /* ==================================== optimizer.bin ====================================== */
@@ -310,26 +306,21 @@ static int ckpt_files(const char *d, const MpTrainConfig *c, const MpTrainLayout
                       MpErr *e) {
     char p[4400];
     char *cj = mp_train_config_json_tok(c, bf16, tok);
-    snprintf(p, sizeof p, "%s/config.json", d);
     MpTrainOptHeader hh = *h; /* with the hashes of what is written here */
     if (cj) {
         hh.params_hash = mp_hash64(params, lay->total * sizeof *params, MP_FNV_INIT);
         hh.config_hash = mp_hash64(cj, strlen(cj), MP_FNV_INIT);
     }
-    int rc = cj ? mp_file_write_atomic(p, cj, strlen(cj), e) : mp_err_set(e, "out of memory for config.json");
+    /* config.json, model.safetensors and the tokenizer's files: the one HF writer (load/hfwrite.h) */
+    MpHfTensor *t = ckpt_tensors(lay, bf16);
+    CkptWeights w = {lay, params, bf16};
+    const MpHfFile files[2] = {{"tokenizer.json", tok ? tok->json : NULL, tok ? tok->json_len : 0},
+                               {"tokenizer_config.json", tok ? tok->config : NULL, tok ? tok->config_len : 0}};
+    const MpHfCheckpoint ck = {cj, cj ? strlen(cj) : 0, t, (size_t)lay->n, ckpt_tensor_bytes, &w, 1, files,
+                               !tok ? 0 : tok->config ? 2 : 1};
+    int rc = cj && t ? mp_hfwrite(d, &ck, e) : mp_err_set(e, "out of memory for config.json");
+    free(t);
     free(cj);
-    if (rc == MP_OK) {
-        snprintf(p, sizeof p, "%s/model.safetensors", d);
-        rc = mp_train_safetensors_write(p, lay, params, bf16, e);
-    }
-    if (rc == MP_OK && tok) {
-        snprintf(p, sizeof p, "%s/tokenizer.json", d);
-        rc = mp_file_write_atomic(p, tok->json, tok->json_len, e);
-        if (rc == MP_OK && tok->config) {
-            snprintf(p, sizeof p, "%s/tokenizer_config.json", d);
-            rc = mp_file_write_atomic(p, tok->config, tok->config_len, e);
-        }
-    }
     if (rc == MP_OK && m && v) {
         snprintf(p, sizeof p, "%s/optimizer.bin", d);
         rc = opt_write(p, &hh, m, v, lay->total, e);

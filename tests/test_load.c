@@ -121,10 +121,10 @@ static void test_config(void **state) {
                "short_factor");
     cfg_expect("[1]", "not a JSON object");
     cfg_expect("{", "invalid JSON");
-    /* head_dim from config (Qwen3-0.6B style: head_dim != hidden/heads) */
     MpModel m;
     memset(&m, 0, sizeof m);
     MpErr e;
+    /* head_dim from config (Qwen3-0.6B style: head_dim != hidden/heads) */
     const char *q = "{\"model_type\":\"qwen3\",\"head_dim\":32,\"num_key_value_heads\":2,\"eos_token_id\":[7,8]," CFG_BASE "}";
     assert_int_equal(mp_hfconfig_parse(&m, q, strlen(q), "config.json", &e), MP_OK);
     assert_int_equal(m.head_dim, 32);
@@ -309,16 +309,14 @@ static void test_hf_every_arch_matches_generator(void **state) {
             assert_int_equal(m.n_layers, 3);
             assert_int_equal(m.head_dim, s.head_dim ? s.head_dim : 16);
             int roles = lt_model_matches_spec(&m, &s);
-            /* olmo2: q/k norms and two post-norms instead of the two pre-norms; gptneox: no gate,
-             * q/k/v, o, up, down and both LayerNorms with biases (+ the final norm's, global);
-             * gemma2: two post-norms more */
-            int per_layer = 9 + (a == MP_ARCH_QWEN2 ? 3 : 0) + (a == MP_ARCH_QWEN3 ? 2 : 0) + (a == MP_ARCH_OLMO2 ? 2 : 0) +
-                            (a == MP_ARCH_GPTNEOX ? 7 : 0) + (a == MP_ARCH_GEMMA2 ? 2 : 0) + (a == MP_ARCH_GEMMA3 ? 4 : 0);
-            /* mixtral, qwen3moe: a router and E x (gate, up, down) experts instead of the MLP; qwen3moe's q/k norms */
-            if (a == MP_ARCH_MIXTRAL || a == MP_ARCH_QWEN3MOE || a == MP_ARCH_QWEN2MOE)
-                per_layer = 9 - 3 + 1 + 3 * s.experts + (a == MP_ARCH_QWEN3MOE ? 2 : 0) + (a == MP_ARCH_QWEN2MOE ? 3 + 4 : 0); /* qwen2moe: biases, shared expert */
-            /* gemma (1): Llama's roles (norms served as 1 + w) */
-            assert_int_equal(roles, 3 + (a == MP_ARCH_GPTNEOX) + 3 * per_layer);
+            /* every role the family's row declares was served and equals the generator's values: the
+             * globals (the head tied or not; gptneox's final norm bias), per layer each layer role,
+             * and each expert of the stacked expert roles */
+            int per_layer = 0;
+            for (int r = MP_ROLE_FIRST_LAYER; r < MP_ROLE_COUNT; r++)
+                if (!mp_model_role_is_global((MpRole)r) && mp_family_has((MpArch)a, (MpRole)r))
+                    per_layer += r >= MP_ROLE_GATE_EXPS && r <= MP_ROLE_DOWN_EXPS ? s.experts : 1;
+            assert_int_equal(roles, 3 + mp_family_has((MpArch)a, MP_ROLE_OUTPUT_NORM_BIAS) + 3 * per_layer);
             if (a == MP_ARCH_PHI3 && k == 1) assert_int_equal(m.rot_dim, 12);
             if (a == MP_ARCH_LLAMA && k == 2) assert_true(m.tie_embeddings);
             mp_model_free(&m);

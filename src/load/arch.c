@@ -122,9 +122,10 @@ _Static_assert(sizeof gguf_key_suffixes / sizeof gguf_key_suffixes[0] == MP_GGK_
 #define HF_VOCAB K(MAX_POSITION_EMBEDDINGS), K(VOCAB_SIZE), K(TIE_WORD_EMBEDDINGS), K(BOS_TOKEN_ID), K(EOS_TOKEN_ID)
 #define HF_BASE HF_SIZES, HF_HEADS, HF_VOCAB
 #define HF_GEMMA K(ROPE_SCALING), K(HIDDEN_ACTIVATION)
+#define HF_GEMMA_HEADS K(NUM_KEY_VALUE_HEADS), K(HEAD_DIM), KD(RMS_NORM_EPS, 1e-6), K(ROPE_THETA) /* Gemma3TextConfig: no hidden_act */
 #define HF_WINDOW_SWITCH K(USE_SLIDING_WINDOW), KD(MAX_WINDOW_LAYERS, 28), K(SLIDING_WINDOW)
 #define HF_QWEN_MOE(ff) K(OUTPUT_ROUTER_LOGITS), K(SLIDING_WINDOW), KD(MOE_INTERMEDIATE_SIZE, ff), KD(NORM_TOPK_PROB, 0), \
-    KD(DECODER_SPARSE_STEP, 1), K(MLP_ONLY_LAYERS), K(USE_SLIDING_WINDOW)
+    KD(DECODER_SPARSE_STEP, 1), K(MLP_ONLY_LAYERS), KD(MAX_WINDOW_LAYERS, 28), K(USE_SLIDING_WINDOW)
 
 /* GGUF keys. */
 #define G(x) MP_GGK_##x
@@ -182,7 +183,7 @@ static const MpFamily families[] = {
     [MP_ARCH_MISTRAL] = {
         .name = "mistral", .gguf_arch = "llama", .hf_types = {"mistral"}, .hf_class = "MistralForCausalLM",
         .act = MP_ACT_SILU, .roles = ARCH_PRE | ARCH_ATTN | ARCH_GLU, .win = MP_WIN_EVERY, .gguf_permute_qk = 1,
-        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ATTENTION_BIAS), K(SLIDING_WINDOW), K(ROPE_SCALING), K(TORCH_DTYPE), HF_END},
+        .hf_keys = (const MpHfEntry[]){HF_BASE, K(SLIDING_WINDOW), K(ROPE_SCALING), K(TORCH_DTYPE), HF_END}, /* no attention_bias: MistralConfig has none */
         .gguf_keys = (const MpGgufKey[]){GG_LLAMA, GG_END}, .opts = MP_FAM_OPT_LLAMA3 | MP_FAM_OPT_WINDOW},
     [MP_ARCH_QWEN2] = {
         .name = "qwen2", .hf_types = {"qwen2"}, .hf_class = "Qwen2ForCausalLM",
@@ -226,7 +227,7 @@ static const MpFamily families[] = {
         .norm_plus_one = 1, .embed_scaled = 1, .softcap = 1, .tie = MP_TIE_ALWAYS,
         .win = MP_WIN_PERIOD, .win_period = 2, .gguf_win = MP_WIN_PERIOD, .gguf_win_def = 4096, .gguf_scale_layers = 46,
         .names = gemma23_names,
-        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ATTENTION_BIAS), HF_GEMMA, KD(QUERY_PRE_ATTN_SCALAR, 256),
+        .hf_keys = (const MpHfEntry[]){HF_BASE, KD(PAD_TOKEN_ID, 0), K(ATTENTION_BIAS), HF_GEMMA, KD(QUERY_PRE_ATTN_SCALAR, 256),
                                        K(ATTN_LOGIT_SOFTCAPPING), K(FINAL_LOGIT_SOFTCAPPING), KD(SLIDING_WINDOW, 4096),
                                        K(TORCH_DTYPE), HF_END},
         .gguf_keys = (const MpGgufKey[]){GG_SIZES, G(ATTN_LOGIT_SOFTCAPPING), G(FINAL_LOGIT_SOFTCAPPING), G(SLIDING_WINDOW),
@@ -239,22 +240,23 @@ static const MpFamily families[] = {
         .norm_plus_one = 1, .embed_scaled = 1, .tie = MP_TIE_ALWAYS,
         .win = MP_WIN_PERIOD, .win_period = 6, .win_local_base = 10000.0, .gguf_win = MP_WIN_PERIOD, .gguf_scale_layers = 62,
         .names = gemma23_names,
-        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ATTENTION_BIAS), HF_GEMMA, KD(QUERY_PRE_ATTN_SCALAR, 256),
-                                       K(ATTN_LOGIT_SOFTCAPPING), K(FINAL_LOGIT_SOFTCAPPING), KD(SLIDING_WINDOW, 4096),
-                                       K(SLIDING_WINDOW_PATTERN), K(ROPE_LOCAL_BASE_FREQ), K(TORCH_DTYPE), HF_END},
+        .hf_keys = (const MpHfEntry[]){HF_SIZES, HF_GEMMA_HEADS, HF_VOCAB, KD(PAD_TOKEN_ID, 0), K(ATTENTION_BIAS), HF_GEMMA,
+                                       KD(QUERY_PRE_ATTN_SCALAR, 256), K(ATTN_LOGIT_SOFTCAPPING), K(FINAL_LOGIT_SOFTCAPPING),
+                                       KD(SLIDING_WINDOW, 4096), K(SLIDING_WINDOW_PATTERN), K(ROPE_LOCAL_BASE_FREQ), K(TORCH_DTYPE),
+                                       HF_END},
         .gguf_keys = (const MpGgufKey[]){GG_SIZES, G(SLIDING_WINDOW), G(ROPE_FREQ_BASE_SWA), GG_RMS_ROPE, GG_END},
         .opts = MP_FAM_OPT_WINDOW},
     [MP_ARCH_GEMMA] = {
         .name = "gemma", .hf_types = {"gemma"}, .hf_class = "GemmaForCausalLM", .hf_act_alias = "gelu",
         .act = MP_ACT_GELU_TANH, .roles = ARCH_PRE | ARCH_ATTN | ARCH_GLU,
         .norm_plus_one = 1, .embed_scaled = 1, .tie = MP_TIE_ALWAYS,
-        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ATTENTION_BIAS), HF_GEMMA, K(TORCH_DTYPE), HF_END},
+        .hf_keys = (const MpHfEntry[]){HF_BASE, KD(PAD_TOKEN_ID, 0), K(ATTENTION_BIAS), HF_GEMMA, K(TORCH_DTYPE), HF_END},
         .gguf_keys = (const MpGgufKey[]){GG_SIZES, GG_RMS_ROPE, GG_END}},
     [MP_ARCH_MIXTRAL] = {
         .name = "mixtral", .gguf_arch = "llama", .gguf_marker = "expert_count", .hf_types = {"mixtral"},
         .hf_class = "MixtralForCausalLM", .act = MP_ACT_SILU, .roles = ARCH_PRE | ARCH_ATTN | ARCH_MOE, .win = MP_WIN_EVERY,
         .gguf_moe_renorm = 1, .names = mixtral_names, .gguf_permute_qk = 1,
-        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ATTENTION_BIAS), K(ROPE_SCALING), KD(NUM_LOCAL_EXPERTS, 8),
+        .hf_keys = (const MpHfEntry[]){HF_BASE, K(ROPE_SCALING), KD(NUM_LOCAL_EXPERTS, 8), /* MixtralConfig: no attention_bias */
                                        KD(NUM_EXPERTS_PER_TOK, 2), K(ROUTER_JITTER_NOISE), K(OUTPUT_ROUTER_LOGITS),
                                        K(SLIDING_WINDOW), K(TORCH_DTYPE), HF_END},
         .gguf_keys = (const MpGgufKey[]){GG_LLAMA, G(EXPERT_COUNT), G(EXPERT_USED_COUNT), GG_END}},

@@ -27,6 +27,9 @@ Sliding windows as the HF classes set them (layer_windows below) and as transfor
 masking_utils applies them: query i sees key j only when i - j < W (and, without the causal mask,
 j - i < W); entries outside are NaN in the scores like the causal mask's.
 
+With --logits (every layer run) a tensor of the checkpoint the forward did not read is an error:
+the file holds exactly the tensors these HF classes read.
+
 usage: probe_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
                     [--logits]
 Uses only Debian's python3-torch and python3-numpy.
@@ -75,16 +78,31 @@ def st_read(path):
     return out
 
 
+class Weights(dict):
+    """The checkpoint's tensors by name, remembering which ones the forward read."""
+
+    def __init__(self, *a):
+        super().__init__(*a)
+        self.read = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return super().__getitem__(k)
+
+    def get(self, k, default=None):
+        return self[k] if k in self else default
+
+
 def load_weights(d):
     idx = os.path.join(d, "model.safetensors.index.json")
     if os.path.exists(idx):
         with open(idx) as f:
             wm = json.load(f)["weight_map"]
-        w = {}
+        w = Weights()
         for shard in sorted(set(wm.values())):
             w.update(st_read(os.path.join(d, shard)))
         return w
-    return st_read(os.path.join(d, "model.safetensors"))
+    return Weights(st_read(os.path.join(d, "model.safetensors")))
 
 
 # ---------------------------------------------------------------- RoPE tables (model-formats §2.2)
@@ -341,11 +359,11 @@ def moe_ffn(cfg, W, p, h):
         wts = wts / wts.sum(-1, keepdim=True)
     y = torch.zeros_like(h)
     for e in range(E):
+        ew = [W[f"{pre}experts.{e}.{n}.weight"] for n in names]
         rows, slot = torch.where(chosen == e)
         if rows.numel() == 0:
             continue
         xe = h[rows]
-        ew = [W[f"{pre}experts.{e}.{n}.weight"] for n in names]
         oe = (torch.nn.functional.silu(xe @ ew[0].T) * (xe @ ew[1].T)) @ ew[2].T
         y.index_add_(0, rows, oe * wts[rows, slot, None])
     if q2:
@@ -464,6 +482,10 @@ def main():
             ent = en if ent is None else ent + en
             if lg is not None:
                 logits.append(lg.numpy())
+    unread = sorted(set(W) - W.read)
+    if a.logits and unread:
+        raise SystemExit(f"probe_ref: {a.model}: {len(unread)} tensors the {cfg['model_type']} forward does not read: "
+                         + ", ".join(unread[:4]))
     np.save(os.path.join(a.out, "ref_scores_heads.npy"), (acc / ids.shape[0]).numpy())
     np.save(os.path.join(a.out, "ref_probs_heads.npy"), (pacc / ids.shape[0]).numpy())
     np.save(os.path.join(a.out, "ref_sink.npy"), (sink / ids.shape[0]).numpy())

@@ -111,7 +111,9 @@ static void test_config(void **state) {
     cfg_expect("{\"model_type\":\"qwen3\",\"layer_types\":[\"full_attention\",\"sliding_attention\"]," CFG_BASE "}", "layer_types");
     cfg_expect("{\"model_type\":\"llama\",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}," CFG_BASE "}", "rope_type");
     cfg_expect("{\"model_type\":\"llama\",\"hidden_act\":\"gelu\"," CFG_BASE "}", "hidden_act");
-    cfg_expect("{\"model_type\":\"llama\",\"attention_bias\":true," CFG_BASE "}", "attention_bias");
+    cfg_expect("{\"model_type\":\"qwen3\",\"attention_bias\":true," CFG_BASE "}", "attention_bias"); /* Qwen3 biases: not read */
+    cfg_expect("{\"model_type\":\"smollm3\",\"attention_bias\":true," CFG_BASE "}", "attention_bias");
+    cfg_expect("{\"model_type\":\"gpt_neox\",\"attention_bias\":false," CFG_BASE "}", "attention_bias");
     cfg_expect("{\"model_type\":\"llama\",\"num_key_value_heads\":3," CFG_BASE "}", "num_key_value_heads");
     cfg_expect("{\"model_type\":\"llama\",\"hidden_size\":\"64\",\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"vocab_size\":300}", "hidden_size");
     cfg_expect("{\"model_type\":\"llama\",\"hidden_size\":64,\"intermediate_size\":128,\"num_hidden_layers\":2,\"num_attention_heads\":4}", "vocab_size");
@@ -124,6 +126,11 @@ static void test_config(void **state) {
     MpModel m;
     memset(&m, 0, sizeof m);
     MpErr e;
+    /* HF llama with "attention_bias": true is the llamabias row (LlamaAttention's q/k/v/o biases) */
+    const char *lb = "{\"model_type\":\"llama\",\"attention_bias\":true," CFG_BASE "}";
+    assert_int_equal(mp_hfconfig_parse(&m, lb, strlen(lb), "config.json", &e), MP_OK);
+    assert_true(m.arch == MP_ARCH_LLAMABIAS && m.has_qkv_bias && mp_family_has(m.arch, MP_ROLE_O_BIAS));
+    mp_model_free(&m);
     /* head_dim from config (Qwen3-0.6B style: head_dim != hidden/heads) */
     const char *q = "{\"model_type\":\"qwen3\",\"head_dim\":32,\"num_key_value_heads\":2,\"eos_token_id\":[7,8]," CFG_BASE "}";
     assert_int_equal(mp_hfconfig_parse(&m, q, strlen(q), "config.json", &e), MP_OK);

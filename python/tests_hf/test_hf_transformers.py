@@ -21,7 +21,7 @@ import maskpos
 from conftest import ROOT
 
 FAMILIES = ["llama", "mistral", "qwen2", "qwen3", "phi3", "olmo2", "gptneox", "gemma", "gemma2", "gemma3", "mixtral",
-            "qwen3moe", "qwen2moe"]
+            "qwen3moe", "qwen2moe", "llamabias"]
 DEV = "cuda" if torch.cuda.is_available() else "cpu"
 
 

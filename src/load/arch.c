@@ -276,6 +276,12 @@ static const MpFamily families[] = {
         .gguf_keys = (const MpGgufKey[]){GG_SIZES, GG_RMS_ROPE, G(EXPERT_COUNT), G(EXPERT_USED_COUNT),
                                          G(EXPERT_FEED_FORWARD_LENGTH), G(EXPERT_SHARED_FEED_FORWARD_LENGTH), GG_END},
         .gguf_tok_pre = "qwen2"},
+    [MP_ARCH_LLAMABIAS] = {
+        .name = "llamabias", .gguf_arch = "llama", .gguf_marker = "blk.0.attn_q.bias", .hf_types = {"llama"},
+        .hf_switch = "attention_bias", .hf_class = "LlamaForCausalLM",
+        .act = MP_ACT_SILU, .roles = ARCH_PRE | ARCH_ATTN | ARCH_QKV_BIAS | R_(O_BIAS) | ARCH_GLU, .gguf_permute_qk = 1,
+        .hf_keys = (const MpHfEntry[]){HF_BASE, KD(ATTENTION_BIAS, 1), K(MLP_BIAS), K(ROPE_SCALING), K(TORCH_DTYPE), HF_END},
+        .gguf_keys = (const MpGgufKey[]){GG_LLAMA, GG_END}, .opts = MP_FAM_OPT_LLAMA3},
 };
 _Static_assert(sizeof families / sizeof families[0] == MP_ARCH_COUNT, "one row of families[] per MpArch");
 _Static_assert(MP_ROLE_COUNT <= 64, "MpFamily.roles holds one bit per MpRole");

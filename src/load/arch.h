@@ -49,6 +49,9 @@ typedef enum MpArch {
     MP_ARCH_QWEN2MOE,  /* Qwen2MoeForCausalLM: Qwen2 attention (q/k/v biases), routed experts (renormalised only
                           when norm_topk_prob; GGUF never, as llama.cpp) plus a shared expert scaled by
                           sigmoid(shared_expert_gate . x) */
+    MP_ARCH_LLAMABIAS, /* LlamaForCausalLM with "attention_bias": true: the Llama block with biases on the q, k,
+                          v and o projections (HF: self_attn.{q,k,v,o}_proj.bias; GGUF: arch "llama" with
+                          attn_{q,k,v,output}.bias, the q/k biases permuted like their rows) */
     MP_ARCH_COUNT
 } MpArch;
 

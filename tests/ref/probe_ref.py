@@ -13,7 +13,8 @@ shared/docs/model-formats.md §2 (HF semantics; not from maskpos' C code) on tok
   OUT/ref_sink.npy          float64 [L, H]: mean over sequences and queries i >= 1 of p[i, 0]
   OUT/ref_entropy.npy       float64 [L, H]: mean over sequences and queries i >= 1 of
                             -sum_j p[i, j] ln p[i, j] (nats; 0 ln 0 = 0)
-Architectures: llama, mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
+Architectures: llama (with q/k/v/o biases when attention_bias is true, as LlamaAttention builds
+its projections with bias=config.attention_bias), mistral, qwen2 (q/k/v biases), qwen3 (per-head q/k RMSNorm), phi3 (fused
 qkv_proj / gate_up_proj, partial rotary, longrope), olmo2 (q/k RMSNorm over the whole projection,
 norms of the attention and MLP outputs before the residual add, no pre-norms), gpt_neox (Pythia:
 LayerNorm with bias, per-head fused query_key_value, partial rotary, parallel residual, GELU MLP),
@@ -388,6 +389,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     x = W["model.embed_tokens.weight"][ids]
     deepest = max(layers_wanted) if not want_logits else L
     scores_out, probs_out = {}, {}
+    llama_bias = arch == "llama" and cfg.get("attention_bias", False)   # LlamaAttention: bias=config.attention_bias
     for li in range(deepest):
         p = f"model.layers.{li}."
         # olmo2 has no pre-norm: the block reads the residual stream itself
@@ -399,7 +401,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
             q = h @ W[p + "self_attn.q_proj.weight"].T
             k = h @ W[p + "self_attn.k_proj.weight"].T
             v = h @ W[p + "self_attn.v_proj.weight"].T
-            if p + "self_attn.q_proj.bias" in W:
+            if llama_bias or p + "self_attn.q_proj.bias" in W:
                 q = q + W[p + "self_attn.q_proj.bias"]
                 k = k + W[p + "self_attn.k_proj.bias"]
                 v = v + W[p + "self_attn.v_proj.bias"]
@@ -427,6 +429,8 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
             x = x + rmsnorm(y, W[p + "post_feedforward_layernorm.weight"], eps)
             continue
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        if llama_bias:
+            x = x + W[p + "self_attn.o_proj.bias"]
         h2 = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
         if arch in ("mixtral", "qwen3_moe", "qwen2_moe"):
             x = x + moe_ffn(cfg, W, p, h2)

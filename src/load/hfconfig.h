@@ -1,16 +1,18 @@
 /* hfconfig.h — HF config.json → MpModel hyperparameters (spec: model-formats.md §2).
  *
- * Implements: model_type llama, mistral, qwen2, qwen3, phi3; head_dim from config when given;
- * rope_theta / rope_scaling (default, linear, llama3, longrope incl. the old "su"/"yarn" spellings
- * that Phi3Config renames) and transformers-v5 rope_parameters; partial_rotary_factor;
- * tie_word_embeddings; bos/eos ids (first of a list). Unsupported features are errors naming the
- * key: MoE (num_experts, num_local_experts, n_routed_experts), sliding window applied to layers
- * (use_sliding_window / layer_types), attention_bias / mlp_bias where the arch has none,
- * hidden_act other than silu, rope types other than the above.
- * Sliding windows of mistral/phi3 (`sliding_window`) are recorded in MpModel.sliding_window:
- * they matter only for sequences longer than the window, which the forward pass must refuse.
+ * Implements: the family from model_type (and the row's hf_switch key: llama with
+ * attention_bias true is llamabias), then every key as the family's row of the table lists it
+ * (arch.c: its keys, the defaults its transformers class gives them, aliases such as gptneox's
+ * layer_norm_eps / rotary_pct / rotary_emb_base, gemma3's text_config over Gemma3TextConfig's
+ * defaults); head_dim from config when given; rope_theta / rope_scaling (default, linear, llama3,
+ * longrope incl. the old "su"/"yarn" spellings that Phi3Config renames) and transformers-v5
+ * rope_parameters; partial_rotary_factor; sliding windows as each class applies them;
+ * mixture-of-experts keys; tie_word_embeddings; bos/eos ids (first of a list). Unsupported
+ * features are errors naming the key: MoE keys in a dense family, sliding-window layers a family
+ * does not have, attention_bias / mlp_bias other than the family's, another hidden_act, rope
+ * types other than the above, dense layers among MoE ones.
  * Does not: look at tensors (model.c checks shapes against these numbers).
- * Tested by: tests/test_load.c, tests/fuzz/fuzz_config.c.
+ * Tested by: tests/test_load.c, tests/test_families.c, tests/fuzz/fuzz_config.c.
  */
 #ifndef MP_LOAD_HFCONFIG_H
 #define MP_LOAD_HFCONFIG_H

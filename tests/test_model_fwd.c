@@ -490,6 +490,7 @@ static void test_backend_refusals(void **state) {
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
     if (!strstr(e.msg, "cannot allocate") || strchr(e.msg, '\n')) fail_msg("failing storage: %s", e.msg);
     cfg.ops = NULL;
+    setenv("MASKPOS_CUDA_PLUGIN", "/nonexistent/libmaskpos-cuda.so", 1); /* as without make CUDA=1 (tests/test_plugin.c: the rest) */
     cfg.device = "cuda";
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
     assert_non_null(strstr(e.msg, "--device cuda: not built: make CUDA=1"));

@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fwd_par.h" /* FWD_PAR_FOR: the row loops of the stage-level ops */
+#include "model/fwd_par.h"    /* FWD_PAR_FOR: the row loops of the stage-level ops */
+#include "model/fwd_plugin.h" /* the device backends built as plugins (cuda) */
 
 /* ================================================================ storage */
 
@@ -165,19 +166,10 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
 
 /* ================================================================ devices */
 
-/* Backends a build may have, and how to get the ones it lacks. */
-static const struct {
-    const char *name, *hint;
-} fwd_unbuilt[] = {{"cuda", "make CUDA=1"}};
-
 const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e) {
     if (!device || !strcmp(device, "cpu")) return plain ? &mp_fwd_ops_cpu_plain : &mp_fwd_ops_cpu;
-    for (size_t i = 0; i < sizeof fwd_unbuilt / sizeof fwd_unbuilt[0]; i++)
-        if (!strcmp(device, fwd_unbuilt[i].name)) {
-            mp_err_set(e, "--device %s: not built: %s", device, fwd_unbuilt[i].hint);
-            return NULL;
-        }
-    mp_err_set(e, "--device %.40s: no such backend (this build has: cpu)", device);
+    if (mp_fwd_plugin_known(device)) return mp_fwd_plugin_ops(device, e); /* cuda[:N]: its plugin, or why not */
+    mp_err_set(e, "--device %.40s: no such backend (known: cpu, %s)", device, mp_fwd_plugin_names());
     return NULL;
 }
 

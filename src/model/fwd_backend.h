@@ -126,9 +126,9 @@ extern const MpFwdOps mp_fwd_ops_cpu;
 extern const MpFwdOps mp_fwd_ops_cpu_plain;
 
 /* The instance for a device: device NULL or "cpu" gives mp_fwd_ops_cpu, or mp_fwd_ops_cpu_plain
- * when plain (MP_FWD_COMPUTE_F32_PLAIN, fwd.h). Any other name: NULL and
- * one line in e — "cuda" (a backend this build does not have): "not built: make CUDA=1"; names
- * no backend knows: unknown, and the list of those built. */
+ * when plain (MP_FWD_COMPUTE_F32_PLAIN, fwd.h). "cuda[:N]": the instance of its plugin
+ * (fwd_plugin.h), or NULL and one line in e (no plugin: "not built: make CUDA=1"; no driver or
+ * device; another interface version ...); names no backend knows: unknown, and the known ones. */
 const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e);
 
 /* MP_OK when --device NAME can run here (mp_fwd_ops_for's rules), else MP_ERR and its line. */

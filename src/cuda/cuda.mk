@@ -40,7 +40,7 @@ $(BUILD)/libmaskpos-cuda.so: $(CUDA_OBJ) src/cuda/plugin.map
 # libmaskpos.a.
 $(BUILD)/tests/test_cuda: tests/cuda/test_cuda.c $(CUDA_OBJ) $(BUILD)/libmaskpos.a $(HDRS) Makefile src/cuda/cuda.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_HOME)/include -DMP_TEST_BIN='"$(abspath $(BUILD))/maskpos"' -DMP_SOURCE_DIR='"$(CURDIR)"' \
+	$(CC) $(CFLAGS) -Itests -I$(CUDA_HOME)/include -DMP_TEST_BIN='"$(abspath $(BUILD))/maskpos"' -DMP_SOURCE_DIR='"$(CURDIR)"' \
 	    -c $< -o $@.o
 	$(CC) $(LDFLAGS) -o $@ $@.o $(CUDA_OBJ) $(BUILD)/libmaskpos.a $(LDLIBS) $(shell pkg-config --libs cmocka) \
 	    -L$(CUDA_HOME)/lib64 -lcublasLt -lcudart_static -lstdc++ -ldl -lrt -lpthread -Wl,-rpath,$(CUDA_HOME)/lib64

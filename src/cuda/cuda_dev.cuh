@@ -40,4 +40,22 @@ static inline unsigned mpc_grid(int64_t n, int threads) {
 #define MPC_FOR(i, n)                                                                              \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
+/* The sum of v over the block (blockDim.x a multiple of 32, <= 1024), in double, in a fixed tree:
+ * each warp by shuffles (offsets 16, 8, 4, 2, 1), then warp 0 over the warps' sums; every thread
+ * gets it. sh [32] shared scratch. The same bits on every run (no atomics). */
+static __device__ __forceinline__ double mpc_block_sum(double v, double *sh) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+    const int w = threadIdx.x / 32, nw = blockDim.x / 32;
+    __syncthreads(); /* sh may still be read from a previous call */
+    if ((threadIdx.x & 31) == 0) sh[w] = v;
+    __syncthreads();
+    if (w == 0) {
+        v = (int)threadIdx.x < nw ? sh[threadIdx.x] : 0.0;
+        for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+        if (threadIdx.x == 0) sh[0] = v;
+    }
+    __syncthreads();
+    return sh[0];
+}
+
 #endif

@@ -133,9 +133,6 @@ typedef struct MpFwdWeights {
     float *out_norm;           /* [C] (logits only) */
     float *out_norm_b;         /* [C] gptneox final LayerNorm bias (logits only); else NULL */
     MpFwdWeight lm_head;       /* [V, C] (logits only) */
-    float *inv_freq;           /* [R/2] the RoPE frequencies (the loader's: llama3/linear scaled); NULL when R = 0 */
-    float *inv_freq_long;      /* [R/2] longrope's long table; else NULL */
-    float *inv_freq_local;     /* [R/2] gemma3's local layers' base; else NULL */
     void *block;               /* the instance's memory; freed through the ctx that made it */
     size_t bytes;
 } MpFwdWeights;
@@ -173,6 +170,9 @@ typedef struct MpFwd {
     float *moe_y;              /* [T, C] the weighted sum of the experts' outputs */
     float *moe_sg, *moe_su;    /* [T, FFS] qwen2moe shared expert's gate and up; else NULL */
     float *moe_sl;             /* [T] qwen2moe shared_expert_gate logits; else NULL */
+    float *inv_freq;           /* [R/2] the RoPE frequencies uploaded (the loader's: llama3/linear scaled); NULL when R = 0 */
+    float *inv_freq_long;      /* [R/2] longrope's long table; else NULL */
+    float *inv_freq_local;     /* [R/2] gemma3's local layers' base; else NULL */
     void *tap_hs;              /* the reduced map's scratch: tap_bytes(NH, max_seq, tap_headsum_workers); else NULL */
     void *kc;                  /* [n_layers, NKV][kv_bytes(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */

@@ -51,6 +51,9 @@ typedef struct MpFwdCheckBufs {
     int64_t ldq, ldk;
 } MpFwdCheckBufs;
 
+/* IEEE bits of +Inf: amax bits at or above it mean a NaN or ±Inf. */
+#define MP_FWD_CHECK_NONFINITE 0x7f800000u
+
 /* The largest |x[i]| of x[0, n) as its IEEE bits without the sign: >= 0x7f800000 when one of them
  * is NaN or ±Inf. One pass, vectorisable. */
 uint32_t mp_fwd_check_amax_bits(const float *x, size_t n);

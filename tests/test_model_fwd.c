@@ -16,25 +16,30 @@
  *     position and the tensor named (q_proj 3e38; q·k past FLT_MAX from finite q and k; the
  *     scores-only last layer of a probe; the key/value-cache path), not NaN (failed before:
  *     every run returned MP_OK with NaN scores or logits).
- *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: a third instance
- *     (cpu-plain's ops, each call counted) gives cpu-plain's logits bit for bit and calls matmul
- *     7L times, softmax NH·L·T times, the embedding and the output head once each (counted by
- *     hand for Llama), the MoE routing once per layer and the experts' SwiGLU once per routed row
- *     (mixtral, qwen2moe with its shared expert), the RoPE table twice for gemma3 (its local
- *     layers' table through the instance too), the residual adds (2L), the value copies (L·T·NKV), the experts' gathers (E per layer),
- *     qwen2moe's shared-expert mix (once per layer)
- *     and the sliding window's row masks (gemma3: every row of its local layers); a backend whose storage
- *     fails stops init with one line; devices not built or unknown are refused with one line; the
- *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
- *     fire only where asked for before the run; the reduced map (head sums of a block of rows, in
- *     double, heads ascending; the instance's attn_headsum, once per block) equals the sums of the raw
- *     rows bit for bit, only for the layers asked.
+ *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: the counted
+ *     instance (tests/test_backend_util.h: cpu-plain's ops, each call counted, its memory declared
+ *     not host memory so that fwd.c takes a device's paths) gives cpu-plain's logits bit for bit
+ *     with whole-tensor ops: per layer of a Llama 7 matmuls, one qk_prepare, one attention op, one
+ *     SwiGLU, 2 residual adds and 2 amax reductions whatever T (counted by hand), the embedding
+ *     and the norm vectors through upload and nothing but the logits through to_host; MoE: the
+ *     routing and one moe_count copy a layer, one SwiGLU per expert computed (mixtral, qwen2moe
+ *     with its shared expert); gemma3's local RoPE table through the instance too; workers share
+ *     the owner's weights (mp_fwd_init_worker: only their activations allocated, the same logits,
+ *     freeing one leaves the owner whole); a backend whose storage fails, one built against another
+ *     interface version or without bf16 weights for bf16 compute stops init with one line; devices
+ *     not built or unknown are refused with one line; the matmul kernel is the pass's own
+ *     (MASKPOS_KERNEL), not a process-wide choice; capture taps fire only where asked for before
+ *     the run (copied out by to_host for the counted instance); the reduced map (head sums of a
+ *     block of rows, in double, heads ascending, handed over by the attention op) equals the sums
+ *     of the raw rows bit for bit, only for the layers asked; the overflow cases also through the
+ *     counted instance (the diagnosis from host copies).
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
 #include "test_model_util.h"
 
 #include "model/fwd.h" /* mp_fwd_run, mp_fwd_extend: the overflow cases; MpFwdOps: the backend tests */
+#include "test_backend_util.h" /* bk_counted: cpu-plain's ops counted, a device's paths on host memory */
 
 typedef struct RefCase {
     const char *name;
@@ -243,8 +248,6 @@ static void test_threads_bit_identical(void **state) {
 
 /* ================================================================ overflow */
 
-static MpFwdOps bk_counted;        /* the counted instance (below): a device's paths on host memory */
-static void bk_counted_make(void);
 static const MpFwdOps *overflow_ops; /* the instance of overflow_run: NULL (cpu) or &bk_counted */
 
 /* Runs ids 0..T-1 (mod 64) through the model at path: the whole sequence (kv = 0) or position by
@@ -325,111 +328,6 @@ static void test_fwd_overflow_named(void **state) {
 
 /* ---------------------------------------------------------------- the backend interface */
 
-/* The counted instance: cpu-plain's ops, the calls of each op counted, and its memory declared
- * "not host memory" (host_memory 0), so that fwd.c takes a device's paths: the embedding rows
- * uploaded, captures and logits copied out through to_host, the checks' diagnosis from host
- * copies. Its memory is host memory in fact, so every result is cpu-plain's. */
-enum { BK_MATMUL, BK_ATTN, BK_QK, BK_ROPETAB, BK_SWIGLU, BK_ADD, BK_COPY, BK_ROUTE, BK_COUNT, BK_GATHER, BK_SHARED, BK_AMAX,
-       BK_UPLOAD, BK_TO_HOST, BK_ALLOC, BK_OPEN, BK_SYNC, BK_N };
-static long bk_calls[BK_N];
-#define BK_COUNT_CALL(k) __atomic_fetch_add(&bk_calls[k], 1, __ATOMIC_RELAXED)
-
-static void bk_matmul(MpFwdCtx *c, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdWeight *w, int64_t T) {
-    BK_COUNT_CALL(BK_MATMUL);
-    mp_fwd_ops_cpu_plain.matmul(c, y, ldy, x, ldx, w, T);
-}
-static void bk_attention(MpFwdCtx *c, const MpFwdAttn *a, const MpFwdTaps *tp) {
-    BK_COUNT_CALL(BK_ATTN);
-    mp_fwd_ops_cpu_plain.attention(c, a, tp);
-}
-static void bk_qk(MpFwdCtx *c, const MpFwdQKV *a) {
-    BK_COUNT_CALL(BK_QK);
-    mp_fwd_ops_cpu_plain.qk_prepare(c, a);
-}
-static void bk_rope_table(MpFwdCtx *c, float *cos, float *sin, const float *inv, int R, int T, double attn) {
-    BK_COUNT_CALL(BK_ROPETAB);
-    mp_fwd_ops_cpu_plain.rope_table(c, cos, sin, inv, R, T, attn);
-}
-static void bk_swiglu(MpFwdCtx *c, float *out, const float *g, const float *u, size_t n) {
-    BK_COUNT_CALL(BK_SWIGLU);
-    mp_fwd_ops_cpu_plain.swiglu(c, out, g, u, n);
-}
-static void bk_add(MpFwdCtx *c, float *x, const float *y, size_t n) {
-    BK_COUNT_CALL(BK_ADD);
-    mp_fwd_ops_cpu_plain.add(c, x, y, n);
-}
-static void bk_copy(MpFwdCtx *c, float *dst, const float *src, size_t n) {
-    BK_COUNT_CALL(BK_COPY);
-    mp_fwd_ops_cpu_plain.copy(c, dst, src, n);
-}
-static void bk_moe_route(MpFwdCtx *c, float *p, float *w, int32_t *sel, int n, int E, int K, int norm_topk) {
-    BK_COUNT_CALL(BK_ROUTE);
-    mp_fwd_ops_cpu_plain.moe_route(c, p, w, sel, n, E, K, norm_topk);
-}
-static void bk_moe_count(MpFwdCtx *c, int32_t *cnt, const int32_t *sel, int n, int K, int E) {
-    BK_COUNT_CALL(BK_COUNT);
-    mp_fwd_ops_cpu_plain.moe_count(c, cnt, sel, n, K, E);
-}
-static void bk_moe_gather(MpFwdCtx *c, float *xg, int32_t *rows, const float *x, const int32_t *sel, int j, int n, int K, int C) {
-    BK_COUNT_CALL(BK_GATHER);
-    mp_fwd_ops_cpu_plain.moe_gather(c, xg, rows, x, sel, j, n, K, C);
-}
-static void bk_moe_shared_mix(MpFwdCtx *c, float *y, float *sl, const float *o, const float *x, const float *gate, int n, int C) {
-    BK_COUNT_CALL(BK_SHARED);
-    mp_fwd_ops_cpu_plain.moe_shared_mix(c, y, sl, o, x, gate, n, C);
-}
-static void bk_amax(MpFwdCtx *c, uint32_t *out, const MpFwdSpan *t, int n) {
-    BK_COUNT_CALL(BK_AMAX);
-    mp_fwd_ops_cpu_plain.amax(c, out, t, n);
-}
-static void bk_upload(MpFwdCtx *c, void *dst, const void *src, size_t bytes) {
-    BK_COUNT_CALL(BK_UPLOAD);
-    mp_fwd_ops_cpu_plain.upload(c, dst, src, bytes);
-}
-static void bk_to_host(MpFwdCtx *c, void *dst, const void *src, size_t bytes) {
-    BK_COUNT_CALL(BK_TO_HOST);
-    mp_fwd_ops_cpu_plain.to_host(c, dst, src, bytes);
-}
-static void *bk_alloc(MpFwdCtx *c, size_t bytes) {
-    BK_COUNT_CALL(BK_ALLOC);
-    return mp_fwd_ops_cpu_plain.alloc(c, bytes);
-}
-static MpFwdCtx *bk_open(const char *device, int kernel, MpErr *e) {
-    BK_COUNT_CALL(BK_OPEN);
-    return mp_fwd_ops_cpu_plain.open(device, kernel, e);
-}
-static int bk_sync(MpFwdCtx *c, MpErr *e) {
-    BK_COUNT_CALL(BK_SYNC);
-    return mp_fwd_ops_cpu_plain.synchronize(c, e);
-}
-static void bk_counted_make(void) {
-    bk_counted = mp_fwd_ops_cpu_plain;
-    bk_counted.name = "cpu-plain-counted";
-    bk_counted.host_memory = 0;
-    bk_counted.matmul = bk_matmul;
-    bk_counted.attention = bk_attention;
-    bk_counted.qk_prepare = bk_qk;
-    bk_counted.rope_table = bk_rope_table;
-    bk_counted.swiglu = bk_swiglu;
-    bk_counted.add = bk_add;
-    bk_counted.copy = bk_copy;
-    bk_counted.moe_route = bk_moe_route;
-    bk_counted.moe_count = bk_moe_count;
-    bk_counted.moe_gather = bk_moe_gather;
-    bk_counted.moe_shared_mix = bk_moe_shared_mix;
-    bk_counted.amax = bk_amax;
-    bk_counted.upload = bk_upload;
-    bk_counted.to_host = bk_to_host;
-    bk_counted.alloc = bk_alloc;
-    bk_counted.open = bk_open;
-    bk_counted.synchronize = bk_sync;
-    memset(bk_calls, 0, sizeof bk_calls);
-}
-static void *bk_no_alloc(MpFwdCtx *c, size_t bytes) {
-    (void)c, (void)bytes;
-    return NULL;
-}
-
 /* logits [T, V] of one run of ids [T] through (compute, ops), copied into out. */
 static void bk_logits(MpModel *m, int compute, const MpFwdOps *ops, const int32_t *ids, int T, float *out) {
     MpFwd f;
@@ -454,19 +352,19 @@ static void test_backend_counted_instance(void **state) {
     assert_non_null(b);
     bk_counted_make();
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
-    assert_int_equal(bk_calls[BK_MATMUL] + bk_calls[BK_OPEN], 0); /* the built-in instance does not go through the counted one */
+    assert_int_equal(bk_calls[MP_FWD_OP_MATMUL] + bk_calls[BK_OPEN], 0); /* the built-in instance does not go through the counted one */
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
     /* whole-tensor ops: a fixed number of calls per layer, whatever T */
-    assert_int_equal(bk_calls[BK_MATMUL], 7 * 3 + 1);     /* q, k, v, o, gate, up, down per layer, and the head */
-    assert_int_equal(bk_calls[BK_ATTN], 3);               /* one attention op per layer */
-    assert_int_equal(bk_calls[BK_QK], 3);                 /* norms, RoPE and packing of q and k: one op per layer */
-    assert_int_equal(bk_calls[BK_SWIGLU], 3);             /* the MLP's, the whole [T, FF] at once */
-    assert_int_equal(bk_calls[BK_ROPETAB], 1);
-    assert_int_equal(bk_calls[BK_ADD], 2 * 3);            /* the two residuals of each layer */
-    assert_int_equal(bk_calls[BK_COPY], 0);               /* values reach their heads inside qk_prepare */
-    assert_int_equal(bk_calls[BK_ROUTE], 0);
-    assert_int_equal(bk_calls[BK_AMAX], 2 * 3 + 1);       /* the checks: (q, k) and x per layer, the logits */
+    assert_int_equal(bk_calls[MP_FWD_OP_MATMUL], 7 * 3 + 1);     /* q, k, v, o, gate, up, down per layer, and the head */
+    assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], 3);               /* one attention op per layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_QK_PREPARE], 3);                 /* norms, RoPE and packing of q and k: one op per layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_SWIGLU], 3);             /* the MLP's, the whole [T, FF] at once */
+    assert_int_equal(bk_calls[MP_FWD_OP_ROPE_TABLE], 1);
+    assert_int_equal(bk_calls[MP_FWD_OP_ADD], 2 * 3);            /* the two residuals of each layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_COPY], 0);               /* values reach their heads inside qk_prepare */
+    assert_int_equal(bk_calls[MP_FWD_OP_MOE_ROUTE], 0);
+    assert_int_equal(bk_calls[MP_FWD_OP_AMAX], 2 * 3 + 1);       /* the checks: (q, k) and x per layer, the logits */
     assert_int_equal(bk_calls[BK_OPEN], 1);
     assert_int_equal(bk_calls[BK_ALLOC], 2);              /* one weight block, one activation block */
     assert_int_equal(bk_calls[BK_SYNC], 1);               /* one per run */
@@ -476,8 +374,8 @@ static void test_backend_counted_instance(void **state) {
     /* cpu (fused multiply-adds) is another instance: other bits for the same model */
     bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
     assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
-    print_message("counted instance: %ld matmuls, %ld attention ops for 3 layers, logits == cpu-plain's\n", bk_calls[BK_MATMUL],
-                  bk_calls[BK_ATTN]);
+    print_message("counted instance: %ld matmuls, %ld attention ops for 3 layers, logits == cpu-plain's\n", bk_calls[MP_FWD_OP_MATMUL],
+                  bk_calls[MP_FWD_OP_ATTENTION]);
     mp_model_free(&m);
     /* MoE: the routing, one count copy a layer, and each chosen expert's SwiGLU (qwen2moe: its shared expert too) */
     const char *moe[] = {"--arch mixtral --layers 3 --vocab 300 --seed 6 --experts 4 --experts-used 2",
@@ -489,12 +387,12 @@ static void test_backend_counted_instance(void **state) {
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
         assert_memory_equal(a, b, sizeof(float) * T * 300);
-        assert_int_equal(bk_calls[BK_ROUTE], 3);  /* once per layer, every row */
-        assert_int_equal(bk_calls[BK_COUNT], 3);  /* the experts' row counts: one small copy per layer */
-        assert_int_equal(bk_calls[BK_SHARED], 3 * k);
-        assert_int_equal(bk_calls[BK_SWIGLU], bk_calls[BK_GATHER] + 3 * k); /* one per expert computed (+ the shared one) */
-        assert_true(bk_calls[BK_GATHER] >= 3 * 2 && bk_calls[BK_GATHER] <= 3 * 4); /* >= K and <= E experts a layer */
-        assert_int_equal(bk_calls[BK_COPY], 3);   /* the routed sum back into the MLP's output, once per layer */
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_ROUTE], 3);  /* once per layer, every row */
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_COUNT], 3);  /* the experts' row counts: one small copy per layer */
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_SHARED_MIX], 3 * k);
+        assert_int_equal(bk_calls[MP_FWD_OP_SWIGLU], bk_calls[MP_FWD_OP_MOE_GATHER] + 3 * k); /* one per expert computed (+ the shared one) */
+        assert_true(bk_calls[MP_FWD_OP_MOE_GATHER] >= 3 * 2 && bk_calls[MP_FWD_OP_MOE_GATHER] <= 3 * 4); /* >= K and <= E experts a layer */
+        assert_int_equal(bk_calls[MP_FWD_OP_COPY], 3);   /* the routed sum back into the MLP's output, once per layer */
         mp_model_free(&m);
     }
     /* gemma3: its local layers' RoPE table through the instance too (two tables a run) */
@@ -504,8 +402,8 @@ static void test_backend_counted_instance(void **state) {
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
-    assert_int_equal(bk_calls[BK_ROPETAB], 2);
-    assert_int_equal(bk_calls[BK_ATTN], 6);
+    assert_int_equal(bk_calls[MP_FWD_OP_ROPE_TABLE], 2);
+    assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], 6);
     mp_model_free(&m);
     free(a);
     free(b);
@@ -532,6 +430,7 @@ static void test_backend_shared_weights(void **state) {
     assert_int_equal(mp_fwd_init_worker(&w2, &owner, &e), MP_OK);
     assert_int_equal(bk_calls[BK_ALLOC] - allocs, 2);  /* each worker: its activations only */
     assert_int_equal(bk_calls[BK_UPLOAD] - uploads, 2); /* and its RoPE frequencies: no weight uploaded again */
+    assert_int_equal(bk_calls[BK_WUPLOAD], 7 * 2 + 1);  /* the owner's 7 matrices a layer and the head, once */
     assert_ptr_equal(w1.w, owner.w);
     assert_ptr_equal(w2.w, owner.w);
     assert_true(w1.ablock != owner.ablock && w2.ablock != w1.ablock);
@@ -565,6 +464,12 @@ static void test_backend_refusals(void **state) {
     MpFwdConfig cfg = {.n_layers = 2, .max_seq = 16, .causal = 1, .rope = 1, .ops = &failing};
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
     if (!strstr(e.msg, "cannot allocate") || strchr(e.msg, '\n')) fail_msg("failing storage: %s", e.msg);
+    cfg.ops = &mp_fwd_ops_cpu_plain; /* an instance without bf16 weights asked for bf16 compute */
+    cfg.compute = MP_FWD_COMPUTE_BF16;
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "cannot hold bf16 weights") || strchr(e.msg, '\n')) fail_msg("no bf16: %s", e.msg);
+    cfg.compute = MP_FWD_COMPUTE_F32;
+    cfg.ops = &failing;
     failing = mp_fwd_ops_cpu;
     failing.abi = MP_FWD_OPS_ABI + 1; /* a plugin built against another interface */
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
@@ -708,7 +613,7 @@ static void test_backend_reduced_map(void **state) {
         assert_int_equal(mp_fwd_run(&f, ids, HS_T, NULL, NULL, &e), MP_OK);
         if (pass == 1) {
             assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
-            assert_int_equal(bk_calls[BK_ATTN], HS_L); /* the instance's attention op hands the map over, block by block */
+            assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], HS_L); /* the instance's attention op hands the map over, block by block */
             for (int l = 0; l < HS_L; l++) assert_int_equal(hs_calls[l], (HS_T + 15) / 16);
             assert_int_equal(bk_calls[BK_TO_HOST], 0); /* the CPU arithmetic hands its host blocks in place */
         }

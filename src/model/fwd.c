@@ -434,6 +434,10 @@ static int fwd_open(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (ops->abi != MP_FWD_OPS_ABI)
         return mp_err_set(e, "backend '%s' implements interface version %u, this build needs %u; HINT: rebuild it", ops->name, ops->abi,
                           MP_FWD_OPS_ABI);
+    const int dtype = cfg->compute == MP_FWD_COMPUTE_BF16 ? MP_FWD_DT_BF16 : MP_FWD_DT_F32;
+    if (!(ops->dtypes & MP_FWD_DT_BIT(dtype)))
+        return mp_err_set(e, "backend '%s' cannot hold %s weights (--compute %s)", ops->name, dtype == MP_FWD_DT_BF16 ? "bf16" : "f32",
+                          mp_fwd_compute_name(cfg->compute));
     fwd_set(f, m, cfg, ops, kernel);
     return (f->ctx = ops->open(cfg->device, kernel, e)) ? MP_OK : MP_ERR;
 }

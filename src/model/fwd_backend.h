@@ -79,6 +79,7 @@ typedef enum MpFwdDtype {
     MP_FWD_DT_F32 = 0, /* f32 (f32 and plain compute) */
     MP_FWD_DT_BF16,    /* bf16, rounded to nearest even once at upload (bf16 compute) */
 } MpFwdDtype;
+#define MP_FWD_DT_BIT(d) (1u << (d))
 
 /* An opaque matrix handle: a Linear weight W [O, K] (HF's [out, in]) in the instance's layout.
  * fwd.c sets out, in and dtype, asks weight_plan for the bytes, points data into its weight block
@@ -204,6 +205,8 @@ typedef struct MpFwdOps {
     const char *name; /* "cpu", "cpu-plain", "cuda" ... */
     int host_memory;  /* 1: the instance's memory is host memory: what the host reads is read in place */
     uint64_t exact;   /* MP_FWD_OP_BIT(id) for each op that gives mp_fwd_ops_cpu's bits (above) */
+    unsigned dtypes;  /* MP_FWD_DT_BIT(d) for each MpFwdDtype its weights may hold: mp_fwd_init refuses a
+                         compute mode whose dtype is not here, with one line */
 
     /* ---- context and storage */
     /* A worker's handle: device "cpu", "cuda", "cuda:1" ... (the --device string; NULL: the default

@@ -298,6 +298,7 @@ static const MpFwdCpuArith cpu_plain = {
 const MpFwdOps mp_fwd_ops_cpu = {
     .name = "cpu",
     .exact = MP_FWD_OP_BIT(MP_FWD_OP_COUNT) - 1, /* the reference */
+    .dtypes = MP_FWD_DT_BIT(MP_FWD_DT_F32) | MP_FWD_DT_BIT(MP_FWD_DT_BF16),
     .open = cpu_open,
     FWD_OPS_CPU_SHARED,
 };
@@ -311,6 +312,7 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
              MP_FWD_OP_BIT(MP_FWD_OP_ZERO) | MP_FWD_OP_BIT(MP_FWD_OP_AMAX) | MP_FWD_OP_BIT(MP_FWD_OP_MOE_ROUTE) |
              MP_FWD_OP_BIT(MP_FWD_OP_MOE_COUNT) | MP_FWD_OP_BIT(MP_FWD_OP_MOE_GATHER) |
              MP_FWD_OP_BIT(MP_FWD_OP_MOE_SCATTER) | MP_FWD_OP_BIT(MP_FWD_OP_MOE_SHARED_MIX),
+    .dtypes = MP_FWD_DT_BIT(MP_FWD_DT_F32), /* the training model's arithmetic is f32 */
     .open = plain_open,
     FWD_OPS_CPU_SHARED,
 };

@@ -25,6 +25,7 @@ static const MpFwdPlugin cuda_plugin = {
     mp_cuda_device_count,
     mp_cuda_device_info,
     NULL, /* the ops instance: issue #36 part B, on the whole-tensor interface of issue #35 */
+    0,
 };
 
 extern "C" __attribute__((visibility("default"))) const MpFwdPlugin *maskpos_fwd_plugin(void) { return &cuda_plugin; }

@@ -40,6 +40,7 @@ typedef enum PluginRefusal {
     REF_SYNTAX,     /* cuda:N with N not a number */
     REF_ORDINAL,    /* cuda:N beyond the devices */
     REF_NO_OPS,     /* a plugin that has no forward pass (yet) */
+    REF_OPS_ABI,    /* its forward pass of another backend interface version */
     REF_COUNT
 } PluginRefusal;
 
@@ -53,6 +54,7 @@ static const char *const plugin_refusals[REF_COUNT] = {
     [REF_SYNTAX] = "--device %s: '%.40s' is not a device number (%s or %s:N)",
     [REF_ORDINAL] = "--device %s: no device %d (this machine shows %d device%s: cuda:0%s)",
     [REF_NO_OPS] = "--device %s: the plugin %s (%s) has no forward pass: it was built before the backend interface it needs",
+    [REF_OPS_ABI] = "--device %s: %s has backend interface %u, this maskpos %u; HINT: rebuild both with %s",
 };
 
 /* ================================================================ finding the file */
@@ -245,14 +247,18 @@ int mp_fwd_plugin_device_info(const char *device, MpFwdDeviceInfo *info, MpErr *
     return MP_OK;
 }
 
-const void *mp_fwd_plugin_ops(const char *device, MpErr *e) {
+const void *mp_fwd_plugin_ops(const char *device, unsigned ops_abi, MpErr *e) {
     const MpFwdPlugin *p;
-    int ord;
+    int ord, bi;
     if (mp_fwd_plugin_open(device, &p, &ord, e) != MP_OK) return NULL;
+    plugin_backend(device, &bi);
+    const char *path = plugin_state[bi].path;
     if (!p->ops) {
-        int bi;
-        plugin_backend(device, &bi);
-        mp_err_set(e, plugin_refusals[REF_NO_OPS], device, plugin_state[bi].path, p->build ? p->build : "?");
+        mp_err_set(e, plugin_refusals[REF_NO_OPS], device, path, p->build ? p->build : "?");
+        return NULL;
+    }
+    if (p->ops_abi != ops_abi) {
+        mp_err_set(e, plugin_refusals[REF_OPS_ABI], device, path, p->ops_abi, ops_abi, plugin_backends[bi].build);
         return NULL;
     }
     return p->ops;

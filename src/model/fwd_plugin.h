@@ -58,8 +58,10 @@ typedef struct MpFwdPlugin {
     int (*device_count)(char *why, size_t cap);
     /* device `ordinal`'s description: MP_OK, or MP_ERR and why */
     int (*device_info)(int ordinal, MpFwdDeviceInfo *out, char *why, size_t cap);
-    /* the plugin's MpFwdOps instance (fwd_backend.h), or NULL when it has none yet */
+    /* the plugin's MpFwdOps instance (fwd_backend.h), or NULL when it has none, and the version
+     * of that interface it was built against (MP_FWD_OPS_ABI) */
     const void *ops;
+    unsigned ops_abi;
 } MpFwdPlugin;
 
 typedef const MpFwdPlugin *(*MpFwdPluginEntry)(void);
@@ -78,9 +80,10 @@ int mp_fwd_plugin_open(const char *device, const MpFwdPlugin **p, int *ordinal, 
 /* The description of the device `device` names (mp_fwd_plugin_open's checks first). */
 int mp_fwd_plugin_device_info(const char *device, MpFwdDeviceInfo *info, MpErr *e);
 
-/* The plugin's ops instance for `device` (an MpFwdOps *, fwd_backend.h), or NULL and one line in
- * e: mp_fwd_plugin_open's refusals, or a plugin without one. */
-const void *mp_fwd_plugin_ops(const char *device, MpErr *e);
+/* The plugin's ops instance for `device` (an MpFwdOps *, fwd_backend.h, of interface version
+ * ops_abi: the caller's MP_FWD_OPS_ABI), or NULL and one line in e: mp_fwd_plugin_open's refusals,
+ * a plugin without one, or one of another version. */
+const void *mp_fwd_plugin_ops(const char *device, unsigned ops_abi, MpErr *e);
 
 /* The list of plugin backends for messages ("cuda"). */
 const char *mp_fwd_plugin_names(void);

@@ -10,7 +10,8 @@
 #   DIR/lib/libmaskpos-cuda.so      the plugin (beside libmaskpos.so, found by both)
 #   DIR/lib/*.so*                   every shared library they resolve here but glibc's own and the
 #                                   CUDA libraries (cuBLASLt is 516 MB: the GPU machine's is used)
-#   DIR/tests/test_cuda             the kernels' test program
+#   DIR/tests/test_cuda             the kernels' test program, and the end-to-end comparisons
+#   DIR/tests/test_backend_ops      every op of the CUDA instance against the CPU's (tests/test_backend_ops.c)
 #   DIR/MANIFEST                    what was packed, from which commit, and the sizes
 # scripts/device_check.sh, run there, puts only the libraries that machine does not have on the
 # library path (its own newer ones win), then the CUDA 13 folder it finds.
@@ -22,13 +23,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-device-bundle}
 JOBS=${JOBS:-$(nproc)}
-make -s -j"$JOBS" CUDA=1 build/maskpos build/libmaskpos.so build/libmaskpos-cuda.so build/tests/test_cuda >/dev/null
+make -s -j"$JOBS" CUDA=1 build/maskpos build/libmaskpos.so build/libmaskpos-cuda.so build/tests/test_cuda build/tests/test_backend_ops >/dev/null
 rm -rf "$DIR"
 mkdir -p "$DIR/bin" "$DIR/lib" "$DIR/tests"
 cp build/maskpos "$DIR/bin/"
 cp -P build/libmaskpos.so build/libmaskpos.so.* "$DIR/lib/"
 cp build/libmaskpos-cuda.so "$DIR/lib/"
-cp build/tests/test_cuda "$DIR/tests/"
+cp build/tests/test_cuda build/tests/test_backend_ops "$DIR/tests/"
 
 # glibc's own libraries come with every Linux; the CUDA ones come with the GPU machine
 skip_lib() {
@@ -38,7 +39,7 @@ skip_lib() {
   esac
   return 1
 }
-for f in "$DIR/bin/maskpos" "$DIR/lib/libmaskpos.so" "$DIR/lib/libmaskpos-cuda.so" "$DIR/tests/test_cuda"; do
+for f in "$DIR/bin/maskpos" "$DIR/lib/libmaskpos.so" "$DIR/lib/libmaskpos-cuda.so" "$DIR"/tests/*; do
   ldd "$f" | awk '/=> \// {print $1, $3}' | while read -r name path; do
     skip_lib "$name" && continue
     [ -e "$DIR/lib/$name" ] || cp -L "$path" "$DIR/lib/$name"

@@ -4,8 +4,9 @@
 # no network). Within 8 minutes (QUICK=1: about 3):
 #   1. the machine: GPU, driver, torch, transformers; the CUDA 13 cuBLASLt it has (PyTorch's
 #      nvidia-* packages or a CUDA install) and which of the bundle's libraries it lacks;
-#   2. the CUDA tests: DIR/tests/test_cuda (every kernel against the CPU's; every dense family's
-#      probe and logits with --device cuda against the CPU, when the plugin has its forward pass);
+#   2. the CUDA tests: DIR/tests/test_backend_ops (every op of the CUDA instance against the CPU's,
+#      238 shapes) and DIR/tests/test_cuda (every kernel against the CPU's; every family's probe
+#      and logits with --device cuda against the CPU's; a run resumed on the GPU);
 #   3. compute-sanitizer memcheck on a small probe with --device cuda (on test_cuda's kernels while
 #      the plugin has no forward pass);
 #   4. the Python GPU tests and the transformers tests of the torch bridge (python/tests_gpu,
@@ -14,7 +15,7 @@
 #      and lean PyTorch side by side; QUICK: 200 of the 1000 sequences).
 # Everything goes to $OUT/device_check.log (OUT: the device tool's folder that comes back; else
 # ./device-check-out) and the bench's JSON to $OUT/bench.json; the last line is one summary:
-#   device_check: test_cuda rc=0 (P passed, F failed, S skipped), memcheck rc=0, tests_gpu rc=0,
+#   device_check: test_backend_ops rc=0, test_cuda rc=0 (P passed, F failed, S skipped), memcheck rc=0, tests_gpu rc=0,
 #   tests_hf rc=0, bench rc=0, 412 s
 # An rc of 124 means the step ran out of its time.
 #
@@ -79,9 +80,12 @@ export MASKPOS_LIB=$B/lib/libmaskpos.so MASKPOS_BIN=$BIN
 "$BIN" --version 2>&1 | tee -a "$log"
 
 # ---- 2. the CUDA tests
-step "test_cuda" $([ "$QUICK" = 1 ] && echo 70 || echo 150) "$B/tests/test_cuda"
+step "test_backend_ops" 60 "$B/tests/test_backend_ops"
+rc_ops=$?
+mark=$(wc -l < "$log")
+step "test_cuda" $([ "$QUICK" = 1 ] && echo 80 || echo 150) "$B/tests/test_cuda"
 rc_cuda=$?
-counts=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' "$log" | tail -n 3 | awk '{print $4, $2}' | tr '\n' ' ')
+counts=$(tail -n +"$mark" "$log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' | awk '{print $4, tolower($2)}' | tr '\n' ' ')
 
 # ---- 3. compute-sanitizer memcheck on a small probe with --device cuda
 work=$(mktemp -d)
@@ -112,4 +116,4 @@ n=1000
 step "bench/probe_gpu.py --n $n" 400 python3 bench/probe_gpu.py --bin "$BIN" --n "$n" --work "$work/bench" --out "$OUTD/bench.json"
 rc_bench=$?
 rm -rf "$work" "$libs" "$libs.cache"
-say "device_check: test_cuda rc=$rc_cuda (${counts% }), memcheck rc=$rc_mem, tests_gpu rc=$rc_gpu, tests_hf rc=$rc_hf, bench rc=$rc_bench, $(elapsed) s"
+say "device_check: test_backend_ops rc=$rc_ops, test_cuda rc=$rc_cuda (${counts% }), memcheck rc=$rc_mem, tests_gpu rc=$rc_gpu, tests_hf rc=$rc_hf, bench rc=$rc_bench, $(elapsed) s"

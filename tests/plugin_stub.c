@@ -34,7 +34,7 @@ static int stub_info(int ordinal, MpFwdDeviceInfo *out, char *why, size_t cap) {
     return 0;
 }
 
-static const MpFwdPlugin stub = {STUB_ABI, sizeof(MpFwdPlugin), "cuda", "stub", stub_count, stub_info, NULL, 0};
+static const MpFwdPlugin stub = {STUB_ABI, sizeof(MpFwdPlugin), "cuda", "stub", stub_count, stub_info, NULL, 0, NULL};
 
 #ifdef STUB_NO_ENTRY
 __attribute__((visibility("default"))) const MpFwdPlugin *maskpos_fwd_plugin_missing(void);

@@ -93,8 +93,8 @@ static void test_other_version(void **state) {
     (void)state;
     char env[700], want[200];
     snprintf(env, sizeof env, "MASKPOS_CUDA_PLUGIN=%s/tests/plugin_stub_abi.so", build_dir);
-    snprintf(want, sizeof want, "speaks plugin interface %d, this maskpos %d; HINT: rebuild both with make CUDA=1",
-             MP_FWD_PLUGIN_ABI + 1, MP_FWD_PLUGIN_ABI);
+    snprintf(want, sizeof want, "speaks plugin interface %d (a %zu-byte descriptor), this maskpos %d (%zu bytes); HINT: rebuild both with make CUDA=1",
+             MP_FWD_PLUGIN_ABI + 1, sizeof(MpFwdPlugin), MP_FWD_PLUGIN_ABI, sizeof(MpFwdPlugin));
     refused_everywhere(env, "cuda", want);
 }
 

@@ -90,6 +90,7 @@ extern "C" int mp_cuda_acc_init(MpCudaAcc *a, const MpCudaAccDims *d, char *why,
         mp_cuda_acc_free(a);
         return -1;
     }
+    cudaDeviceSynchronize(); /* the zeroing (legacy stream) done before a worker's stream adds */
     return 0;
 }
 

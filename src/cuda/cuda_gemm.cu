@@ -88,6 +88,16 @@ extern "C" void mp_cuda_to_bf16(MpCuda *c, uint16_t *dst, const float *src, int6
     MPC_LAUNCHED(c, "f32 to bf16");
 }
 
+static __global__ void to_bf16_rows_kernel(uint16_t *dst, const float *src, int64_t lds, int64_t T, int64_t K) {
+    MPC_FOR(i, T * K) dst[i] = mpc_bf16_from_f32(src[(i / K) * lds + i % K]);
+}
+
+extern "C" void mp_cuda_to_bf16_rows(MpCuda *c, uint16_t *dst, const float *src, int64_t lds, int64_t T, int64_t K) {
+    if (T <= 0 || K <= 0) return;
+    to_bf16_rows_kernel<<<mpc_grid(T * K, 256), 256, 0, c->stream>>>(dst, src, lds, T, K);
+    MPC_LAUNCHED(c, "f32 to bf16 rows");
+}
+
 /* ================================================================ cuBLASLt plans */
 
 #define PLAN_SLOTS 128

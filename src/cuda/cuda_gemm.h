@@ -56,6 +56,8 @@ int mp_cuda_gemm(MpCuda *c, const MpCudaGemm *g);
 int mp_cuda_gemm_ref(MpCuda *c, const MpCudaGemm *g);
 /* dst [n] bf16 bits = src [n] rounded to nearest even (NaN stays NaN), queued on c's stream. */
 void mp_cuda_to_bf16(MpCuda *c, uint16_t *dst, const float *src, int64_t n);
+/* dst [T, K] bf16 bits (contiguous) = rows of src [T, K] (row stride lds), rounded likewise. */
+void mp_cuda_to_bf16_rows(MpCuda *c, uint16_t *dst, const float *src, int64_t lds, int64_t T, int64_t K);
 /* Frees the cached plans (mp_cuda_close). */
 void mp_cuda_gemm_forget(MpCuda *c);
 

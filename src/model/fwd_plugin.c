@@ -12,7 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/mpi.h" /* mp_mpi_size: plain "cuda" under MPI is the local rank's device */
 
 /* ================================================================ the plugin backends */
 
@@ -41,6 +40,7 @@ typedef enum PluginRefusal {
     REF_ORDINAL,    /* cuda:N beyond the devices */
     REF_NO_OPS,     /* a plugin that has no forward pass (yet) */
     REF_OPS_ABI,    /* its forward pass of another backend interface version */
+    REF_MEMORY,     /* the run does not fit in the device's free memory */
     REF_COUNT
 } PluginRefusal;
 
@@ -49,11 +49,13 @@ static const char *const plugin_refusals[REF_COUNT] = {
     [REF_ABSENT] = "--device %s: not built: %s (no %s)",
     [REF_LOAD] = "--device %s: the plugin %s cannot be loaded (%s); HINT: it needs %s on the library path (LD_LIBRARY_PATH)",
     [REF_ENTRY] = "--device %s: %s is not a maskpos plugin (%s); HINT: rebuild it with %s",
-    [REF_ABI] = "--device %s: %s speaks plugin interface %u, this maskpos %u; HINT: rebuild both with %s",
+    [REF_ABI] = "--device %s: %s speaks plugin interface %u (a %u-byte descriptor), this maskpos %u (%u bytes); HINT: rebuild both with %s",
     [REF_NO_DEVICE] = "--device %s: no CUDA device here (%s)",
     [REF_SYNTAX] = "--device %s: '%.40s' is not a device number (%s or %s:N)",
     [REF_ORDINAL] = "--device %s: no device %d (this machine shows %d device%s: cuda:0%s)",
     [REF_NO_OPS] = "--device %s: the plugin %s (%s) has no forward pass: it was built before the backend interface it needs",
+    [REF_MEMORY] = "--device %s: the run needs %.2f GiB of GPU memory, %s (%s) has %.2f GiB free of %.2f; HINT: fewer --layers, a "
+                   "shorter --seq, --compute bf16 or no --per-head",
     [REF_OPS_ABI] = "--device %s: %s has backend interface %u, this maskpos %u; HINT: rebuild both with %s",
 };
 
@@ -69,7 +71,7 @@ static int plugin_dirname(char *dir, size_t cap, const char *path) {
 }
 
 /* The first of: $ENV (as given), then beside the module that holds this code (the binary, or
- * libmaskpos.so) and in ../lib from it, then beside the running program and in its ../lib. path
+ * libmaskpos.so), in ../lib and in .. from it, then likewise from the running program. path
  * gets the one found, or the first place looked at (for the message); 1 when found. */
 static int plugin_find(const PluginBackend *b, char *path, size_t cap) {
     const char *env = getenv(b->env);
@@ -90,9 +92,10 @@ static int plugin_find(const PluginBackend *b, char *path, size_t cap) {
     }
     path[0] = 0;
     for (int i = 0; i < nd; i++)
-        for (int up = 0; up < 2; up++) {
+        for (int up = 0; up < 3; up++) { /* beside, ../lib (installed), .. (build/tests/ of a test program) */
+            static const char *const sub[3] = {"", "../lib/", "../"};
             char cand[PATH_MAX + 64];
-            if (snprintf(cand, sizeof cand, "%s/%s%s", dirs[i], up ? "../lib/" : "", b->file) >= (int)sizeof cand) continue;
+            if (snprintf(cand, sizeof cand, "%s/%s%s", dirs[i], sub[up], b->file) >= (int)sizeof cand) continue;
             if (!path[0]) snprintf(path, cap, "%s", cand);
             if (access(cand, F_OK) == 0) {
                 snprintf(path, cap, "%s", cand);
@@ -175,17 +178,6 @@ int mp_fwd_plugin_known(const char *device) {
 
 const char *mp_fwd_plugin_names(void) { return "cuda"; }
 
-/* The local rank of an MPI run from its launcher's environment (OpenMPI, MPICH/Hydra, Slurm);
- * 0 when none is set. */
-static int plugin_local_rank(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v) return atoi(v) < 0 ? 0 : atoi(v);
-    }
-    return 0;
-}
-
 /* N of "NAME:N" (>= 0), -1 for plain NAME, or -2 and why in e when the suffix is no number. */
 static int plugin_ordinal_parse(const char *device, const PluginBackend *b, MpErr *e) {
     const char *colon = device + strlen(b->name);
@@ -200,7 +192,7 @@ static int plugin_ordinal_parse(const char *device, const PluginBackend *b, MpEr
 /* The device `asked` names (-1: plain NAME: 0, or under MPI the local rank modulo the devices),
  * or -1 and why in e when there is no such device. */
 static int plugin_ordinal(const char *device, int asked, int devices, MpErr *e) {
-    if (asked < 0) return mp_mpi_size() > 1 ? plugin_local_rank() % devices : 0;
+    if (asked < 0) return mp_fwd_plugin_local_rank() > 0 ? mp_fwd_plugin_local_rank() % devices : 0;
     if (asked < devices) return asked;
     char last[32] = "";
     if (devices > 1) snprintf(last, sizeof last, " .. cuda:%d", devices - 1);
@@ -226,7 +218,9 @@ int mp_fwd_plugin_open(const char *device, const MpFwdPlugin **p, int *ordinal, 
     case REF_ABSENT: return mp_err_set(e, plugin_refusals[REF_ABSENT], device, b->build, st->path);
     case REF_LOAD: return mp_err_set(e, plugin_refusals[REF_LOAD], device, st->path, st->detail, b->libs);
     case REF_ENTRY: return mp_err_set(e, plugin_refusals[REF_ENTRY], device, st->path, st->detail, b->build);
-    case REF_ABI: return mp_err_set(e, plugin_refusals[REF_ABI], device, st->path, st->plugin->abi, (unsigned)MP_FWD_PLUGIN_ABI, b->build);
+    case REF_ABI:
+        return mp_err_set(e, plugin_refusals[REF_ABI], device, st->path, st->plugin->abi, st->plugin->size, (unsigned)MP_FWD_PLUGIN_ABI,
+                          (unsigned)sizeof(MpFwdPlugin), b->build);
     case REF_NO_DEVICE: return mp_err_set(e, plugin_refusals[REF_NO_DEVICE], device, st->detail);
     default: MP_ASSERT(0);
     }
@@ -245,6 +239,26 @@ int mp_fwd_plugin_device_info(const char *device, MpFwdDeviceInfo *info, MpErr *
     char why[512];
     if (p->device_info(ord, info, why, sizeof why) != MP_OK) return mp_err_set(e, "--device %s: %s", device, why);
     return MP_OK;
+}
+
+int mp_fwd_plugin_mem_check(const char *device, uint64_t bytes, MpErr *e) {
+    if (!mp_fwd_plugin_known(device)) return MP_OK;
+    MpFwdDeviceInfo in;
+    if (mp_fwd_plugin_device_info(device, &in, e) != MP_OK) return MP_ERR;
+    char name[32];
+    snprintf(name, sizeof name, "cuda:%d", in.ordinal);
+    const double gib = 1073741824.0;
+    if (in.mem_free > 0 && (double)bytes > (double)in.mem_free)
+        return mp_err_set(e, plugin_refusals[REF_MEMORY], device, (double)bytes / gib, name, in.name, (double)in.mem_free / gib,
+                          (double)in.mem_total / gib);
+    return MP_OK;
+}
+
+const MpFwdDevAcc *mp_fwd_plugin_acc(const char *device) {
+    const MpFwdPlugin *p;
+    int ord;
+    MpErr e;
+    return mp_fwd_plugin_open(device, &p, &ord, &e) == MP_OK ? p->acc : NULL;
 }
 
 const void *mp_fwd_plugin_ops(const char *device, unsigned ops_abi, MpErr *e) {

@@ -12,7 +12,14 @@
  *   - SwiGLU, GeGLU, GELU, soft-cap, norms, the RoPE table, softmax: 1e-6 (a few ulp of libm);
  *   - attention scores (f32 GEMM, GQA, soft-cap, window, bidirectional, t0 > 0): 1e-5 and -inf
  *     exactly where masked; a planted NaN reported at its (row, head); the mix: 1e-5;
- *   - the accumulator's entropy: 1e-12 relative.
+ *   - the accumulator's entropy: 1e-12 relative;
+ *   - end to end, every dense family mkmodel writes (and the MoE ones), HF and GGUF (f16, q8_0):
+ *     `probe --device cuda` against `probe` on the CPU: f32 maps (scores, per head, probabilities)
+ *     within 1e-5 of max |score|, bf16 maps within the CPU bf16 bounds of docs/speed.md (max 2e-3,
+ *     mean 2e-5 of max |score|, against the CPU's bf16), the same bytes on a second GPU run;
+ *     `logits --device cuda` log-probs within 1e-4; a run checkpointed on the CPU and resumed on
+ *     the GPU (--checkpoint-every, --resume) within 1e-5 of the CPU's whole run. The binary is
+ *     $MASKPOS_BIN, else this build's.
  * Run: build/tests/test_cuda (seconds on a GPU; scripts/device_check.sh runs it there).
  */
 #include <cuda_runtime_api.h>
@@ -25,6 +32,7 @@
 #include "cuda/cuda_norm.h"    /* norms */
 #include "cuda/cuda_rope.h"    /* RoPE, qk_prepare */
 #include "model/fwd_kernels.h" /* the CPU references */
+#include "core/npy.h"         /* reading the runs' maps */
 #include "model/probe.h"       /* MpProbeAcc: the CPU's accumulator */
 #include "testutil.h"
 
@@ -526,6 +534,167 @@ static void test_accumulator(void **state) {
     accumulator_case(0, 6, 1, 0, 1); /* bidirectional with a window both ways */
 }
 
+/* ================================================================ end to end: the binary */
+
+static const char *bin(void) {
+    const char *b = getenv("MASKPOS_BIN");
+    return b && *b ? b : MP_TEST_BIN;
+}
+
+/* Runs the binary with args (printf-style); fails the test on a non-zero exit. */
+static void run_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void run_ok(const char *fmt, ...) {
+    char args[4096], out[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    if (mp_test_shell(out, sizeof out, "%s %s", bin(), args) != 0) fail_msg("maskpos %s: %s", args, out);
+}
+
+/* A .npy as doubles (*n of them). */
+static double *npy_f64(const char *dir, const char *name, size_t *n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    MpNpy a;
+    MpErr e;
+    double *d = NULL;
+    if (mp_npy_read(path, &a, &e) != MP_OK || mp_npy_to_f64(&a, &d, &e) != MP_OK) fail_msg("%s: %s", path, e.msg);
+    *n = a.count;
+    mp_npy_free(&a);
+    return d;
+}
+
+/* max and mean |a - b| over max |b| (NaN in the same places); the bytes' equality in *same */
+static void npy_cmp(const char *da, const char *db, const char *name, double *mx, double *mean) {
+    size_t na, nb;
+    double *a = npy_f64(da, name, &na), *b = npy_f64(db, name, &nb);
+    assert_int_equal(na, nb);
+    double m = 0, d = 0, sum = 0;
+    size_t cnt = 0;
+    for (size_t i = 0; i < na; i++) {
+        if (isnan(a[i]) != isnan(b[i])) fail_msg("%s: entry %zu NaN in one run only (%s, %s)", name, i, da, db);
+        if (isnan(a[i])) continue;
+        m = fmax(m, fabs(b[i]));
+        d = fmax(d, fabs(a[i] - b[i]));
+        sum += fabs(a[i] - b[i]);
+        cnt++;
+    }
+    *mx = m > 0 ? d / m : d;
+    *mean = m > 0 && cnt ? sum / cnt / m : 0;
+    free(a), free(b);
+}
+
+static int same_file(const char *da, const char *db, const char *name) {
+    char out[256];
+    return mp_test_shell(out, sizeof out, "cmp -s %s/%s %s/%s", da, name, db, name) == 0;
+}
+
+/* One model: the probes and logits on the GPU against the CPU's. */
+static void family_case(const char *tmp, const char *tag, const char *mkargs, int gguf) {
+    char m[512], ids[512], d[6][600];
+    snprintf(m, sizeof m, "%s/%s%s", tmp, tag, gguf ? ".gguf" : "");
+    snprintf(ids, sizeof ids, "%s/ids.npy", tmp);
+    run_ok("mkmodel %s --vocab 300 --seed 3 %s %s", mkargs, gguf ? "--format gguf" : "", m);
+    const char *names[6] = {"cpu32", "gpu32", "gpu32b", "cpu16", "gpu16", "gpulogits"};
+    for (int i = 0; i < 6; i++) snprintf(d[i], sizeof d[i], "%s/%s-%s", tmp, tag, names[i]);
+    const char *p = "probe %s --tokens %s --layers all --out %s --force --quiet --probs --per-head --compute %s%s";
+    run_ok(p, m, ids, d[0], "f32", "");
+    run_ok(p, m, ids, d[1], "f32", " --device cuda");
+    run_ok(p, m, ids, d[2], "f32", " --device cuda");
+    run_ok(p, m, ids, d[3], "bf16", "");
+    run_ok(p, m, ids, d[4], "bf16", " --device cuda");
+    double mx, mean;
+    static const char *const maps[] = {"scores.npy", "scores_heads.npy", "probs.npy"};
+    for (int k = 0; k < 3; k++) {
+        npy_cmp(d[1], d[0], maps[k], &mx, &mean);
+        printf("  %-14s %-17s f32: max %.2e mean %.2e of max |map|", tag, maps[k], mx, mean);
+        if (mx > 1e-5) fail_msg("%s %s: the GPU's f32 map is %.2e of max |map| from the CPU's (bound 1e-5)", tag, maps[k], mx);
+        if (!same_file(d[1], d[2], maps[k])) fail_msg("%s %s: two GPU runs differ", tag, maps[k]);
+        npy_cmp(d[4], d[3], maps[k], &mx, &mean);
+        printf("; bf16 vs the CPU's bf16: max %.2e mean %.2e\n", mx, mean);
+        if (mx > 2e-3 || mean > 2e-5) fail_msg("%s %s: bf16 beyond the CPU bf16 bounds (max %.2e, mean %.2e)", tag, maps[k], mx, mean);
+    }
+    /* log-probs of the whole model */
+    run_ok("logits %s --tokens 5,17,2,250,9,33,41,7 --out %s-cpu.npy --force", m, d[5]);
+    run_ok("logits %s --tokens 5,17,2,250,9,33,41,7 --out %s-gpu.npy --force --device cuda", m, d[5]);
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s-gpu.npy", tag);
+    snprintf(b, sizeof b, "%s-cpu.npy", tag);
+    size_t na, nb;
+    double *la = npy_f64(tmp, a, &na), *lb = npy_f64(tmp, b, &nb);
+    assert_int_equal(na, nb);
+    double dl = 0;
+    for (size_t i = 0; i < na; i++) dl = fmax(dl, fabs(la[i] - lb[i]));
+    printf("  %-14s logits: max |log-prob difference| %.2e\n", tag, dl);
+    if (!(dl <= 1e-4)) fail_msg("%s: log-probs differ by %.2e (bound 1e-4)", tag, dl);
+    free(la), free(lb);
+}
+
+static void test_families_end_to_end(void **state) {
+    (void)state;
+    NEED_GPU();
+    static const struct {
+        const char *tag, *args;
+        int gguf;
+    } cases[] = {
+        {"llama", "--arch llama --rope-scaling llama3", 0},
+        {"llama-q8", "--arch llama --dtype q8_0", 1},
+        {"mistral", "--arch mistral --sliding-window 16", 0},
+        {"qwen2", "--arch qwen2 --sliding-window 16", 0},
+        {"qwen3", "--arch qwen3", 0},
+        {"qwen3-f16", "--arch qwen3 --dtype f16", 1},
+        {"phi3", "--arch phi3 --rope-scaling longrope --partial-rotary 0.5", 0},
+        {"olmo2", "--arch olmo2", 0},
+        {"gemma", "--arch gemma", 0},
+        {"gemma2", "--arch gemma2 --sliding-window 16 --layers 3", 0},
+        {"gemma3", "--arch gemma3 --sliding-window 16 --layers 6", 0},
+        {"gptneox", "--arch gptneox", 0},
+        {"mixtral", "--arch mixtral", 0},
+        {"qwen3moe", "--arch qwen3moe", 0},
+        {"qwen2moe", "--arch qwen2moe", 0},
+    };
+    const char *tmp = mp_test_tmpdir();
+    char ids[600];
+    snprintf(ids, sizeof ids, "%s/ids.npy", tmp);
+    int32_t t[4 * 48];
+    uint32_t sd = 12345;
+    for (int i = 0; i < 4 * 48; i++) t[i] = (int32_t)((sd = sd * 1664525u + 1013904223u) >> 8) % 300;
+    MpErr e;
+    const int64_t shape[2] = {4, 48};
+    if (mp_npy_write(ids, MP_DT_I32, t, 2, shape, &e) != MP_OK) fail_msg("%s", e.msg);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) family_case(tmp, cases[i].tag, cases[i].args, cases[i].gguf);
+}
+
+/* A run checkpointed on the CPU, killed, resumed on the GPU: within 1e-5 of the CPU's whole run. */
+static void test_resume_across_devices(void **state) {
+    (void)state;
+    NEED_GPU();
+    const char *tmp = mp_test_tmpdir();
+    char m[600], ids[600], out[8192];
+    snprintf(m, sizeof m, "%s/m", tmp);
+    snprintf(ids, sizeof ids, "%s/ids.npy", tmp);
+    run_ok("mkmodel --arch llama --layers 2 --vocab 300 %s", m);
+    int32_t t[6 * 40];
+    for (int i = 0; i < 6 * 40; i++) t[i] = (i * 37 + 11) % 300;
+    MpErr e;
+    const int64_t shape[2] = {6, 40};
+    if (mp_npy_write(ids, MP_DT_I32, t, 2, shape, &e) != MP_OK) fail_msg("%s", e.msg);
+    run_ok("probe %s --tokens %s --out %s/whole --quiet", m, ids, tmp);
+    const int rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/part --quiet --checkpoint-every 1",
+                                 bin(), m, ids, tmp);
+    if (rc == 0) fail_msg("the killed run ended normally: %s", out);
+    run_ok("probe %s --tokens %s --out %s/part --quiet --checkpoint-every 1 --resume --device cuda", m, ids, tmp);
+    char a[700], b[700];
+    snprintf(a, sizeof a, "%s/part", tmp);
+    snprintf(b, sizeof b, "%s/whole", tmp);
+    double mx, mean;
+    npy_cmp(a, b, "scores.npy", &mx, &mean);
+    npy_cmp(a, b, "scores_se.npy", &mx, &mean);
+    printf("resumed on the GPU after 3 of 6 sequences on the CPU: max %.2e of max |map|\n", mx);
+    assert_true(mx <= 1e-5);
+}
+
 /* ================================================================ main */
 
 static int cuda_setup(void **state) {
@@ -561,6 +730,8 @@ int main(void) {
         cmocka_unit_test(test_rope_and_qk_prepare),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_accumulator),
+        cmocka_unit_test(test_families_end_to_end),
+        cmocka_unit_test(test_resume_across_devices),
     };
     return cmocka_run_group_tests(tests, cuda_setup, cuda_teardown);
 }

@@ -28,7 +28,7 @@ CUDA_SRC := $(sort $(wildcard src/cuda/*.cu))
 CUDA_OBJ := $(CUDA_SRC:%.cu=$(BUILD)/obj/%.o)
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcublasLt -Xlinker -rpath=$(CUDA_HOME)/lib64
 
-$(BUILD)/obj/src/cuda/%.o: src/cuda/%.cu $(HDRS) Makefile src/cuda/cuda.mk
+$(BUILD)/obj/src/cuda/%.o: src/cuda/%.cu $(HDRS) $(wildcard src/cuda/*.cuh) Makefile src/cuda/cuda.mk
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCC_FLAGS) -c $< -o $@
 

@@ -176,7 +176,7 @@ int mp_fwd_plugin_known(const char *device) {
     return plugin_backend(device, &i) != NULL;
 }
 
-const char *mp_fwd_plugin_names(void) { return "cuda"; }
+const char *mp_fwd_plugin_names(void) { return plugin_backends[0].name; } /* one plugin backend so far */
 
 /* N of "NAME:N" (>= 0), -1 for plain NAME, or -2 and why in e when the suffix is no number. */
 static int plugin_ordinal_parse(const char *device, const PluginBackend *b, MpErr *e) {

@@ -123,9 +123,27 @@ static uint32_t plan_align(const void *p) {
     return a;
 }
 
+/* The alignment every matrix of a batch keeps: the base's and, with batches, the stride's. */
+static uint32_t plan_align_batch(const void *p, int64_t stride, int batch, size_t elem) {
+    const uint32_t a = plan_align(p);
+    if (batch <= 1 || stride == 0) return a;
+    const uint32_t s = plan_align((const void *)(uintptr_t)((uint64_t)stride * elem));
+    return a < s ? a : s;
+}
+
+/* the alignments of a, b, c (as cuBLASLt's operands B, A, C) */
+static void plan_aligns(const MpCudaGemm *g, uint32_t *aa, uint32_t *ab, uint32_t *ac) {
+    const size_t el = g->type == MP_CUDA_BF16 ? 2 : 4;
+    *aa = plan_align_batch(g->a, g->stride_a, g->batch, el);
+    *ab = plan_align_batch(g->b, g->stride_b, g->batch, el);
+    *ac = plan_align_batch(g->c, g->stride_c, g->batch, sizeof(float));
+}
+
 static uint64_t plan_key(const MpCudaGemm *g) {
+    uint32_t aa, ab, ac;
+    plan_aligns(g, &aa, &ab, &ac);
     const int64_t f[] = {g->M, g->N, g->K, g->lda, g->ldb, g->ldc, g->stride_a, g->stride_b, g->stride_c, g->batch, g->b_t,
-                         g->type, plan_align(g->a), plan_align(g->b), plan_align(g->c)};
+                         g->type, aa, ab, ac};
     uint64_t h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
         h ^= (uint64_t)f[i];
@@ -172,7 +190,9 @@ static cublasStatus_t plan_make(MpCuda *c, const MpCudaGemm *g, Plan *p) {
     s = cublasLtMatmulPreferenceCreate(&pref);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     const uint64_t ws = MP_CUDA_WORKSPACE;
-    const uint32_t al[4] = {plan_align(g->b), plan_align(g->a), plan_align(g->c), plan_align(g->c)};
+    uint32_t aa, ab, ac;
+    plan_aligns(g, &aa, &ab, &ac);
+    const uint32_t al[4] = {ab, aa, ac, ac}; /* cuBLASLt's A is our b, its B our a */
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al[0], sizeof al[0]);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al[1], sizeof al[1]);

@@ -121,9 +121,7 @@ static void *ops_alloc(MpFwdCtx *c, size_t bytes) {
 
 static void ops_free(MpFwdCtx *c, void *p) {
     mp_cuda_fwd_use(c);
-    if (!p) return;
-    cudaSetDevice(c->cu.ordinal);
-    cudaFree(p);
+    if (p) cudaFree(p);
 }
 
 static void ops_upload(MpFwdCtx *c, void *dst, const void *src, size_t bytes) {

@@ -7,6 +7,8 @@
 #   make release    -O3 -march=native, in build-release/ (not portable: for local benchmarks)
 #   make OPENMP=0   build without OpenMP (results are identical: tests run both ways in CI)
 #   make fuzz       libFuzzer runs of the checkpoint parsers (clang; FUZZ_SECONDS=180 each)
+#   make CUDA=1     also the CUDA backend: build/libmaskpos-cuda.so, a plugin the binary and libmaskpos.so
+#                   load for --device cuda (src/cuda/cuda.mk; the plain build links no CUDA library)
 #   make MPI=1      with OpenMPI (Debian libopenmpi-dev), in build-mpi/: `mpirun -np N build-mpi/maskpos
 #                   probe|simulate|reproduce ...` (docs/mpi.md); run by hand it behaves as the plain build
 #   make clean
@@ -161,3 +163,19 @@ install: $(BUILD)/maskpos $(BUILD)/libmaskpos.so $(BUILD)/libmaskpos.a
 	install -m 644 python/maskpos/*.py $(DESTDIR)$(PYTHONDIR)/maskpos/
 	printf '# written by make install: where this copy of the package finds its library\nLIBDIR = "%s"\n' \
 	    '$(PREFIX)/lib' > $(DESTDIR)$(PYTHONDIR)/maskpos/_libdir.py
+
+# ---- device backends as plugins (src/model/fwd_plugin.c loads them for --device cuda)
+# tests/test_plugin.c loads a stand-in plugin (tests/plugin_stub.c) built three ways: the right
+# interface version, another one, and without the entry function.
+PLUGIN_STUBS := $(BUILD)/tests/plugin_stub.so $(BUILD)/tests/plugin_stub_abi.so $(BUILD)/tests/plugin_stub_noentry.so
+$(BUILD)/tests/plugin_stub.so: STUB_DEFS :=
+$(BUILD)/tests/plugin_stub_abi.so: STUB_DEFS := -DSTUB_OTHER_ABI
+$(BUILD)/tests/plugin_stub_noentry.so: STUB_DEFS := -DSTUB_NO_ENTRY
+$(PLUGIN_STUBS): tests/plugin_stub.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(STUB_DEFS) -shared -o $@ $< $(LDFLAGS)
+$(BUILD)/tests/test_plugin: $(PLUGIN_STUBS)
+CUDA ?= 0
+ifeq ($(CUDA),1)
+  include src/cuda/cuda.mk
+endif

@@ -21,7 +21,7 @@ from a config (no network, no checkpoint), batch 8. The issue's target: accum â‰
 
 --tiny without transformers uses python/tests_torch/tiny_hf.py's small decoder (the same attention
 calling convention) on a `maskpos mkmodel` llama folder. Figures: printed and, with --out, JSON;
-README/docs/python.md quote them once measured (scripts/gpu_check.sh).
+README/docs/python.md quote them once measured (scripts/device_check.sh).
 """
 import argparse
 import json

@@ -10,7 +10,7 @@
  *                       from `maskpos mkmodel` folders.
  * Each is skipped (with the reason; an unexpected skip fails `make test`: tests/expected_skips.txt)
  * when what it needs is missing: scripts/setup.sh --test installs python3, numpy, pytest and torch;
- * transformers is not a Debian package (the GPU machine has it: scripts/gpu_check.sh).
+ * transformers is not a Debian package (the GPU machine has it: scripts/device_check.sh).
  * In the sanitizer build the library carries AddressSanitizer: python3 runs with its runtime
  * preloaded (leak reports off: the interpreter's own allocations are not ours).
  */

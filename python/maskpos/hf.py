@@ -24,7 +24,7 @@ Neither torch nor transformers is imported with maskpos: only when probe() runs.
 transformers, registry= takes any mapping the model looks its attention function up in (the
 tests use a tiny PyTorch model built that way). Docs: docs/python.md, "HF transformers".
 Tests: python/tests_torch/test_hf.py (the hook on a tiny model here; real transformers models where
-transformers is installed: python/tests_hf, scripts/gpu_check.sh).
+transformers is installed: python/tests_hf, scripts/device_check.sh).
 """
 import sys
 import time

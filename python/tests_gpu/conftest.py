@@ -1,5 +1,5 @@
 """conftest.py — the Python tests that need a CUDA device (and torch): the Accumulator's on-device
-reduction on real GPU tensors. Run only by scripts/gpu_check.sh on a GPU machine (never by
+reduction on real GPU tensors. Run only by scripts/device_check.sh on a GPU machine (never by
 `make test`, which has none). The fixtures are python/tests/conftest.py's.
 """
 import os

@@ -1,4 +1,4 @@
-"""test_cuda.py — maskpos.Accumulator with CUDA tensors (run by scripts/gpu_check.sh only): the
+"""test_cuda.py — maskpos.Accumulator with CUDA tensors (run by scripts/device_check.sh only): the
 scores the C forward pass computes, moved to the GPU in float32 and in bfloat16, reduced there
 (maskpos._torch, float64) give the host path's maps within 1e-12 relative (float64 sums in another
 order) and probabilities within 1e-6 (torch's float32 softmax against the probe's); recency=True

@@ -1,6 +1,6 @@
 """conftest.py — the Python tests that need HF transformers (and torch): maskpos.hf.probe on real
 transformers models, in their own pytest process (tests/test_pyapi.c where transformers is
-installed; scripts/gpu_check.sh on the GPU machine). The fixtures are python/tests/conftest.py's.
+installed; scripts/device_check.sh on the GPU machine). The fixtures are python/tests/conftest.py's.
 """
 import os
 import runpy

@@ -7,7 +7,7 @@ different summation orders and kernels), causal with per-head maps and probabili
 bidirectional run; a bfloat16 model gives the same maps within bf16's precision.
 
 Bounds: scores, heads, standard errors and diagonal-normalised maps: 1e-4 × max(1, max |map|);
-probabilities 1e-5. First measured on the GPU machine by scripts/gpu_check.sh (not yet run).
+probabilities 1e-5. First measured on the GPU machine by scripts/device_check.sh (not yet run).
 """
 import os
 import subprocess

@@ -12,7 +12,7 @@ sliding window of 8 < S):
 - padding, layers out of range and texts without a tokenizer raise maskpos.Error;
 - import maskpos imports neither torch nor transformers.
 Real transformers models: python/tests_hf (run by tests/test_pyapi.c where transformers is
-installed, and by scripts/gpu_check.sh).
+installed, and by scripts/device_check.sh).
 """
 import os
 import subprocess

@@ -29,6 +29,7 @@
 static const char *reproduce_help =
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
     "                         [--seed N] [--threads N] [--models DIR] [--compute f32|bf16]\n"
+    "                         [--device cpu|cuda[:N]]\n"
     "                         [--stories-n N]\n"
     "                         [--model PATH --data FILE [--n N] [--seq S] [--pack]]\n"
     "\n"
@@ -48,6 +49,8 @@ static const char *reproduce_help =
     "  --seed N      random seed (default 0)\n"
     "  --threads N   worker threads (default: all cores)\n"
     "  --compute M   f32 (default, the reference) or bf16 for every model probe (docs/speed.md)\n"
+    "  --device D    the model probes' forward pass: cpu (default) or cuda[:N] (make CUDA=1;\n"
+    "                docs/cuda.md); the simulations run on the CPU\n"
     "  --stories-n N sequences of the stories stage (Figure 5 on the pretrained stories260K over\n"
     "                N x 512 tokens it writes itself from BOS; default 1000, --quick 32)\n"
     "  --models DIR  the embedded models and their corpus (none/, rope/, kjv.txt; default:\n"
@@ -124,7 +127,7 @@ static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv, int *done)
                                          {"models", required_argument, 0, 'M'}, {"model", required_argument, 0, 'm'},
                                          {"data", required_argument, 0, 'd'},  {"n", required_argument, 0, 'n'},
                                          {"seq", required_argument, 0, 'S'},   {"pack", no_argument, 0, 'P'},
-                                         {"compute", required_argument, 0, 'c'},
+                                         {"compute", required_argument, 0, 'c'},   {"device", required_argument, 0, 'D'},
                                          {"stories-n", required_argument, 0, 'N'},
                                          {0, 0, 0, 0}};
     opterr = 0;
@@ -149,6 +152,7 @@ static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv, int *done)
             if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) return mp_cli_error(cmd, "--compute: f32 or bf16, not '%s'", optarg);
             cfg->compute = optarg;
             break;
+        case 'D': cfg->device = mp_cli_device(cmd, optarg); break;
         case 'N': cfg->stories_n = mp_cli_i64(cmd, "--stories-n", optarg, 2, INT64_C(1) << 24); break;
         case 'h':
             fputs(reproduce_help, stdout);

@@ -28,6 +28,7 @@
 #include "job/probe_len.h"  /* mp_probe_len_meta */
 #include "job/sim_out.h"   /* mp_job_stats_json */
 #include "model/fwd.h"     /* MpFwd */
+#include "model/fwd_plugin.h" /* the GPU of --device cuda: its memory check, meta.json's device */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
 #include "tok/tok.h"       /* the model's tokenizer */
 
@@ -241,7 +242,7 @@ static int probe_headsum_workers(const MpProbeConfig *c, int threads) { return c
 void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
                    int threads, int nranks, int rank) {
     const MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute,
-                            .tap_headsum_workers = probe_headsum_workers(c, threads)};
+                            .device = c->device, .tap_headsum_workers = probe_headsum_workers(c, threads)};
     mp_fwd_plan_bytes(m, &fc, &p->weights, &p->acts);
     const uint64_t SS = (uint64_t)S * S;
     /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
@@ -301,7 +302,8 @@ static int probe_plan(ProbeState *s, MpErr *e) {
         return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: %sfewer --layers, a shorter --seq or no --per-head",
                           peak / 1048576.0, r->max_mem_gib > 0 ? "--max-mem-gib limit" : "memory available", limit / 1048576.0,
                           r->compute == MP_FWD_COMPUTE_F32 ? "--compute bf16 (weights in half the memory), " : "");
-    return MP_OK;
+    /* a device (--device cuda): the weights, the activations and the sums live in its memory */
+    return mp_fwd_plugin_mem_check(r->device, wbytes + abytes + maps, e);
 }
 
 /* The accumulator and the forward pass, with the optional sums. */
@@ -508,6 +510,29 @@ void mp_probe_meta_windows(json_t *j, const int *w, int L) {
                                     "the causal mask's, 0 in probs; they mask nothing when seq <= W"));
 }
 
+/* meta.json's "device": "cpu", or the GPU the forward pass ran on (name, compute capability,
+ * memory, the driver's and runtime's CUDA versions, cuBLASLt's version). */
+static json_t *probe_meta_device(const char *device) {
+    MpFwdDeviceInfo in;
+    MpErr e;
+    if (!device || !mp_fwd_plugin_known(device) || mp_fwd_plugin_device_info(device, &in, &e) != MP_OK) return json_string("cpu");
+    json_t *d = json_object();
+    char v[64];
+    snprintf(v, sizeof v, "cuda:%d", in.ordinal);
+    json_object_set_new(d, "device", json_string(v));
+    json_object_set_new(d, "name", json_string(in.name));
+    snprintf(v, sizeof v, "%d.%d", in.cc_major, in.cc_minor);
+    json_object_set_new(d, "compute_capability", json_string(v));
+    json_object_set_new(d, "memory_bytes", json_integer(in.mem_total));
+    snprintf(v, sizeof v, "%d.%d", in.driver / 1000, in.driver % 1000 / 10);
+    json_object_set_new(d, "driver_cuda_version", json_string(v));
+    snprintf(v, sizeof v, "%d.%d", in.runtime / 1000, in.runtime % 1000 / 10);
+    json_object_set_new(d, "cuda_runtime", json_string(v));
+    snprintf(v, sizeof v, "%d.%d.%d", in.blas / 10000, in.blas / 100 % 100, in.blas % 100);
+    json_object_set_new(d, "cublaslt", json_string(v));
+    return d;
+}
+
 /* The run's half of meta.json: model, data, flags. */
 static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     const MpProbeConfig *r = s->c;
@@ -569,6 +594,7 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
                                                       : "f32 weights and activations, f32 accumulation; map sums in double"));
     json_object_set_new(j, "compute_mode", json_string(mp_fwd_compute_name(r->compute)));
     json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(s->f.kernel))); /* this pass's kernel */
+    json_object_set_new(j, "device", probe_meta_device(r->device));
     json_object_set_new(j, "compute_time_s", json_real(res->compute_s));
     return j;
 }

@@ -51,14 +51,17 @@ typedef struct MpFwdCheckBufs {
     int64_t ldq, ldk;
 } MpFwdCheckBufs;
 
+/* IEEE bits of +Inf: amax bits at or above it mean a NaN or ±Inf. */
+#define MP_FWD_CHECK_NONFINITE 0x7f800000u
+
 /* The largest |x[i]| of x[0, n) as its IEEE bits without the sign: >= 0x7f800000 when one of them
  * is NaN or ±Inf. One pass, vectorisable. */
 uint32_t mp_fwd_check_amax_bits(const float *x, size_t n);
 
-/* Before a layer's scores, from its q [nq] and k [nk] (the rows of this run) and the score scale:
- * decides whether the scores must be checked (always when cached) and clears the record. */
-void mp_fwd_check_scores_plan(MpFwdCheck *c, const float *q, size_t nq, const float *k, size_t nk, int HS, float scale,
-                              int cached);
+/* Before a layer's scores, from max |q| and max |k| of the rows of this run as amax bits
+ * (mp_fwd_check_amax_bits, or a backend's amax op) and the score scale: decides whether the scores
+ * must be checked (always when cached) and clears the record. */
+void mp_fwd_check_scores_plan(MpFwdCheck *c, uint32_t qbits, uint32_t kbits, int HS, float scale, int cached);
 /* Head h, rows [i0, i1) of scores sh (row stride ldt) as the kernel made them: records the first
  * (row, head) whose visible entries j < (causal ? i + 1 : T) hold NaN or ±Inf. Thread-safe. */
 void mp_fwd_check_scores_rows(MpFwdCheck *c, const float *sh, int ldt, int T, int causal, int h, int i0, int i1);

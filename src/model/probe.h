@@ -99,6 +99,11 @@ typedef struct MpProbeAcc {
                          int worker);
     void (*recency_seq)(struct MpProbeAcc *a, int li);
     void (*recency_free)(struct MpProbeAcc *a);
+    /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
+     * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
+     * calls it before reading them); both NULL otherwise */
+    void *dev;
+    int (*dev_sync)(const struct MpProbeAcc *a, MpErr *e);
 } MpProbeAcc;
 
 /* The accumulator's sums, as ONE table of arrays (probe_acc.c, `probe_arrays`): each row names

@@ -48,6 +48,7 @@ static uint64_t ckpt_checksum(const CkptHeader *hd, const MpProbeArray *t, int n
 }
 
 int mp_probe_ckpt_save(const char *path, const MpProbeAcc *a, uint64_t key, MpErr *e) {
+    if (a->dev_sync && a->dev_sync(a, e) != MP_OK) return MP_ERR; /* the sums of a device (model/probe_dev.c) */
     CkptHeader hd;
     memset(&hd, 0, sizeof hd);
     memcpy(hd.magic, CKPT_MAGIC, 8);

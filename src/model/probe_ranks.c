@@ -7,6 +7,7 @@
 
 #include "core/mpi.h"  /* mp_mpi_* */
 #include "core/util.h" /* mp_time_now */
+#include "model/probe_dev.h"     /* mp_probe_dev_*: the sums on the forward pass's device */
 #include "model/probe_recency.h" /* mp_probe_acc_recency_on: the part sums of --recency */
 
 /* One sequence of ids [seq] through f into a: the scores reach a's sums row block by row block,
@@ -15,6 +16,7 @@
  * workers (cfg.tap_headsum_workers), the forward pass hands over that sum ([16, S] doubles a block)
  * instead of every head's rows: the same bits. */
 static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr *e) {
+    if (a->dev) return mp_probe_dev_run(f, a, ids, seq, e); /* the sums on the forward pass's device */
     const int reduced = !mp_probe_acc_needs_heads(a) && f->cfg.tap_headsum_workers >= a->threads;
     f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
     f->rows_headsum = reduced ? mp_probe_acc_rows_headsum : NULL;
@@ -53,7 +55,8 @@ static int ranks_part_init(MpProbeAcc *part, const MpProbeAcc *a, MpErr *e) {
 }
 
 /* Workers of one process (threads > 1, a small model): sequences s0 .. s0+nw-1 at a time, one
- * per thread, each through its own forward pass (f, or a copy of it) into its own one-sequence
+ * per thread, each through its own forward pass (f, or a worker of it sharing f's weights:
+ * mp_fwd_init_worker; its own activations) into its own one-sequence
  * accumulator; then, in sequence order, each is added to a by mp_probe_acc_merge, as ranks_root
  * adds the other ranks' (0 + x = x: the bits of the plain loop). Forward passes inside the
  * workers run serially (mp_fwd_top_level), so nothing waits on a team per layer. */
@@ -67,7 +70,7 @@ static int ranks_threads(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n,
     int made = 0, fmade = 1; /* accumulators and forward passes set up (each init frees its own on failure) */
     while (rc == MP_OK && made < nw) rc = ranks_part_init(&part[made], a, e) == MP_OK ? (made++, MP_OK) : MP_ERR;
     if (fw) fw[0] = *f; /* worker 0 runs the caller's forward pass (handed back below) */
-    while (rc == MP_OK && fmade < nw) rc = mp_fwd_init(&fw[fmade], f->m, &f->cfg, e) == MP_OK ? (fmade++, MP_OK) : MP_ERR;
+    while (rc == MP_OK && fmade < nw) rc = mp_fwd_init_worker(&fw[fmade], f, e) == MP_OK ? (fmade++, MP_OK) : MP_ERR;
     for (int64_t s0 = a->n_done; rc == MP_OK && s0 < n; s0 += nw) {
         const int cnt = (int)(n - s0 < nw ? n - s0 : nw);
 #pragma omp parallel for num_threads(cnt) schedule(static, 1)
@@ -176,7 +179,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
 static int ranks_workers(const MpProbeAcc *a, const MpFwd *f, int64_t n) {
     uint64_t wbytes = 0, abytes = 0;
     mp_fwd_plan_bytes(f->m, &f->cfg, &wbytes, &abytes);
-    if (a->threads < 2 || f->probs_hook || f->capture || wbytes >= MP_PROBE_SMALL_BYTES || n - a->n_done < 2) return 1;
+    if (a->threads < 2 || !f->ops->host_memory || f->probs_hook || f->capture || wbytes >= MP_PROBE_SMALL_BYTES || n - a->n_done < 2) return 1;
     return a->threads;
 }
 
@@ -187,7 +190,16 @@ int mp_probe_run_ranks(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, i
     memset(st, 0, sizeof *st);
     if (mp_mpi_size() < 2) {
         const int nw = ranks_workers(a, f, n);
-        return nw > 1 ? ranks_threads(a, f, ids, n, seq, nw, step, ctx, e) : ranks_one(a, f, ids, n, seq, step, ctx, e);
+        if (nw > 1) return ranks_threads(a, f, ids, n, seq, nw, step, ctx, e);
+        const int dev = mp_probe_dev_attach(a, f, e); /* a device's forward pass: its sums there too */
+        if (dev < 0) return MP_ERR;
+        int rc = ranks_one(a, f, ids, n, seq, step, ctx, e);
+        MpErr de;
+        if (dev && mp_probe_dev_detach(a, &de) != MP_OK && rc == MP_OK) {
+            *e = de;
+            rc = MP_ERR;
+        }
+        return rc;
     }
     mp_mpi_bcast(&a->n_done, sizeof a->n_done, 0); /* rank 0's checkpoint decides where all start */
     if (mp_mpi_rank() == 0) return ranks_root(a, f, ids, n, seq, step, ctx, st, e);

@@ -30,6 +30,7 @@ typedef struct MpReproConfig {
     int64_t model_n;        /* --n (0: the stage's default) */
     int model_seq, pack;    /* --seq (0: 1024 or the model's context), --pack */
     const char *compute;    /* "f32" or "bf16" for every probe */
+    const char *device;     /* the model probes' backend (--device): NULL = cpu */
     int64_t stories_n;      /* --stories-n (0: 1000, quick 32) */
     const char *stories;    /* the stories260K .gguf, or NULL when none was found */
     uint32_t stages;        /* bit k: stage k of mp_repro_stage_name */

@@ -43,6 +43,7 @@ static void probe_config(MpProbeConfig *pc, const MpReproProbeSpec *s, const MpR
     /* the length stage's probes run at the default compute */
     pc->compute = s->recency_plot ? MP_FWD_COMPUTE_F32 : mp_fwd_compute_parse(cfg->compute);
     pc->threads = cfg->base.threads;
+    pc->device = cfg->device; /* in the reuse key: another device's sums differ in the last bits */
     pc->out = dir;
     pc->out_mode = MP_OUTDIR_NEW;
 }

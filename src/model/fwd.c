@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/util.h"     /* mp_thread_num */
+#include "model/fwd_amx.h"  /* mp_amx_weight_elems: the AMX tile layout's size */
 #include "model/fwd_par.h" /* FWD_PAR_FOR, FWD_PAR_FOR2, FWD_PAR_MIN: loops parallel above a work threshold */
 
 /* ================================================================ memory plan */
@@ -28,10 +29,12 @@ static float *fwd_carve(FwdCarve *c, size_t n) {
     return p;
 }
 
-/* A packed weight: f32 panels, or bf16 panels (half the floats) when bf16 is set. */
-static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int compute) {
+/* A packed weight: f32 panels, or bf16 values (half the floats) when bf16 is set, in the layout of
+ * the pass's kernel (panels, or the AMX tiles of fwd_amx.h). */
+static void fwd_mat(FwdCarve *c, MpFwdMat *w, int64_t out, int64_t in, int compute, MpFwdKernel kernel) {
     const int bf16 = compute == MP_FWD_COMPUTE_BF16;
-    const size_t n = mp_fwd_mat_floats(out, in);
+    w->layout = bf16 ? mp_fwd_kernel_layout(kernel) : MP_FWD_LAYOUT_PANELS;
+    const size_t n = w->layout == MP_FWD_LAYOUT_TILES ? mp_amx_weight_elems(out, in) : mp_fwd_mat_floats(out, in);
     float *p = fwd_carve(c, bf16 ? (n + 1) / 2 : n);
     w->p = bf16 ? NULL : p;
     w->pb = bf16 ? (uint16_t *)p : NULL;
@@ -103,21 +106,21 @@ static void fwd_layout_weights(FwdCarve *c, MpFwdLayer *layers, MpFwdMat *expmat
             int64_t rows, cols;
             if (!mp_family_has(m->arch, s->role)) continue;
             mp_role_shape(s->role, &rd, &rows, &cols);
-            if (s->mat) fwd_mat(c, fwd_slot_mat(ly, s), rows, cols, b);
+            if (s->mat) fwd_mat(c, fwd_slot_mat(ly, s), rows, cols, b, f->kernel);
             else *fwd_slot_vec(ly, s) = fwd_carve(c, (size_t)(rows * cols));
         }
         if (layers) ly->exps = expmats ? expmats + (size_t)l * E * 3 : NULL;
         for (int j = 0; j < E; j++) { /* expert j's gate [FF, C], up [FF, C], down [C, FF] */
             MpFwdMat et[3], *w = layers && expmats ? expmats + ((size_t)l * E + j) * 3 : et;
-            fwd_mat(c, &w[0], d.FF, d.C, b);
-            fwd_mat(c, &w[1], d.FF, d.C, b);
-            fwd_mat(c, &w[2], d.C, d.FF, b);
+            fwd_mat(c, &w[0], d.FF, d.C, b, f->kernel);
+            fwd_mat(c, &w[1], d.FF, d.C, b, f->kernel);
+            fwd_mat(c, &w[2], d.C, d.FF, b, f->kernel);
         }
     }
     f->out_norm_b = NULL;
     if (cfg->logits) {
         f->out_norm = fwd_carve(c, (size_t)d.C);
-        fwd_mat(c, &f->lm_head, d.V, d.C, b);
+        fwd_mat(c, &f->lm_head, d.V, d.C, b, f->kernel);
         if (mp_family_has(m->arch, MP_ROLE_OUTPUT_NORM_BIAS)) f->out_norm_b = fwd_carve(c, (size_t)d.C);
     }
 }
@@ -332,11 +335,9 @@ int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16 && cfg->compute != MP_FWD_COMPUTE_F32_PLAIN)
         return mp_err_set(e, "compute mode %d unknown (f32 or bf16)", cfg->compute);
     if (cfg->kv_cache && !cfg->causal) return mp_err_set(e, "a key/value cache needs the causal mask");
-    const char *kname = getenv("MASKPOS_KERNEL");
-    const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
-    if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512, avx512bf16)", kname);
-    const int kset = mp_fwd_kernel_resolve((MpFwdKernel)kreq);
-    if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname);
+    char kwhy[512];
+    const int kset = mp_fwd_kernel_choose(getenv("MASKPOS_KERNEL"), cfg->compute == MP_FWD_COMPUTE_BF16, kwhy, sizeof kwhy);
+    if (kset < 0) return mp_err_set(e, "%s", kwhy);
     const MpFwdOps *ops = cfg->ops ? cfg->ops : mp_fwd_ops_for(cfg->device, cfg->compute == MP_FWD_COMPUTE_F32_PLAIN, e);
     if (!ops) return MP_ERR;
     f->m = m;

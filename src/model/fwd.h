@@ -208,9 +208,11 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
 /* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits) into the
  * storage of the backend (cfg->ops, else cfg->device and cfg->compute: fwd_backend.h; a device
  * not built or unknown: MP_ERR, one line).
- * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512|avx512bf16 forces the
- * matmul kernel of this pass (tests use it to run every path on one machine); unknown or
- * unavailable: MP_ERR. The process-wide mp_fwd_kernel_set is neither read nor changed.
+ * The environment variable MASKPOS_KERNEL (auto, a kernel name, or a bit class: fwd_kernels.h,
+ * mp_fwd_kernel_choose) chooses the matmul kernel of this pass (tests use it to run every path on
+ * one machine); unknown or unavailable: MP_ERR. Without it, the fastest kernel of the CPU's default
+ * bit class (measured once per process). The weights are packed in that kernel's layout. The
+ * process-wide mp_fwd_kernel_set is neither read nor changed.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */

@@ -399,12 +399,12 @@ static int probe_resume_other_bits(ProbeState *s, MpErr *e) {
         int missing;
         if (b == own || mp_probe_ckpt_load(s->ckpt, &s->acc, probe_run_key(s, b), &missing, &e2) != MP_OK) continue;
         if (b < 0)
-            return mp_err_set(e, "--resume: %s is a bf16 checkpoint of an older maskpos, whose run key does not say which "
+            return mp_err_set(e, "%s is a bf16 checkpoint of an older maskpos, whose run key does not say which "
                                  "bit class of matmul kernels summed it (docs/speed.md); HINT: run again without --resume "
                                  "(--force replaces the folder)",
                               s->ckpt);
         const int k = mp_fwd_kernel_pick(b, 1);
-        return mp_err_set(e, "--resume: %s was summed by bf16 matmul kernels of bit class %s; this run's kernel %s is of "
+        return mp_err_set(e, "%s was summed by bf16 matmul kernels of bit class %s; this run's kernel %s is of "
                              "class %s, whose sums differ; HINT: MASKPOS_KERNEL=%s resumes it with the same bits (%s%s)",
                           s->ckpt, mp_fwd_bits_name(b), mp_fwd_kernel_name(s->f.kernel), mp_fwd_bits_name(own),
                           mp_fwd_bits_name(b), k >= 0 ? "here: kernel " : "no kernel of that class runs on this CPU",

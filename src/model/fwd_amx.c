@@ -399,6 +399,7 @@ int mp_amx_usable(const char **why) {
     return state;
 }
 
+#if AMX_X86
 /* Self-check data: a bf16 value drawn by kind (0: normal over 2^-15 .. 2^15; 1: also subnormal
  * or tiny; 2: near 2^-63, so products land near FLT_MIN). */
 static uint16_t amx_check_value(uint64_t *s, int kind) {
@@ -424,7 +425,6 @@ static void amx_check_guide(float *c, const uint16_t *a, const uint16_t *b) {
         }
 }
 
-#if AMX_X86
 __attribute__((target("amx-tile,amx-bf16"))) static void amx_check_hw(float *c, const uint16_t *a, const uint16_t *b) {
     const AmxCfg cfg = amx_cfg();
     _tile_loadconfig(&cfg);
@@ -435,7 +435,6 @@ __attribute__((target("amx-tile,amx-bf16"))) static void amx_check_hw(float *c, 
     _tile_stored(0, c, 64);
     _tile_release();
 }
-#endif
 
 static void amx_check_emu(float *c, const uint16_t *a, const uint16_t *b) {
     const AmxCfg cfg = amx_cfg();
@@ -454,6 +453,8 @@ static double amx_ulps(float p, float q) {
     const int64_t oa = a < 0 ? INT32_MIN - a : a, ob = b < 0 ? INT32_MIN - b : b;
     return fabs((double)(oa - ob));
 }
+
+#endif
 
 static int amx_selfcheck_run(char *line, size_t n) {
     const char *why;

@@ -511,7 +511,7 @@ static const FwdKernelRow fwd_kernels[MP_FWD_KERNEL_COUNT] = {
     [MP_FWD_KERNEL_AVX512BF16] = {"avx512bf16", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx512bf16)},
     [MP_FWD_KERNEL_AVX512PAIRS] = {"avx512pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx512pairs)},
     [MP_FWD_KERNEL_AVX2PAIRS] = {"avx2pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx2pairs)},
-    [MP_FWD_KERNEL_AMX] = {"amx", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 0, FWD_FN(mm_panels_amx)},
+    [MP_FWD_KERNEL_AMX] = {"amx", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 0, mm_panels_amx}, /* runs where mp_amx_usable */
     [MP_FWD_KERNEL_AMXEMU] = {"amxemu", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 1, mm_panels_amxemu},
 };
 #undef FWD_FN
@@ -548,8 +548,8 @@ int mp_fwd_kernel_available(MpFwdKernel k) {
     case MP_FWD_KERNEL_AVX512:
     case MP_FWD_KERNEL_AVX512PAIRS: return __builtin_cpu_supports("x86-64-v4") > 0;
     case MP_FWD_KERNEL_AVX512BF16: return __builtin_cpu_supports("x86-64-v4") > 0 && __builtin_cpu_supports("avx512bf16") > 0;
-    case MP_FWD_KERNEL_AMX: return __builtin_cpu_supports("x86-64-v4") > 0 && mp_amx_usable(NULL);
 #endif
+    case MP_FWD_KERNEL_AMX: return FWD_X86 && mp_amx_usable(NULL);
     default: return 1;
     }
 }

@@ -620,8 +620,13 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(s->f.kernel))); /* this pass's kernel */
     {
         const int bf16 = r->compute == MP_FWD_COMPUTE_BF16, bits = mp_fwd_kernel_bits(s->f.kernel, bf16);
+        const char *req = getenv("MASKPOS_KERNEL");
+        char how[128];
+        if (!req || !*req || !strcmp(req, "auto")) snprintf(how, sizeof how, "auto: the fastest kernel of the default class here");
+        else if (mp_fwd_bits_parse(req) >= 0) snprintf(how, sizeof how, "MASKPOS_KERNEL=%.40s: the fastest kernel of that class here", req);
+        else snprintf(how, sizeof how, "MASKPOS_KERNEL=%.40s", req);
         json_object_set_new(j, "matmul_bits", json_string(mp_fwd_bits_name(bits))); /* its bit class (docs/speed.md) */
-        json_object_set_new(j, "matmul_choice", json_string(mp_fwd_kernel_pick_note(bits, bf16)));
+        json_object_set_new(j, "matmul_choice", json_string(how)); /* the measured rates: the log's matmul line */
     }
     json_object_set_new(j, "compute_time_s", json_real(res->compute_s));
     return j;

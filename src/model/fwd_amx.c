@@ -12,6 +12,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -384,19 +385,23 @@ static int amx_probe(const char **why) {
 }
 #endif
 
-int mp_amx_usable(const char **why) {
-    static int state = -1;
-    static const char *reason = "";
-    if (state < 0) {
+static int amx_usable_state;
+static const char *amx_usable_reason = "";
+
+static void amx_usable_once(void) {
 #if AMX_X86
-        state = amx_probe(&reason);
+    amx_usable_state = amx_probe(&amx_usable_reason);
 #else
-        reason = "this build has no AMX code (it needs GCC on x86-64)";
-        state = 0;
+    amx_usable_reason = "this build has no AMX code (it needs GCC on x86-64)";
+    amx_usable_state = 0;
 #endif
-    }
-    if (why) *why = reason;
-    return state;
+}
+
+int mp_amx_usable(const char **why) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_usable_once);
+    if (why) *why = amx_usable_reason;
+    return amx_usable_state;
 }
 
 #if AMX_X86
@@ -503,10 +508,14 @@ static int amx_selfcheck_run(char *line, size_t n) {
 #endif
 }
 
+static int amx_selfcheck_state;
+static char amx_selfcheck_line[256];
+
+static void amx_selfcheck_once(void) { amx_selfcheck_state = amx_selfcheck_run(amx_selfcheck_line, sizeof amx_selfcheck_line); }
+
 int mp_amx_selfcheck(char *msg, size_t n) {
-    static int state = -1;
-    static char line[256];
-    if (state < 0) state = amx_selfcheck_run(line, sizeof line);
-    if (msg && n) snprintf(msg, n, "%s", line);
-    return state;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_selfcheck_once);
+    if (msg && n) snprintf(msg, n, "%s", amx_selfcheck_line);
+    return amx_selfcheck_state;
 }

@@ -80,8 +80,8 @@ void mp_amx_matmul_panels(MpAmxImpl impl, float *y, int64_t ldy, const float *x,
                           int64_t O, int64_t K, int64_t T, int64_t p0, int64_t p1);
 
 /* 1 when this process can run the instructions: the build (GCC on x86-64), cpuid (amx_bf16,
- * amx_tile), XCR0 and Linux's permission (asked for on the first call, once per process; not
- * thread-safe: call before parallel work). Else 0 and, when why is given, the reason in words. */
+ * amx_tile), XCR0 and Linux's permission (asked for on the first call, once per process; thread-
+ * safe). Else 0 and, when why is given, the reason in words. */
 int mp_amx_usable(const char **why);
 /* Runs the instruction and the emulation on the same random tiles (normal values over 30 binary
  * orders of magnitude, cancellations, and subnormal inputs and results) and compares every output:

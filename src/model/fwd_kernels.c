@@ -490,10 +490,11 @@ static void mm_panels_ref(float *y, int64_t ldy, const float *x, int64_t ldx, co
  * in the fma order; amx's class is decided by its self-check); layout: where it reads bf16
  * weights; f32: it has f32 loops of its own (the others run the fma loops of another row on f32
  * weights); rank: 0 = a candidate of mp_fwd_kernel_pick, 1 = only when no rank-0 kernel of the
- * class runs here, 2 = never picked (the naive loops). */
+ * class runs here, 2 = never picked (the naive loops); pref: among candidates measured within 10%
+ * of each other, the higher pref wins (so a close call does not flip between processes). */
 typedef struct FwdKernelRow {
     const char *name;
-    int bits, layout, f32, rank;
+    int bits, layout, f32, rank, pref;
     FwdPanelsFn fn; /* NULL: not built */
 } FwdKernelRow;
 
@@ -503,16 +504,16 @@ typedef struct FwdKernelRow {
 #define FWD_FN(f) NULL
 #endif
 static const FwdKernelRow fwd_kernels[MP_FWD_KERNEL_COUNT] = {
-    [MP_FWD_KERNEL_AUTO] = {"auto", -1, MP_FWD_LAYOUT_PANELS, 0, 2, NULL},
-    [MP_FWD_KERNEL_REF] = {"ref", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 2, mm_panels_ref},
-    [MP_FWD_KERNEL_SCALAR] = {"scalar", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 1, mm_panels_scalar},
-    [MP_FWD_KERNEL_AVX2] = {"avx2", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, FWD_FN(mm_panels_avx2)},
-    [MP_FWD_KERNEL_AVX512] = {"avx512", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, FWD_FN(mm_panels_avx512)},
-    [MP_FWD_KERNEL_AVX512BF16] = {"avx512bf16", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx512bf16)},
-    [MP_FWD_KERNEL_AVX512PAIRS] = {"avx512pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx512pairs)},
-    [MP_FWD_KERNEL_AVX2PAIRS] = {"avx2pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, FWD_FN(mm_panels_avx2pairs)},
-    [MP_FWD_KERNEL_AMX] = {"amx", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 0, mm_panels_amx}, /* runs where mp_amx_usable */
-    [MP_FWD_KERNEL_AMXEMU] = {"amxemu", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 1, mm_panels_amxemu},
+    [MP_FWD_KERNEL_AUTO] = {"auto", -1, MP_FWD_LAYOUT_PANELS, 0, 2, 0, NULL},
+    [MP_FWD_KERNEL_REF] = {"ref", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 2, 0, mm_panels_ref},
+    [MP_FWD_KERNEL_SCALAR] = {"scalar", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 1, 0, mm_panels_scalar},
+    [MP_FWD_KERNEL_AVX2] = {"avx2", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, 1, FWD_FN(mm_panels_avx2)},
+    [MP_FWD_KERNEL_AVX512] = {"avx512", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, 2, FWD_FN(mm_panels_avx512)},
+    [MP_FWD_KERNEL_AVX512BF16] = {"avx512bf16", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 3, FWD_FN(mm_panels_avx512bf16)},
+    [MP_FWD_KERNEL_AVX512PAIRS] = {"avx512pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 2, FWD_FN(mm_panels_avx512pairs)},
+    [MP_FWD_KERNEL_AVX2PAIRS] = {"avx2pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 1, FWD_FN(mm_panels_avx2pairs)},
+    [MP_FWD_KERNEL_AMX] = {"amx", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 0, 1, mm_panels_amx}, /* runs where mp_amx_usable */
+    [MP_FWD_KERNEL_AMXEMU] = {"amxemu", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 1, 0, mm_panels_amxemu},
 };
 #undef FWD_FN
 
@@ -631,14 +632,18 @@ static int fwd_pick_make(int bits, int bf16, char *note, size_t n) {
                 cand[nc++] = k;
     if (nc == 0) return snprintf(note, n, "no kernel of class %s runs here", mp_fwd_bits_name(bits)), -1;
     if (nc == 1) return snprintf(note, n, "the only kernel of class %s here", mp_fwd_bits_name(bits)), cand[0];
+    double rate[MP_FWD_KERNEL_COUNT];
     int best = cand[0];
-    double best_rate = -1;
     size_t used = (size_t)snprintf(note, n, "measured");
     for (int i = 0; i < nc; i++) {
-        const double r = fwd_kernel_rate((MpFwdKernel)cand[i], bf16);
-        if (used < n) used += (size_t)snprintf(note + used, n - used, "%s %s %.1f", i ? "," : "", fwd_kernels[cand[i]].name, r);
-        if (r > best_rate) best_rate = r, best = cand[i];
+        rate[i] = fwd_kernel_rate((MpFwdKernel)cand[i], bf16);
+        if (used < n) used += (size_t)snprintf(note + used, n - used, "%s %s %.1f", i ? "," : "", fwd_kernels[cand[i]].name, rate[i]);
+        if (fwd_kernels[cand[i]].pref > fwd_kernels[best].pref) best = cand[i];
     }
+    double best_rate = 0; /* the preferred kernel, unless another is faster by more than 10% */
+    for (int i = 0; i < nc; i++) best_rate = cand[i] == best ? rate[i] : best_rate;
+    for (int i = 0; i < nc; i++)
+        if (rate[i] > 1.1 * best_rate) best_rate = rate[i], best = cand[i];
     if (used < n) snprintf(note + used, n - used, " GFLOP per CPU second (one thread, %s weights)", bf16 ? "bf16" : "f32");
     return best;
 }

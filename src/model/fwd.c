@@ -438,6 +438,8 @@ static int fwd_open(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (!(ops->dtypes & MP_FWD_DT_BIT(dtype)))
         return mp_err_set(e, "backend '%s' cannot hold %s weights (--compute %s)", ops->name, dtype == MP_FWD_DT_BF16 ? "bf16" : "f32",
                           mp_fwd_compute_name(cfg->compute));
+    if (m->n_experts && !ops->moe_route)
+        return mp_err_set(e, "backend '%s' has no mixture-of-experts ops (%s, %d experts)", ops->name, m->path, m->n_experts);
     fwd_set(f, m, cfg, ops, kernel);
     return (f->ctx = ops->open(cfg->device, kernel, e)) ? MP_OK : MP_ERR;
 }

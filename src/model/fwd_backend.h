@@ -279,7 +279,8 @@ typedef struct MpFwdOps {
      * the host reads a tensor only when one fails. */
     void (*amax)(MpFwdCtx *c, uint32_t *out, const MpFwdSpan *t, int n);
 
-    /* ---- mixture of experts: host-driven by one small copy per layer */
+    /* ---- mixture of experts: host-driven by one small copy per layer; all five NULL in an
+     * instance without them (mp_fwd_init refuses MoE models then, with one line) */
     /* n rows: p [n, E] router logits -> probabilities in place; sel, w [n, KE] the chosen experts,
      * most probable first, and their weights (mp_fwd_moe_route's rules) */
     void (*moe_route)(MpFwdCtx *c, float *p, float *w, int32_t *sel, int n, int E, int KE, int norm_topk);

@@ -6,7 +6,8 @@
 # on this machine (a line "program test condition  # reason"); any other skip makes the run fail,
 # like a failure: a test that cannot run here must say so and be allowed, never pass silently.
 # Conditions: always | cpu-lacks:FLAG (a /proc/cpuinfo flag) | build-without-mpi | sanitizer-build |
-# python-lacks:MODULE (/usr/bin/python3 cannot import it) | cannot-mount (not root, or no tmpfs can be mounted here).
+# python-lacks:MODULE (/usr/bin/python3 cannot import it) | cannot-mount (not root, or no tmpfs can be mounted here) |
+# no-gpu (nvidia-smi finds no NVIDIA GPU).
 set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +28,7 @@ skip_condition() {
     build-without-mpi) ! ldd "$build/maskpos" 2>/dev/null | grep -q 'libmpi' ;;
     sanitizer-build) ldd "$build/maskpos" 2>/dev/null | grep -q 'libasan' ;;
     python-lacks:*) ! /usr/bin/python3 -c "import ${1#python-lacks:}" >/dev/null 2>&1 ;;
+    no-gpu) ! nvidia-smi -L >/dev/null 2>&1 ;;
     cannot-mount) ! { [ "$(id -u)" = 0 ] && d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" 2>/dev/null &&
                       umount "$d" && rmdir "$d"; } ;;
     *) echo "run_tests.sh: unknown condition '$1' in $allow_file" >&2; return 1 ;;

@@ -16,25 +16,30 @@
  *     position and the tensor named (q_proj 3e38; q·k past FLT_MAX from finite q and k; the
  *     scores-only last layer of a probe; the key/value-cache path), not NaN (failed before:
  *     every run returned MP_OK with NaN scores or logits).
- *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: a third instance
- *     (cpu-plain's ops, each call counted) gives cpu-plain's logits bit for bit and calls matmul
- *     7L times, softmax NH·L·T times, the embedding and the output head once each (counted by
- *     hand for Llama), the MoE routing once per layer and the experts' SwiGLU once per routed row
- *     (mixtral, qwen2moe with its shared expert), the RoPE table twice for gemma3 (its local
- *     layers' table through the instance too), the residual adds (2L), the value copies (L·T·NKV), the experts' gathers (E per layer),
- *     qwen2moe's shared-expert mix (once per layer)
- *     and the sliding window's row masks (gemma3: every row of its local layers); a backend whose storage
- *     fails stops init with one line; devices not built or unknown are refused with one line; the
- *     matmul kernel is the pass's own (MASKPOS_KERNEL), not a process-wide choice; capture taps
- *     fire only where asked for before the run; the reduced map (head sums of a block of rows, in
- *     double, heads ascending; the instance's attn_headsum, once per block) equals the sums of the raw
- *     rows bit for bit, only for the layers asked.
+ *   - the backend interface (fwd_backend.h) is the only way to the arithmetic: the counted
+ *     instance (tests/test_backend_util.h: cpu-plain's ops, each call counted, its memory declared
+ *     not host memory so that fwd.c takes a device's paths) gives cpu-plain's logits bit for bit
+ *     with whole-tensor ops: per layer of a Llama 7 matmuls, one qk_prepare, one attention op, one
+ *     SwiGLU, 2 residual adds and 2 amax reductions whatever T (counted by hand), the embedding
+ *     and the norm vectors through upload and nothing but the logits through to_host; MoE: the
+ *     routing and one moe_count copy a layer, one SwiGLU per expert computed (mixtral, qwen2moe
+ *     with its shared expert); gemma3's local RoPE table through the instance too; workers share
+ *     the owner's weights (mp_fwd_init_worker: only their activations allocated, the same logits,
+ *     freeing one leaves the owner whole); a backend whose storage fails, one built against another
+ *     interface version or without bf16 weights for bf16 compute stops init with one line; devices
+ *     not built or unknown are refused with one line; the matmul kernel is the pass's own
+ *     (MASKPOS_KERNEL), not a process-wide choice; capture taps fire only where asked for before
+ *     the run (copied out by to_host for the counted instance); the reduced map (head sums of a
+ *     block of rows, in double, heads ascending, handed over by the attention op) equals the sums
+ *     of the raw rows bit for bit, only for the layers asked; the overflow cases also through the
+ *     counted instance (the diagnosis from host copies).
  * Tolerances: f32 forward vs float64 reference. Scores: |Δ| ≤ 1e-5 · max|ref| over the map
  * (measured ≤ 6e-7 relative); log-probs: |Δ| ≤ 1e-5 + 1e-5·|ref| (measured ≤ 2.3e-6 absolute).
  */
 #include "test_model_util.h"
 
 #include "model/fwd.h" /* mp_fwd_run, mp_fwd_extend: the overflow cases; MpFwdOps: the backend tests */
+#include "test_backend_util.h" /* bk_counted: cpu-plain's ops counted, a device's paths on host memory */
 
 typedef struct RefCase {
     const char *name;
@@ -243,6 +248,8 @@ static void test_threads_bit_identical(void **state) {
 
 /* ================================================================ overflow */
 
+static const MpFwdOps *overflow_ops; /* the instance of overflow_run: NULL (cpu) or &bk_counted */
+
 /* Runs ids 0..T-1 (mod 64) through the model at path: the whole sequence (kv = 0) or position by
  * position with the key/value cache (kv = 1); returns the status, the message in e. */
 static int overflow_run(const char *path, int n_layers, int logits, int kv, MpErr *e) {
@@ -252,7 +259,8 @@ static int overflow_run(const char *path, int n_layers, int logits, int kv, MpEr
     enum { T = 12 };
     int32_t ids[T];
     for (int t = 0; t < T; t++) ids[t] = (t * 7 + 3) % 64;
-    MpFwdConfig fc = {.n_layers = n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = logits, .kv_cache = kv};
+    MpFwdConfig fc = {.n_layers = n_layers, .max_seq = T, .causal = 1, .rope = 1, .logits = logits, .kv_cache = kv, .ops = overflow_ops};
+    if (overflow_ops) fc.compute = MP_FWD_COMPUTE_F32_PLAIN;
     MpFwd f;
     int rc = mp_fwd_init(&f, &m, &fc, e);
     if (rc != MP_OK) fail_msg("%s: %s", path, e->msg);
@@ -272,8 +280,8 @@ static void overflow_expect(const char *name, int rc, const MpErr *e, const char
     if (!strstr(e->msg, a) || !strstr(e->msg, b)) fail_msg("%s: the message lacks '%s' or '%s': %s", name, a, b, e->msg);
 }
 
-static void test_fwd_overflow_named(void **state) {
-    (void)state;
+/* The overflow cases through one instance (overflow_ops). */
+static void overflow_cases(void) {
     const char *d = mp_test_tmpdir();
     const char *mk = "--arch llama --layers 2 --dim 16 --heads 2 --kv-heads 1 --ffn 16 --vocab 64 --max-pos 64";
     char ok[512], q[512], qk[512], l2[512];
@@ -306,99 +314,19 @@ static void test_fwd_overflow_named(void **state) {
                     "the queries (q_proj)");
 }
 
+/* Through cpu, then through the counted instance: its memory declared not host memory, so the
+ * diagnosis reads host copies of the layer's buffers (the path of a device). */
+static void test_fwd_overflow_named(void **state) {
+    (void)state;
+    overflow_ops = NULL;
+    overflow_cases();
+    bk_counted_make();
+    overflow_ops = &bk_counted;
+    overflow_cases();
+    overflow_ops = NULL;
+}
+
 /* ---------------------------------------------------------------- the backend interface */
-
-static long bk_matmuls, bk_softmax_rows, bk_embeds, bk_routes, bk_headsums, bk_heads, bk_swiglus, bk_ropetabs;
-static long bk_adds, bk_copies, bk_masks, bk_gathers, bk_shared, bk_to_hosts, bk_act_allocs;
-static MpFwdOps bk_counted;
-
-static void bk_matmul(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T) {
-    __atomic_fetch_add(&bk_matmuls, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.matmul(k, y, ldy, x, ldx, w, T);
-}
-static void bk_softmax(float *row, int n, int len) {
-    __atomic_fetch_add(&bk_softmax_rows, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.softmax_row(row, n, len);
-}
-static int bk_embed(float *x, MpModel *m, const int32_t *ids, int n, MpErr *e) {
-    bk_embeds++;
-    return mp_fwd_ops_cpu_plain.embed(x, m, ids, n, e);
-}
-static void bk_moe_route(float *p, float *w, int32_t *sel, int n, int E, int K, int norm_topk) {
-    bk_routes++;
-    mp_fwd_ops_cpu_plain.moe_route(p, w, sel, n, E, K, norm_topk);
-}
-static void bk_headsum(double *hs, const float *s, int NH, int T, int causal, int i0, int i1) {
-    __atomic_fetch_add(&bk_headsums, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.attn_headsum(hs, s, NH, T, causal, i0, i1);
-}
-static void bk_logits_op(float *y, float *xn, const float *x, const MpFwdHead *h, int n) {
-    bk_heads++;
-    mp_fwd_ops_cpu_plain.logits(y, xn, x, h, n);
-}
-static void bk_swiglu(float *out, const float *g, const float *u, size_t n) {
-    __atomic_fetch_add(&bk_swiglus, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.swiglu(out, g, u, n);
-}
-static void bk_rope_table(float *cos_t, float *sin_t, const float *inv_freq, int R, int T, double attn) {
-    bk_ropetabs++;
-    mp_fwd_ops_cpu_plain.rope_table(cos_t, sin_t, inv_freq, R, T, attn);
-}
-static void bk_add(float *x, const float *y, size_t n) {
-    bk_adds++;
-    mp_fwd_ops_cpu_plain.add(x, y, n);
-}
-static void bk_copy(float *dst, const float *src, size_t n) {
-    __atomic_fetch_add(&bk_copies, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.copy(dst, src, n);
-}
-static void bk_mask_window(float *row, int i, int T, int W, int causal) {
-    __atomic_fetch_add(&bk_masks, 1, __ATOMIC_RELAXED);
-    mp_fwd_ops_cpu_plain.mask_window(row, i, T, W, causal);
-}
-static int bk_moe_gather(float *xg, int32_t *rows, const float *x, const int32_t *sel, int j, int t0, int T, int K, int C) {
-    bk_gathers++;
-    return mp_fwd_ops_cpu_plain.moe_gather(xg, rows, x, sel, j, t0, T, K, C);
-}
-static void bk_moe_shared_mix(float *y, float *sl, const float *o, const float *x, const float *gate, int n, int C) {
-    bk_shared++;
-    mp_fwd_ops_cpu_plain.moe_shared_mix(y, sl, o, x, gate, n, C);
-}
-/* A backend whose activations are "not host memory": what the taps ask for is copied out. */
-static void bk_to_host(void *host, const void *src, size_t bytes) {
-    __atomic_fetch_add(&bk_to_hosts, 1, __ATOMIC_RELAXED);
-    memcpy(host, src, bytes);
-}
-static void *bk_act_alloc(size_t bytes) {
-    bk_act_allocs++;
-    return mp_fwd_ops_cpu_plain.act_alloc(bytes);
-}
-/* The counted instance: cpu-plain's ops, the calls of each counted, taps copied to the host. */
-static void bk_counted_make(void) {
-    bk_counted = mp_fwd_ops_cpu_plain;
-    bk_counted.name = "cpu-plain-counted";
-    bk_counted.matmul = bk_matmul;
-    bk_counted.softmax_row = bk_softmax;
-    bk_counted.embed = bk_embed;
-    bk_counted.moe_route = bk_moe_route;
-    bk_counted.attn_headsum = bk_headsum;
-    bk_counted.logits = bk_logits_op;
-    bk_counted.swiglu = bk_swiglu;
-    bk_counted.rope_table = bk_rope_table;
-    bk_counted.add = bk_add;
-    bk_counted.copy = bk_copy;
-    bk_counted.mask_window = bk_mask_window;
-    bk_counted.moe_gather = bk_moe_gather;
-    bk_counted.moe_shared_mix = bk_moe_shared_mix;
-    bk_counted.to_host = bk_to_host;
-    bk_counted.act_alloc = bk_act_alloc;
-    bk_matmuls = bk_softmax_rows = bk_embeds = bk_routes = bk_headsums = bk_heads = bk_swiglus = bk_ropetabs = 0;
-    bk_adds = bk_copies = bk_masks = bk_gathers = bk_shared = bk_to_hosts = bk_act_allocs = 0;
-}
-static void *bk_no_alloc(size_t bytes) {
-    (void)bytes;
-    return NULL;
-}
 
 /* logits [T, V] of one run of ids [T] through (compute, ops), copied into out. */
 static void bk_logits(MpModel *m, int compute, const MpFwdOps *ops, const int32_t *ids, int T, float *out) {
@@ -424,27 +352,32 @@ static void test_backend_counted_instance(void **state) {
     assert_non_null(b);
     bk_counted_make();
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
-    assert_int_equal(bk_matmuls + bk_embeds + bk_heads, 0); /* the built-in instance does not go through the counted one */
+    assert_int_equal(bk_calls[MP_FWD_OP_MATMUL] + bk_calls[BK_OPEN], 0); /* the built-in instance does not go through the counted one */
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
-    assert_int_equal(bk_matmuls, 7 * 3);               /* q, k, v, o, gate, up, down per layer (the head's: its own op) */
-    assert_int_equal(bk_softmax_rows, 3L * m.n_heads * T); /* every row of every head of every layer */
-    assert_int_equal(bk_embeds, 1);                    /* the stage-level ops: one embedding, one head */
-    assert_int_equal(bk_heads, 1);
-    assert_int_equal(bk_swiglus, 3L * T);              /* the MLP's, a row at a time */
-    assert_int_equal(bk_routes, 0);
-    assert_int_equal(bk_ropetabs, 1);
-    assert_int_equal(bk_adds, 2 * 3);                    /* the two residuals of each layer */
-    assert_int_equal(bk_copies, 3L * T * m.n_kv_heads);  /* each value row of each kv head to its head's block */
-    assert_int_equal(bk_masks, 0);
-    assert_int_equal(bk_act_allocs, 1); /* the activation block through the instance's own allocator */
-    assert_int_equal(bk_to_hosts, 0);   /* nothing asked for, nothing copied out */
+    /* whole-tensor ops: a fixed number of calls per layer, whatever T */
+    assert_int_equal(bk_calls[MP_FWD_OP_MATMUL], 7 * 3 + 1);     /* q, k, v, o, gate, up, down per layer, and the head */
+    assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], 3);               /* one attention op per layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_QK_PREPARE], 3);                 /* norms, RoPE and packing of q and k: one op per layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_SWIGLU], 3);             /* the MLP's, the whole [T, FF] at once */
+    assert_int_equal(bk_calls[MP_FWD_OP_ROPE_TABLE], 1);
+    assert_int_equal(bk_calls[MP_FWD_OP_ADD], 2 * 3);            /* the two residuals of each layer */
+    assert_int_equal(bk_calls[MP_FWD_OP_COPY], 0);               /* values reach their heads inside qk_prepare */
+    assert_int_equal(bk_calls[MP_FWD_OP_MOE_ROUTE], 0);
+    assert_int_equal(bk_calls[MP_FWD_OP_AMAX], 2 * 3 + 1);       /* the checks: (q, k) and x per layer, the logits */
+    assert_int_equal(bk_calls[BK_OPEN], 1);
+    assert_int_equal(bk_calls[BK_ALLOC], 2);              /* one weight block, one activation block */
+    assert_int_equal(bk_calls[BK_SYNC], 1);               /* one per run */
+    /* uploads: the norm vectors (2 a layer + the final one), the RoPE frequencies, one embedding */
+    assert_int_equal(bk_calls[BK_UPLOAD], 2 * 3 + 1 + 1 + 1);
+    assert_int_equal(bk_calls[BK_TO_HOST], 1);            /* the logits, nothing else */
     /* cpu (fused multiply-adds) is another instance: other bits for the same model */
     bk_logits(&m, MP_FWD_COMPUTE_F32, NULL, ids, T, b);
     assert_true(memcmp(a, b, sizeof(float) * T * 300) != 0);
-    print_message("counted instance: %ld matmuls, %ld softmax rows, logits == cpu-plain's\n", bk_matmuls, bk_softmax_rows);
+    print_message("counted instance: %ld matmuls, %ld attention ops for 3 layers, logits == cpu-plain's\n", bk_calls[MP_FWD_OP_MATMUL],
+                  bk_calls[MP_FWD_OP_ATTENTION]);
     mp_model_free(&m);
-    /* MoE: the routing and the experts' SwiGLU through the instance (qwen2moe: its shared expert too) */
+    /* MoE: the routing, one count copy a layer, and each chosen expert's SwiGLU (qwen2moe: its shared expert too) */
     const char *moe[] = {"--arch mixtral --layers 3 --vocab 300 --seed 6 --experts 4 --experts-used 2",
                          "--arch qwen2moe --layers 3 --vocab 300 --seed 7 --experts 4 --experts-used 2"};
     for (int k = 0; k < 2; k++) {
@@ -454,12 +387,12 @@ static void test_backend_counted_instance(void **state) {
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
         bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
         assert_memory_equal(a, b, sizeof(float) * T * 300);
-        assert_int_equal(bk_routes, 3);      /* once per layer, every row */
-        assert_int_equal(bk_gathers, 3 * 4); /* each expert's rows, once per layer */
-        assert_int_equal(bk_shared, 3 * k);  /* qwen2moe's shared expert, once per layer */
-        /* each row of each chosen expert's rows, a row at a time (and of the shared expert's) */
-        assert_int_equal(bk_swiglus, 3L * T * (2 + k));
-        assert_int_equal(bk_heads, 1);
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_ROUTE], 3);  /* once per layer, every row */
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_COUNT], 3);  /* the experts' row counts: one small copy per layer */
+        assert_int_equal(bk_calls[MP_FWD_OP_MOE_SHARED_MIX], 3 * k);
+        assert_int_equal(bk_calls[MP_FWD_OP_SWIGLU], bk_calls[MP_FWD_OP_MOE_GATHER] + 3 * k); /* one per expert computed (+ the shared one) */
+        assert_true(bk_calls[MP_FWD_OP_MOE_GATHER] >= 3 * 2 && bk_calls[MP_FWD_OP_MOE_GATHER] <= 3 * 4); /* >= K and <= E experts a layer */
+        assert_int_equal(bk_calls[MP_FWD_OP_COPY], 3);   /* the routed sum back into the MLP's output, once per layer */
         mp_model_free(&m);
     }
     /* gemma3: its local layers' RoPE table through the instance too (two tables a run) */
@@ -469,11 +402,65 @@ static void test_backend_counted_instance(void **state) {
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, NULL, ids, T, a);
     bk_logits(&m, MP_FWD_COMPUTE_F32_PLAIN, &bk_counted, ids, T, b);
     assert_memory_equal(a, b, sizeof(float) * T * 300);
-    assert_int_equal(bk_ropetabs, 2);
-    assert_int_equal(bk_masks, 5L * m.n_heads * T); /* every row of every head of its 5 local layers (T > W = 8) */
+    assert_int_equal(bk_calls[MP_FWD_OP_ROPE_TABLE], 2);
+    assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], 6);
+    mp_model_free(&m);
+    /* an instance without MoE ops refuses a MoE model with one line */
+    snprintf(dir, sizeof dir, "%s/bk-nomoe", mp_test_tmpdir());
+    model_make_open(&m, dir, moe[0]);
+    MpErr e;
+    bk_counted_make();
+    bk_counted.moe_route = NULL, bk_counted.moe_count = NULL, bk_counted.moe_gather = NULL, bk_counted.moe_scatter = NULL;
+    bk_counted.moe_shared_mix = NULL;
+    MpFwd f;
+    const MpFwdConfig cfg = {.n_layers = 3, .max_seq = T, .causal = 1, .rope = 1, .ops = &bk_counted};
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "no mixture-of-experts ops") || strchr(e.msg, '\n')) fail_msg("no MoE ops: %s", e.msg);
     mp_model_free(&m);
     free(a);
     free(b);
+}
+
+/* Workers share one copy of the weights (mp_fwd_init_worker): a worker's run gives the owner's
+ * logits bit for bit, it allocates only its activations, and freeing it leaves the owner whole. */
+static void test_backend_shared_weights(void **state) {
+    (void)state;
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/bk-share", mp_test_tmpdir());
+    MpModel m;
+    model_make_open(&m, dir, "--arch qwen2 --layers 2 --vocab 300 --seed 11");
+    enum { T = 18 };
+    int32_t ids[T];
+    for (int t = 0; t < T; t++) ids[t] = (t * 41 + 5) % 300;
+    bk_counted_make();
+    MpFwdConfig cfg = {.n_layers = 2, .max_seq = T, .causal = 1, .rope = 1, .logits = 1, .ops = &bk_counted};
+    MpFwd owner, w1, w2;
+    MpErr e;
+    assert_int_equal(mp_fwd_init(&owner, &m, &cfg, &e), MP_OK);
+    const long allocs = bk_calls[BK_ALLOC], uploads = bk_calls[BK_UPLOAD];
+    assert_int_equal(mp_fwd_init_worker(&w1, &owner, &e), MP_OK);
+    assert_int_equal(mp_fwd_init_worker(&w2, &owner, &e), MP_OK);
+    assert_int_equal(bk_calls[BK_ALLOC] - allocs, 2);  /* each worker: its activations only */
+    assert_int_equal(bk_calls[BK_UPLOAD] - uploads, 2); /* and its RoPE frequencies: no weight uploaded again */
+    assert_int_equal(bk_calls[BK_WUPLOAD], 7 * 2 + 1);  /* the owner's 7 matrices a layer and the head, once */
+    assert_ptr_equal(w1.w, owner.w);
+    assert_ptr_equal(w2.w, owner.w);
+    assert_true(w1.ablock != owner.ablock && w2.ablock != w1.ablock);
+    float *a = malloc(sizeof(float) * T * 300);
+    assert_non_null(a);
+    assert_int_equal(mp_fwd_run(&owner, ids, T, NULL, NULL, &e), MP_OK);
+    memcpy(a, owner.logits, sizeof(float) * T * 300);
+    assert_int_equal(mp_fwd_run(&w1, ids, T, NULL, NULL, &e), MP_OK);
+    assert_memory_equal(a, w1.logits, sizeof(float) * T * 300);
+    mp_fwd_free(&w1);
+    assert_int_equal(mp_fwd_run(&w2, ids, T, NULL, NULL, &e), MP_OK);
+    assert_memory_equal(a, w2.logits, sizeof(float) * T * 300);
+    mp_fwd_free(&w2);
+    assert_int_equal(mp_fwd_run(&owner, ids, T, NULL, NULL, &e), MP_OK); /* the workers freed nothing of the owner's */
+    assert_memory_equal(a, owner.logits, sizeof(float) * T * 300);
+    mp_fwd_free(&owner);
+    free(a);
+    mp_model_free(&m);
 }
 
 static void test_backend_refusals(void **state) {
@@ -489,6 +476,16 @@ static void test_backend_refusals(void **state) {
     MpFwdConfig cfg = {.n_layers = 2, .max_seq = 16, .causal = 1, .rope = 1, .ops = &failing};
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
     if (!strstr(e.msg, "cannot allocate") || strchr(e.msg, '\n')) fail_msg("failing storage: %s", e.msg);
+    cfg.ops = &mp_fwd_ops_cpu_plain; /* an instance without bf16 weights asked for bf16 compute */
+    cfg.compute = MP_FWD_COMPUTE_BF16;
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "cannot hold bf16 weights") || strchr(e.msg, '\n')) fail_msg("no bf16: %s", e.msg);
+    cfg.compute = MP_FWD_COMPUTE_F32;
+    cfg.ops = &failing;
+    failing = mp_fwd_ops_cpu;
+    failing.abi = MP_FWD_OPS_ABI + 1; /* a plugin built against another interface */
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "interface version") || strchr(e.msg, '\n')) fail_msg("other interface: %s", e.msg);
     cfg.ops = NULL;
     cfg.device = "cuda";
     assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
@@ -571,7 +568,7 @@ static void test_backend_taps_asked_before(void **state) {
         }
         if (pass == 2) {
             assert_int_equal(bk_taps_in_place, 0);
-            assert_int_equal(bk_to_hosts, 2); /* the two points asked, nothing else */
+            assert_int_equal(bk_calls[BK_TO_HOST], 3); /* the two points asked and the logits, nothing else */
             assert_true(asked[0] == bk_taps_hash[1][MP_FWD_AT_Q] && asked[1] == bk_taps_hash[1][MP_FWD_AT_LAYER_OUT]);
         }
         mp_fwd_free(&f);
@@ -628,8 +625,9 @@ static void test_backend_reduced_map(void **state) {
         assert_int_equal(mp_fwd_run(&f, ids, HS_T, NULL, NULL, &e), MP_OK);
         if (pass == 1) {
             assert_memory_equal(hs_raw, hs_red, sizeof hs_raw);
-            assert_int_equal(bk_headsums, HS_L * ((HS_T + 15) / 16)); /* the backend's op, every block of every layer */
-            assert_int_equal(bk_to_hosts, HS_L * ((HS_T + 15) / 16)); /* each block copied out, nothing else */
+            assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], HS_L); /* the instance's attention op hands the map over, block by block */
+            for (int l = 0; l < HS_L; l++) assert_int_equal(hs_calls[l], (HS_T + 15) / 16);
+            assert_int_equal(bk_calls[BK_TO_HOST], 0); /* the CPU arithmetic hands its host blocks in place */
         }
         if (pass == 2) {
             assert_int_equal(hs_calls[0] + hs_calls[1], 0);
@@ -652,6 +650,7 @@ int main(void) {
         cmocka_unit_test(test_bidirectional_identical_tokens_relative),
         cmocka_unit_test(test_threads_bit_identical),
         cmocka_unit_test(test_backend_counted_instance),
+        cmocka_unit_test(test_backend_shared_weights),
         cmocka_unit_test(test_backend_refusals),
         cmocka_unit_test(test_backend_taps_asked_before),
         cmocka_unit_test(test_backend_reduced_map),

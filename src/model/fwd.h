@@ -14,7 +14,10 @@
  * show the layer's activations on the way (normed input, q, k, attention mix and output, the
  * residual stream, the MLP's input, the layer output) — tests/test_train_fwd.c checks each
  * against the training model's forward.
- * Only the layers asked for are loaded (packed once at init); everything the token loop needs is
+ * This file decides the data flow; every piece of arithmetic is a whole-tensor op of a backend
+ * instance (fwd_backend.h: the CPU's, or a device's), which owns the weights' layout and its
+ * loops. Only the layers asked for are loaded (once, at init, into one weight block that every
+ * worker of the process shares: mp_fwd_init_worker); everything the token loop needs is
  * allocated at init, nothing inside mp_fwd_run. Deterministic: the same bits for any OpenMP
  * thread count and any matmul kernel (see fwd_kernels.h).
  * Compute modes (MpFwdConfig.compute; docs/speed.md):
@@ -37,7 +40,9 @@
  * scores, 0 after the softmax) once a sequence is longer than W; --bidirectional keeps the
  * window, both ways.
  * Does not: tokenise.
- * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads),
+ * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads; the
+ * counted instance: the ops a run makes, a device's paths, shared weights), tests/test_backend_ops.c
+ * (each op of each instance),
  * tests/test_stories_generate.c (mp_fwd_extend == mp_fwd_run bit for bit, every arch),
  * tests/test_model_speed.c (bf16 against tests/ref/probe_ref_bf16.py and llama.cpp; every kernel).
  *
@@ -54,7 +59,7 @@
 #include "load/model.h"        /* MpModel, mp_model_* accessors */
 #include "model/fwd_check.h"   /* MpFwdCheck */
 #include "model/fwd_backend.h" /* MpFwdOps: the backend instances */
-#include "model/fwd_kernels.h" /* MpFwdMat */
+#include "model/fwd_kernels.h" /* MpFwdKernel */
 
 typedef struct MpFwdConfig {
     int n_layers; /* run layers [0, n_layers), 1..L */
@@ -70,6 +75,8 @@ typedef struct MpFwdConfig {
     unsigned tap_points;     /* past 63 follow bit 63), bit p = MpFwdPoint p; both 0 = every one; tap_layers
                                 also limits the rows hook to those layers */
     int tap_headsum_workers; /* > 0: the rows hook's reduced map (MpFwd.rows_headsum) for up to this many workers */
+    int logits_last;         /* 1: only the last row of each run reaches f->logits (a device copies one row
+                                back, not [T, V]; sampling); 0: every row of the run */
 } MpFwdConfig;
 
 typedef enum MpFwdCompute {
@@ -85,22 +92,8 @@ const char *mp_fwd_compute_name(int compute); /* "f32", "bf16", "f32-plain" */
 /* Parses "f32" / "bf16"; -1 otherwise. */
 int mp_fwd_compute_parse(const char *s);
 
-/* Called once per layer with the layer's pre-softmax scores (after scale and mask).
- * scores [NH, T, T]: row = query i, column = key j; −inf where masked (causal mask, sliding window). */
-typedef void (*MpFwdHook)(void *ctx, int layer, const float *scores, int n_heads, int T);
-
-/* Row blocks of a layer's pre-softmax scores, seen inside the attention pass while they are still in
- * cache (probe's map sums: one pass over the scores instead of a second one over [NH, T, T]).
- * rows(): rows [i0, i1) of every head are final in scores [NH, T, T] (row stride T, −inf where
- * masked); the blocks of a layer are disjoint and come in no fixed order, up to `workers` at once
- * from different threads (worker in [0, workers) names the caller's scratch). done(): every row of
- * the layer has been seen; called before the next layer starts. */
-typedef struct MpFwdRowsHook {
-    void (*rows)(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker);
-    void (*done)(void *ctx, int layer);
-    void *ctx;
-    int workers; /* >= 1 */
-} MpFwdRowsHook;
+/* The layer hook (MpFwdHook), the rows hook (MpFwdRowsHook) and the reduced map's consumer
+ * (MpFwdHeadsumFn) are declared in fwd_backend.h: the attention op hands them over (MpFwdTaps). */
 
 /* Capture points of a layer's activations (mp_fwd_run only; rows are positions, all T rows). */
 typedef enum MpFwdPoint {
@@ -114,12 +107,14 @@ typedef enum MpFwdPoint {
     MP_FWD_AT_LAYER_OUT,   /* [T, C] x after the MLP residual: the layer's output */
     MP_FWD_NPOINTS
 } MpFwdPoint;
-/* Sees one capture point of one layer: x [T, width] row-major (borrowed until it returns). */
+/* Sees one capture point of one layer: x [T, width] row-major, host memory (borrowed until it returns). */
 typedef void (*MpFwdCaptureFn)(void *ctx, int layer, int point, const float *x, int T, int width);
 
+/* One layer's weights in the instance's memory (vectors: float * into the weight block; matrices:
+ * opaque handles, MpFwdWeight). */
 typedef struct MpFwdLayer {
     float *attn_norm;          /* [C]; NULL in olmo2 (no pre-norm: the block reads x itself) */
-    MpFwdMat q, k, v, o;       /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS]; f32 or bf16 */
+    MpFwdWeight q, k, v, o;    /* [NH*HS, C], [NKV*HS, C], [NKV*HS, C], [C, NH*HS]; f32 or bf16 */
     float *q_bias, *k_bias, *v_bias; /* [NH*HS], [NKV*HS], [NKV*HS]; NULL unless qwen2 */
     float *q_norm, *k_norm;    /* [HS] (qwen3); [NH*HS], [NKV*HS] (olmo2); else NULL */
     float *attn_post_norm, *ffn_post_norm; /* [C] olmo2: norms of the block outputs; else NULL */
@@ -127,34 +122,43 @@ typedef struct MpFwdLayer {
     float *o_bias, *down_bias; /* [C] gptneox; else NULL */
     float *up_bias;            /* [FF] gptneox; else NULL (gptneox has no gate: `gate` unused) */
     float *ffn_norm;           /* [C]; NULL in olmo2 */
-    MpFwdMat gate, up, down;   /* [FF, C], [FF, C], [C, FF]; unused in MoE layers */
-    MpFwdMat router;           /* [E, C] MoE router; else unused */
-    MpFwdMat *exps;            /* [E * 3] MoE: expert j's gate [FF, C], up [FF, C], down [C, FF] at 3j..3j+2
-                                  (borrowed from MpFwd.expmats); else NULL */
+    MpFwdWeight gate, up, down; /* [FF, C], [FF, C], [C, FF]; unused in MoE layers */
+    MpFwdWeight router;        /* [E, C] MoE router; else unused */
+    MpFwdWeight *exps;         /* [E * 3] MoE: expert j's gate [FF, C], up [FF, C], down [C, FF] at 3j..3j+2
+                                  (borrowed from MpFwdWeights.expmats); else NULL */
     float *shexp_gate_inp;     /* [C] qwen2moe shared_expert_gate (one row: kept f32, like a norm); else NULL */
-    MpFwdMat shexp_gate, shexp_up, shexp_down; /* [FFS, C], [FFS, C], [C, FFS] qwen2moe shared expert */
+    MpFwdWeight shexp_gate, shexp_up, shexp_down; /* [FFS, C], [FFS, C], [C, FFS] qwen2moe shared expert */
 } MpFwdLayer;
+
+/* The weights of one forward pass on one device: read-only once loaded, shared by every worker
+ * (mp_fwd_init_worker). One block (block, the instance's memory) carved by the plan of fwd.c. */
+typedef struct MpFwdWeights {
+    MpFwdLayer *layers;        /* [n_layers] owned */
+    MpFwdWeight *expmats;      /* [n_layers * E * 3] owned, MoE only: every layer's expert matrices */
+    float *out_norm;           /* [C] (logits only) */
+    float *out_norm_b;         /* [C] gptneox final LayerNorm bias (logits only); else NULL */
+    MpFwdWeight lm_head;       /* [V, C] (logits only) */
+    void *block;               /* the instance's memory; freed through the ctx that made it */
+    size_t bytes;
+} MpFwdWeights;
 
 typedef struct MpFwd {
     MpModel *m;                /* borrowed; embedding rows are read from it per token */
     MpFwdConfig cfg;
     int C, NH, NKV, HS, FF, V, R;
-    /* weights: one block (wblock), carved */
-    MpFwdLayer *layers;        /* [n_layers] owned */
-    float *out_norm;           /* [C] (logits only) */
-    float *out_norm_b;         /* [C] gptneox final LayerNorm bias (logits only); else NULL */
-    MpFwdMat lm_head;          /* [V, C] (logits only) */
-    float *wblock;
-    size_t wfloats;
     const MpFwdOps *ops;       /* the backend instance: every op below goes through it */
+    MpFwdCtx *ctx;             /* this worker's handle on it (owned) */
     MpFwdKernel kernel;        /* this pass's matmul kernel, resolved (MASKPOS_KERNEL or the CPU's best);
                                   no process-wide choice: two passes may use two kernels */
-    /* activations: one block (ablock), carved; T <= max_seq */
+    MpFwdWeights *w;           /* the weights: owned when w_owner, else borrowed from the MpFwd given to
+                                  mp_fwd_init_worker (which must outlive this one) */
+    int w_owner;
+    /* activations: one block (ablock, the instance's memory), carved; T <= max_seq */
     float *x;                  /* [T, C] residual stream */
     float *xn;                 /* [T, C] normed input / projection output */
     float *q;                  /* [T, NH*HS] */
     float *k, *v;              /* [T, NKV*HS] */
-    float *kp;                 /* [NKV][mp_fwd_attn_keys_floats(HS, T)] keys packed per kv head */
+    void *kp;                  /* [NKV][kv_bytes(HS, T)] keys in the instance's attention layout */
     float *vh;                 /* [NKV, T, HS] values, contiguous per kv head */
     float *scores;             /* [NH, T, T] one sequence's scores, then probabilities */
     float *ao;                 /* [T, NH*HS] attention output before o_proj */
@@ -162,8 +166,7 @@ typedef struct MpFwd {
     float *xp;                 /* [T, C] gptneox parallel residual: the MLP's normed input; else NULL */
     float *cos_t, *sin_t;      /* [T, R/2] */
     float *cos_l, *sin_l;      /* [T, R/2] gemma3: the local (sliding-window) layers' table; else NULL */
-    float *logits;             /* [T, V] (logits only) */
-    MpFwdMat *expmats;         /* [n_layers * E * 3] owned, MoE only: every layer's expert matrices */
+    float *lg;                 /* [T, V] the logits in the instance's memory (logits only) */
     float *moe_p;              /* [T, E] MoE router logits, then probabilities; else NULL */
     float *moe_w;              /* [T, K] weights of the K chosen experts */
     int32_t *moe_sel;          /* [T, K] the chosen experts, most probable first */
@@ -172,14 +175,22 @@ typedef struct MpFwd {
     float *moe_y;              /* [T, C] the weighted sum of the experts' outputs */
     float *moe_sg, *moe_su;    /* [T, FFS] qwen2moe shared expert's gate and up; else NULL */
     float *moe_sl;             /* [T] qwen2moe shared_expert_gate logits; else NULL */
-    double *tap_hs;            /* [tap_headsum_workers, 16, max_seq] the reduced map's blocks; else NULL */
-    float *tap_host;           /* host staging when the backend's activations are not host memory (ops->to_host):
-                                  [max_seq, max(C, NH*HS, NKV*HS)] floats for a capture, then
-                                  [tap_headsum_workers, 16, max_seq] doubles for the reduced map; else NULL */
-    float *kc;                 /* [n_layers, NKV][mp_fwd_attn_keys_floats(HS, max_seq)] rotated keys, packed (kv_cache only) */
+    float *inv_freq;           /* [R/2] the RoPE frequencies uploaded (the loader's: llama3/linear scaled); NULL when R = 0 */
+    float *inv_freq_long;      /* [R/2] longrope's long table; else NULL */
+    float *inv_freq_local;     /* [R/2] gemma3's local layers' base; else NULL */
+    void *tap_hs;              /* the reduced map's scratch: tap_bytes(NH, max_seq, tap_headsum_workers); else NULL */
+    void *kc;                  /* [n_layers, NKV][kv_bytes(HS, max_seq)] rotated keys, packed (kv_cache only) */
     float *vc;                 /* [n_layers, NKV, max_seq, HS] values (kv_cache only) */
     float *ablock;
     size_t afloats;
+    /* host memory of this worker (host_memory 0 only; else NULL): */
+    float *tap_host;           /* [max_seq, max(C, NH*HS)] one capture's rows, copied out */
+    float *emb_host;           /* [max_seq, C] the embedding rows before their upload */
+    float *logits_host;        /* [max_seq, V] the logits copied out (logits only) */
+    int32_t *moe_cnt;          /* [E] host, any instance (MoE only): each expert's row count of the layer at hand */
+    /* [T, V] next-token logits in host memory after a run (cfg.logits; rows [t0, T) of the run, or
+     * only row T - 1 with cfg.logits_last): the instance's own rows (host_memory) or a host copy */
+    float *logits;
     /* optional, set by the caller after init: sees each layer's post-softmax probabilities
      * [NH,T,T] (0 where masked) once the values are mixed (probe --probs); mp_fwd_run only */
     MpFwdHook probs_hook;
@@ -187,14 +198,14 @@ typedef struct MpFwd {
     /* optional, set by the caller after init (mp_fwd_run only; rows == NULL: none): the scores
      * row block by row block, in place of mp_fwd_run's layer hook (the two exclude each other) */
     MpFwdRowsHook rows_hook;
-    /* optional, set by the caller after init: the reduced map, in place of (or besides)
-     * rows_hook.rows, with rows_hook's ctx, done and workers: for rows [i0, i1), hs [i1 - i0, T]
-     * doubles, hs[(i - i0) * T + j] = the sum over heads, in ascending order from 0.0, of (double)
-     * score (h, i, j) — the head-sum map the probe adds — written for the keys row i sees (j <= i
-     * under the causal mask, else all; -inf where a sliding window masks), not beyond. A backend
-     * hands over only this [16, T] block, not [NH, T, T]. Needs cfg.tap_headsum_workers >=
-     * rows_hook.workers (its scratch is planned at init). */
-    void (*rows_headsum)(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker);
+    /* optional, set by the caller after init: the reduced map (MpFwdHeadsumFn), in place of (or
+     * besides) rows_hook.rows, with rows_hook's ctx, done and workers. A backend hands over only
+     * this [16, T] block, not [NH, T, T] (a device: the layer's [T, T] map, tap_device). Needs
+     * cfg.tap_headsum_workers >= rows_hook.workers (its scratch is planned at init). */
+    MpFwdHeadsumFn rows_headsum;
+    /* optional, set by the caller after init: 1 when the hooks above read the instance's memory
+     * (a device accumulator: MpFwdTaps.device); 0: host memory */
+    int tap_device;
     /* optional, set by the caller after init: the capture points asked for in cfg.tap_layers /
      * cfg.tap_points (MpFwdPoint; mp_fwd_run only; the last layer of a run without logits stops
      * after its keys); a backend copies to the host only those */
@@ -215,7 +226,11 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
  * process-wide mp_fwd_kernel_set is neither read nor changed.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
-void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct */
+/* Another worker of src's forward pass: the same model, config, instance and kernel, src's
+ * weights shared (borrowed: src must outlive f), its own ctx and activations. Hooks are not
+ * copied. MP_ERR with a message when memory or the device's handle cannot be had. */
+int mp_fwd_init_worker(MpFwd *f, const MpFwd *src, MpErr *e);
+void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct; frees the weights only when it owns them */
 
 /* One sequence ids [T] (1 <= T <= max_seq, 0 <= id < V) through the layers; hook (may be NULL)
  * sees every layer's scores (NULL when f->rows_hook is set: MP_ERR). A layer whose activations

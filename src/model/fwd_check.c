@@ -5,7 +5,7 @@
 #include <float.h>
 #include <string.h>
 
-#define CHK_NONFINITE 0x7f800000u /* IEEE bits of +Inf: |x| bits at or above it are Inf or NaN */
+#define CHK_NONFINITE MP_FWD_CHECK_NONFINITE
 
 /* ================================================================ the pass over floats */
 
@@ -36,9 +36,8 @@ static int chk_first_row(const float *x, int64_t width, int t0, int T) {
 
 /* ================================================================ the scores */
 
-void mp_fwd_check_scores_plan(MpFwdCheck *c, const float *q, size_t nq, const float *k, size_t nk, int HS, float scale,
-                              int cached) {
-    const float qm = chk_bits_float(mp_fwd_check_amax_bits(q, nq)), km = chk_bits_float(mp_fwd_check_amax_bits(k, nk));
+void mp_fwd_check_scores_plan(MpFwdCheck *c, uint32_t qbits, uint32_t kbits, int HS, float scale, int cached) {
+    const float qm = chk_bits_float(qbits), km = chk_bits_float(kbits);
     const double bound = (double)qm * (double)km * HS * (scale > 1 ? scale : 1.0); /* NaN or Inf: fails */
     c->scores = cached || !(bound < FLT_MAX / 2);
     c->row = c->head = -1;

@@ -31,8 +31,8 @@
  *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0);
  *   - the head sum of a block of score rows in double (the probe's reduced map) and the MoE
  *              routing of a row (softmax of the router logits, top-k).
- * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
- * know about models (fwd.c does).
+ * Does not: allocate (callers pass every buffer), thread (the CPU instances' ops, fwd_cpu.c,
+ * parallelise outer loops), or know about models (fwd.c does).
  * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too),
  * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == its class's reference bit for
  * bit; avx512bf16 also within the f32 summation bound of the exact sum; skipped without the CPU
@@ -77,7 +77,7 @@ void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int
 
 /* 1 when this thread may open a parallel region: none is active around it. Inside a worker of a
  * sequence-parallel run the forward runs serially without entering OpenMP at all (see
- * FWD_PAR_FOR in fwd.c); the bits are the same either way. 0 without OpenMP. */
+ * FWD_PAR_FOR in fwd_par.h); the bits are the same either way. 0 without OpenMP. */
 int mp_fwd_top_level(void);
 
 /* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP), with

@@ -193,7 +193,7 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
     nt = 1;
 #endif
     const MpFwdConfig fc = {.n_layers = m->n_layers, .max_seq = c->len, .causal = 1, .rope = 1, .logits = 1,
-                            .compute = c->compute, .kv_cache = 1, .device = c->device};
+                            .compute = c->compute, .kv_cache = 1, .device = c->device, .logits_last = 1};
     uint64_t wbytes = 0, abytes = 0;
     mp_fwd_plan_bytes(m, &fc, &wbytes, &abytes);
     int mode = c->parallel;
@@ -209,8 +209,10 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
         return mp_err_set(e, "out of memory for %lld x %d generated ids", (long long)c->n, c->len);
     }
     int rc = MP_OK;
-    for (int k = 0; k < nw && rc == MP_OK; k++) /* serially: mp_fwd_init selects the kernel */
-        if (mp_fwd_init(&g[k].f, m, &fc, e) != MP_OK || mp_gen_work_init(&g[k].w, m->vocab, e) != MP_OK) rc = MP_ERR;
+    for (int k = 0; k < nw && rc == MP_OK; k++) /* one copy of the weights: workers 1.. share worker 0's */
+        if ((k ? mp_fwd_init_worker(&g[k].f, &g[0].f, e) : mp_fwd_init(&g[k].f, m, &fc, e)) != MP_OK ||
+            mp_gen_work_init(&g[k].w, m->vocab, e) != MP_OK)
+            rc = MP_ERR;
     int64_t done = 0;
     int failed = 0;
     MpErr first;
@@ -238,7 +240,7 @@ int mp_gen_run(MpGenResult *r, MpModel *m, const MpGenConfig *c, MpErr *e) {
             }
         }
     }
-    for (int k = 0; k < nw; k++) {
+    for (int k = nw - 1; k >= 0; k--) { /* worker 0 last: it owns the weights */
         mp_gen_work_free(&g[k].w);
         mp_fwd_free(&g[k].f);
     }

@@ -53,7 +53,8 @@ static int ranks_part_init(MpProbeAcc *part, const MpProbeAcc *a, MpErr *e) {
 }
 
 /* Workers of one process (threads > 1, a small model): sequences s0 .. s0+nw-1 at a time, one
- * per thread, each through its own forward pass (f, or a copy of it) into its own one-sequence
+ * per thread, each through its own forward pass (f, or a worker of it sharing f's weights:
+ * mp_fwd_init_worker; its own activations) into its own one-sequence
  * accumulator; then, in sequence order, each is added to a by mp_probe_acc_merge, as ranks_root
  * adds the other ranks' (0 + x = x: the bits of the plain loop). Forward passes inside the
  * workers run serially (mp_fwd_top_level), so nothing waits on a team per layer. */
@@ -67,7 +68,7 @@ static int ranks_threads(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n,
     int made = 0, fmade = 1; /* accumulators and forward passes set up (each init frees its own on failure) */
     while (rc == MP_OK && made < nw) rc = ranks_part_init(&part[made], a, e) == MP_OK ? (made++, MP_OK) : MP_ERR;
     if (fw) fw[0] = *f; /* worker 0 runs the caller's forward pass (handed back below) */
-    while (rc == MP_OK && fmade < nw) rc = mp_fwd_init(&fw[fmade], f->m, &f->cfg, e) == MP_OK ? (fmade++, MP_OK) : MP_ERR;
+    while (rc == MP_OK && fmade < nw) rc = mp_fwd_init_worker(&fw[fmade], f, e) == MP_OK ? (fmade++, MP_OK) : MP_ERR;
     for (int64_t s0 = a->n_done; rc == MP_OK && s0 < n; s0 += nw) {
         const int cnt = (int)(n - s0 < nw ? n - s0 : nw);
 #pragma omp parallel for num_threads(cnt) schedule(static, 1)

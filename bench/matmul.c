@@ -6,8 +6,8 @@
  *
  * Prints, per thread count, one row per engine: GFLOP/s of wall clock per shape group (q/o, k/v,
  * gate/up, down), the whole layer in wall clock and per CPU second (process CPU time: robust to
- * other jobs on a shared machine), and the ratio of that to oneDNN's; then, on a CPU whose
- * instructions run here, the peak of vdpbf16ps and of tdpbf16ps chains on one thread. Operands are
+ * other jobs on a shared machine), and the ratio of that to oneDNN's; then, where AMX runs, the
+ * peak of tdpbf16ps chains on one thread (vdpbf16ps and FMA: bench/probe_peak.c). Operands are
  * bf16 values (random), weights packed once per layout before the clock starts.
  *
  * usage: matmul [--T 1024] [--threads 1,2] [--kernels auto|all|NAME,...] [--reps 1]
@@ -230,24 +230,6 @@ static Timing time_dnnl(DnnShape *ds, dnnl_stream_t str, int reps) {
 /* ================================================================ instruction peaks (one thread) */
 
 #if BENCH_X86
-__attribute__((target("avx512f,avx512bf16"))) static double peak_vdpbf16ps(void) {
-    __m512 acc[12];
-    for (int i = 0; i < 12; i++) acc[i] = _mm512_setzero_ps();
-    const __m512bh a = (__m512bh)_mm512_set1_epi32(0x3f803f80), b = (__m512bh)_mm512_set1_epi32(0x3f803f80);
-    const long iters = 20000000;
-    const double t0 = now_thread_cpu();
-    for (long n = 0; n < iters; n++)
-        for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
-    const double s = now_thread_cpu() - t0;
-    float sink = 0, v[16];
-    for (int i = 0; i < 12; i++) {
-        _mm512_storeu_ps(v, acc[i]);
-        sink += v[0];
-    }
-    if (sink == 1.0f) printf(" ");
-    return 12.0 * iters * 64 / s / 1e9; /* 32 pairs = 64 flops per instruction */
-}
-
 /* tdpbf16ps chains into four accumulator tiles (16 x 16 x 32 pairs: 16384 multiply-adds each). */
 __attribute__((target("amx-tile,amx-bf16"))) static double peak_tdpbf16ps(void) {
     struct {
@@ -402,10 +384,7 @@ int main(int argc, char **argv) {
             }
     }
 #if BENCH_X86
-    printf("\ninstruction peaks, one thread, GFLOP per CPU second:");
-    if (mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16)) printf(" vdpbf16ps %.1f", peak_vdpbf16ps());
-    if (amx) printf(" tdpbf16ps %.1f", peak_tdpbf16ps());
-    printf("\n");
+    if (amx) printf("\ntdpbf16ps peak, one thread: %.1f GFLOP per CPU second (vdpbf16ps and FMA: bench/probe_peak.c)\n", peak_tdpbf16ps());
 #endif
     free(x);
     free(y);

@@ -4,7 +4,9 @@
 #   scripts/setup.sh --test   also the test-only tools: Debian's chromium (report.html check) and
 #                             the npm test oracles (HF tokenizers, llama.cpp, playwright-core)
 #   scripts/setup.sh --bench  also OpenBLAS for bench/probe's f32 PyTorch peer (the system BLAS
-#                             stays the reference BLAS: only the peer process is pointed at it)
+#                             stays the reference BLAS: only the peer process is pointed at it) and
+#                             oneDNN's headers for bench/amx's engine peer (bench/matmul.c; never
+#                             linked into maskpos)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 with_tests=0
@@ -35,7 +37,7 @@ test_pkgs=(
   python3-pytest python3-pip python3-setuptools  # python/tests (tests/test_pyapi.c), offline pip install (tests/test_install.c)
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
-if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread); fi
+if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread libdnnl-dev); fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -405,6 +405,18 @@ static void test_backend_counted_instance(void **state) {
     assert_int_equal(bk_calls[MP_FWD_OP_ROPE_TABLE], 2);
     assert_int_equal(bk_calls[MP_FWD_OP_ATTENTION], 6);
     mp_model_free(&m);
+    /* an instance without MoE ops refuses a MoE model with one line */
+    snprintf(dir, sizeof dir, "%s/bk-nomoe", mp_test_tmpdir());
+    model_make_open(&m, dir, moe[0]);
+    MpErr e;
+    bk_counted_make();
+    bk_counted.moe_route = NULL, bk_counted.moe_count = NULL, bk_counted.moe_gather = NULL, bk_counted.moe_scatter = NULL;
+    bk_counted.moe_shared_mix = NULL;
+    MpFwd f;
+    const MpFwdConfig cfg = {.n_layers = 3, .max_seq = T, .causal = 1, .rope = 1, .ops = &bk_counted};
+    assert_int_equal(mp_fwd_init(&f, &m, &cfg, &e), MP_ERR);
+    if (!strstr(e.msg, "no mixture-of-experts ops") || strchr(e.msg, '\n')) fail_msg("no MoE ops: %s", e.msg);
+    mp_model_free(&m);
     free(a);
     free(b);
 }

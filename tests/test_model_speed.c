@@ -30,6 +30,7 @@
 #include "core/util.h"         /* mp_file_exists */
 #include "load/model.h"        /* mp_model_open */
 #include "model/fwd.h"         /* mp_fwd_plan_bytes, MP_FWD_COMPUTE_* */
+#include "model/fwd_amx.h"     /* mp_amx_matmul_ref, the tile layout */
 #include "model/fwd_kernels.h" /* kernels, bf16 helpers */
 
 
@@ -82,44 +83,56 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         const int64_t ldx = K + 3, ldy = O + 5;
         float *x = malloc(sizeof(float) * (size_t)(T * ldx)), *w = malloc(sizeof(float) * (size_t)(O * K));
         float *y = malloc(sizeof(float) * (size_t)(T * ldy)), *yr = malloc(sizeof(float) * (size_t)(T * ldy));
-        float *yp = malloc(sizeof(float) * (size_t)(T * ldy)); /* the avx512bf16 order (bf16 weights) */
-        const size_t np = mp_fwd_mat_floats(O, K);
+        float *yp = malloc(sizeof(float) * (size_t)(T * ldy)); /* the pairs order (bf16 weights) */
+        float *yt = malloc(sizeof(float) * (size_t)(T * ldy)); /* the tiles order (bf16 weights) */
+        const size_t np = mp_fwd_mat_floats(O, K), nt = mp_amx_weight_elems(O, K);
         float *pf = aligned_alloc(64, (np * 4 + 63) / 64 * 64);
-        uint16_t *pb = aligned_alloc(64, (np * 2 + 63) / 64 * 64);
+        uint16_t *pb = aligned_alloc(64, (np * 2 + 63) / 64 * 64), *pt = aligned_alloc(64, (nt * 2 + 63) / 64 * 64);
         mp_test_fill(x, (size_t)(T * ldx), 1 + (uint32_t)s, 997.0f);
         mp_test_fill(w, (size_t)(O * K), 100 + (uint32_t)s, 997.0f);
         for (int bf = 0; bf < 2; bf++) {
-            MpFwdMat m;
+            MpFwdMat m, mt;
             memset(&m, 0, sizeof m);
             if (bf) {
-                /* bf16 operands: x and W rounded; packed in uneven row chunks (7, then 32s) */
+                /* bf16 operands: x and W rounded; packed in uneven row chunks (7, then 32s), in the
+                 * panels and in the tile layout */
                 mp_fwd_bf16_round(x, (size_t)(T * ldx));
                 mp_fwd_bf16_round(w, (size_t)(O * K));
                 m.pb = pb;
                 m.out = O;
                 m.in = K;
+                mt = m;
+                mt.pb = pt;
+                mt.layout = MP_FWD_LAYOUT_TILES;
                 for (int64_t r0 = 0; r0 < O;) {
                     const int64_t n = r0 == 0 ? (O < 7 ? O : 7) : (O - r0 < 32 ? O - r0 : 32);
                     mp_fwd_mat_pack_bf16_rows(&m, w + r0 * K, r0, n);
+                    mp_fwd_mat_pack_bf16_rows(&mt, w + r0 * K, r0, n);
                     r0 += n;
                 }
             } else {
                 m.p = pf;
                 mp_fwd_mat_pack(&m, w, O, K);
+                mt = m;
             }
             memset(yr, 0, sizeof(float) * (size_t)(T * ldy));
             mp_fwd_matmul_ref(yr, ldy, x, ldx, w, O, K, T);
             memset(yp, 0, sizeof(float) * (size_t)(T * ldy));
             mp_fwd_matmul_ref_pairs(yp, ldy, x, ldx, w, O, K, T);
+            memset(yt, 0, sizeof(float) * (size_t)(T * ldy));
+            mp_amx_matmul_ref(yt, ldy, x, ldx, w, O, K, T);
             for (int k = MP_FWD_KERNEL_REF; k < MP_FWD_KERNEL_COUNT; k++) {
                 if (!mp_fwd_kernel_available((MpFwdKernel)k)) continue;
-                /* vdpbf16ps sums pairs of k (odd product first): its own reference order */
-                const float *want = bf && k == MP_FWD_KERNEL_AVX512BF16 ? yp : yr;
+                /* each bit class against its own reference order (f32 weights: all ascending fmaf) */
+                const int bits = mp_fwd_kernel_bits((MpFwdKernel)k, bf);
+                if (bits == MP_FWD_BITS_AMXHW) continue; /* no reference: test_model_amx measures it */
+                const float *want = bits == MP_FWD_BITS_PAIRS ? yp : bits == MP_FWD_BITS_TILES ? yt : yr;
+                const MpFwdMat *mk = mp_fwd_kernel_layout((MpFwdKernel)k) == MP_FWD_LAYOUT_TILES ? &mt : &m;
                 assert_int_equal(mp_fwd_kernel_set((MpFwdKernel)k), k);
                 for (int th = 1; th <= 2; th++) {
                     mp_test_set_threads(th);
                     memset(y, 0, sizeof(float) * (size_t)(T * ldy));
-                    mp_fwd_matmul(y, ldy, x, ldx, &m, T);
+                    mp_fwd_matmul(y, ldy, x, ldx, mk, T);
                     for (int64_t t = 0; t < T; t++)
                         for (int64_t o = 0; o < O; o++)
                             if (f32_bits(y[t * ldy + o]) != f32_bits(want[t * ldy + o]))
@@ -135,8 +148,10 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
         free(y);
         free(yr);
         free(yp);
+        free(yt);
         free(pf);
         free(pb);
+        free(pt);
     }
     mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
     mp_test_set_threads(2);
@@ -147,7 +162,9 @@ static void test_matmul_every_kernel_matches_reference(void **state) {
     assert_true(ran[MP_FWD_KERNEL_REF] && ran[MP_FWD_KERNEL_SCALAR]);
     assert_int_equal(mp_fwd_kernel_set((MpFwdKernel)MP_FWD_KERNEL_COUNT), -1);
     assert_int_equal(mp_fwd_kernel_parse("avx512"), MP_FWD_KERNEL_AVX512);
-    assert_int_equal(mp_fwd_kernel_parse("amx"), -1);
+    assert_int_equal(mp_fwd_kernel_parse("amx"), MP_FWD_KERNEL_AMX);
+    assert_int_equal(mp_fwd_kernel_parse("amx2"), -1);
+    assert_true(ran[MP_FWD_KERNEL_AMXEMU]); /* the emulated tile layer runs on every CPU */
 }
 
 /* The vdpbf16ps kernel (bf16 weights): bit for bit the pair order of mp_fwd_matmul_ref_pairs, and
@@ -273,7 +290,7 @@ static void test_bf16_against_torch_every_kernel(void **state) {
         unsetenv("MASKPOS_KERNEL");
         rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/f32 --layers all --per-head --quiet %s", model, ids, d, k->probe);
         if (rc != 0) fail_msg("%s: probe f32 failed (%d): %s", k->name, rc, out);
-        char first[512] = "";
+        char first[512] = "", first_of[MP_FWD_BITS_COUNT][512] = {{0}}; /* the first kernel's maps, per bit class */
         for (int kern = MP_FWD_KERNEL_REF; kern < MP_FWD_KERNEL_COUNT; kern++) {
             if (!mp_fwd_kernel_available((MpFwdKernel)kern)) continue;
             kernel_env(kern);
@@ -295,11 +312,17 @@ static void test_bf16_against_torch_every_kernel(void **state) {
                               k->name, e_ref, m_ref, e_f32, m_f32);
                 if (!(e_f32 <= 2e-2)) fail_msg("%s: bf16 differs from the f32 path by %.3g of max |score| (bound 2e-2)", k->name, e_f32);
                 if (e_f32 > worst_f32) worst_f32 = e_f32;
-            } else if (kern == MP_FWD_KERNEL_AVX512BF16) { /* its own summation order: bounds only */
-                print_message("%-24s kernel avx512bf16: |bf16 - torch-bf16| max %.2g mean %.2g\n", k->name, e_ref, m_ref);
-            } else if (!files_equal(first, a)) {
-                fail_msg("%s: bf16 scores of kernel %s differ from kernel ref (they must be bit-identical)", k->name,
-                         mp_fwd_kernel_name((MpFwdKernel)kern));
+            }
+            /* kernels of one bit class: the same bytes; another class: its own sums, held to the bounds above */
+            const int bits = mp_fwd_kernel_bits((MpFwdKernel)kern, 1);
+            if (!first_of[bits][0]) {
+                snprintf(first_of[bits], sizeof first_of[bits], "%s", a);
+                if (bits != MP_FWD_BITS_FMA)
+                    print_message("%-24s kernel %s (class %s): |bf16 - torch-bf16| max %.2g mean %.2g\n", k->name,
+                                  mp_fwd_kernel_name((MpFwdKernel)kern), mp_fwd_bits_name(bits), e_ref, m_ref);
+            } else if (!files_equal(first_of[bits], a)) {
+                fail_msg("%s: bf16 scores of kernel %s differ from those of the first kernel of its class %s (they must be "
+                         "bit-identical)", k->name, mp_fwd_kernel_name((MpFwdKernel)kern), mp_fwd_bits_name(bits));
             }
         }
         unsetenv("MASKPOS_KERNEL");
@@ -424,8 +447,12 @@ static void test_compute_flag_errors(void **state) {
     assert_int_equal(mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/o --compute f16", model, ids, d), 2);
     assert_non_null(strstr(out, "--compute"));
     assert_int_equal(mp_test_run(out, sizeof out, "logits %s --tokens 1,2 --compute bf32", model), 2);
-    assert_int_equal(mp_test_shell(out, sizeof out, "MASKPOS_KERNEL=amx %s logits %s --tokens 1,2", MP_TEST_BIN, model), 2);
-    assert_non_null(strstr(out, "MASKPOS_KERNEL"));
+    assert_int_equal(mp_test_shell(out, sizeof out, "MASKPOS_KERNEL=amx2 %s logits %s --tokens 1,2", MP_TEST_BIN, model), 2);
+    assert_non_null(strstr(out, "MASKPOS_KERNEL=amx2: unknown kernel or bit class"));
+    if (!mp_fwd_kernel_available(MP_FWD_KERNEL_AMX)) { /* a kernel this CPU cannot run: one line that says why */
+        assert_int_equal(mp_test_shell(out, sizeof out, "MASKPOS_KERNEL=amx %s logits %s --tokens 1,2", MP_TEST_BIN, model), 2);
+        assert_non_null(strstr(out, "MASKPOS_KERNEL=amx: this CPU or build cannot run it: "));
+    }
 }
 
 int main(void) {

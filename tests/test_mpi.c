@@ -12,7 +12,10 @@
  *     probe's settings, src/job/probe_opts.h, read there into an MpProbeConfig: mpi_job_probe in
  *     src/cli/mpi_job.c) write the maps of a one-process `probe` with the stage's flags, byte for
  *     byte;
- *   - other commands are refused under mpirun with more than one rank (exit 2).
+ *   - other commands are refused under mpirun with more than one rank (exit 2);
+ *   - bf16 on the emulated AMX kernel (MASKPOS_KERNEL=amxemu, issue #37) with 3 ranks equals one
+ *     process; ranks whose kernels are of two bit classes (an MPMD launch, as two CPUs would
+ *     choose) all stop before a sequence, with the class to set for every rank.
  * The merge itself (mp_probe_acc_merge) is checked against direct accumulation in
  * tests/test_model_probe_merge.c. Skipped (with the reason) in a build without MPI (make MPI=1
  * builds build-mpi/, which runs this test) or when mpirun is missing.
@@ -247,6 +250,61 @@ static void test_reproduce_model_stages(void **state) {
     assert_true(mp_file_exists(a)); /* rank 0 wrote the report */
 }
 
+/* bf16 through the emulated tile layer: 3 ranks (1 thread each) == one process with 2 threads. */
+static void test_probe_amx_ranks_equal_one_process(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[16384], one[512], three[512];
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 5 --dtype bf16");
+    snprintf(ids, sizeof ids, "%s/ids.bin", d);
+    raw_ids(ids, 7, 24, 300, 0);
+    snprintf(one, sizeof one, "%s/one", d);
+    snprintf(three, sizeof three, "%s/three", d);
+    int rc = mp_test_shell(out, sizeof out, "MASKPOS_KERNEL=amxemu %s probe %s --tokens %s --seq 24 --out %s --threads 2 --per-head "
+                           "--quiet --compute bf16", MP_TEST_BIN, model, ids, one);
+    if (rc != 0) fail_msg("one process failed (%d): %s", rc, out);
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 -x MASKPOS_KERNEL=amxemu %s probe %s --tokens %s --seq 24 --out %s "
+                       "--threads 1 --per-head --compute bf16", MP_TEST_BIN, model, ids, three);
+    if (rc != 0) fail_msg("mpirun -np 3 failed (%d): %s", rc, out);
+    if (!strstr(out, "matmul: kernel amxemu, bit class tiles")) fail_msg("rank 0 did not name the kernel: %s", out);
+    const char *files[] = {"scores.npy", "scores_se.npy", "scores_diagnorm.npy", "scores_heads.npy"};
+    same_files(one, three, files, 4);
+    const char *keys[] = {"stats", "matmul_kernel", "matmul_bits"};
+    same_meta(one, three, keys, 3);
+}
+
+/* Two ranks whose kernels sum bf16 matmuls in two orders: both stop, rank 0 before any sequence. */
+static void test_probe_ranks_of_two_classes_stop(void **state) {
+    (void)state;
+    SKIP_WITHOUT_MPI();
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[16384];
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 1 --vocab 300 --seed 5 --dtype bf16");
+    snprintf(ids, sizeof ids, "%s/ids.bin", d);
+    raw_ids(ids, 4, 16, 300, 0);
+    const char *args = "probe %s --tokens %s --seq 16 --out %s/o --compute bf16 --quiet";
+    char one[1024], cmd[4096];
+    snprintf(one, sizeof one, args, model, ids, d);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 -x MASKPOS_KERNEL=scalar %s %s : -np 1 -x MASKPOS_KERNEL=amxemu %s %s", MP_TEST_BIN, one,
+             MP_TEST_BIN, one);
+    int rc = mp_test_shell(out, sizeof out, "%s", cmd);
+    print_message("%s", out);
+    assert_true(rc != 0);
+    assert_non_null(strstr(out, "MPI rank 1 sums bf16 matmuls in bit class tiles (kernel amxemu), rank 0 in class fma"));
+    assert_non_null(strstr(out, "MASKPOS_KERNEL=fma for every rank"));
+    char meta[512];
+    snprintf(meta, sizeof meta, "%s/o/meta.json", d);
+    assert_false(mp_file_exists(meta));
+    /* the class named for every rank: the job runs */
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 -x MASKPOS_KERNEL=scalar %s %s --force : -np 1 -x MASKPOS_KERNEL=fma %s %s --force",
+             MP_TEST_BIN, one, MP_TEST_BIN, one);
+    rc = mp_test_shell(out, sizeof out, "%s", cmd);
+    if (rc != 0) fail_msg("two kernels of class fma failed (%d): %s", rc, out);
+}
+
 static void test_other_commands_refused(void **state) {
     (void)state;
     SKIP_WITHOUT_MPI();
@@ -265,6 +323,8 @@ int main(void) {
         cmocka_unit_test(test_simulate_three_ranks_equal_one_process),
         cmocka_unit_test(test_killed_rank_then_resume),
         cmocka_unit_test(test_reproduce_model_stages),
+        cmocka_unit_test(test_probe_amx_ranks_equal_one_process),
+        cmocka_unit_test(test_probe_ranks_of_two_classes_stop),
         cmocka_unit_test(test_other_commands_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

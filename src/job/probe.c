@@ -325,8 +325,9 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
 }
 
 /* The run key: model (its description and the bytes of the weights the run reads), tokens and
- * every flag that changes the sums; a checkpoint resumes only under the same key. */
-static uint64_t probe_run_key(const ProbeState *s) {
+ * every flag that changes the sums; a checkpoint resumes only under the same key. bits: the bf16
+ * matmul's bit class (MpFwdBits) in the key; -1: none (the key of maskpos before issue #37). */
+static uint64_t probe_run_key(const ProbeState *s, int bits) {
     const MpProbeConfig *r = s->c;
     uint64_t key = mp_fnv1a64(&s->model_hash, 8, MP_FNV_INIT);
     key = mp_fnv1a64(&s->weights_hash, 8, key);
@@ -337,6 +338,10 @@ static uint64_t probe_run_key(const ProbeState *s) {
     if (r->compute != MP_FWD_COMPUTE_F32) { /* f32 keys unchanged: older checkpoints still resume */
         const int64_t cm = r->compute;
         key = mp_fnv1a64(&cm, sizeof cm, key);
+        if (bits >= 0) { /* kernels of two classes sum in two orders: a resume never mixes them */
+            const int64_t bc = bits;
+            key = mp_fnv1a64(&bc, sizeof bc, key);
+        }
     }
     if (s->acc.skip) { /* the block sums start at position 1: not those of an older maskpos */
         const int64_t sk = s->acc.skip;
@@ -346,6 +351,17 @@ static uint64_t probe_run_key(const ProbeState *s) {
     for (int l = 0; l < s->acc.L; l++) windowed |= s->acc.window[l] > 0;
     if (windowed) key = mp_fnv1a64(s->acc.window, sizeof(int) * (size_t)s->acc.L, key);
     return key;
+}
+
+/* The log's line on the matmul kernel: which, its bit class, and how it was chosen. */
+static void probe_log_kernel(const ProbeState *s) {
+    if (!s->c->log || mp_mpi_rank() != 0) return;
+    const int bf16 = s->c->compute == MP_FWD_COMPUTE_BF16, bits = mp_fwd_kernel_bits(s->f.kernel, bf16);
+    const char *req = getenv("MASKPOS_KERNEL");
+    fprintf(s->c->log, "matmul: kernel %s, bit class %s", mp_fwd_kernel_name(s->f.kernel), mp_fwd_bits_name(bits));
+    if (req && *req && strcmp(req, "auto") && mp_fwd_bits_parse(req) < 0) fprintf(s->c->log, " (MASKPOS_KERNEL=%s)\n", req);
+    else fprintf(s->c->log, " (%s%s, the fastest of its class: %s)\n", req && *req && strcmp(req, "auto") ? "MASKPOS_KERNEL=" : "",
+                 req && *req && strcmp(req, "auto") ? req : "auto", mp_fwd_kernel_pick_note(bits, bf16));
 }
 
 /* --resume without a checkpoint: a finished run in the folder (its meta.json) must be of this
@@ -371,11 +387,43 @@ static int probe_resume_finished(const ProbeState *s, MpErr *e) {
     return rc;
 }
 
+/* The matmul's bit class of this run (bf16; -1 for f32, whose key has none). */
+static int probe_bits(const ProbeState *s) {
+    return s->c->compute == MP_FWD_COMPUTE_BF16 ? mp_fwd_kernel_bits(s->f.kernel, 1) : -1;
+}
+
+/* A bf16 checkpoint refused under this run's key: when it is this run under another bit class
+ * (or the class-less key of an older maskpos), say so and how to resume it. MP_ERR either way. */
+static int probe_resume_other_bits(ProbeState *s, MpErr *e) {
+    const int own = probe_bits(s);
+    for (int b = -1; own >= 0 && b < MP_FWD_BITS_COUNT; b++) {
+        MpErr e2;
+        int missing;
+        if (b == own || mp_probe_ckpt_load(s->ckpt, &s->acc, probe_run_key(s, b), &missing, &e2) != MP_OK) continue;
+        if (b < 0)
+            return mp_err_set(e, "%s is a bf16 checkpoint of an older maskpos, whose run key does not say which "
+                                 "bit class of matmul kernels summed it (docs/speed.md); HINT: run again without --resume "
+                                 "(--force replaces the folder)",
+                              s->ckpt);
+        const int k = mp_fwd_kernel_pick(b, 1);
+        return mp_err_set(e, "%s was summed by bf16 matmul kernels of bit class %s; this run's kernel %s is of "
+                             "class %s, whose sums differ; HINT: MASKPOS_KERNEL=%s resumes it with the same bits (%s%s)",
+                          s->ckpt, mp_fwd_bits_name(b), mp_fwd_kernel_name(s->f.kernel), mp_fwd_bits_name(own),
+                          mp_fwd_bits_name(b), k >= 0 ? "here: kernel " : "no kernel of that class runs on this CPU",
+                          k >= 0 ? mp_fwd_kernel_name((MpFwdKernel)k) : "");
+    }
+    return MP_ERR;
+}
+
 /* --resume on rank 0: the checkpoint's sums (none: from the first sequence). */
 static int probe_resume(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
     int missing;
     if (mp_probe_ckpt_load(s->ckpt, &s->acc, s->key, &missing, e) != MP_OK) {
+        if (!missing && probe_bits(s) >= 0 && strstr(e->msg, "belongs to another run")) {
+            MpErr e3 = *e;
+            if (probe_resume_other_bits(s, &e3) == MP_ERR && e3.msg[0] && strcmp(e3.msg, e->msg)) *e = e3;
+        }
         if (!missing) return mp_err_prefix(e, "--resume");
         if (probe_resume_finished(s, e) != MP_OK) return MP_ERR;
         if (r->log) fprintf(r->log, "resume: no checkpoint in %s, starting from the first sequence\n", r->out);
@@ -414,7 +462,8 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     s->model_hash = mp_model_shape_hash(s->m);
     if (mp_mpi_rank() == 0 && !(s->weights_hash = mp_model_weights_hash(s->m, s->deepest)))
         return mp_err_set(e, "%s: out of memory", s->m->path);
-    s->key = probe_run_key(s);
+    s->key = probe_run_key(s, probe_bits(s));
+    probe_log_kernel(s);
     s->ckpt[0] = 0;
     if (r->out && mp_path_join(s->ckpt, sizeof s->ckpt, r->out, "checkpoint.bin", e) != MP_OK) return MP_ERR;
     if (r->resume && mp_mpi_rank() == 0 && probe_resume(s, e) != MP_OK) return MP_ERR;
@@ -595,6 +644,16 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "compute_mode", json_string(mp_fwd_compute_name(r->compute)));
     json_object_set_new(j, "matmul_kernel", json_string(mp_fwd_kernel_name(s->f.kernel))); /* this pass's kernel */
     json_object_set_new(j, "device", probe_meta_device(r->device));
+    {
+        const int bf16 = r->compute == MP_FWD_COMPUTE_BF16, bits = mp_fwd_kernel_bits(s->f.kernel, bf16);
+        const char *req = getenv("MASKPOS_KERNEL");
+        char how[128];
+        if (!req || !*req || !strcmp(req, "auto")) snprintf(how, sizeof how, "auto: the fastest kernel of the default class here");
+        else if (mp_fwd_bits_parse(req) >= 0) snprintf(how, sizeof how, "MASKPOS_KERNEL=%.40s: the fastest kernel of that class here", req);
+        else snprintf(how, sizeof how, "MASKPOS_KERNEL=%.40s", req);
+        json_object_set_new(j, "matmul_bits", json_string(mp_fwd_bits_name(bits))); /* its bit class (docs/speed.md) */
+        json_object_set_new(j, "matmul_choice", json_string(how)); /* the measured rates: the log's matmul line */
+    }
     json_object_set_new(j, "compute_time_s", json_real(res->compute_s));
     return j;
 }
@@ -698,6 +757,26 @@ static void probe_result_dims(MpProbeResult *res, const ProbeState *s) {
              mp_model_arch_name(s->m->arch), !s->rope ? "RoPE off" : nope ? "no positional encoding" : "RoPE");
 }
 
+/* bf16 under MPI (every rank set up): the ranks' matmul kernels are of one bit class, rank 0's,
+ * or all stop — the sums of one job never mix two orders (their CPUs may differ: each picked the
+ * fastest kernel of its own default class). */
+static int probe_bits_agree(const ProbeState *s, MpErr *e) {
+    const int mine = probe_bits(s);
+    int64_t b0 = mine;
+    mp_mpi_bcast(&b0, sizeof b0, 0);
+    if (mp_mpi_agree(mine == b0)) return MP_OK;
+    if (mine != b0)
+        return mp_err_set(e, "MPI rank %d sums bf16 matmuls in bit class %s (kernel %s), rank 0 in class %s: their CPUs "
+                             "differ; HINT: MASKPOS_KERNEL=%s for every rank (mpirun -x MASKPOS_KERNEL=%s)",
+                          mp_mpi_rank(), mp_fwd_bits_name(mine), mp_fwd_kernel_name(s->f.kernel), mp_fwd_bits_name((int)b0),
+                          mp_fwd_bits_name((int)b0), mp_fwd_bits_name((int)b0));
+    if (mp_mpi_rank() == 0)
+        return mp_err_set(e, "another MPI rank sums bf16 matmuls in another bit class than rank 0's %s (its message is "
+                             "above)", mp_fwd_bits_name(mine));
+    e->msg[0] = 0;
+    return MP_ERR;
+}
+
 int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e) {
     memset(res, 0, sizeof *res);
     ProbeState s;
@@ -717,6 +796,7 @@ int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e) {
             else e->msg[0] = 0; /* rank 0 says it */
             rc = MP_ERR;
         }
+        if (rc == MP_OK) rc = probe_bits_agree(&s, e);
     }
     if (rc == MP_OK) {
         probe_result_dims(res, &s);

@@ -44,15 +44,13 @@ static const MpFwdOps *fwd_ops(const MpFwdConfig *cfg, MpErr *e) {
     return cfg->ops ? cfg->ops : mp_fwd_ops_for(cfg->device, cfg->compute == MP_FWD_COMPUTE_F32_PLAIN, e);
 }
 
-/* This pass's kernel: MASKPOS_KERNEL, else the CPU's best; -1 and a line in e when unknown or not
- * runnable here. */
-static int fwd_kernel(MpErr *e) {
-    const char *kname = getenv("MASKPOS_KERNEL");
-    const int kreq = kname && *kname ? mp_fwd_kernel_parse(kname) : MP_FWD_KERNEL_AUTO;
-    if (kreq < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: unknown kernel (auto, ref, scalar, avx2, avx512, avx512bf16)", kname), -1;
-    const int kset = mp_fwd_kernel_resolve((MpFwdKernel)kreq);
-    if (kset < 0) return mp_err_set(e, "MASKPOS_KERNEL=%s: this CPU or build cannot run it", kname), -1;
-    return kset;
+/* This pass's kernel: MASKPOS_KERNEL (a kernel or a bit class), else the fastest of the CPU's
+ * default class (mp_fwd_kernel_choose); -1 and a line in e when unknown or not runnable here. */
+static int fwd_kernel(const MpFwdConfig *cfg, MpErr *e) {
+    char why[512];
+    const int k = mp_fwd_kernel_choose(getenv("MASKPOS_KERNEL"), cfg->compute == MP_FWD_COMPUTE_BF16, why, sizeof why);
+    if (k < 0) return mp_err_set(e, "%s", why), -1;
+    return k;
 }
 
 /* The plan of a layer's weights: one row per tensor the forward pass keeps — the role it is loaded
@@ -193,9 +191,9 @@ static void fwd_set(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, const MpFwdOps
 void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weights, uint64_t *acts) {
     MpErr e;
     const MpFwdOps *ops = fwd_ops(cfg, &e);
-    int kernel = fwd_kernel(&e);
+    int kernel = fwd_kernel(cfg, &e);
     if (!ops) ops = &mp_fwd_ops_cpu; /* a device not built: refused at init, estimated as the CPU */
-    if (kernel < 0) kernel = mp_fwd_kernel_resolve(MP_FWD_KERNEL_AUTO);
+    if (kernel < 0) kernel = mp_fwd_kernel_choose(NULL, cfg->compute == MP_FWD_COMPUTE_BF16, NULL, 0);
     const FwdPlan p = {ops, kernel, cfg->compute == MP_FWD_COMPUTE_BF16 ? MP_FWD_DT_BF16 : MP_FWD_DT_F32};
     FwdCarve cw = {0}, ca = {0};
     MpFwdWeights W;
@@ -427,7 +425,7 @@ static int fwd_acts_alloc(MpFwd *f, size_t *bytes) {
 /* The instance of cfg checked against this build's interface, and a ctx of it for f. */
 static int fwd_open(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (fwd_config_check(m, cfg, e) != MP_OK) return MP_ERR;
-    const int kernel = fwd_kernel(e);
+    const int kernel = fwd_kernel(cfg, e);
     if (kernel < 0) return MP_ERR;
     const MpFwdOps *ops = fwd_ops(cfg, e);
     if (!ops) return MP_ERR;
@@ -438,6 +436,8 @@ static int fwd_open(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e) {
     if (!(ops->dtypes & MP_FWD_DT_BIT(dtype)))
         return mp_err_set(e, "backend '%s' cannot hold %s weights (--compute %s)", ops->name, dtype == MP_FWD_DT_BF16 ? "bf16" : "f32",
                           mp_fwd_compute_name(cfg->compute));
+    if (m->n_experts && !ops->moe_route)
+        return mp_err_set(e, "backend '%s' has no mixture-of-experts ops (%s, %d experts)", ops->name, m->path, m->n_experts);
     fwd_set(f, m, cfg, ops, kernel);
     return (f->ctx = ops->open(cfg->device, kernel, e)) ? MP_OK : MP_ERR;
 }

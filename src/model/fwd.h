@@ -14,7 +14,10 @@
  * show the layer's activations on the way (normed input, q, k, attention mix and output, the
  * residual stream, the MLP's input, the layer output) — tests/test_train_fwd.c checks each
  * against the training model's forward.
- * Only the layers asked for are loaded (packed once at init); everything the token loop needs is
+ * This file decides the data flow; every piece of arithmetic is a whole-tensor op of a backend
+ * instance (fwd_backend.h: the CPU's, or a device's), which owns the weights' layout and its
+ * loops. Only the layers asked for are loaded (once, at init, into one weight block that every
+ * worker of the process shares: mp_fwd_init_worker); everything the token loop needs is
  * allocated at init, nothing inside mp_fwd_run. Deterministic: the same bits for any OpenMP
  * thread count and any matmul kernel (see fwd_kernels.h).
  * Compute modes (MpFwdConfig.compute; docs/speed.md):
@@ -37,7 +40,9 @@
  * scores, 0 after the softmax) once a sequence is longer than W; --bidirectional keeps the
  * window, both ways.
  * Does not: tokenise.
- * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads),
+ * Tested by: tests/test_model_fwd.c (tests/ref/probe_ref.py in torch; HF vs GGUF; threads; the
+ * counted instance: the ops a run makes, a device's paths, shared weights), tests/test_backend_ops.c
+ * (each op of each instance),
  * tests/test_stories_generate.c (mp_fwd_extend == mp_fwd_run bit for bit, every arch),
  * tests/test_model_speed.c (bf16 against tests/ref/probe_ref_bf16.py and llama.cpp; every kernel).
  *
@@ -214,9 +219,11 @@ void mp_fwd_plan_bytes(const MpModel *m, const MpFwdConfig *cfg, uint64_t *weigh
 /* Loads and packs the weights of layers [0, cfg->n_layers) (+ output head for logits) into the
  * storage of the backend (cfg->ops, else cfg->device and cfg->compute: fwd_backend.h; a device
  * not built or unknown: MP_ERR, one line).
- * The environment variable MASKPOS_KERNEL=auto|ref|scalar|avx2|avx512|avx512bf16 forces the
- * matmul kernel of this pass (tests use it to run every path on one machine); unknown or
- * unavailable: MP_ERR. The process-wide mp_fwd_kernel_set is neither read nor changed.
+ * The environment variable MASKPOS_KERNEL (auto, a kernel name, or a bit class: fwd_kernels.h,
+ * mp_fwd_kernel_choose) chooses the matmul kernel of this pass (tests use it to run every path on
+ * one machine); unknown or unavailable: MP_ERR. Without it, the fastest kernel of the CPU's default
+ * bit class (measured once per process). The weights are packed in that kernel's layout. The
+ * process-wide mp_fwd_kernel_set is neither read nor changed.
  * Returns MP_ERR with a message on a bad config or when memory cannot be had. */
 int mp_fwd_init(MpFwd *f, MpModel *m, const MpFwdConfig *cfg, MpErr *e);
 /* Another worker of src's forward pass: the same model, config, instance and kernel, src's

@@ -7,7 +7,7 @@
  * its own looping — a CPU instance keeps its OpenMP loops inside the op, a device instance launches
  * its kernels — so a layer is a few dozen op calls whatever T (about 40 for a Llama layer). The
  * instance owns the layout of what it holds: the Linear weights are opaque handles (MpFwdWeight:
- * panels on the CPU, row-major [O, K] for cuBLAS, an AMX tile layout later) filled through
+ * panels on the CPU, AMX tiles for its amx kernels, row-major [O, K] for cuBLAS) filled through
  * weight_upload; vectors (norm weights, biases, RoPE frequencies) and the embedding rows reach it
  * through upload; keys are packed in its own attention layout (kv_bytes); what the host reads
  * comes back through to_host or the few bytes of a reduction (amax, moe_count, the scores check).
@@ -88,7 +88,7 @@ typedef struct MpFwdWeight {
     void *data;      /* [weight_plan bytes] the instance's memory, its layout */
     int64_t out, in; /* O, K */
     int dtype;       /* MpFwdDtype */
-    int layout;      /* the instance's own tag, set by weight_plan (CPU: 0 = panels [ceil(O/32)][K][32]) */
+    int layout;      /* the instance's own tag, set by weight_plan (CPU: MpFwdLayout — 0 = panels [ceil(O/32)][K][32], 1 = the AMX tiles of fwd_amx.h for bf16 weights of the amx kernels) */
 } MpFwdWeight;
 
 /* ---------------------------------------------------------------- taps of the attention */
@@ -279,7 +279,8 @@ typedef struct MpFwdOps {
      * the host reads a tensor only when one fails. */
     void (*amax)(MpFwdCtx *c, uint32_t *out, const MpFwdSpan *t, int n);
 
-    /* ---- mixture of experts: host-driven by one small copy per layer */
+    /* ---- mixture of experts: host-driven by one small copy per layer; all five NULL in an
+     * instance without them (mp_fwd_init refuses MoE models then, with one line) */
     /* n rows: p [n, E] router logits -> probabilities in place; sel, w [n, KE] the chosen experts,
      * most probable first, and their weights (mp_fwd_moe_route's rules) */
     void (*moe_route)(MpFwdCtx *c, float *p, float *w, int32_t *sel, int n, int E, int KE, int norm_topk);

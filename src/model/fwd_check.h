@@ -4,7 +4,8 @@
  * huge weights (one q_proj weight of 3e38, a damaged quantised block that still decodes to finite
  * values) end the run with one line naming the layer, the position and the tensor that overflowed
  * instead of NaN maps, -nan logits or samples of a constant id. What is checked, and why it is
- * cheap:
+ * cheap (fwd.c asks the backend for the reductions, MpFwdOps.amax: a few bytes per layer reach the
+ * host, and a tensor is read on the host only when a check fails):
  *   - the layer output x [T, C] (every element: NaN or ±Inf anywhere in the layer reaches it, a
  *     softmax turning Inf into NaN included) — one pass over T·C floats per layer;
  *   - the attention scores, only when they could overflow: max|q| · max|k| · HS · max(1, scale)
@@ -12,11 +13,12 @@
  *     score can be non-finite, and -inf from an overflow (which the softmax would silently turn
  *     into a probability of 0) cannot occur. When it fails, every visible score (the causal or
  *     bidirectional region, before the soft-cap and the window) of the layer is checked as it is
- *     made (mp_fwd_check_scores_rows). The key/value-cache path always checks its one row;
+ *     made (mp_fwd_check_scores_rows, inside the attention op). The key/value-cache path always
+ *     checks its one row;
  *   - the logits [T, V] after the output head.
  * When x is not finite, the layer's buffers still held (q, k, v, the probabilities, the attention
- * output, the MLP's up and activation) are searched in data-flow order for the first one that is
- * not, and the message names it with its first bad position.
+ * output, the MLP's up and activation; host copies from a device) are searched in data-flow order
+ * for the first one that is not, and the message names it with its first bad position.
  * Does not: look at weights (mp_model_check_finite does, before the run), or at the activations
  * of the training model (src/train/).
  * Tested by: tests/test_model_fwd.c (test_fwd_overflow_named), tests/test_badinput.c (class

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/fwd_amx.h" /* mp_amx_weight_elems: the AMX tile layout of the amx kernels */
 #include "model/fwd_par.h" /* FWD_PAR_FOR: loops parallel above a work threshold */
 
 /* ================================================================ context and storage */
@@ -54,18 +55,20 @@ static int cpu_synchronize(MpFwdCtx *c, MpErr *e) { return (void)c, (void)e, MP_
 
 /* ================================================================ weights: panels */
 
-/* The kernels' view of a handle (the panels live in w->data). */
+/* The kernels' view of a handle (the panels, or a bf16 weight's AMX tiles, live in w->data). */
 static MpFwdMat cpu_mat(const MpFwdWeight *w) {
-    MpFwdMat m = {.out = w->out, .in = w->in};
+    MpFwdMat m = {.out = w->out, .in = w->in, .layout = w->layout};
     if (w->dtype == MP_FWD_DT_BF16) m.pb = w->data;
     else m.p = w->data;
     return m;
 }
 
+/* Panels for every kernel, but bf16 weights of the amx kernels: the tile layout (fwd_amx.h). */
 static size_t cpu_weight_plan(MpFwdWeight *w, int kernel) {
-    (void)kernel; /* every kernel reads the same panels */
-    w->layout = 0;
-    const size_t n = mp_fwd_mat_floats(w->out, w->in), bytes = w->dtype == MP_FWD_DT_BF16 ? 2 * n : 4 * n;
+    const int bf16 = w->dtype == MP_FWD_DT_BF16;
+    w->layout = bf16 ? mp_fwd_kernel_layout((MpFwdKernel)kernel) : MP_FWD_LAYOUT_PANELS;
+    const size_t n = w->layout == MP_FWD_LAYOUT_TILES ? mp_amx_weight_elems(w->out, w->in) : mp_fwd_mat_floats(w->out, w->in);
+    const size_t bytes = bf16 ? 2 * n : 4 * n;
     return (bytes + 63) & ~(size_t)63;
 }
 

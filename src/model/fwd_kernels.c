@@ -11,8 +11,12 @@
 #include "model/fwd_kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -21,7 +25,9 @@
 #include <immintrin.h>
 #endif
 
-#include "kernels/vexp.h" /* mp_vexpf_neg: the softmax's exponential */
+#include "core/err.h"      /* MP_ASSERT */
+#include "kernels/vexp.h"   /* mp_vexpf_neg: the softmax's exponential */
+#include "model/fwd_amx.h"  /* the AMX kernel (real and emulated), mp_fwd_fma_ftz */
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(MP_NO_CLONES)
 #define FWD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
@@ -47,9 +53,10 @@ void mp_fwd_matmul_ref_pairs(float *y, int64_t ldy, const float *x, int64_t ldx,
         for (int64_t o = 0; o < O; o++) {
             float acc = 0.0f;
             for (int64_t k = 0; k < K; k += 2) {
-                /* the odd element first (a zero partner past K), then the even one */
-                acc = k + 1 < K ? fmaf(x[t * ldx + k + 1], w[o * K + k + 1], acc) : acc + 0.0f;
-                acc = fmaf(x[t * ldx + k], w[o * K + k], acc);
+                /* the odd element first (a zero partner past K: +0 · +0 turns a -0 sum into +0),
+                 * then the even one */
+                acc = k + 1 < K ? mp_fwd_fma_ftz(x[t * ldx + k + 1], w[o * K + k + 1], acc) : mp_fwd_fma_ftz(0.0f, 0.0f, acc);
+                acc = mp_fwd_fma_ftz(x[t * ldx + k], w[o * K + k], acc);
             }
             y[t * ldy + o] = acc;
         }
@@ -86,10 +93,22 @@ void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in) {
 #define FWD_KC 256 /* inner-index chunk: one panel slice [KC, NR] = 32 KiB stays in L1 */
 #endif
 
+/* One step k of every row's sums: acc[r][c] = fmaf(x[r, k], w[k][c], acc[r][c]). */
+#define MM_STEP(k)                                                                                  \
+    do {                                                                                            \
+        const float *w_ = wp + (k) * MP_FWD_NR;                                                     \
+        _Pragma("GCC unroll 8") for (int r = 0; r < MP_FWD_MR; r++) {                               \
+            const float xv = x[r * ldx + (k)];                                                      \
+            _Pragma("omp simd") for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = fmaf(xv, w_[c], acc[r][c]); \
+        }                                                                                           \
+    } while (0)
+
 /* y [MR, nc] (+)= x [MR, k0..k1) · panel slice; first: start from 0, else continue y's sums.
- * Accumulators live in registers (16 zmm in the v4 clone). */
+ * pairs (a constant after inlining): the steps in vdpbf16ps's order — k+1, then k, for each pair
+ * from an even k0, and an odd k1 (= K) a zero partner first (+0 · +0 added: the instruction's
+ * padding) — else ascending. Accumulators live in registers (16 zmm in the v4 clone). */
 static inline void mm_micro(float *y, int64_t ldy, const float *x, int64_t ldx, const float *wp, int64_t k0,
-                            int64_t k1, int first, int nc) {
+                            int64_t k1, int first, int nc, const int pairs) {
     float acc[MP_FWD_MR][MP_FWD_NR];
     for (int r = 0; r < MP_FWD_MR; r++) {
         if (first || nc < MP_FWD_NR) {
@@ -105,13 +124,20 @@ static inline void mm_micro(float *y, int64_t ldy, const float *x, int64_t ldx, 
             }
         }
     }
-    for (int64_t k = k0; k < k1; k++) {
-        const float *w = wp + k * MP_FWD_NR;
-#pragma GCC unroll 8
-        for (int r = 0; r < MP_FWD_MR; r++) {
-            const float xv = x[r * ldx + k];
+    if (!pairs) {
+        for (int64_t k = k0; k < k1; k++) MM_STEP(k);
+    } else {
+        int64_t k = k0;
+        for (; k + 1 < k1; k += 2) {
+            MM_STEP(k + 1);
+            MM_STEP(k);
+        }
+        if (k < k1) {
+            for (int r = 0; r < MP_FWD_MR; r++) {
 #pragma omp simd
-            for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = fmaf(xv, w[c], acc[r][c]);
+                for (int c = 0; c < MP_FWD_NR; c++) acc[r][c] = acc[r][c] + 0.0f;
+            }
+            MM_STEP(k);
         }
     }
     for (int r = 0; r < MP_FWD_MR; r++) {
@@ -128,17 +154,30 @@ static inline void mm_micro(float *y, int64_t ldy, const float *x, int64_t ldx, 
  * one row at a time, vectorised across the panel's NR columns (columns past nc are the panel's
  * zero padding, computed and dropped). */
 static void mm_edge(float *y, int64_t ldy, const float *x, int64_t ldx, const float *wp, int64_t k0, int64_t k1,
-                    int first, int nc, int mr) {
+                    int first, int nc, int mr, const int pairs) {
+#define MM_EDGE_STEP(k)                                                                  \
+    do {                                                                                 \
+        const float xv = x[r * ldx + (k)], *w = wp + (k) * MP_FWD_NR;                    \
+        _Pragma("omp simd") for (int c = 0; c < MP_FWD_NR; c++) acc[c] = fmaf(xv, w[c], acc[c]); \
+    } while (0)
     for (int r = 0; r < mr; r++) {
         float acc[MP_FWD_NR];
         for (int c = 0; c < MP_FWD_NR; c++) acc[c] = first || c >= nc ? 0.0f : y[r * ldy + c];
-        for (int64_t k = k0; k < k1; k++) {
-            const float xv = x[r * ldx + k], *w = wp + k * MP_FWD_NR;
+        if (!pairs) {
+            for (int64_t k = k0; k < k1; k++) MM_EDGE_STEP(k);
+        } else { /* mm_micro's order */
+            for (int64_t k = k0; k < k1; k += 2) {
+                if (k + 1 < k1) MM_EDGE_STEP(k + 1);
+                else {
 #pragma omp simd
-            for (int c = 0; c < MP_FWD_NR; c++) acc[c] = fmaf(xv, w[c], acc[c]);
+                    for (int c = 0; c < MP_FWD_NR; c++) acc[c] = acc[c] + 0.0f;
+                }
+                MM_EDGE_STEP(k);
+            }
         }
         for (int c = 0; c < nc; c++) y[r * ldy + c] = acc[c];
     }
+#undef MM_EDGE_STEP
 }
 
 /* [n] bf16 panel slice -> f32, exactly (the bf16 bits are the upper half of the f32 pattern). */
@@ -156,11 +195,11 @@ static inline void mm_widen(float *dst, const uint16_t *src, size_t n) {
 /* One thread's share: panels [p0, p1) for all T rows. Loop order: token blocks (x rows reused
  * from L2), panel groups (their partial sums stay in L2 across the k chunks), k chunks, panels
  * (one [KC, NR] slice in L1 for all MR-row blocks; a bf16 slice is first widened into wbuf).
- * The sum of every y element still runs over k in ascending order, from 0. Inlined into one
- * wrapper per instruction set below (flatten), so each wrapper is the whole loop nest compiled
- * for its target. */
+ * The sum of every y element still runs over k in ascending order, from 0 (pairs: in vdpbf16ps's
+ * order, mm_micro; the chunks start at even k). Inlined into one wrapper per instruction set
+ * below (flatten), so each wrapper is the whole loop nest compiled for its target. */
 static inline void mm_panels_impl(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T,
-                                  int64_t p0, int64_t p1) {
+                                  int64_t p0, int64_t p1, const int pairs) {
     const int64_t K = w->in, O = w->out;
     float wbuf[FWD_KC * MP_FWD_NR] __attribute__((aligned(64))); /* 32 KiB: one widened bf16 slice */
     for (int64_t t0 = 0; t0 < T; t0 += FWD_MC) {
@@ -190,8 +229,8 @@ static inline void mm_panels_impl(float *y, int64_t ldy, const float *x, int64_t
                     }
                     int64_t t = t0;
                     for (; t + MP_FWD_MR <= t1; t += MP_FWD_MR)
-                        mm_micro(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc);
-                    if (t < t1) mm_edge(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc, (int)(t1 - t));
+                        mm_micro(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc, pairs);
+                    if (t < t1) mm_edge(yp + t * ldy, ldy, xk + t * ldx, ldx, wp, kb, ke, k0 == 0, nc, (int)(t1 - t), pairs);
                 }
             }
         }
@@ -213,13 +252,13 @@ typedef void (*FwdPanelsFn)(float *y, int64_t ldy, const float *x, int64_t ldx, 
 __attribute__((target("arch=x86-64-v4"), flatten)) static void mm_panels_avx512(float *y, int64_t ldy, const float *x,
                                                                                 int64_t ldx, const MpFwdMat *w, int64_t T,
                                                                                 int64_t p0, int64_t p1) {
-    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1, 0);
 }
 
 __attribute__((target("arch=x86-64-v3"), flatten)) static void mm_panels_avx2(float *y, int64_t ldy, const float *x,
                                                                               int64_t ldx, const MpFwdMat *w, int64_t T,
                                                                               int64_t p0, int64_t p1) {
-    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1, 0);
 }
 
 /* ---------------------------------------------------------------- AVX512-BF16 (vdpbf16ps)
@@ -358,7 +397,74 @@ __attribute__((target("arch=x86-64-v4,avx512bf16"))) static void mm_panels_avx51
 
 __attribute__((flatten)) static void mm_panels_scalar(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w,
                                                       int64_t T, int64_t p0, int64_t p1) {
-    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1);
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1, 0);
+}
+
+#if FWD_X86
+/* ---------------------------------------------------------------- vdpbf16ps's order on FMA units
+ * bf16 weights: the blocked loops in the pair order of mm_micro, with this thread's MXCSR set to
+ * flush (FTZ, bit 15) and to read subnormal inputs as zero (DAZ, bit 6) as vdpbf16ps does, and
+ * restored after; every step is one vfmadd, exactly rounded: avx512bf16's bits (the pairs class),
+ * at the FMA units' rate (faster where vdpbf16ps runs at half of it). f32 weights: the fma loops. */
+#define FWD_MXCSR_FTZ_DAZ 0x8040u
+
+__attribute__((target("arch=x86-64-v4"), flatten)) static void mm_panels_avx512pairs(float *y, int64_t ldy, const float *x,
+                                                                                     int64_t ldx, const MpFwdMat *w,
+                                                                                     int64_t T, int64_t p0, int64_t p1) {
+    if (!w->pb) {
+        mm_panels_avx512(y, ldy, x, ldx, w, T, p0, p1);
+        return;
+    }
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | FWD_MXCSR_FTZ_DAZ);
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1, 1);
+    _mm_setcsr(csr);
+}
+
+__attribute__((target("arch=x86-64-v3"), flatten)) static void mm_panels_avx2pairs(float *y, int64_t ldy, const float *x,
+                                                                                   int64_t ldx, const MpFwdMat *w, int64_t T,
+                                                                                   int64_t p0, int64_t p1) {
+    if (!w->pb) {
+        mm_panels_avx2(y, ldy, x, ldx, w, T, p0, p1);
+        return;
+    }
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | FWD_MXCSR_FTZ_DAZ);
+    mm_panels_impl(y, ldy, x, ldx, w, T, p0, p1, 1);
+    _mm_setcsr(csr);
+}
+#endif
+
+/* ---------------------------------------------------------------- AMX (fwd_amx.h)
+ * bf16 weights in the tile layout: the tile kernel, real or emulated, on this thread's panels.
+ * f32 weights: the fastest fma loops built and run here. */
+static void mm_panels_f32_best(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T,
+                               int64_t p0, int64_t p1) {
+#if FWD_X86
+    if (__builtin_cpu_supports("x86-64-v4") > 0) mm_panels_avx512(y, ldy, x, ldx, w, T, p0, p1);
+    else if (__builtin_cpu_supports("x86-64-v3") > 0) mm_panels_avx2(y, ldy, x, ldx, w, T, p0, p1);
+    else
+#endif
+        mm_panels_scalar(y, ldy, x, ldx, w, T, p0, p1);
+}
+
+static void mm_panels_amx_any(MpAmxImpl impl, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w,
+                              int64_t T, int64_t p0, int64_t p1) {
+    if (!w->pb) {
+        mm_panels_f32_best(y, ldy, x, ldx, w, T, p0, p1);
+        return;
+    }
+    mp_amx_matmul_panels(impl, y, ldy, x, ldx, w->pb, w->out, w->in, T, p0, p1);
+}
+
+static void mm_panels_amx(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T, int64_t p0,
+                          int64_t p1) {
+    mm_panels_amx_any(MP_AMX_REAL, y, ldy, x, ldx, w, T, p0, p1);
+}
+
+static void mm_panels_amxemu(float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T,
+                             int64_t p0, int64_t p1) {
+    mm_panels_amx_any(MP_AMX_EMU, y, ldy, x, ldx, w, T, p0, p1);
 }
 
 /* W[o][k] of a packed weight, whatever its dtype. */
@@ -380,40 +486,219 @@ static void mm_panels_ref(float *y, int64_t ldy, const float *x, int64_t ldx, co
         }
 }
 
+/* The kernels: one row each. bits: the class on bf16 weights (on f32 weights every kernel sums
+ * in the fma order; amx's class is decided by its self-check); layout: where it reads bf16
+ * weights; f32: it has f32 loops of its own (the others run the fma loops of another row on f32
+ * weights); rank: 0 = a candidate of mp_fwd_kernel_pick, 1 = only when no rank-0 kernel of the
+ * class runs here, 2 = never picked (the naive loops); pref: among candidates measured within 10%
+ * of each other, the higher pref wins (so a close call does not flip between processes). */
+typedef struct FwdKernelRow {
+    const char *name;
+    int bits, layout, f32, rank, pref;
+    FwdPanelsFn fn; /* NULL: not built */
+} FwdKernelRow;
+
+#if FWD_X86
+#define FWD_FN(f) f
+#else
+#define FWD_FN(f) NULL
+#endif
+static const FwdKernelRow fwd_kernels[MP_FWD_KERNEL_COUNT] = {
+    [MP_FWD_KERNEL_AUTO] = {"auto", -1, MP_FWD_LAYOUT_PANELS, 0, 2, 0, NULL},
+    [MP_FWD_KERNEL_REF] = {"ref", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 2, 0, mm_panels_ref},
+    [MP_FWD_KERNEL_SCALAR] = {"scalar", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 1, 0, mm_panels_scalar},
+    [MP_FWD_KERNEL_AVX2] = {"avx2", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, 1, FWD_FN(mm_panels_avx2)},
+    [MP_FWD_KERNEL_AVX512] = {"avx512", MP_FWD_BITS_FMA, MP_FWD_LAYOUT_PANELS, 1, 0, 2, FWD_FN(mm_panels_avx512)},
+    [MP_FWD_KERNEL_AVX512BF16] = {"avx512bf16", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 3, FWD_FN(mm_panels_avx512bf16)},
+    [MP_FWD_KERNEL_AVX512PAIRS] = {"avx512pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 2, FWD_FN(mm_panels_avx512pairs)},
+    [MP_FWD_KERNEL_AVX2PAIRS] = {"avx2pairs", MP_FWD_BITS_PAIRS, MP_FWD_LAYOUT_PANELS, 0, 0, 1, FWD_FN(mm_panels_avx2pairs)},
+    [MP_FWD_KERNEL_AMX] = {"amx", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 0, 1, mm_panels_amx}, /* runs where mp_amx_usable */
+    [MP_FWD_KERNEL_AMXEMU] = {"amxemu", MP_FWD_BITS_TILES, MP_FWD_LAYOUT_TILES, 0, 1, 0, mm_panels_amxemu},
+};
+#undef FWD_FN
+
+static const char *const fwd_bits_names[MP_FWD_BITS_COUNT] = {
+    [MP_FWD_BITS_FMA] = "fma", [MP_FWD_BITS_PAIRS] = "pairs", [MP_FWD_BITS_TILES] = "tiles", [MP_FWD_BITS_AMXHW] = "amx-hw"};
+
 static MpFwdKernel fwd_kernel = MP_FWD_KERNEL_AUTO; /* resolved on first use or by mp_fwd_kernel_set */
 
-static const char *const fwd_kernel_names[MP_FWD_KERNEL_COUNT] = {"auto", "ref", "scalar", "avx2", "avx512", "avx512bf16"};
-
-const char *mp_fwd_kernel_name(MpFwdKernel k) { return k >= 0 && k < MP_FWD_KERNEL_COUNT ? fwd_kernel_names[k] : "?"; }
+const char *mp_fwd_kernel_name(MpFwdKernel k) { return k >= 0 && k < MP_FWD_KERNEL_COUNT ? fwd_kernels[k].name : "?"; }
 
 int mp_fwd_kernel_parse(const char *name) {
     for (int k = 0; k < MP_FWD_KERNEL_COUNT; k++)
-        if (!strcmp(name, fwd_kernel_names[k])) return k;
+        if (!strcmp(name, fwd_kernels[k].name)) return k;
+    return -1;
+}
+
+const char *mp_fwd_bits_name(int bits) { return bits >= 0 && bits < MP_FWD_BITS_COUNT ? fwd_bits_names[bits] : "?"; }
+
+int mp_fwd_bits_parse(const char *name) {
+    for (int b = 0; b < MP_FWD_BITS_COUNT; b++)
+        if (!strcmp(name, fwd_bits_names[b])) return b;
     return -1;
 }
 
 int mp_fwd_kernel_available(MpFwdKernel k) {
+    if (k < 0 || k >= MP_FWD_KERNEL_COUNT) return 0;
+    if (k == MP_FWD_KERNEL_AUTO) return 1;
+    if (!fwd_kernels[k].fn) return 0;
     switch (k) {
-    case MP_FWD_KERNEL_AUTO:
-    case MP_FWD_KERNEL_REF:
-    case MP_FWD_KERNEL_SCALAR: return 1;
 #if FWD_X86
-    case MP_FWD_KERNEL_AVX2: return __builtin_cpu_supports("x86-64-v3") > 0;
-    case MP_FWD_KERNEL_AVX512: return __builtin_cpu_supports("x86-64-v4") > 0;
+    case MP_FWD_KERNEL_AVX2:
+    case MP_FWD_KERNEL_AVX2PAIRS: return __builtin_cpu_supports("x86-64-v3") > 0;
+    case MP_FWD_KERNEL_AVX512:
+    case MP_FWD_KERNEL_AVX512PAIRS: return __builtin_cpu_supports("x86-64-v4") > 0;
     case MP_FWD_KERNEL_AVX512BF16: return __builtin_cpu_supports("x86-64-v4") > 0 && __builtin_cpu_supports("avx512bf16") > 0;
 #endif
-    default: return 0;
+    case MP_FWD_KERNEL_AMX: return FWD_X86 && mp_amx_usable(NULL);
+    default: return 1;
     }
+}
+
+int mp_fwd_kernel_bits(MpFwdKernel k, int bf16) {
+    if (k <= MP_FWD_KERNEL_AUTO || k >= MP_FWD_KERNEL_COUNT) return -1;
+    if (!bf16) return MP_FWD_BITS_FMA;
+    if (k == MP_FWD_KERNEL_AMX) return mp_amx_selfcheck(NULL, 0) ? MP_FWD_BITS_TILES : MP_FWD_BITS_AMXHW;
+    return fwd_kernels[k].bits;
+}
+
+int mp_fwd_kernel_layout(MpFwdKernel k) {
+    return k > MP_FWD_KERNEL_AUTO && k < MP_FWD_KERNEL_COUNT ? fwd_kernels[k].layout : MP_FWD_LAYOUT_PANELS;
+}
+
+int mp_fwd_bits_default(int bf16) {
+    if (!bf16) return MP_FWD_BITS_FMA;
+    if (mp_fwd_kernel_available(MP_FWD_KERNEL_AMX) && mp_amx_selfcheck(NULL, 0)) return MP_FWD_BITS_TILES;
+    if (mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16)) return MP_FWD_BITS_PAIRS;
+    return MP_FWD_BITS_FMA;
+}
+
+static FwdPanelsFn fwd_panels_fn(MpFwdKernel k) {
+    return k > MP_FWD_KERNEL_AUTO && k < MP_FWD_KERNEL_COUNT && fwd_kernels[k].fn ? fwd_kernels[k].fn : mm_panels_scalar;
+}
+
+/* ---------------------------------------------------------------- the measured choice */
+
+/* GFLOP per CPU second of kernel k on one thread: [128, 512] x [512, 256] (8 panels), bf16-valued
+ * operands, W in the kernel's layout; best of 3. */
+static double fwd_kernel_rate(MpFwdKernel k, int bf16) {
+    enum { RT = 128, RK = 512, RO = 256 };
+    float *x = aligned_alloc(64, sizeof(float) * RT * RK), *w = aligned_alloc(64, sizeof(float) * RO * RK);
+    float *y = aligned_alloc(64, sizeof(float) * RT * RO);
+    const size_t ne = bf16 && mp_fwd_kernel_layout(k) == MP_FWD_LAYOUT_TILES ? mp_amx_weight_elems(RO, RK) : mp_fwd_mat_floats(RO, RK);
+    void *pk = aligned_alloc(64, (ne * (bf16 ? 2 : 4) + 63) / 64 * 64);
+    double best = 0;
+    if (x && w && y && pk) {
+        for (int i = 0; i < RT * RK; i++) x[i] = (float)((i * 37 % 251) - 125) / 64.0f; /* bf16-valued: 8 bits */
+        for (int i = 0; i < RO * RK; i++) w[i] = (float)((i * 53 % 241) - 120) / 128.0f;
+        MpFwdMat m = {.out = RO, .in = RK, .layout = bf16 ? mp_fwd_kernel_layout(k) : MP_FWD_LAYOUT_PANELS};
+        if (bf16) {
+            m.pb = pk;
+            mp_fwd_mat_pack_bf16_rows(&m, w, 0, RO);
+        } else {
+            m.p = pk;
+            mp_fwd_mat_pack(&m, w, RO, RK);
+        }
+        const FwdPanelsFn fn = fwd_panels_fn(k);
+        for (int rep = 0; rep < 3; rep++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+            fn(y, RO, x, RK, &m, RT, 0, RO / MP_FWD_NR);
+            clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+            const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+            const double rate = 2.0 * RT * RK * RO / (s > 1e-9 ? s : 1e-9) / 1e9;
+            if (rate > best) best = rate;
+        }
+    }
+    free(x);
+    free(w);
+    free(y);
+    free(pk);
+    return best;
+}
+
+static pthread_mutex_t fwd_pick_lock = PTHREAD_MUTEX_INITIALIZER;
+static int fwd_pick_done[MP_FWD_BITS_COUNT][2];       /* 1: fwd_pick_kernel holds the choice */
+static int fwd_pick_kernel[MP_FWD_BITS_COUNT][2];
+static char fwd_pick_notes[MP_FWD_BITS_COUNT][2][256]; /* how it was chosen */
+
+/* The choice of (bits, bf16), made under fwd_pick_lock. */
+static int fwd_pick_make(int bits, int bf16, char *note, size_t n) {
+    int cand[MP_FWD_KERNEL_COUNT], nc = 0;
+    for (int rank = 0; rank <= 1 && nc == 0; rank++)
+        for (int k = MP_FWD_KERNEL_REF; k < MP_FWD_KERNEL_COUNT; k++)
+            if (fwd_kernels[k].rank == rank && (bf16 || fwd_kernels[k].f32) && mp_fwd_kernel_bits((MpFwdKernel)k, bf16) == bits &&
+                mp_fwd_kernel_available((MpFwdKernel)k))
+                cand[nc++] = k;
+    if (nc == 0) return snprintf(note, n, "no kernel of class %s runs here", mp_fwd_bits_name(bits)), -1;
+    if (nc == 1) return snprintf(note, n, "the only kernel of class %s here", mp_fwd_bits_name(bits)), cand[0];
+    double rate[MP_FWD_KERNEL_COUNT];
+    int best = cand[0];
+    size_t used = (size_t)snprintf(note, n, "measured");
+    for (int i = 0; i < nc; i++) {
+        rate[i] = fwd_kernel_rate((MpFwdKernel)cand[i], bf16);
+        if (used < n) used += (size_t)snprintf(note + used, n - used, "%s %s %.1f", i ? "," : "", fwd_kernels[cand[i]].name, rate[i]);
+        if (fwd_kernels[cand[i]].pref > fwd_kernels[best].pref) best = cand[i];
+    }
+    double best_rate = 0; /* the preferred kernel, unless another is faster by more than 10% */
+    for (int i = 0; i < nc; i++) best_rate = cand[i] == best ? rate[i] : best_rate;
+    for (int i = 0; i < nc; i++)
+        if (rate[i] > 1.1 * best_rate) best_rate = rate[i], best = cand[i];
+    if (used < n) snprintf(note + used, n - used, " GFLOP per CPU second (one thread, %s weights)", bf16 ? "bf16" : "f32");
+    return best;
+}
+
+int mp_fwd_kernel_pick(int bits, int bf16) {
+    if (bits < 0 || bits >= MP_FWD_BITS_COUNT) return -1;
+    bf16 = bf16 != 0;
+    pthread_mutex_lock(&fwd_pick_lock);
+    if (!fwd_pick_done[bits][bf16]) {
+        fwd_pick_kernel[bits][bf16] = fwd_pick_make(bits, bf16, fwd_pick_notes[bits][bf16], sizeof fwd_pick_notes[bits][bf16]);
+        fwd_pick_done[bits][bf16] = 1;
+    }
+    const int k = fwd_pick_kernel[bits][bf16];
+    pthread_mutex_unlock(&fwd_pick_lock);
+    return k;
+}
+
+const char *mp_fwd_kernel_pick_note(int bits, int bf16) {
+    if (bits < 0 || bits >= MP_FWD_BITS_COUNT) return "";
+    pthread_mutex_lock(&fwd_pick_lock);
+    const char *s = fwd_pick_done[bits][bf16 != 0] ? fwd_pick_notes[bits][bf16 != 0] : "";
+    pthread_mutex_unlock(&fwd_pick_lock);
+    return s;
+}
+
+int mp_fwd_kernel_choose(const char *name, int bf16, char *msg, size_t n) {
+    if (msg && n) msg[0] = 0;
+    const int b = name && *name ? mp_fwd_bits_parse(name) : -1;
+    if (!name || !*name || !strcmp(name, "auto") || (b >= 0 && !bf16)) /* a class names bf16 sums only */
+        return mp_fwd_kernel_pick(mp_fwd_bits_default(bf16), bf16);
+    const int k = mp_fwd_kernel_parse(name);
+    if (k > 0) {
+        if (mp_fwd_kernel_available((MpFwdKernel)k)) return k;
+        const char *why = "";
+        if (k == MP_FWD_KERNEL_AMX) mp_amx_usable(&why);
+        if (msg) snprintf(msg, n, "MASKPOS_KERNEL=%s: this CPU or build cannot run it%s%s", name, *why ? ": " : "", why);
+        return -1;
+    }
+    if (b >= 0) {
+        const int kb = mp_fwd_kernel_pick(b, bf16);
+        if (kb < 0 && msg) snprintf(msg, n, "MASKPOS_KERNEL=%s: no kernel of bit class %s runs on this CPU", name, name);
+        return kb;
+    }
+    if (msg) {
+        size_t u = (size_t)snprintf(msg, n, "MASKPOS_KERNEL=%s: unknown kernel or bit class (", name);
+        for (int i = 0; i < MP_FWD_KERNEL_COUNT && u < n; i++) u += (size_t)snprintf(msg + u, n - u, "%s, ", fwd_kernels[i].name);
+        for (int i = 0; i < MP_FWD_BITS_COUNT && u < n; i++)
+            u += (size_t)snprintf(msg + u, n - u, "%s%s", fwd_bits_names[i], i + 1 < MP_FWD_BITS_COUNT ? ", " : ")");
+    }
+    return -1;
 }
 
 int mp_fwd_kernel_resolve(MpFwdKernel k) {
     if (!mp_fwd_kernel_available(k)) return -1;
-    if (k == MP_FWD_KERNEL_AUTO)
-        k = mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512BF16) ? MP_FWD_KERNEL_AVX512BF16
-            : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX512) ? MP_FWD_KERNEL_AVX512
-            : mp_fwd_kernel_available(MP_FWD_KERNEL_AVX2) ? MP_FWD_KERNEL_AVX2
-                                                          : MP_FWD_KERNEL_SCALAR;
-    return k;
+    return k == MP_FWD_KERNEL_AUTO ? mp_fwd_kernel_pick(mp_fwd_bits_default(1), 1) : (int)k;
 }
 
 int mp_fwd_kernel_set(MpFwdKernel k) {
@@ -425,18 +710,6 @@ int mp_fwd_kernel_set(MpFwdKernel k) {
 MpFwdKernel mp_fwd_kernel_get(void) {
     if (fwd_kernel == MP_FWD_KERNEL_AUTO) mp_fwd_kernel_set(MP_FWD_KERNEL_AUTO);
     return fwd_kernel;
-}
-
-static FwdPanelsFn fwd_panels_fn(MpFwdKernel k) {
-    switch (k) {
-#if FWD_X86
-    case MP_FWD_KERNEL_AVX512BF16: return mm_panels_avx512bf16;
-    case MP_FWD_KERNEL_AVX512: return mm_panels_avx512;
-    case MP_FWD_KERNEL_AVX2: return mm_panels_avx2;
-#endif
-    case MP_FWD_KERNEL_REF: return mm_panels_ref;
-    default: return mm_panels_scalar;
-    }
 }
 
 /* mm_panels_ref's order with the plain step (the product rounded, then added), on f32 panels:
@@ -487,6 +760,7 @@ void mp_fwd_matmul_kernel(MpFwdKernel k, float *y, int64_t ldy, const float *x, 
         for (int64_t t = 0; t < T; t++) memset(y + t * ldy, 0, (size_t)w->out * sizeof *y);
         return;
     }
+    MP_ASSERT(!w->pb || w->layout == mp_fwd_kernel_layout(k)); /* bf16 weights packed for this kernel */
     const FwdPanelsFn fn = fwd_panels_fn(k);
     if (!((double)T * w->out * w->in > 200000.0 && mp_fwd_top_level())) {
         fn(y, ldy, x, ldx, w, T, 0, P); /* every panel computes the same bits whoever runs it */
@@ -535,6 +809,10 @@ void mp_fwd_bf16_round(float *x, size_t n) {
 void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int64_t n) {
     const int64_t K = dst->in;
     dst->p = NULL; /* a bf16 weight */
+    if (dst->layout == MP_FWD_LAYOUT_TILES) {
+        mp_amx_pack_rows(dst->pb, dst->out, K, rows, r0, n);
+        return;
+    }
     for (int64_t j = 0; j < n; j++) {
         const int64_t o = r0 + j, b = o / MP_FWD_NR, c = o % MP_FWD_NR;
         for (int64_t k = 0; k < K; k++)

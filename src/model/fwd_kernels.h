@@ -13,11 +13,14 @@
  *              every row block, so the same f32 micro-kernel and the same sums run on it);
  *   - kernel dispatch: the matmul runs as one of MpFwdKernel — the naive loop, or the blocked
  *              loops compiled for plain x86-64 (scalar, fmaf from libm), x86-64-v3 (AVX2/FMA) or
- *              x86-64-v4 (AVX-512) — chosen at run time from the CPU, or forced
- *              (MASKPOS_KERNEL=ref|scalar|avx2|avx512|avx512bf16, mp_fwd_kernel_set) so tests run
- *              each; all of them give the same bits, except avx512bf16 on bf16 weights: vdpbf16ps
- *              (AVX512-BF16, a target attribute, run only where cpuid has it) sums pairs of k,
- *              bit for bit the order of mp_fwd_matmul_ref_pairs;
+ *              x86-64-v4 (AVX-512), vdpbf16ps (AVX512-BF16), the same loops in vdpbf16ps's order
+ *              on FMA (avx512pairs, avx2pairs), or the AMX tiles (fwd_amx.h: the instructions, or
+ *              their emulation amxemu) — forced by name (MASKPOS_KERNEL, mp_fwd_kernel_set) so tests
+ *              run each. On f32 weights all give the same bits. On bf16 weights they fall into bit
+ *              classes (MpFwdBits): kernels of one class give the same bits, each class has its own
+ *              reference loops; `auto` keeps the CPU's default class (today's: pairs where the CPU
+ *              has AVX512-BF16, else fma; tiles where AMX runs and matches its emulation) and takes
+ *              the fastest kernel of that class, measured once per process (mp_fwd_kernel_choose);
  *   - attention keys packed in blocks of 64 positions (mp_fwd_attn_pack_key) for the score
  *              kernel;
  *   - bf16 rounding (round to nearest even, as torch and llama.cpp do) of weights at packing and
@@ -28,11 +31,12 @@
  *   - softmax over the unmasked prefix of a row (max subtracted; masked entries become 0);
  *   - the head sum of a block of score rows in double (the probe's reduced map) and the MoE
  *              routing of a row (softmax of the router logits, top-k).
- * Does not: allocate (callers pass every buffer), thread (callers parallelise outer loops), or
- * know about models (fwd.c does).
+ * Does not: allocate (callers pass every buffer), thread (the CPU instances' ops, fwd_cpu.c,
+ * parallelise outer loops), or know about models (fwd.c does).
  * Tested by: tests/test_model_kernels.c (fast == reference bit for bit, on awkward shapes too),
- * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == its reference bit for bit;
- * avx512bf16 also within the f32 summation bound of the exact sum; skipped without the CPU flag).
+ * tests/test_model_speed.c (every kernel, f32 and bf16 weights, == its class's reference bit for
+ * bit; avx512bf16 also within the f32 summation bound of the exact sum; skipped without the CPU
+ * flag; the pairs kernels == vdpbf16ps on subnormal-heavy data), tests/test_model_amx.c.
  *
  * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims (R <= HS, even).
  */
@@ -45,28 +49,35 @@
 #define MP_FWD_NR 32 /* output columns per packed panel */
 #define MP_FWD_MR 8  /* token rows per register block */
 
+/* How a bf16 weight is laid out (MpFwdMat.layout). */
+typedef enum MpFwdLayout {
+    MP_FWD_LAYOUT_PANELS = 0, /* [ceil(O/NR)][K][NR], as p */
+    MP_FWD_LAYOUT_TILES,      /* the AMX tile layout of fwd_amx.h (mp_amx_weight_elems values) */
+} MpFwdLayout;
+
 /* A Linear weight packed for mp_fwd_matmul; exactly one of p, pb is set. Both point into a block
  * owned by the caller. */
 typedef struct MpFwdMat {
     float *p;       /* [ceil(O/NR)][K][NR] f32: p[(b*K + k)*NR + c] = W[b*NR + c][k] (0 past O) */
-    uint16_t *pb;   /* the same layout in bf16 bits (upper half of the f32 pattern) */
+    uint16_t *pb;   /* bf16 bits (upper half of the f32 pattern): the same layout, or the tile layout */
     int64_t out, in; /* O, K */
     int plain;       /* 1: summed by mp_fwd_matmul_plain's arithmetic (MP_FWD_COMPUTE_F32_PLAIN, fwd.h) */
+    int layout;      /* MpFwdLayout of pb: set by the caller before packing; only the amx kernels read TILES */
 } MpFwdMat;
 
 /* Elements (floats, or bf16 values) needed to pack a [O,K] weight. */
 size_t mp_fwd_mat_floats(int64_t out, int64_t in);
 /* dst->p (mp_fwd_mat_floats floats, set by caller) <- w [O,K] row-major; sets dst->pb = NULL. */
 void mp_fwd_mat_pack(MpFwdMat *dst, const float *w, int64_t out, int64_t in);
-/* dst->pb (mp_fwd_mat_floats bf16 values, set by caller; dst->out/in set) <- rows [r0, r0+n) of W,
- * given as f32 rows [n, K], each rounded to bf16 (exact when they came from a bf16 tensor); sets
- * dst->p = NULL.
+/* dst->pb (mp_fwd_mat_floats bf16 values, or mp_amx_weight_elems for the tile layout; set by
+ * caller with dst->out/in/layout) <- rows [r0, r0+n) of W, given as f32 rows [n, K], each rounded
+ * to bf16 (exact when they came from a bf16 tensor); sets dst->p = NULL.
  * Rows past O of the last panel are zeroed when that panel is written. */
 void mp_fwd_mat_pack_bf16_rows(MpFwdMat *dst, const float *rows, int64_t r0, int64_t n);
 
 /* 1 when this thread may open a parallel region: none is active around it. Inside a worker of a
  * sequence-parallel run the forward runs serially without entering OpenMP at all (see
- * FWD_PAR_FOR in fwd.c); the bits are the same either way. 0 without OpenMP. */
+ * FWD_PAR_FOR in fwd_par.h); the bits are the same either way. 0 without OpenMP. */
 int mp_fwd_top_level(void);
 
 /* y [T,O] (row stride ldy) = x [T,K] (row stride ldx) · Wᵀ, parallel over panels (OpenMP), with
@@ -77,16 +88,17 @@ void mp_fwd_matmul(float *y, int64_t ldy, const float *x, int64_t ldx, const MpF
 void mp_fwd_matmul_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
                        int64_t K, int64_t T);
 
-/* Reference of the avx512bf16 kernel's order: per output, pairs (k, k+1) in ascending k, within a
- * pair the odd product added first, then the even one (the order Intel's SDM defines for
- * vdpbf16ps, verified on AMD Zen 4 too; products of bf16 values are exact in f32, so each step is
- * one fmaf); an odd K gets a zero partner (acc + 0). x and w bf16-valued. w [O,K]. */
+/* Reference of the pairs class (avx512bf16, avx512pairs, avx2pairs): per output, pairs (k, k+1)
+ * in ascending k, within a pair the odd product added first, then the even one (the order Intel's
+ * SDM defines for vdpbf16ps, verified on AMD Zen 4 too; products of bf16 values are exact in f32,
+ * so each step is one FMA), every step with the instruction's DAZ and FTZ (mp_fwd_fma_ftz,
+ * fwd_amx.h); an odd K's last pair has no odd product. x and w bf16-valued. w [O,K]. */
 void mp_fwd_matmul_ref_pairs(float *y, int64_t ldy, const float *x, int64_t ldx, const float *w, int64_t O,
                              int64_t K, int64_t T);
 
 /* Matmul kernels; new values go at the end. */
 typedef enum MpFwdKernel {
-    MP_FWD_KERNEL_AUTO = 0, /* the best the CPU has: avx512, else avx2, else scalar */
+    MP_FWD_KERNEL_AUTO = 0, /* the fastest kernel of the CPU's default class (mp_fwd_kernel_resolve) */
     MP_FWD_KERNEL_REF,      /* the naive triple loop over the packed layout (mp_fwd_matmul_ref's order) */
     MP_FWD_KERNEL_SCALAR,   /* blocked loops, baseline x86-64 (or any other CPU): plain C + libm fmaf */
     MP_FWD_KERNEL_AVX2,     /* blocked loops compiled for x86-64-v3 (AVX2 + FMA) */
@@ -94,20 +106,61 @@ typedef enum MpFwdKernel {
     MP_FWD_KERNEL_AVX512BF16, /* bf16 weights: vdpbf16ps (AVX512-BF16), pairs of k per instruction,
                                  f32 sums in a different order (within the bounds of docs/speed.md,
                                  not bit-identical); f32 weights: the avx512 loops */
+    MP_FWD_KERNEL_AVX512PAIRS, /* bf16 weights: the avx512 loops in vdpbf16ps's order (odd product
+                                  first, DAZ/FTZ through MXCSR): avx512bf16's bits on FMA units */
+    MP_FWD_KERNEL_AVX2PAIRS,   /* the same compiled for x86-64-v3 */
+    MP_FWD_KERNEL_AMX,         /* bf16 weights in the tile layout: tdpbf16ps (fwd_amx.h); f32: avx512 */
+    MP_FWD_KERNEL_AMXEMU,      /* the same kernel on the emulated tile layer: any CPU, slow (tests, resumes) */
     MP_FWD_KERNEL_COUNT
 } MpFwdKernel;
 
-/* "auto", "ref", "scalar", "avx2", "avx512". */
+/* Bit classes of the kernels on bf16 weights (on f32 weights every kernel is MP_FWD_BITS_FMA):
+ * kernels of one class give the same bits for any thread count, batch split or blocking. New
+ * values at the end. */
+typedef enum MpFwdBits {
+    MP_FWD_BITS_FMA = 0, /* one fmaf chain per output, ascending k: ref, scalar, avx2, avx512 */
+    MP_FWD_BITS_PAIRS,   /* vdpbf16ps's order (mp_fwd_matmul_ref_pairs): avx512bf16, avx512pairs, avx2pairs */
+    MP_FWD_BITS_TILES,   /* tdpbf16ps's order as the SDM defines it (mp_amx_matmul_ref): amxemu, and amx
+                            where its self-check found the instruction equal to the emulation */
+    MP_FWD_BITS_AMXHW,   /* amx where the instruction's sums differ from the SDM's (its own class) */
+    MP_FWD_BITS_COUNT
+} MpFwdBits;
+
+/* "auto", "ref", "scalar", "avx2", "avx512", "avx512bf16", "avx512pairs", "avx2pairs", "amx", "amxemu". */
 const char *mp_fwd_kernel_name(MpFwdKernel k);
 /* Parses a name as above; returns -1 when unknown. */
 int mp_fwd_kernel_parse(const char *name);
+/* "fma", "pairs", "tiles", "amx-hw"; "?" out of range. */
+const char *mp_fwd_bits_name(int bits);
+/* Parses a class name; -1 when unknown. */
+int mp_fwd_bits_parse(const char *name);
+/* The class of kernel k on bf16 (bf16 = 1) or f32 weights; AUTO: -1. */
+int mp_fwd_kernel_bits(MpFwdKernel k, int bf16);
+/* The layout kernel k reads bf16 weights in (MpFwdLayout). */
+int mp_fwd_kernel_layout(MpFwdKernel k);
+/* The class `auto` keeps on this CPU: f32 weights fma; bf16 weights tiles where amx runs and its
+ * self-check passed, else pairs where the CPU has AVX512-BF16, else fma. */
+int mp_fwd_bits_default(int bf16);
+/* The fastest kernel of class bits that runs here (bf16 or f32 weights), or -1 when none does:
+ * the candidates (the blocked and instruction kernels of the class; the naive loops, the scalar
+ * build and the emulation only when nothing else runs the class) are timed once per process on one
+ * thread ([128, 512] x [512, 256], CPU time, best of 3) and the choice is cached (thread-safe). */
+int mp_fwd_kernel_pick(int bits, int bf16);
+/* The kernel a matmul pass uses for request `name` (NULL or "" or "auto": the fastest of
+ * mp_fwd_bits_default; a kernel name: that kernel; a class name: mp_fwd_kernel_pick), or -1 with
+ * one line in msg [n] (unknown name; a kernel or class this CPU or build cannot run, and why). */
+int mp_fwd_kernel_choose(const char *name, int bf16, char *msg, size_t n);
+/* A line saying how the last mp_fwd_kernel_pick of (bits, bf16) chose ("avx512bf16 165.1,
+ * avx512pairs 88.0 GFLOP/s measured" or "the only kernel of the class here"), "" before one. */
+const char *mp_fwd_kernel_pick_note(int bits, int bf16);
 /* 1 when this CPU (and this build) can run kernel k. */
 int mp_fwd_kernel_available(MpFwdKernel k);
 /* The same with kernel k (a resolved one, mp_fwd_kernel_resolve), whatever the process-wide
- * choice: what the forward pass calls (each MpFwd keeps its own kernel); W f32 or bf16, never plain. */
+ * choice: what the forward pass calls (each MpFwd keeps its own kernel); W f32 or bf16, never plain;
+ * a bf16 W in the layout of k (mp_fwd_kernel_layout; asserted). */
 void mp_fwd_matmul_kernel(MpFwdKernel k, float *y, int64_t ldy, const float *x, int64_t ldx, const MpFwdMat *w, int64_t T);
-/* The kernel k stands for here (AUTO: the best available), or -1 when this CPU or build cannot
- * run it; changes nothing. */
+/* The kernel k stands for here (AUTO: mp_fwd_kernel_pick of the default class of bf16 weights),
+ * or -1 when this CPU or build cannot run it; changes nothing. */
 int mp_fwd_kernel_resolve(MpFwdKernel k);
 /* Selects the kernel used by every later mp_fwd_matmul (AUTO resolves to the best available);
  * returns the kernel now in use, or -1 (selection unchanged) when k is not available here.

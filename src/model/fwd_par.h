@@ -1,6 +1,6 @@
-/* fwd_par.h — the parallel loops of the forward pass's CPU code (src/model/fwd.c and the CPU
- * instances of fwd_backend.c): a loop runs in an OpenMP region only when it has enough work and no
- * region is active around it.
+/* fwd_par.h — the parallel loops of the forward pass's CPU instances (src/model/fwd_cpu.c,
+ * fwd_cpu_attn.c: each op loops inside itself; fwd.c has no loop): a loop runs in an OpenMP region
+ * only when it has enough work and no region is active around it.
  *
  * Implements FWD_PAR_FOR(work, loop) and FWD_PAR_FOR2(work, loop): the for statement `loop` runs in
  * a parallel region when `work` (multiply-adds) exceeds FWD_PAR_MIN and no region is active
@@ -9,7 +9,7 @@
  * even open an if(false) region: libgomp builds a nested team of one for it, with two futex calls,
  * ~70 times per token (a quarter of the CPU of `generate` on stories260K). FWD_PAR_FOR2: two nested
  * loops, collapsed and handed out one item at a time (the attention's heads x row blocks).
- * Does not: choose arithmetic (the ops of fwd_backend.h do).
+ * Does not: choose arithmetic (the instance's kernels do).
  * Tested by: tests/test_model_fwd.c (1 and 2 threads, the same bytes).
  */
 #ifndef MP_FWD_PAR_H

@@ -185,6 +185,9 @@ typedef struct MaskposAccOptions {
     int probs;                  /* also probabilities, sink and entropy */
     int recency;                /* also the recency probability and statistics by length */
     int heads_f64;              /* per-head maps written as float64 (default float32, as probe --heads-f64) */
+    const char *stats;          /* also these statistics, by name, comma-separated (probe --stats: "probs,recency";
+                                   probs and recency above are two of them), or NULL. maskpos_acc_options gives
+                                   back every optional statistic on, and probs and recency set to match */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);

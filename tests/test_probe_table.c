@@ -14,10 +14,18 @@
  *     a bad name is one line and exit 2;
  *   - a checkpoint of other statistics is refused, naming both sets;
  *   - the C API's accumulator takes the statistics by name (stats) as by their switches: options
- *     given back, merge of the two, an unknown name and a statistic it cannot be fed refused.
+ *     given back, merge of the two, an unknown name and a statistic it cannot be fed refused;
+ *   - every row of the table, whatever it is, end to end (the guard a new statistic meets in a
+ *     single-threaded run): `maskpos probe --stats <every name>` writes each row's outputs, listed
+ *     in meta.json and finite, with the same bytes at 1 thread, at 2 (sequences in parallel
+ *     workers, their one-sequence parts merged: the path of MPI ranks) and after a kill and
+ *     --resume (the checkpoint); the C API's accumulator fed the forward pass's scores
+ *     (maskpos_model_scores) gives the same bytes for every row it can be fed (all but those that
+ *     read captures).
  *
  *   make build/tests/test_probe_table && build/tests/test_probe_table
  */
+#include <math.h>
 #include <signal.h>
 
 #include "test_model_util.h"
@@ -244,12 +252,137 @@ static void test_api_accumulator_by_name(void **state) {
     maskpos_acc_free(x);
 }
 
+/* Every optional statistic's name, comma-separated; with feedable, only those the accumulator can be
+ * fed (no capture points). */
+static void every_name(char *buf, size_t cap, int feedable) {
+    unsigned set = 0;
+    for (int id = 1; id < MP_PROBE_NSTATS; id++)
+        if (!feedable || !(mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE)) set |= MP_PROBE_STAT_BIT(id);
+    mp_probe_stats_names(set, buf, cap);
+}
+
+/* The .npy files of dir/meta.json's "files" equal those of other (and, with finite, each row's
+ * outputs finite); returns how many were compared. */
+static int folders_equal(const char *dir, const char *other, const char *what) {
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/meta.json", dir);
+    json_t *meta = mp_json_read(a, NULL);
+    if (!meta) fail_msg("%s: no meta.json", dir);
+    json_t *files = json_object_get(meta, "files");
+    int n = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach(files, k, v) {
+        if (!strstr(k, ".npy")) continue;
+        snprintf(a, sizeof a, "%s/%s", dir, k);
+        snprintf(b, sizeof b, "%s/%s", other, k);
+        if (!files_equal(a, b)) fail_msg("%s: %s differs", what, k);
+        n++;
+    }
+    json_decref(meta);
+    return n;
+}
+
+static void test_every_statistic_end_to_end(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[8192], names[512], a[512], b[512];
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 7");
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    ids_write(ids, 5, 20, 300, -1, 11);
+    every_name(names, sizeof names, 0);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t1 --per-head --stats %s --threads 1 --quiet", model, ids,
+                         d, names);
+    if (rc != 0) fail_msg("probe --stats %s: %s", names, out);
+    /* each row's outputs are listed, written and finite */
+    snprintf(a, sizeof a, "%s/t1/meta.json", d);
+    json_t *meta = mp_json_read(a, NULL);
+    assert_non_null(meta);
+    int outs = 0;
+    for (int id = 1; id < MP_PROBE_NSTATS; id++)
+        for (int q = 0; q < MP_PROBE_STAT_OUTS && mp_probe_stats[id].outs[q].file; q++, outs++) {
+            const char *f = mp_probe_stats[id].outs[q].file;
+            if (!json_object_get(json_object_get(meta, "files"), f)) fail_msg("meta.json files lacks %s", f);
+            snprintf(b, sizeof b, "%s/t1/%s", d, f);
+            size_t n;
+            double *x = npy_load_f64(b, &n, NULL);
+            for (size_t i = 0; i < n; i++)
+                if (!isfinite(x[i])) fail_msg("%s[%zu] = %g", f, i, x[i]);
+            free(x);
+        }
+    json_decref(meta);
+    print_message("--stats %s: %d outputs of the rows\n", names, outs);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t2 --per-head --stats %s --threads 2 --quiet", model, ids, d,
+                     names);
+    if (rc != 0) fail_msg("probe --threads 2: %s", out);
+    snprintf(a, sizeof a, "%s/t1", d);
+    snprintf(b, sizeof b, "%s/t2", d);
+    const int n = folders_equal(a, b, "--threads 1 and 2");
+    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/r --per-head --stats %s "
+                                        "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, names);
+    if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/r --per-head --stats %s --checkpoint-every 2 --resume --quiet",
+                     model, ids, d, names);
+    if (rc != 0 || !strstr(out, "2 of 5 sequences already done")) fail_msg("resume: %d: %s", rc, out);
+    snprintf(b, sizeof b, "%s/r", d);
+    assert_int_equal(folders_equal(a, b, "kill and --resume"), n);
+    print_message("%d .npy the same at 1 and 2 threads and after a resume\n", n);
+}
+
+static void test_accumulator_every_statistic(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char model[256], ids[256], out[8192], names[512], a[512];
+    enum { N = 3, S = 20, L = 2, H = 4 };
+    snprintf(model, sizeof model, "%s/m", d);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 8");
+    snprintf(ids, sizeof ids, "%s/ids.npy", d);
+    ids_write(ids, N, S, 300, -1, 13);
+    every_name(names, sizeof names, 1);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/p --layers all --per-head --heads-f64 --stats %s --quiet",
+                         model, ids, d, names);
+    if (rc != 0) fail_msg("probe: %s", out);
+    MaskposModel *m = NULL;
+    if (maskpos_model_open(model, &m) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+    MaskposAccOptions o = {.n_layers = L, .n_heads = H, .seq = S, .causal = 1, .per_head = 1, .heads_f64 = 1, .stats = names};
+    MaskposAcc *acc = NULL;
+    if (maskpos_acc_new(&o, &acc) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+    snprintf(a, sizeof a, "%s/ids.npy", d);
+    size_t cnt;
+    double *idd = npy_load_f64(a, &cnt, NULL);
+    float *sc = malloc(sizeof(float) * L * H * S * S);
+    for (int s = 0; s < N; s++) {
+        int32_t seq[S];
+        for (int t = 0; t < S; t++) seq[t] = (int32_t)idd[s * S + t];
+        if (maskpos_model_scores(m, seq, S, L, 0, sc) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+        for (int l = 0; l < L; l++)
+            if (maskpos_acc_add(acc, l, 1, MASKPOS_F32, sc + (size_t)l * H * S * S, NULL) != MASKPOS_OK)
+                fail_msg("%s", maskpos_last_error());
+    }
+    MaskposResult *r = NULL;
+    if (maskpos_acc_result(acc, &r) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/acc", d);
+    if (maskpos_result_save(r, dir, 0) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+    snprintf(a, sizeof a, "%s/p", d);
+    const int n = folders_equal(dir, a, "the accumulator and the probe");
+    print_message("--stats %s: %d .npy of the accumulator the probe's\n", names, n);
+    assert_true(n >= 7);
+    maskpos_result_free(r);
+    maskpos_acc_free(acc);
+    maskpos_model_close(m);
+    free(sc);
+    free(idd);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_complete_and_named),    cmocka_unit_test(test_inputs_derived_from_rows),
         cmocka_unit_test(test_estimate_is_the_allocation), cmocka_unit_test(test_part_holds_every_statistic),
         cmocka_unit_test(test_stats_by_name_same_bytes),   cmocka_unit_test(test_checkpoint_of_other_statistics),
-        cmocka_unit_test(test_api_accumulator_by_name),
+        cmocka_unit_test(test_api_accumulator_by_name),    cmocka_unit_test(test_every_statistic_end_to_end),
+        cmocka_unit_test(test_accumulator_every_statistic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

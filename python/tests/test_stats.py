@@ -24,7 +24,7 @@ def test_probe_stats_by_name_is_the_switch():
         assert np.array_equal(r.probs, a.probs) and np.array_equal(r.scores, a.scores, equal_nan=True)
         assert r.meta["attention_sink"] == a.meta["attention_sink"]
     assert maskpos.probe_options()["stats"][0] == "string"
-    with pytest.raises(maskpos.Error, match="'entropie' is not a statistic of the probe .one of: probs,recency."):
+    with pytest.raises(maskpos.Error, match="'entropie' is not a statistic of the probe .one of: probs,recency"):
         maskpos.probe(MODEL, tokens=t, layers=[1], stats=["probs", "entropie"], progress=False)
 
 

@@ -21,7 +21,7 @@
  *     workers, their one-sequence parts merged: the path of MPI ranks) and after a kill and
  *     --resume (the checkpoint); the C API's accumulator fed the forward pass's scores
  *     (maskpos_model_scores) gives the same bytes for every row it can be fed (all but those that
- *     read captures).
+ *     read captures), as float32 and as the same values widened to float64.
  *
  *   make build/tests/test_probe_table && build/tests/test_probe_table
  */
@@ -91,7 +91,7 @@ static void test_inputs_derived_from_rows(void **state) {
     assert_true(mp_probe_stats_inputs(maps | MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY), 0) & MP_PROBE_IN_HEADS);
     assert_int_equal(mp_probe_stats_inputs(maps | MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS), 0),
                      MP_PROBE_IN_HEADSUM | MP_PROBE_IN_PROBS);
-    assert_int_equal(mp_probe_stats_points(all_stats()), 0); /* no statistic reads a capture point yet */
+    assert_int_equal(mp_probe_stats_points(known_stats()), 0); /* none of these reads a capture point */
     MpProbeAcc a;
     acc_with(&a, MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS), 0);
     assert_false(mp_probe_acc_needs_heads(&a));
@@ -358,31 +358,41 @@ static void test_accumulator_every_statistic(void **state) {
     MaskposModel *m = NULL;
     if (maskpos_model_open(model, &m) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
     MaskposAccOptions o = {.n_layers = L, .n_heads = H, .seq = S, .causal = 1, .per_head = 1, .heads_f64 = 1, .stats = names};
-    MaskposAcc *acc = NULL;
-    if (maskpos_acc_new(&o, &acc) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+    MaskposAcc *acc = NULL, *acc64 = NULL;
+    if (maskpos_acc_new(&o, &acc) != MASKPOS_OK || maskpos_acc_new(&o, &acc64) != MASKPOS_OK)
+        fail_msg("%s", maskpos_last_error());
     snprintf(a, sizeof a, "%s/ids.npy", d);
     size_t cnt;
     double *idd = npy_load_f64(a, &cnt, NULL);
     float *sc = malloc(sizeof(float) * L * H * S * S);
+    double *sc64 = malloc(sizeof(double) * H * S * S);
     for (int s = 0; s < N; s++) {
         int32_t seq[S];
         for (int t = 0; t < S; t++) seq[t] = (int32_t)idd[s * S + t];
         if (maskpos_model_scores(m, seq, S, L, 0, sc) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
-        for (int l = 0; l < L; l++)
-            if (maskpos_acc_add(acc, l, 1, MASKPOS_F32, sc + (size_t)l * H * S * S, NULL) != MASKPOS_OK)
+        for (int l = 0; l < L; l++) {
+            const float *x = sc + (size_t)l * H * S * S;
+            for (size_t k = 0; k < (size_t)H * S * S; k++) sc64[k] = x[k]; /* widened: the same values */
+            if (maskpos_acc_add(acc, l, 1, MASKPOS_F32, x, NULL) != MASKPOS_OK ||
+                maskpos_acc_add(acc64, l, 1, MASKPOS_F64, sc64, NULL) != MASKPOS_OK)
                 fail_msg("%s", maskpos_last_error());
+        }
     }
-    MaskposResult *r = NULL;
-    if (maskpos_acc_result(acc, &r) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
     char dir[512];
-    snprintf(dir, sizeof dir, "%s/acc", d);
-    if (maskpos_result_save(r, dir, 0) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
     snprintf(a, sizeof a, "%s/p", d);
-    const int n = folders_equal(dir, a, "the accumulator and the probe");
-    print_message("--stats %s: %d .npy of the accumulator the probe's\n", names, n);
-    assert_true(n >= 7);
-    maskpos_result_free(r);
+    for (int k = 0; k < 2; k++) {
+        MaskposResult *r = NULL;
+        if (maskpos_acc_result(k ? acc64 : acc, &r) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+        snprintf(dir, sizeof dir, "%s/acc%d", d, k);
+        if (maskpos_result_save(r, dir, 0) != MASKPOS_OK) fail_msg("%s", maskpos_last_error());
+        const int n = folders_equal(dir, a, k ? "the accumulator fed float64 and the probe" : "the accumulator and the probe");
+        print_message("--stats %s: %d .npy of the accumulator (%s) the probe's\n", names, n, k ? "float64" : "float32");
+        assert_true(n >= 7);
+        maskpos_result_free(r);
+    }
     maskpos_acc_free(acc);
+    maskpos_acc_free(acc64);
+    free(sc64);
     maskpos_model_close(m);
     free(sc);
     free(idd);

@@ -1,6 +1,7 @@
-/* probe.c — see probe.h. The run: set-up (model, layers, tokens, memory plan, output folder,
- * accumulator, run key, resume), the loop over sequences, and the result (maps, statistics,
- * meta.json). Writing and printing the result: probe_out.c.
+/* probe.c — see probe.h. The run: set-up (model, layers, statistics, tokens, memory plan, output
+ * folder, accumulator, run key, resume), the loop over sequences, and the run's half of meta.json.
+ * The result (filled from the accumulator, its statistics' half of meta.json, printed, written):
+ * probe_out.c.
  *
  * Test hook: MASKPOS_TEST_KILL_AFTER=K makes the process SIGKILL itself after K sequences (after
  * any checkpoint due then) — tests/test_model_probe.c uses it to test resuming; under mpirun,
@@ -25,8 +26,6 @@
 #include "core/mpi.h"      /* mp_mpi_rank, mp_mpi_size, mp_mpi_agree */
 #include "core/util.h"     /* mp_parse_range_list, mp_path_join, mp_time_now, mp_fnv1a64,
                               mp_threads_resolve */
-#include "job/probe_len.h"  /* mp_probe_len_meta */
-#include "job/sim_out.h"   /* mp_job_stats_json */
 #include "model/fwd.h"     /* MpFwd */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
 #include "tok/tok.h"       /* the model's tokenizer */

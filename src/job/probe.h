@@ -2,20 +2,21 @@
  * over a corpus of token ids (paper §5.2, Figure 5), with counterfactuals (no mask, no RoPE).
  *
  * Implements:
- *   - mp_probe_run: opens the model (or borrows an open one), chooses the layers, reads or
- *     tokenizes the tokens (or borrows an in-memory array), checks the context and the expected
- *     peak memory, decides whether every sequence starts with BOS (the statistics then start at
- *     position 1), keys and resumes checkpoints, runs the loop over sequences (one process or the
- *     ranks of an MPI job, model/probe_ranks.h), and fills an MpProbeResult: the maps, their
- *     standard errors and statistics, the optional probabilities and recency results, and the
- *     meta.json object;
- *   - mp_probe_result_print: the tables `maskpos probe` prints after the run;
- *   - mp_probe_result_write: the folder `maskpos probe --out DIR` writes (scores.npy,
- *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy, probs*.npy,
- *     figures, meta.json last),
- *     byte for byte.
+ *   - mp_probe_run (probe.c): opens the model (or borrows an open one), chooses the layers and
+ *     the statistics (mp_probe_config_stats), reads or tokenizes the tokens (or borrows an
+ *     in-memory array), checks the context and the expected peak memory, decides whether every
+ *     sequence starts with BOS (the statistics then start at position 1), keys and resumes
+ *     checkpoints, runs the loop over sequences (one process or the ranks of an MPI job,
+ *     model/probe_ranks.h), and fills an MpProbeResult: the maps, their standard errors and
+ *     statistics, every other statistic's outputs and results, and the meta.json object;
+ *   - mp_probe_result_fill, _free, _print, _write (probe_out.c): the result from an accumulator,
+ *     the tables `maskpos probe` prints after the run, and the folder `maskpos probe --out DIR`
+ *     writes (scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy,
+ *     scores_heads_se.npy, each statistic's .npy files such as probs*.npy, figures, meta.json
+ *     last), byte for byte.
  * Does not: parse flags (src/cli/probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
- * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c.
+ * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c,
+ * tests/test_probe_table.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */

@@ -1,7 +1,8 @@
 /* probe.h — the pieces of `maskpos probe` below the command line: token-id input
- * (probe_tokens.c), the per-layer score accumulator, the forward pass's capture hook, with its
- * table of arrays (probe_acc.c), the block test (probe_block.c), and checkpoints of its partial
- * sums (probe_ckpt.c). The model's shape hash is mp_model_shape_hash (load/model.h).
+ * (probe_tokens.c), the per-layer score accumulator with its table of statistics and the
+ * forward pass's callbacks that feed them (probe_acc.c; the keys a row observes: probe_mask.c),
+ * the block test (probe_block.c), and checkpoints of its partial sums (probe_ckpt.c). The
+ * model's shape hash is mp_model_shape_hash (load/model.h).
  *
  * Implements:
  *   - mp_probe_tokens_read: token ids from a .npy (int32/int64/uint32 [N,S']) or a raw
@@ -18,11 +19,14 @@
  *     this block test resolves a smooth non-relative pattern long before the per-entry one
  *     does; the order of every sum is fixed
  *     (sequences in file order, heads ascending), so any thread count gives the same bits;
+ *   - the table of statistics (mp_probe_stats, below): each statistic one row, which everything
+ *     that allocates, merges, transfers, checkpoints, estimates or writes its sums reads;
  *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
  *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
  * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe.c, probe_out.c).
- * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c.
+ * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c,
+ * test_probe_table.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */
@@ -193,7 +197,10 @@ typedef struct MpProbeStat {
     uint64_t (*out_bytes)(const MpProbeAcc *a);
 } MpProbeStat;
 
-extern const MpProbeStat mp_probe_stats[MP_PROBE_NSTATS];
+/* MP_PROBE_NSTATS rows, indexed by MpProbeStatId. Declared without its size: the definition's
+ * initialiser gives it, and probe_acc.c asserts it is MP_PROBE_NSTATS (a row left off the end, or
+ * one too many, does not compile). */
+extern const MpProbeStat mp_probe_stats[];
 
 /* 1 when a holds statistic id. */
 static inline int mp_probe_acc_has(const MpProbeAcc *a, int id) { return (a->stats >> id) & 1u; }

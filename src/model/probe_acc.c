@@ -229,7 +229,7 @@ void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *sink, double *entropy)
 /* One row per statistic, keyed by MpProbeStatId. The arrays' order is the checkpoint's (versions
  * 4 and 5): do not reorder them, nor the rows. A row left out of the middle is all zeros and
  * stops every accumulator at its first init (probe_stats_check); one left off the end, or one too
- * many, does not compile (probe.h declares MP_PROBE_NSTATS rows). */
+ * many, does not compile (the assertion below: probe.h declares the table without its size). */
 const MpProbeStat mp_probe_stats[] = {
     [MP_PROBE_STAT_MAPS] = {
         .name = "maps", .help = "the mean score maps, their standard errors and the block test (always on)",

@@ -4,11 +4,12 @@
  * its result as the same MpProbeResult, writer and folder as `maskpos probe`.
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
- * position of the statistics, the statistics asked for: probs, recency, stats by name, those of
- * the accumulator's table whose inputs scores and probabilities give); adding [B,H,S,S] f32/f64 scores through the
- * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
- * probabilities through its probs hook (given, or from the scores with the forward pass's own
- * softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a GPU) added array by array;
+ * position of the statistics, the statistics asked for: probs, recency, stats by name, those
+ * rows of the accumulator's table that scores and probabilities feed); adding [B,H,S,S] f32/f64
+ * scores through the probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64,
+ * mp_probe_acc_layer_done) and probabilities through its probs hook (given, or from the scores
+ * with the forward pass's own softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a
+ * GPU) added array by array;
  * merging two accumulators (mp_probe_acc_merge); the state as named arrays and as the probe's
  * checkpoint file; the result (mp_probe_result_fill) and a forward pass's scores of one sequence
  * (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.

@@ -1,6 +1,6 @@
 /* probe.h — the pieces of `maskpos probe` below the command line: token-id input
  * (probe_tokens.c), the per-layer score accumulator with its table of statistics and the
- * forward pass's callbacks that feed them (probe_acc.c; the keys a row observes: probe_mask.c),
+ * forward pass's callbacks that feed them (probe_acc.c),
  * the block test (probe_block.c), and checkpoints of its partial sums (probe_ckpt.c). The
  * model's shape hash is mp_model_shape_hash (load/model.h).
  *
@@ -269,8 +269,13 @@ void mp_probe_acc_skip(MpProbeAcc *a, int skip);
  * mask keys at this S. */
 void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m);
 /* The keys [*lo, *hi) that query row i of layer slot li observes: the causal mask's and the
- * window's (every key without either). (probe_mask.c) */
-void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi);
+ * window's (every key without either). Inline: every statistic reads it, row by row, and none
+ * calls back into the table's file (probe_acc.c), which calls the statistics. */
+static inline void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
+    const int W = a->window[li];
+    *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
+    *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
+}
 /* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
  * model/probe_ranks.c calls it; the accumulator owns its count). */
 void mp_probe_acc_seq_end(MpProbeAcc *a);

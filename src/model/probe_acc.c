@@ -5,9 +5,9 @@
  * the forward pass's callbacks that hand each input to the statistics that read it, and two
  * statistics of its own: the score maps (always on) and the probabilities (--probs), with the
  * means and standard errors read from the maps' sums.
- * Does not: read tokens (probe_tokens.c), say which keys a row observes (probe_mask.c), test
- * blocks (probe_block.c), save or load (probe_ckpt.c), count recent triples (probe_recency.c, a
- * row of the table), write results (src/job/probe_out.c reads the rows' outputs).
+ * Does not: read tokens (probe_tokens.c), test blocks (probe_block.c), save or load
+ * (probe_ckpt.c), count recent triples (probe_recency.c, a row of the table), write results
+ * (src/job/probe_out.c reads the rows' outputs).
  * Tested by: tests/test_model_probe.c, tests/test_model_probe_merge.c, tests/test_probe_rows.c,
  * tests/test_probe_table.c (the table's rules and what reads it).
  *
@@ -277,12 +277,14 @@ static void probe_stats_check(void) {
         const MpProbeStat *s = &mp_probe_stats[id];
         const unsigned in = s->in | s->in_heads;
         if (!s->name || !s->help || !s->what) probe_stats_fail(id, "no name, help or what: a row left out of the table?");
-        if ((in & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM)) && !s->rows) probe_stats_fail(id, "reads score rows but has no rows()");
+        if ((in & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM)) && !s->rows)
+            probe_stats_fail(id, "reads score rows but has no rows()");
         if ((in & MP_PROBE_IN_HEADSUM) && !s->headsum) probe_stats_fail(id, "reads head sums but has no headsum()");
         if ((in & MP_PROBE_IN_PROBS) && !s->probs) probe_stats_fail(id, "reads probabilities but has no probs()");
         if ((in & MP_PROBE_IN_CAPTURE) && (!s->capture || !s->points))
             probe_stats_fail(id, "reads captures but has no capture() or no points");
-        if (!(in & MP_PROBE_IN_CAPTURE) && (s->capture || s->points)) probe_stats_fail(id, "capture() or points without the input");
+        if (!(in & MP_PROBE_IN_CAPTURE) && (s->capture || s->points))
+            probe_stats_fail(id, "capture() or points without the input");
         if (s->rows && !(in & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM))) probe_stats_fail(id, "rows() without the input");
         if (s->headsum && !(in & MP_PROBE_IN_HEADSUM)) probe_stats_fail(id, "headsum() without the input");
         if (s->probs && !(in & MP_PROBE_IN_PROBS)) probe_stats_fail(id, "probs() without the input");
@@ -448,6 +450,14 @@ int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     return MP_OK;
 }
 
+void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m) {
+    MP_ASSERT(a->n_done == 0);
+    for (int l = 0; l < m->n_layers && l < 256; l++) {
+        const int li = a->layer_of[l], W = mp_model_layer_window(m, l);
+        if (li >= 0) a->window[li] = W > 0 && W < a->S ? W : 0;
+    }
+}
+
 void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
     MP_ASSERT(a->n_done == 0 && skip >= 0 && a->S - skip >= 2);
     a->skip = skip;
@@ -568,7 +578,8 @@ void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, in
     const int li = acc_slot(a, layer);
     if (li < 0) return;
     for (int id = 0; id < MP_PROBE_NSTATS; id++)
-        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & MP_PROBE_IN_HEADSUM)) mp_probe_stats[id].headsum(a, li, hs, i0, i1, worker);
+        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & MP_PROBE_IN_HEADSUM))
+            mp_probe_stats[id].headsum(a, li, hs, i0, i1, worker);
 }
 
 void mp_probe_acc_layer_done(void *ctx, int layer) {

@@ -191,7 +191,8 @@ typedef struct MaskposAccOptions {
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);
-/* The options it was made with (windows, layer_ids point into a). */
+/* The options it was made with (windows, layer_ids and stats point into a; probs, recency and stats
+ * say every statistic on, however it was asked for). */
 MASKPOS_API int maskpos_acc_options(const MaskposAcc *a, MaskposAccOptions *o);
 /* Sequences added to layer slot `layer`; layer < 0: the fewest over layers. -1 on a bad argument. */
 MASKPOS_API int64_t maskpos_acc_count(const MaskposAcc *a, int layer);

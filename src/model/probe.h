@@ -175,7 +175,11 @@ typedef struct MpProbeStat {
     const char *what;   /* its sums in messages ("the probability maps") */
     unsigned in;        /* MP_PROBE_IN_*: what it reads */
     unsigned in_heads;  /* what it reads in addition when per_head */
-    unsigned points;    /* with MP_PROBE_IN_CAPTURE: bit p = MpFwdPoint p (model/fwd.h) */
+    unsigned points;    /* with MP_PROBE_IN_CAPTURE: bit p = MpFwdPoint p (model/fwd.h). Note: today's forward
+                           pass stops the deepest layer of a run without logits after its scores (unless
+                           the probabilities' hook is set), so points after the scores (ATTN_MIX and
+                           on) of that layer are not delivered: such a statistic needs the forward pass
+                           to run that layer through (to be derived from MpFwdConfig.tap_points) */
     MpProbeArrSpec arrays[MP_PROBE_STAT_ARRAYS]; /* its sums, in checkpoint order (name NULL: no more) */
     MpProbeOutSpec outs[MP_PROBE_STAT_OUTS];     /* its generic outputs (file NULL: no more) */
     /* before its sums are allocated: dimensions derived from L, H, S, skip (NULL: none); MP_ERR with

@@ -185,10 +185,14 @@ typedef struct MaskposAccOptions {
     int probs;                  /* also probabilities, sink and entropy */
     int recency;                /* also the recency probability and statistics by length */
     int heads_f64;              /* per-head maps written as float64 (default float32, as probe --heads-f64) */
+    const char *stats;          /* also these statistics, by name, comma-separated (probe --stats: "probs,recency";
+                                   probs and recency above are two of them), or NULL. maskpos_acc_options gives
+                                   back every optional statistic on, and probs and recency set to match */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);
-/* The options it was made with (windows, layer_ids point into a). */
+/* The options it was made with (windows, layer_ids and stats point into a; probs, recency and stats
+ * say every statistic on, however it was asked for). */
 MASKPOS_API int maskpos_acc_options(const MaskposAcc *a, MaskposAccOptions *o);
 /* Sequences added to layer slot `layer`; layer < 0: the fewest over layers. -1 on a bad argument. */
 MASKPOS_API int64_t maskpos_acc_count(const MaskposAcc *a, int layer);

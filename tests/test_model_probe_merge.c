@@ -14,7 +14,6 @@
 #include "testutil.h"
 
 #include "model/probe.h"
-#include "model/probe_recency.h" /* mp_probe_acc_recency_on */
 
 enum { NL = 3, H = 3, S = 9, NSEQ = 5 };
 
@@ -171,7 +170,7 @@ static void test_table_all_options_and_checkpoint_layout(void **state) {
     MpProbeAcc a;
     MpErr e;
     init(&a, 1, 1, 0);
-    if (mp_probe_acc_probs_on(&a, &e) != MP_OK || mp_probe_acc_recency_on(&a, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_probe_acc_stat_on(&a, MP_PROBE_STAT_PROBS, &e) != MP_OK || mp_probe_acc_stat_on(&a, MP_PROBE_STAT_RECENCY, &e) != MP_OK) fail_msg("%s", e.msg);
     feed(&a, 0, 1);
     feed(&a, 1, 1);
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
@@ -208,7 +207,7 @@ static void test_table_all_options_and_checkpoint_layout(void **state) {
     MpProbeAcc b;
     int missing;
     init(&b, 1, 1, 0);
-    if (mp_probe_acc_probs_on(&b, &e) != MP_OK || mp_probe_acc_recency_on(&b, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_probe_acc_stat_on(&b, MP_PROBE_STAT_PROBS, &e) != MP_OK || mp_probe_acc_stat_on(&b, MP_PROBE_STAT_RECENCY, &e) != MP_OK) fail_msg("%s", e.msg);
     if (mp_probe_ckpt_load(path, &b, 42, &missing, &e) != MP_OK) fail_msg("%s", e.msg);
     same_bits(&a, &b);
     remove(path);

@@ -20,7 +20,6 @@
 
 #include "model/fwd.h"           /* mp_fwd_run, MpFwdRowsHook */
 #include "model/probe.h"         /* MpProbeAcc */
-#include "model/probe_recency.h" /* mp_probe_acc_recency_on */
 
 typedef struct RowsCase {
     const char *name, *mk; /* mkmodel flags */
@@ -36,7 +35,7 @@ static void acc_make(MpProbeAcc *a, const MpModel *m, int S, int causal, int pro
     if (mp_probe_acc_init(a, mask, m->n_layers, m->n_heads, S, !reduced, causal, threads, &e) != MP_OK) fail_msg("%s", e.msg);
     mp_probe_acc_skip(a, 1);
     mp_probe_acc_windows(a, m);
-    if ((!reduced && mp_probe_acc_recency_on(a, &e) != MP_OK) || (probs && mp_probe_acc_probs_on(a, &e) != MP_OK))
+    if ((!reduced && mp_probe_acc_stat_on(a, MP_PROBE_STAT_RECENCY, &e) != MP_OK) || (probs && mp_probe_acc_stat_on(a, MP_PROBE_STAT_PROBS, &e) != MP_OK))
         fail_msg("%s", e.msg);
     assert_int_equal(mp_probe_acc_needs_heads(a), !reduced);
 }
@@ -54,11 +53,11 @@ static void run_both(MpFwd *f, MpProbeAcc *a, MpProbeAcc *b, const int32_t *ids,
     MpErr e;
     for (int s = 0; s < 2; s++) {
         const int32_t *x = ids + (size_t)s * S;
-        if (a->probs) f->probs_hook = mp_probe_acc_probs_hook, f->probs_ctx = a;
+        if (mp_probe_acc_has(a, MP_PROBE_STAT_PROBS)) f->probs_hook = mp_probe_acc_probs_hook, f->probs_ctx = a;
         if (mp_fwd_run(f, x, S, mp_probe_acc_hook, a, &e) != MP_OK) fail_msg("%s", e.msg);
         if (f->cfg.logits && s == 1) memcpy(logits2, f->logits, sizeof(float) * (size_t)S * V);
         mp_probe_acc_seq_end(a);
-        if (b->probs) f->probs_ctx = b;
+        if (mp_probe_acc_has(b, MP_PROBE_STAT_PROBS)) f->probs_ctx = b;
         const int reduced = !mp_probe_acc_needs_heads(b);
         f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, b, b->threads};
         f->rows_headsum = reduced ? mp_probe_acc_rows_headsum : NULL;

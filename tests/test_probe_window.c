@@ -23,7 +23,7 @@
 #include "core/json.h"           /* mp_json_read */
 #include "core/util.h"           /* mp_file_exists */
 #include "model/probe.h"         /* MpProbeAcc */
-#include "model/probe_recency.h" /* mp_probe_acc_recency_on, mp_probe_recency_results */
+#include "model/probe_recency.h" /* mp_probe_recency_results */
 
 enum { H = 2, S = 20, W = 6, N = 30 };
 
@@ -66,7 +66,7 @@ static void acc_init(MpProbeAcc *a, int window) {
     MpErr e;
     if (mp_probe_acc_init(a, mask, 1, H, S, 1, 1, 1, &e) != MP_OK) fail_msg("%s", e.msg);
     a->window[0] = window; /* what mp_probe_acc_windows sets for a layer with W < S */
-    if (mp_probe_acc_probs_on(a, &e) != MP_OK || mp_probe_acc_recency_on(a, &e) != MP_OK) fail_msg("%s", e.msg);
+    if (mp_probe_acc_stat_on(a, MP_PROBE_STAT_PROBS, &e) != MP_OK || mp_probe_acc_stat_on(a, MP_PROBE_STAT_RECENCY, &e) != MP_OK) fail_msg("%s", e.msg);
 }
 
 static void acc_feed(MpProbeAcc *a, const float *sc) {

@@ -454,7 +454,7 @@ def probe_options():
 
 
 def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=None, no_rope=None, per_head=None,
-          n=None, seq=None, probs=None, recency=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
+          n=None, seq=None, probs=None, recency=None, stats=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
           tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, heads_f64=None,
           device=None, progress=None):
     """Mean pre-softmax attention-score maps of a model over token sequences (`maskpos probe`).
@@ -478,6 +478,8 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
       chance that a query's largest attention goes to the nearest key, per layer), its standard
       error .recency_probability_se, per head .recency_probability_heads [L, H] (+ _se), and
       .recency_probability_mean_map (arrays from meta.json; docs/recency.md).
+    stats: more statistics by name, a list or "a,b" (`maskpos probe --stats`; probs and recency are two
+      of them): each adds the arrays its meta.json "files" lists (maskpos.probe_options()["stats"]).
     heads_f64=True (with per_head): the per-head maps as float64 (default float32; summed in double
       either way). device: the forward pass's backend ("cpu", the default).
     bidirectional=True / no_rope=True: the counterfactuals without the causal mask / without RoPE.

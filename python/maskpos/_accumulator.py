@@ -13,8 +13,9 @@ computes, every output equals `maskpos probe`'s byte for byte. numpy arrays and 
 (float32, float64; float16/bfloat16 widened to float32, exactly) go to the library as they are.
 CUDA tensors are reduced on the GPU in float64 (maskpos._torch) to [S,S]-sized sums per layer
 (and [H,S,S] with per_head), so only those cross to the host; their bits differ from the host
-path by the order of the float64 sums (docs/python.md states the bound). With recency=True the
-scores of a CUDA tensor go to the host (the exact triple counts need the scores row by row).
+path by the order of the float64 sums (docs/python.md states the bound). With recency=True (or any
+statistic of stats= other than probs) the scores of a CUDA tensor go to the host (the exact triple
+counts need the scores row by row).
 torch is imported only when a tensor is given. Docs: docs/python.md, "Accumulator".
 Tests: python/tests_torch/test_accumulator.py.
 """
@@ -33,13 +34,15 @@ class _Options(ctypes.Structure):
     _fields_ = [("n_layers", ctypes.c_int), ("n_heads", ctypes.c_int), ("seq", ctypes.c_int),
                 ("causal", ctypes.c_int), ("windows", ctypes.POINTER(ctypes.c_int)),
                 ("layer_ids", ctypes.POINTER(ctypes.c_int)), ("first", ctypes.c_int), ("per_head", ctypes.c_int),
-                ("probs", ctypes.c_int), ("recency", ctypes.c_int), ("heads_f64", ctypes.c_int)]
+                ("probs", ctypes.c_int), ("recency", ctypes.c_int), ("heads_f64", ctypes.c_int),
+                ("stats", ctypes.c_char_p)]
 
 
 _P = ctypes.c_void_p
 _SIGNATURES = {
     "maskpos_acc_new": (ctypes.c_int, [ctypes.POINTER(_Options), ctypes.POINTER(_P)]),
     "maskpos_acc_free": (None, [_P]),
+    "maskpos_acc_options": (ctypes.c_int, [_P, ctypes.POINTER(_Options)]),
     "maskpos_acc_count": (ctypes.c_int64, [_P, ctypes.c_int]),
     "maskpos_acc_set_meta": (ctypes.c_int, [_P, ctypes.c_char_p]),
     "maskpos_acc_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P]),
@@ -91,6 +94,8 @@ class Accumulator:
     window: sliding window W (int for every layer, or a list per layer; None/0: none); query i
         observes key j when i - j < W (and j - i < W without the causal mask), as HF applies it.
     per_head, probs, recency: the probe's --per-head, --probs and --recency outputs.
+    stats: more statistics by name, a list or "a,b" (the probe's --stats; probs and recency are two of
+        them); options["stats"] lists every optional statistic on.
     first: the statistics cover positions first..S-1 (1 when every sequence starts with BOS, as
         the probe decides from the token ids; the maps always cover every position).
     layer_ids: 1-based model layer numbers for meta.json (default 1..n_layers).
@@ -100,7 +105,7 @@ class Accumulator:
     """
 
     def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
-                 recency=False, first=0, layer_ids=None, meta=None, heads_f64=False):
+                 recency=False, first=0, layer_ids=None, meta=None, heads_f64=False, stats=None):
         self._h = None
         w = _windows(window, int(n_layers))
         ids = list(range(1, int(n_layers) + 1)) if layer_ids is None else [int(x) for x in layer_ids]
@@ -109,15 +114,21 @@ class Accumulator:
             raise Error("accumulator: layer_ids has %d entries for %d layers" % (len(ids), n_layers))
         self._wbuf = (ctypes.c_int * len(w))(*w)
         self._ibuf = (ctypes.c_int * len(ids))(*ids)
+        words = stats if isinstance(stats, (str, bytes)) or stats is None else ",".join(str(x) for x in stats)
         o = _Options(int(n_layers), int(n_heads), int(seq), 1 if causal else 0, self._wbuf, self._ibuf, int(first),
-                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0, 1 if heads_f64 else 0)
+                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0, 1 if heads_f64 else 0,
+                     words.encode() if isinstance(words, str) else words)
         h = _P()
         if _lib.lib.maskpos_acc_new(ctypes.byref(o), ctypes.byref(h)) != _lib.OK:
             raise _error()
         self._h = h
+        on = _Options()  # the statistics on, as the library reads them (probs and recency included)
+        if _lib.lib.maskpos_acc_options(h, ctypes.byref(on)) != _lib.OK:
+            raise _error()
+        names = [x for x in (on.stats or b"").decode().split(",") if x]
         self.options = dict(n_layers=int(n_layers), n_heads=int(n_heads), seq=int(seq), causal=bool(causal),
-                            window=w, per_head=bool(per_head), probs=bool(probs), recency=bool(recency),
-                            first=int(first), layer_ids=ids, heads_f64=bool(heads_f64))
+                            window=w, per_head=bool(per_head), probs=bool(on.probs), recency=bool(on.recency),
+                            first=int(first), layer_ids=ids, heads_f64=bool(heads_f64), stats=names)
         self.meta = dict(meta or {})
         if self.meta:
             self._set_meta()
@@ -199,7 +210,9 @@ class Accumulator:
         self._check_layer(layer)
         if probs is not None and not self.options["probs"]:
             raise Error("accumulator: probabilities given but the accumulator was made without probs=True")
-        if _is_torch(scores) and scores.device.type != "cpu" and not self.options["recency"]:
+        if _is_torch(scores) and scores.device.type != "cpu" and set(self.options["stats"]) <= {"probs"}:
+            # the sums maskpos._torch computes on the device: the maps' and the probabilities'; any
+            # other statistic takes the scores on the host
             from . import _torch
             _torch.add_on_device(self, int(layer), scores, probs)
             return

@@ -237,7 +237,7 @@ def _progress(show, total):
 
 
 def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, bidirectional=False, progress=True,
-          seq=None, per_head=False, probs=False, recency=False, attention_mask=None, first=None, registry=None,
+          seq=None, per_head=False, probs=False, recency=False, attention_mask=None, first=None, registry=None, stats=None,
           stop_early=True, accumulator=None, meta=None):
     """Mean pre-softmax attention-score maps of an HF model over token sequences → maskpos.Result
     (the same arrays, statistics and meta keys as maskpos.probe).
@@ -245,7 +245,7 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     input_ids_or_texts: ids [N, S] (tensor, array or lists), or a str / list of str with tokenizer
     and seq. layers: 1-based model layers (default 1-4, all when fewer). batch_size: sequences per
     forward pass. bidirectional: the counterfactual without the causal mask. per_head, probs,
-    recency: as maskpos.probe. first: the position the statistics start from (default: 1 when
+    recency, stats: as maskpos.probe. first: the position the statistics start from (default: 1 when
     every sequence starts with the tokenizer's / config's BOS, as the probe decides, else 0).
     attention_mask: checked only (padding is refused). registry: the mapping the model looks its
     attention function up in, when it is not transformers'. accumulator: an Accumulator to add to
@@ -281,7 +281,7 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
                 "kv_heads": int(getattr(cfg, "num_key_value_heads", H) or H), "dropped_texts": dropped}
         info.update(meta or {})
         accumulator = Accumulator(len(layers), H, S, causal=not bidirectional, window=[windows[l - 1] for l in layers],
-                                  per_head=per_head, probs=probs, recency=recency, first=first, layer_ids=layers,
+                                  per_head=per_head, probs=probs, recency=recency, stats=stats, first=first, layer_ids=layers,
                                   meta=info)
     cap = Capture(accumulator, {l - 1: k for k, l in enumerate(layers)}, not bidirectional, windows,
                   stop_after=max(layers) - 1 if stop_early else None)

@@ -4,10 +4,12 @@
  * its result as the same MpProbeResult, writer and folder as `maskpos probe`.
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
- * position of the statistics, --probs, --recency); adding [B,H,S,S] f32/f64 scores through the
- * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
- * probabilities through its probs hook (given, or from the scores with the forward pass's own
- * softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a GPU) added array by array;
+ * position of the statistics, the statistics asked for: probs, recency, stats by name, those
+ * rows of the accumulator's table that scores and probabilities feed); adding [B,H,S,S] f32/f64
+ * scores through the probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64,
+ * mp_probe_acc_layer_done) and probabilities through its probs hook (given, or from the scores
+ * with the forward pass's own softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a
+ * GPU) added array by array;
  * merging two accumulators (mp_probe_acc_merge); the state as named arrays and as the probe's
  * checkpoint file; the result (mp_probe_result_fill) and a forward pass's scores of one sequence
  * (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.
@@ -32,13 +34,13 @@
 #include "job/probe.h"          /* MpProbeResult, mp_probe_result_fill, mp_probe_result_write */
 #include "model/fwd.h"          /* MpFwd: maskpos_model_scores */
 #include "model/fwd_kernels.h"  /* mp_fwd_softmax_row: the forward pass's softmax */
-#include "model/probe.h"        /* MpProbeAcc */
-#include "model/probe_recency.h" /* mp_probe_acc_recency_on */
+#include "model/probe.h"        /* MpProbeAcc, mp_probe_stats */
 
 struct MaskposAcc {
     MpProbeAcc a;
-    MaskposAccOptions o;     /* windows, layer_ids point into the arrays below */
+    MaskposAccOptions o;     /* windows, layer_ids, stats point into the arrays below */
     int windows[256], layer_ids[256];
+    char stats[512];         /* the optional statistics on, "probs,recency" */
     int64_t n_layer[256];    /* sequences added per layer slot */
     float *pbuf;             /* [H,S,S] one sequence's probabilities (given or computed) */
     json_t *extra;           /* meta keys the caller set (maskpos_acc_set_meta), or NULL */
@@ -56,6 +58,29 @@ static int acc_check_options(const MaskposAccOptions *o) {
         if (o->windows[l] < 0) return mp_api_failf("accumulator: layer %d: window %d is negative", l, o->windows[l]);
     for (int l = 0; o->layer_ids && l < o->n_layers; l++)
         if (o->layer_ids[l] < 1) return mp_api_failf("accumulator: layer id %d is not a 1-based layer number", o->layer_ids[l]);
+    return MP_OK;
+}
+
+/* The statistics of opt (probs, recency, stats by name) into c->a, and c->o's probs, recency and
+ * stats set to match; refused: a statistic that reads more than scores and probabilities. */
+static int acc_stats_on(MaskposAcc *c, const MaskposAccOptions *opt, MpErr *e) {
+    unsigned set = (opt->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
+                   (opt->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* their switches of their own */
+    if (mp_probe_stats_parse(opt->stats, &set, e) != MP_OK) return mp_err_prefix(e, "accumulator: stats");
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if ((set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE))
+            return mp_err_set(e, "accumulator: the statistic '%s' reads the forward pass's activations, which "
+                                 "maskpos_acc_add does not carry (scores and probabilities only); run maskpos_probe",
+                              mp_probe_stats[id].name);
+    if (mp_probe_acc_stats_on(&c->a, set, e) != MP_OK) return MP_ERR;
+    if (mp_probe_acc_inputs(&c->a) & MP_PROBE_IN_PROBS) { /* one sequence's probabilities, given or computed */
+        c->pbuf = mp_try_malloc((size_t)opt->n_heads * opt->seq * opt->seq * sizeof(float));
+        if (!c->pbuf) return mp_err_set(e, "out of memory for one sequence's probabilities");
+    }
+    c->o.probs = mp_probe_acc_has(&c->a, MP_PROBE_STAT_PROBS);
+    c->o.recency = mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY);
+    mp_probe_stats_names(c->a.stats, c->stats, sizeof c->stats);
+    c->o.stats = c->stats;
     return MP_OK;
 }
 
@@ -85,12 +110,7 @@ MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *opt, MaskposAcc **out) 
         if (opt->first) mp_probe_acc_skip(&c->a, opt->first);
         for (int l = 0; l < L; l++) /* as mp_probe_acc_windows: a window masks only below S */
             c->a.window[l] = c->windows[l] > 0 && c->windows[l] < opt->seq ? c->windows[l] : 0;
-        if (opt->probs) {
-            rc = mp_probe_acc_probs_on(&c->a, &e);
-            c->pbuf = rc == MP_OK ? mp_try_malloc((size_t)opt->n_heads * opt->seq * opt->seq * sizeof(float)) : NULL;
-            if (rc == MP_OK && !c->pbuf) rc = mp_err_set(&e, "out of memory for one sequence's probabilities");
-        }
-        if (rc == MP_OK && opt->recency) rc = mp_probe_acc_recency_on(&c->a, &e);
+        rc = acc_stats_on(c, opt, &e);
     }
     if (rc != MP_OK) {
         maskpos_acc_free(c);
@@ -204,7 +224,8 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
         return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
     if (dtype != MASKPOS_F32 && dtype != MASKPOS_F64) return mp_api_failf("accumulator: scores must be float32 or float64");
     if (batch < 0) return mp_api_failf("accumulator: batch %lld is negative", (long long)batch);
-    if (probs && !c->o.probs) return mp_api_failf("accumulator: probabilities given but the accumulator was made without probs");
+    const int with_probs = (mp_probe_acc_inputs(&c->a) & MP_PROBE_IN_PROBS) != 0;
+    if (probs && !with_probs) return mp_api_failf("accumulator: probabilities given but the accumulator was made without probs");
     if (acc_check_values(c, layer, scores, dtype, batch, "scores", 0) != MP_OK ||
         (probs && acc_check_values(c, layer, probs, dtype, batch, "probs", 1) != MP_OK))
         return MASKPOS_ERR;
@@ -213,7 +234,7 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
         const size_t at = (size_t)b * per;
         if (dtype == MASKPOS_F32) mp_probe_acc_hook(&c->a, layer, (const float *)scores + at, c->o.n_heads, c->o.seq);
         else acc_rows_f64(c, layer, (const double *)scores + at);
-        if (c->o.probs) {
+        if (with_probs) {
             acc_seq_probs(c, layer, scores, probs, dtype, at);
             mp_probe_acc_probs_hook(&c->a, layer, c->pbuf, c->o.n_heads, c->o.seq);
         }
@@ -254,7 +275,7 @@ MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
 static int acc_same(const MaskposAcc *a, const MaskposAcc *b) {
     const MaskposAccOptions *x = &a->o, *y = &b->o;
     return x->n_layers == y->n_layers && x->n_heads == y->n_heads && x->seq == y->seq && !x->causal == !y->causal &&
-           x->first == y->first && !x->per_head == !y->per_head && !x->probs == !y->probs && !x->recency == !y->recency &&
+           x->first == y->first && !x->per_head == !y->per_head && a->a.stats == b->a.stats &&
            !memcmp(a->windows, b->windows, sizeof a->windows) && !memcmp(a->layer_ids, b->layer_ids, sizeof a->layer_ids);
 }
 
@@ -263,7 +284,7 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     if (!dst || !src) return mp_api_failf("maskpos_acc_merge: NULL argument");
     if (!acc_same(dst, src))
         return mp_api_failf("accumulator merge: the two were made with different options (layers, heads, seq, causal, "
-                            "window, first, per_head, probs or recency)");
+                            "window, first, per_head or statistics)");
     const int64_t n0 = dst->a.n_done;
     if (mp_probe_acc_merge(&dst->a, &src->a, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     dst->a.n_done = n0; /* the API counts per layer */
@@ -282,9 +303,12 @@ MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, in
     if (layer < 0 || layer >= c->o.n_layers)
         return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
     if (count < 0) return mp_api_failf("accumulator: negative count %lld", (long long)count);
-    if (c->o.recency) return mp_api_failf("accumulator: sums computed elsewhere cannot carry recency counts; add the scores");
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&c->a, t);
+    for (int j = 0; j < n; j++)
+        if (!t[j].by_layer)
+            return mp_api_failf("accumulator: sums computed elsewhere come one layer at a time, and the sums of '%s' are "
+                                "not all laid out by layer (%s); add the scores", mp_probe_stats[t[j].stat].name, t[j].name);
     const double *src[MP_PROBE_MAX_ARRAYS] = {0};
     for (int i = 0; i < k; i++) {
         int found = -1;
@@ -388,7 +412,7 @@ MASKPOS_API int maskpos_acc_result(const MaskposAcc *c, MaskposResult **out) {
     res->L = c->o.n_layers, res->H = c->o.n_heads, res->S = c->o.seq, res->n = a.n_done;
     for (int l = 0; l < res->L; l++) res->layers[l] = c->layer_ids[l] - 1;
     res->skip = a.skip, res->bos_id = -1, res->causal = !!c->o.causal, res->rope = 1;
-    res->per_head = !!c->o.per_head, res->probs = !!c->o.probs, res->recency = !!c->o.recency;
+    res->per_head = !!c->o.per_head;
     res->heads_f64 = !!c->o.heads_f64;
     res->threads = a.threads, res->nranks = 1;
     json_t *mt = c->extra ? json_object_get(c->extra, "model") : NULL;

@@ -1,6 +1,7 @@
-/* probe.c — see probe.h. The run: set-up (model, layers, tokens, memory plan, output folder,
- * accumulator, run key, resume), the loop over sequences, and the result (maps, statistics,
- * meta.json). Writing and printing the result: probe_out.c.
+/* probe.c — see probe.h. The run: set-up (model, layers, statistics, tokens, memory plan, output
+ * folder, accumulator, run key, resume), the loop over sequences, and the run's half of meta.json.
+ * The result (filled from the accumulator, its statistics' half of meta.json, printed, written):
+ * probe_out.c.
  *
  * Test hook: MASKPOS_TEST_KILL_AFTER=K makes the process SIGKILL itself after K sequences (after
  * any checkpoint due then) — tests/test_model_probe.c uses it to test resuming; under mpirun,
@@ -25,8 +26,6 @@
 #include "core/mpi.h"      /* mp_mpi_rank, mp_mpi_size, mp_mpi_agree */
 #include "core/util.h"     /* mp_parse_range_list, mp_path_join, mp_time_now, mp_fnv1a64,
                               mp_threads_resolve */
-#include "job/probe_len.h"  /* mp_probe_len_meta */
-#include "job/sim_out.h"   /* mp_job_stats_json */
 #include "model/fwd.h"     /* MpFwd */
 #include "model/fwd_plugin.h" /* the GPU of --device cuda: its memory check, meta.json's device */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
@@ -52,6 +51,7 @@ typedef struct ProbeState {
     unsigned char mask0[256];
     int layers[256], L, deepest;
     int causal, rope, threads;
+    unsigned stats;         /* the statistics asked for (mp_probe_config_stats) */
     MpFwdConfig fc;
     MpFwd f;
     MpProbeAcc acc;
@@ -234,28 +234,38 @@ static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     return 1;
 }
 
-/* Workers of the forward pass's reduced map (MpFwdConfig.tap_headsum_workers): every worker of
- * the run when the sums need only each row's head sum (no --per-head maps, no --recency counts:
- * mp_probe_acc_needs_heads), else none (the rows of every head go to the accumulator). */
-static int probe_headsum_workers(const MpProbeConfig *c, int threads) { return c->per_head || c->recency ? 0 : threads; }
+int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e) {
+    *set = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | (c->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
+           (c->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* the two statistics with a switch of their own */
+    return mp_probe_stats_parse(c->stats, set, e) == MP_OK ? MP_OK : mp_err_prefix(e, "--stats");
+}
+
+/* The forward pass's taps for the statistics of set (model/probe.h: each row's inputs): the
+ * reduced map for every worker of the run when no statistic needs every head's score rows, else
+ * none (the rows of every head go to the accumulator); the capture points they read. */
+static void probe_taps(MpFwdConfig *fc, unsigned set, int per_head, int threads) {
+    fc->tap_headsum_workers = mp_probe_stats_inputs(set, per_head) & MP_PROBE_IN_HEADS ? 0 : threads;
+    fc->tap_points = mp_probe_stats_points(set);
+}
 
 void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
                    int threads, int nranks, int rank) {
-    const MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute,
-                            .device = c->device, .tap_headsum_workers = probe_headsum_workers(c, threads)};
+    MpFwdConfig fc = {.n_layers = deepest, .max_seq = S, .causal = 1, .rope = 1, .logits = 0, .compute = c->compute,
+                      .device = c->device};
+    unsigned set;
+    MpErr e;
+    (void)mp_probe_config_stats(c, &set, &e); /* a bad name: the run says so; here the statistics named before it */
+    probe_taps(&fc, set, c->per_head, threads);
     mp_fwd_plan_bytes(m, &fc, &p->weights, &p->acts);
-    const uint64_t SS = (uint64_t)S * S;
-    /* sums and sums of squares per layer (and per head), three one-sequence maps (head mean,
-     * residue, the part after BOS) */
-    p->maps = SS * 8 * (L * (c->per_head ? 2 + 2 * (uint64_t)m->n_heads : 2) + 3) * (nranks > 1 && rank == 0 ? 2 : 1);
-    if (c->probs) p->maps += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probability sums */
-    if (c->recency) /* triple counts per row and head, two corner maps, counting scratch, length blocks */
-        p->maps += 8 * ((uint64_t)L * m->n_heads * S + 2 * SS + (uint64_t)S * (3 * threads + m->n_heads) + (uint64_t)L * 24 * 512);
-    /* mean, diagnorm, standard errors, heads and their standard errors at the end (and the float32
-     * copy written), and the statistics' scratch */
-    p->outs = SS * 8 * (L * (c->per_head ? 3 + 2 * (uint64_t)m->n_heads : 3) + 3);
-    if (c->per_head && !c->heads_f64) p->outs += SS * 4 * L * (uint64_t)m->n_heads;
-    if (c->probs) p->outs += SS * 8 * L * (c->per_head ? 1 + (uint64_t)m->n_heads : 1); /* probs.npy, probs_heads.npy */
+    /* every statistic's sums and scratch (the maps: three one-sequence maps, head mean, residue and
+     * the part after BOS), twice on rank 0 of an MPI job (a one-sequence part to merge); the
+     * outputs: the maps' mean, diagnorm, standard errors (and the heads'), the statistics' scratch,
+     * every statistic's outputs, and the float32 copy of the heads' maps written */
+    uint64_t sums, scratch, outs;
+    mp_probe_stats_bytes(set, L, m->n_heads, S, c->per_head, threads, &sums, &scratch, &outs);
+    p->maps = (sums + scratch) * (nranks > 1 && rank == 0 ? 2 : 1);
+    p->outs = outs;
+    if (c->per_head && !c->heads_f64) p->outs += (uint64_t)S * S * 4 * L * (uint64_t)m->n_heads;
     p->tokens = (uint64_t)n * S * 4;
     /* bf16 packs one panel of 32 rows at a time */
     const int wide = m->ffn_shexp > m->ffn ? m->ffn_shexp : m->ffn; /* qwen2moe: the shared expert's down rows */
@@ -306,7 +316,9 @@ static int probe_plan(ProbeState *s, MpErr *e) {
     return mp_fwd_plugin_mem_check(r->device, wbytes + abytes + maps, e);
 }
 
-/* The accumulator and the forward pass, with the optional sums. */
+/* The accumulator with the statistics of the run, and the forward pass with the hooks their inputs
+ * need beside the rows hook (mp_probe_run_ranks sets that one per sequence): the probabilities
+ * after each layer's softmax, the capture points. */
 static int probe_acc_setup(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
     if (mp_probe_acc_init(&s->acc, s->mask0, s->m->n_layers, s->m->n_heads, s->tk.seq, r->per_head, s->causal, s->threads,
@@ -315,12 +327,10 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
         return MP_ERR;
     if (probe_stats_skip(s->m, &s->tk)) mp_probe_acc_skip(&s->acc, 1);
     mp_probe_acc_windows(&s->acc, s->m); /* sliding-window layers: keys outside the window unobserved */
-    if (r->probs) { /* the probabilities after each layer's softmax */
-        if (mp_probe_acc_probs_on(&s->acc, e) != MP_OK) return MP_ERR;
-        s->f.probs_hook = mp_probe_acc_probs_hook;
-        s->f.probs_ctx = &s->acc;
-    }
-    if (r->recency && mp_probe_acc_recency_on(&s->acc, e) != MP_OK) return MP_ERR;
+    if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
+    const unsigned in = mp_probe_acc_inputs(&s->acc);
+    if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
+    if (in & MP_PROBE_IN_CAPTURE) s->f.capture = mp_probe_acc_capture, s->f.capture_ctx = &s->acc;
     return MP_OK;
 }
 
@@ -445,10 +455,11 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     else if (!r->model_path) return mp_err_set(e, "no model given");
     else if (mp_model_open(&s->own, r->model_path, e) != MP_OK) return MP_ERR;
     else s->m = &s->own;
-    if (probe_layers(s, e) != MP_OK || probe_tokens(s, e) != MP_OK) return MP_ERR;
+    if (mp_probe_config_stats(r, &s->stats, e) != MP_OK || probe_layers(s, e) != MP_OK || probe_tokens(s, e) != MP_OK)
+        return MP_ERR;
     s->fc = (MpFwdConfig){.n_layers = s->deepest, .max_seq = s->tk.seq, .causal = s->causal, .rope = s->rope,
-                          .logits = 0, .compute = r->compute, .device = r->device,
-                          .tap_headsum_workers = probe_headsum_workers(r, s->threads)};
+                          .logits = 0, .compute = r->compute, .device = r->device};
+    probe_taps(&s->fc, s->stats, r->per_head, s->threads);
     for (int l = 0; l < s->m->n_layers && l < 256; l++) /* only the probed layers' rows come out (bit 63: 63 and on) */
         if (s->mask0[l]) s->fc.tap_layers |= (uint64_t)1 << (l < 63 ? l : 63);
     if (probe_plan(s, e) != MP_OK) return MP_ERR;
@@ -532,8 +543,6 @@ static int probe_loop(ProbeState *s, MpProbeResult *res, MpErr *e) {
 }
 
 /* ================================================================ the result */
-
-static json_t *probe_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
 /* path made absolute (realpath) for meta.json, so `maskpos view` finds the text from any folder;
  * as given when it cannot be resolved. */
@@ -658,82 +667,6 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     return j;
 }
 
-/* The result's half of meta.json: the files, the statistics, block tests, --probs, --recency. */
-static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
-    const int L = res->L;
-    json_t *fj = json_object();
-    json_object_set_new(fj, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score over sequences and heads, row = query, column = key; NaN where masked"));
-    json_object_set_new(fj, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
-    json_object_set_new(fj, "scores_se.npy", json_string("float64 [L,S,S] standard error of each entry of scores.npy: sample standard deviation over sequences of the head-mean score / sqrt(N); NaN where masked or N < 2"));
-    if (res->heads) {
-        const char *dt = res->heads_f64 ? "float64" : "float32";
-        char d[256];
-        snprintf(d, sizeof d, "%s [L,H,S,S] mean over sequences per query head (summed in double; --heads-f64: float64)", dt);
-        json_object_set_new(fj, "scores_heads.npy", json_string(d));
-        snprintf(d, sizeof d, "%s [L,H,S,S] standard error of each entry of scores_heads.npy: sample standard deviation "
-                              "over sequences of the head's score / sqrt(N); NaN where masked or N < 2", dt);
-        json_object_set_new(fj, "scores_heads_se.npy", json_string(d));
-    }
-    json_object_set_new(j, "files", fj);
-    json_object_set_new(j, "stats", mp_job_stats_json(res->stats, res->layers, L));
-    json_t *bz = json_array();
-    for (int l = 0; l < L; l++) json_array_append_new(bz, probe_real(res->block_z[l]));
-    json_object_set_new(j, "residue_block_z", bz);
-    static const char *rname[MP_PROBE_NREGIONS] = {NULL, "first_keys", "last_queries", "last_keys", "interior"};
-    json_t *rz = json_object();
-    for (int g = 1; g < MP_PROBE_NREGIONS; g++) {
-        json_t *arr = json_array();
-        for (int l = 0; l < L; l++) json_array_append_new(arr, probe_real(res->block_z_regions[(size_t)g * L + l]));
-        json_object_set_new(rz, rname[g], arr);
-    }
-    json_object_set_new(j, "residue_block_z_regions", rz);
-    json_object_set_new(j, "residue_block_z_regions_of",
-                        json_string("the block test per layer over one region of the 16x16 block grid: the first "
-                                    "column of blocks (first keys), the last row (last queries), the last column "
-                                    "(last keys; without the mask only), the interior (none of these, nor the first row)"));
-    json_object_set_new(j, "residue_block_z_of",
-                        json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
-                                    "normalised residue / its standard error over sequences)^2); about 1 for noise"));
-    if (res->probs) mp_probe_probs_meta(j, fj, &res->pr);
-    if (res->recency) mp_probe_len_meta(j, &res->rec);
-}
-
-int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e) {
-    const int L = a->L, S = a->S, H = a->H;
-    const size_t SS = (size_t)S * S;
-    res->mean = mp_try_malloc(SS * L * sizeof(double));
-    res->diagnorm = mp_try_malloc(SS * L * sizeof(double));
-    res->se = mp_try_malloc(SS * L * sizeof(double));
-    res->heads = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
-    res->heads_se = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
-    res->stats = mp_try_calloc((size_t)L, sizeof *res->stats);
-    res->block_z = mp_try_malloc((size_t)L * sizeof(double));
-    res->block_z_regions = mp_try_malloc((size_t)L * MP_PROBE_NREGIONS * sizeof(double));
-    double *scratch = a->skip ? mp_try_malloc(3 * SS * sizeof(double)) : NULL;
-    if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
-        !res->block_z_regions || (a->skip && !scratch)) {
-        free(scratch);
-        json_decref(meta_run);
-        return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
-    }
-    mp_probe_acc_mean(a, res->mean, res->heads);
-    mp_probe_acc_se(a, res->se);
-    if (a->per_head) mp_probe_acc_se_heads(a, res->heads_se);
-    mp_probe_layer_stats(res->stats, res->diagnorm, res->mean, res->se, a->n_done >= 2, L, S, a->skip, scratch);
-    free(scratch);
-    for (int l = 0; l < L; l++) {
-        res->block_z[l] = mp_probe_acc_block_z(a, l);
-        res->block_z_regions[l] = NAN;
-        for (int g = 1; g < MP_PROBE_NREGIONS; g++) res->block_z_regions[(size_t)g * L + l] = mp_probe_acc_block_z_region(a, l, g);
-    }
-    res->meta = meta_run;
-    if (res->probs && mp_probe_probs_results(&res->pr, a, e) != MP_OK) return MP_ERR;
-    if (res->recency && mp_probe_recency_results(&res->rec, a, res->mean, res->se, res->heads, e) != MP_OK) return MP_ERR;
-    probe_meta_stats(res->meta, res);
-    res->complete = 1;
-    return MP_OK;
-}
-
 /* The maps, standard errors, statistics and block tests from the accumulator. */
 static int probe_collect(MpProbeResult *res, const ProbeState *s, MpErr *e) {
     return mp_probe_result_fill(res, &s->acc, probe_meta_run(s, res), e);
@@ -747,7 +680,6 @@ static void probe_result_dims(MpProbeResult *res, const ProbeState *s) {
     res->skip = s->acc.skip, res->bos_id = s->m->bos_id;
     res->causal = s->causal, res->rope = s->rope, res->per_head = s->c->per_head, res->heads_f64 = s->c->heads_f64, res->compute = s->c->compute;
     res->threads = s->threads, res->nranks = mp_mpi_size();
-    res->probs = s->c->probs, res->recency = s->c->recency;
     res->first = s->acc.n_done;
     /* figure titles say what the model is, not only its folder's name ("none" was the NoPE model) */
     const char *slash = strrchr(s->m->path, '/');
@@ -807,19 +739,4 @@ int mp_probe_run(MpProbeResult *res, const MpProbeConfig *c, MpErr *e) {
     probe_state_free(&s);
     if (rc != MP_OK) mp_probe_result_free(res);
     return rc;
-}
-
-void mp_probe_result_free(MpProbeResult *res) {
-    free(res->mean);
-    free(res->diagnorm);
-    free(res->se);
-    free(res->heads);
-    free(res->heads_se);
-    free(res->stats);
-    free(res->block_z);
-    free(res->block_z_regions);
-    mp_probe_probs_out_free(&res->pr);
-    mp_probe_recency_out_free(&res->rec);
-    if (res->meta) json_decref(res->meta);
-    memset(res, 0, sizeof *res);
 }

@@ -2,20 +2,21 @@
  * over a corpus of token ids (paper §5.2, Figure 5), with counterfactuals (no mask, no RoPE).
  *
  * Implements:
- *   - mp_probe_run: opens the model (or borrows an open one), chooses the layers, reads or
- *     tokenizes the tokens (or borrows an in-memory array), checks the context and the expected
- *     peak memory, decides whether every sequence starts with BOS (the statistics then start at
- *     position 1), keys and resumes checkpoints, runs the loop over sequences (one process or the
- *     ranks of an MPI job, model/probe_ranks.h), and fills an MpProbeResult: the maps, their
- *     standard errors and statistics, the optional probabilities and recency results, and the
- *     meta.json object;
- *   - mp_probe_result_print: the tables `maskpos probe` prints after the run;
- *   - mp_probe_result_write: the folder `maskpos probe --out DIR` writes (scores.npy,
- *     scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy, probs*.npy,
- *     figures, meta.json last),
- *     byte for byte.
+ *   - mp_probe_run (probe.c): opens the model (or borrows an open one), chooses the layers and
+ *     the statistics (mp_probe_config_stats), reads or tokenizes the tokens (or borrows an
+ *     in-memory array), checks the context and the expected peak memory, decides whether every
+ *     sequence starts with BOS (the statistics then start at position 1), keys and resumes
+ *     checkpoints, runs the loop over sequences (one process or the ranks of an MPI job,
+ *     model/probe_ranks.h), and fills an MpProbeResult: the maps, their standard errors and
+ *     statistics, every other statistic's outputs and results, and the meta.json object;
+ *   - mp_probe_result_fill, _free, _print, _write (probe_out.c): the result from an accumulator,
+ *     the tables `maskpos probe` prints after the run, and the folder `maskpos probe --out DIR`
+ *     writes (scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy,
+ *     scores_heads_se.npy, each statistic's .npy files such as probs*.npy, figures, meta.json
+ *     last), byte for byte.
  * Does not: parse flags (src/cli/probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
- * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c.
+ * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c,
+ * tests/test_probe_table.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */
@@ -57,6 +58,8 @@ typedef struct MpProbeConfig {
     int no_rope;             /* counterfactual: no rotation */
     int probs;               /* also the post-softmax probabilities, sink and entropy */
     int recency;             /* also the recency probability and statistics by length */
+    const char *stats;       /* also these statistics, by name ("probs,recency": the rows of model/probe.h's
+                                mp_probe_stats; probs and recency above are two of them); NULL none */
     int compute;             /* MpFwdCompute: MP_FWD_COMPUTE_F32 (0, the reference) or _BF16 */
     const char *device;      /* the forward pass's backend (MpFwdConfig.device): NULL = cpu */
     int allow_long;          /* run past the trained context (else refused) */
@@ -74,6 +77,16 @@ typedef struct MpProbeConfig {
 } MpProbeConfig;
 
 void mp_probe_config_init(MpProbeConfig *c);
+
+/* One output of a statistic's row (model/probe.h MpProbeOutSpec), computed from the sums. */
+typedef struct MpProbeOut {
+    const MpProbeOutSpec *spec; /* its row's: file name, meta.json text */
+    int stat;                   /* MpProbeStatId of the row */
+    int ndim;
+    int64_t shape[4];
+    double *x;                  /* [shape] owned */
+} MpProbeOut;
+#define MP_PROBE_MAX_OUTS (MP_PROBE_NSTATS * MP_PROBE_STAT_OUTS)
 
 /* Owns every array and meta (free accepts a zeroed struct). On ranks 1..N-1 of an MPI job the
  * run leaves it empty (complete = 0): rank 0 holds the result. */
@@ -94,9 +107,11 @@ typedef struct MpProbeResult {
     int skip;                /* 1 when every sequence starts with BOS */
     int bos_id;
     int causal, rope, per_head, compute, threads, nranks;
-    int probs, recency;      /* which of the two below hold results */
-    MpProbeProbsOut pr;      /* --probs */
-    MpProbeRecencyOut rec;   /* --recency */
+    unsigned stat_set;       /* the statistics of the run (bit MpProbeStatId; from the accumulator) */
+    MpProbeProbsOut pr;      /* probs: sink and entropy */
+    MpProbeRecencyOut rec;   /* recency */
+    MpProbeOut outs[MP_PROBE_MAX_OUTS]; /* the outputs of the statistics' rows (MpProbeStat.outs), in */
+    int n_outs;                         /* table order: each a .npy and its meta.json "files" entry */
     char title[256];         /* the model's file name, for figure titles */
     /* the run */
     int64_t first;           /* sequences done before this call (resume) */
@@ -121,24 +136,33 @@ typedef struct MpProbePeak {
 void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int L, int deepest, int S, int64_t n,
                    int threads, int nranks, int rank);
 void mp_probe_result_free(MpProbeResult *res);
+/* The statistics a config asks for: the maps, c->probs, c->recency and the names in c->stats
+ * (MP_ERR "--stats: 'x' is not a statistic of the probe (...)"). */
+int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e);
+/* Output k of statistic stat's row in res, or NULL when the run has none. */
+const double *mp_probe_result_out(const MpProbeResult *res, int stat, int k);
 
-/* The result's arrays, statistics, block tests, --probs and --recency results from an accumulator
- * (what mp_probe_run does after its loop; maskpos_acc_result calls it for sums added from
- * outside): res's dimensions and flags (L, H, S, n, layers, skip, causal, per_head, probs, recency)
- * set by the caller; meta_run (owned from here on, also on failure) is the run's half of meta.json,
- * to which the files and statistics are added. */
+/* The result's arrays, statistics, block tests and the results of every statistic a holds (its
+ * row's outputs, and what probe_out.c's table adds for it: the probabilities' sink and entropy,
+ * the recency results), from an accumulator (what mp_probe_run does after its loop;
+ * maskpos_acc_result calls it for sums added from outside): res's dimensions and flags (L, H, S,
+ * n, layers, skip, causal, per_head) set by the caller, res->stats from a; meta_run (owned from
+ * here on, also on failure) is the run's half of meta.json, to which the files and statistics are
+ * added. (probe_out.c) */
 int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e);
 /* meta.json keys shared by the probe and the accumulator: stats_first_position (and its
  * description); layer_windows w [L] (<= 0: null) and its description. */
 void mp_probe_meta_first(json_t *j, int skip);
 void mp_probe_meta_windows(json_t *j, const int *w, int L);
 
-/* The BOS note and the per-layer table, then the --probs and --recency tables. */
+/* The BOS note and the per-layer table, then the tables of the statistics that print one (--probs,
+ * --recency). */
 void mp_probe_result_print(FILE *f, const MpProbeResult *res);
 
-/* Writes the result into dir (created if missing): the .npy files, figures, and meta.json last
- * (a stale one is removed first), then removes a checkpoint.bin left in dir: a folder with a
- * meta.json holds one complete result. o may be NULL (no figures, no command line). */
+/* Writes the result into dir (created if missing): the .npy files (the maps', then every output of
+ * the statistics' rows), figures, and meta.json last (a stale one is removed first), then removes a
+ * checkpoint.bin left in dir: a folder with a meta.json holds one complete result. o may be NULL
+ * (no figures, no command line). */
 int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJobWriteOptions *o, MpErr *e);
 /* meta.json as a string (malloc'd; free()); NULL when out of memory. */
 char *mp_probe_result_meta_dump(const MpProbeResult *res);

@@ -14,6 +14,7 @@
 #include "core/util.h"         /* mp_parse_i64, mp_parse_double, MP_THREADS_MAX */
 #include "model/fwd.h"         /* mp_fwd_compute_parse, mp_fwd_compute_name */
 #include "model/fwd_backend.h" /* mp_fwd_device_check */
+#include "model/probe.h"       /* mp_probe_stats: --stats, its names in --help */
 
 /* ================================================================ table */
 
@@ -73,6 +74,9 @@ const MpProbeOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
                      "same run, NRI, block z and RP of the first S' = 16, 32, ... positions (a\n"
                      "causal model scores them as the S'-token prefix) and the residue by query\n"
                      "position (meta.json; --plot: length_*.png; docs/recency.md)"},
+    [MP_PROBE_OPT_STATS] = {"stats", MP_PROBE_KIND_STRING, MP_PROBE_OPT_STAT_LIST, F(stats), .arg = "LIST",
+             .help = "also these statistics, by name, comma-separated (--probs and --recency are\n"
+                     "two of them; the same bits as their switches):"},
     [MP_PROBE_OPT_BIDIRECTIONAL] = {"bidirectional", MP_PROBE_KIND_BOOL, 0, F(bidirectional),
              .help = "counterfactual: no causal mask in any layer"},
     [MP_PROBE_OPT_NO_ROPE] = {"no-rope", MP_PROBE_KIND_BOOL, 0, F(no_rope),
@@ -270,5 +274,7 @@ void mp_probe_opts_help(FILE *f) {
             if (*p == '\n') fprintf(f, "%23s", "");
         }
         fputc('\n', f);
+        for (int id = 1; (o->flags & MP_PROBE_OPT_STAT_LIST) && id < MP_PROBE_NSTATS; id++) /* the maps are always on */
+            fprintf(f, "%25s%-10s %s\n", "", mp_probe_stats[id].name, mp_probe_stats[id].help);
     }
 }

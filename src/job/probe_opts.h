@@ -12,7 +12,8 @@
  *     MpProbeConfig, with the command line's messages ("--seq: 'x' is not an integer",
  *     "--seq: 0 is outside [1, 1048576]");
  *   - mp_probe_opts_check: the checks across options (one source of tokens, --data needs --n and
- *     --seq, the --data options go with --data, --heads-f64 with --per-head);
+ *     --seq, the --data options go with --data, --heads-f64 with --per-head; the names of --stats
+ *     are checked by the run, mp_probe_config_stats);
  *   - mp_probe_opts_write: an MpProbeConfig back into "name=value" settings (what MPI ranks
  *     receive; with MP_PROBE_OPT_RUN rows left out, reproduce's reuse key);
  *   - mp_probe_opts_help: the options' part of `maskpos probe --help`.
@@ -51,6 +52,7 @@ typedef enum MpProbeOptId {
     MP_PROBE_OPT_HEADS_F64,
     MP_PROBE_OPT_PROBS,
     MP_PROBE_OPT_RECENCY,
+    MP_PROBE_OPT_STATS,
     MP_PROBE_OPT_BIDIRECTIONAL,
     MP_PROBE_OPT_NO_ROPE,
     MP_PROBE_OPT_THREADS,
@@ -85,6 +87,7 @@ enum {
     MP_PROBE_OPT_CLI = 1,        /* the command line's only: no setting of the C API or Python */
     MP_PROBE_OPT_RUN = 2,        /* how the run goes, not what it computes: left out of reuse keys */
     MP_PROBE_OPT_POSITIONAL = 4, /* not a flag (MODEL): the CLI's argument, the API's model handle */
+    MP_PROBE_OPT_STAT_LIST = 8,  /* names statistics (model/probe.h, mp_probe_stats): --help lists them */
 };
 
 #define MP_PROBE_OPT_NO_FIELD ((size_t)-1)

@@ -1,18 +1,202 @@
-/* probe_out.c — the result of mp_probe_run (job/probe.h) printed and written: the tables
- * `maskpos probe` prints, and the folder it writes (.npy maps, figures, meta.json last).
- * Tested by: tests/test_model_probe.c (the CLI's folder, and mp_probe_result_write's, byte for byte).
+/* probe_out.c — the result of mp_probe_run (job/probe.h): filled from the accumulator, its
+ * meta.json, printed and written. The maps are the result's own; every other statistic is a row of
+ * the accumulator's table (model/probe.h, mp_probe_stats) whose outputs (MpProbeStat.outs) this
+ * file computes, lists in meta.json's "files" and writes as .npy without knowing them, and, where
+ * a statistic has more to show (meta.json keys, figures, a printed table), a row of probe_stat_outs
+ * below says how.
+ * Tested by: tests/test_model_probe.c (the CLI's folder, and mp_probe_result_write's, byte for byte),
+ * tests/test_probe_table.c (a statistic's outputs reach the folder).
+ *
+ * ================================================================ layout
+ *   statistics  probe_stat_outs: what the result adds for a statistic beyond its row's outputs
+ *   result      fill, meta.json, free
+ *   print       the tables
+ *   write       the folder
  */
 #include "job/probe.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h"       /* mp_json_write_atomic, mp_json_add_provenance */
 #include "core/npy.h"        /* mp_npy_write */
-#include "core/util.h"       /* mp_path_join, mp_mkdir_p */
-#include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_write */
-#include "job/probe_probs.h" /* mp_probe_probs_print, mp_probe_probs_write */
+#include "core/util.h"       /* mp_path_join, mp_mkdir_p, mp_try_malloc */
+#include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_meta, mp_probe_len_write */
+#include "job/probe_probs.h" /* mp_probe_probs_results, _print, _meta, _figures */
+#include "job/sim_out.h"     /* mp_job_stats_json */
 #include "viz/plot.h"        /* mp_plot_render */
+
+/* ================================================================ statistics */
+
+/* What the result adds for a statistic beyond its row's outputs (MpProbeStat.outs, handled for
+ * every row below): results of its own in MpProbeResult, meta.json keys, figures (with --plot),
+ * a printed table. Keyed by MpProbeStatId; a statistic whose outputs are its row's has no row
+ * here (the maps are the result's own fields). Every function may be NULL. */
+typedef struct ProbeStatOut {
+    int (*fill)(MpProbeResult *res, const MpProbeAcc *a, MpErr *e);
+    void (*free)(MpProbeResult *res);
+    void (*meta)(json_t *meta, const MpProbeResult *res);
+    int (*figures)(const MpProbeResult *res, const char *dir, json_t *files, MpErr *e);
+    void (*print)(FILE *f, const MpProbeResult *res);
+} ProbeStatOut;
+
+static int probs_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) { return mp_probe_probs_results(&res->pr, a, e); }
+static void probs_free(MpProbeResult *res) { mp_probe_probs_out_free(&res->pr); }
+static void probs_meta(json_t *meta, const MpProbeResult *res) { mp_probe_probs_meta(meta, &res->pr); }
+static int probs_figures(const MpProbeResult *res, const char *dir, json_t *files, MpErr *e) {
+    return mp_probe_probs_figures(dir, &res->pr, mp_probe_result_out(res, MP_PROBE_STAT_PROBS, 0), res->layers, res->title,
+                                  files, e);
+}
+static void probs_print(FILE *f, const MpProbeResult *res) { mp_probe_probs_print(f, &res->pr, res->layers); }
+
+static int recency_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
+    return mp_probe_recency_results(&res->rec, a, res->mean, res->se, res->heads, e);
+}
+static void recency_free(MpProbeResult *res) { mp_probe_recency_out_free(&res->rec); }
+static void recency_meta(json_t *meta, const MpProbeResult *res) { mp_probe_len_meta(meta, &res->rec); }
+static int recency_figures(const MpProbeResult *res, const char *dir, json_t *files, MpErr *e) {
+    return mp_probe_len_write(dir, &res->rec, res->layers, 1, res->title, files, e);
+}
+static void recency_print(FILE *f, const MpProbeResult *res) { mp_probe_len_print(f, &res->rec, res->layers); }
+
+static const ProbeStatOut probe_stat_outs[MP_PROBE_NSTATS] = {
+    [MP_PROBE_STAT_PROBS] = {probs_fill, probs_free, probs_meta, probs_figures, probs_print},
+    [MP_PROBE_STAT_RECENCY] = {recency_fill, recency_free, recency_meta, recency_figures, recency_print},
+};
+
+/* 1 when res holds statistic id. */
+static int res_has(const MpProbeResult *res, int id) { return (res->stat_set >> id) & 1u; }
+
+const double *mp_probe_result_out(const MpProbeResult *res, int stat, int k) {
+    for (int i = 0; i < res->n_outs; i++)
+        if (res->outs[i].spec == &mp_probe_stats[stat].outs[k]) return res->outs[i].x;
+    return NULL;
+}
+
+/* The outputs of the rows of the statistics a holds, computed from its sums into res->outs. */
+static int probe_outs_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        for (int k = 0; k < MP_PROBE_STAT_OUTS && mp_probe_stats[id].outs[k].file; k++) {
+            const MpProbeOutSpec *o = &mp_probe_stats[id].outs[k];
+            if (!mp_probe_acc_has(a, id) || (o->per_head && !a->per_head)) continue;
+            MpProbeOut *r = &res->outs[res->n_outs];
+            r->spec = o, r->stat = id;
+            r->ndim = mp_probe_shape_dims(a, o->shape, r->shape);
+            size_t n = 1;
+            for (int d = 0; d < r->ndim; d++) n *= (size_t)r->shape[d];
+            if (!(r->x = mp_try_malloc(n * sizeof(double))))
+                return mp_err_set(e, "out of memory for %s (%zu values)", o->file, n);
+            res->n_outs++;
+            o->fill(a, r->x);
+        }
+    return MP_OK;
+}
+
+/* ================================================================ result */
+
+
+static json_t *probe_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+/* The result's half of meta.json: the files, the statistics, block tests, and each statistic's. */
+static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
+    const int L = res->L;
+    json_t *fj = json_object();
+    json_object_set_new(fj, "scores.npy", json_string("float64 [L,S,S] mean pre-softmax score over sequences and heads, row = query, column = key; NaN where masked"));
+    json_object_set_new(fj, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
+    json_object_set_new(fj, "scores_se.npy", json_string("float64 [L,S,S] standard error of each entry of scores.npy: sample standard deviation over sequences of the head-mean score / sqrt(N); NaN where masked or N < 2"));
+    if (res->heads) {
+        const char *dt = res->heads_f64 ? "float64" : "float32";
+        char d[256];
+        snprintf(d, sizeof d, "%s [L,H,S,S] mean over sequences per query head (summed in double; --heads-f64: float64)", dt);
+        json_object_set_new(fj, "scores_heads.npy", json_string(d));
+        snprintf(d, sizeof d, "%s [L,H,S,S] standard error of each entry of scores_heads.npy: sample standard deviation "
+                              "over sequences of the head's score / sqrt(N); NaN where masked or N < 2", dt);
+        json_object_set_new(fj, "scores_heads_se.npy", json_string(d));
+    }
+    json_object_set_new(j, "files", fj);
+    json_object_set_new(j, "stats", mp_job_stats_json(res->stats, res->layers, L));
+    json_t *bz = json_array();
+    for (int l = 0; l < L; l++) json_array_append_new(bz, probe_real(res->block_z[l]));
+    json_object_set_new(j, "residue_block_z", bz);
+    static const char *rname[MP_PROBE_NREGIONS] = {NULL, "first_keys", "last_queries", "last_keys", "interior"};
+    json_t *rz = json_object();
+    for (int g = 1; g < MP_PROBE_NREGIONS; g++) {
+        json_t *arr = json_array();
+        for (int l = 0; l < L; l++) json_array_append_new(arr, probe_real(res->block_z_regions[(size_t)g * L + l]));
+        json_object_set_new(rz, rname[g], arr);
+    }
+    json_object_set_new(j, "residue_block_z_regions", rz);
+    json_object_set_new(j, "residue_block_z_regions_of",
+                        json_string("the block test per layer over one region of the 16x16 block grid: the first "
+                                    "column of blocks (first keys), the last row (last queries), the last column "
+                                    "(last keys; without the mask only), the interior (none of these, nor the first row)"));
+    json_object_set_new(j, "residue_block_z_of",
+                        json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
+                                    "normalised residue / its standard error over sequences)^2); about 1 for noise"));
+    for (int id = 0; id < MP_PROBE_NSTATS; id++) { /* each statistic's outputs, then its own keys */
+        if (!res_has(res, id)) continue;
+        for (int i = 0; i < res->n_outs; i++)
+            if (res->outs[i].stat == id) json_object_set_new(fj, res->outs[i].spec->file, json_string(res->outs[i].spec->of));
+        if (probe_stat_outs[id].meta) probe_stat_outs[id].meta(j, res);
+    }
+}
+
+int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e) {
+    const int L = a->L, S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
+    res->mean = mp_try_malloc(SS * L * sizeof(double));
+    res->diagnorm = mp_try_malloc(SS * L * sizeof(double));
+    res->se = mp_try_malloc(SS * L * sizeof(double));
+    res->heads = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
+    res->heads_se = a->per_head ? mp_try_malloc(SS * L * H * sizeof(double)) : NULL;
+    res->stats = mp_try_calloc((size_t)L, sizeof *res->stats);
+    res->block_z = mp_try_malloc((size_t)L * sizeof(double));
+    res->block_z_regions = mp_try_malloc((size_t)L * MP_PROBE_NREGIONS * sizeof(double));
+    double *scratch = a->skip ? mp_try_malloc(3 * SS * sizeof(double)) : NULL;
+    if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
+        !res->block_z_regions || (a->skip && !scratch)) {
+        free(scratch);
+        json_decref(meta_run);
+        return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
+    }
+    mp_probe_acc_mean(a, res->mean, res->heads);
+    mp_probe_acc_se(a, res->se);
+    if (a->per_head) mp_probe_acc_se_heads(a, res->heads_se);
+    mp_probe_layer_stats(res->stats, res->diagnorm, res->mean, res->se, a->n_done >= 2, L, S, a->skip, scratch);
+    free(scratch);
+    for (int l = 0; l < L; l++) {
+        res->block_z[l] = mp_probe_acc_block_z(a, l);
+        res->block_z_regions[l] = NAN;
+        for (int g = 1; g < MP_PROBE_NREGIONS; g++) res->block_z_regions[(size_t)g * L + l] = mp_probe_acc_block_z_region(a, l, g);
+    }
+    res->meta = meta_run;
+    res->stat_set = a->stats;
+    if (probe_outs_fill(res, a, e) != MP_OK) return MP_ERR;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (res_has(res, id) && probe_stat_outs[id].fill && probe_stat_outs[id].fill(res, a, e) != MP_OK) return MP_ERR;
+    probe_meta_stats(res->meta, res);
+    res->complete = 1;
+    return MP_OK;
+}
+
+void mp_probe_result_free(MpProbeResult *res) {
+    free(res->mean);
+    free(res->diagnorm);
+    free(res->se);
+    free(res->heads);
+    free(res->heads_se);
+    free(res->stats);
+    free(res->block_z);
+    free(res->block_z_regions);
+    for (int i = 0; i < res->n_outs; i++) free(res->outs[i].x);
+    for (int id = 0; id < MP_PROBE_NSTATS; id++) /* each accepts its zeroed results */
+        if (probe_stat_outs[id].free) probe_stat_outs[id].free(res);
+    if (res->meta) json_decref(res->meta);
+    memset(res, 0, sizeof *res);
+}
+
+/* ================================================================ print */
 
 void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
     const int L = res->L, S = res->S;
@@ -27,9 +211,11 @@ void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
         else fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", res->layers[l] + 1, st[l].nri,
                      st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l], 100 * st[l].rise_share,
                      st[l].mean_slope);
-    if (res->probs) mp_probe_probs_print(f, &res->pr, res->layers);
-    if (res->recency) mp_probe_len_print(f, &res->rec, res->layers);
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (res_has(res, id) && probe_stat_outs[id].print) probe_stat_outs[id].print(f, res);
 }
+
+/* ================================================================ write */
 
 /* scores_diagnorm.png: every selected layer, diagonal-normalised (the fig5 preset: vlag centred on
  * 0, limits ±max(|1st|, |99th| percentile) per layer); its entry in files names the limits. */
@@ -84,7 +270,8 @@ static int probe_write_heads(const MpProbeResult *res, const char *dir, const ch
     return rc;
 }
 
-/* The score maps: scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy. */
+/* The score maps: scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy, scores_heads_se.npy;
+ * then every output of the statistics' rows, float64. */
 static int probe_write_maps(const MpProbeResult *res, const char *dir, MpErr *e) {
     const int64_t shp[3] = {res->L, res->S, res->S};
     static const char *names[3] = {"scores.npy", "scores_diagnorm.npy", "scores_se.npy"};
@@ -96,6 +283,10 @@ static int probe_write_maps(const MpProbeResult *res, const char *dir, MpErr *e)
     if (res->heads && (probe_write_heads(res, dir, "scores_heads.npy", res->heads, e) != MP_OK ||
                        probe_write_heads(res, dir, "scores_heads_se.npy", res->heads_se, e) != MP_OK))
         return MP_ERR;
+    for (int i = 0; i < res->n_outs; i++)
+        if (mp_path_join(path, sizeof path, dir, res->outs[i].spec->file, e) != MP_OK ||
+            mp_npy_write(path, MP_DT_F64, res->outs[i].x, res->outs[i].ndim, res->outs[i].shape, e) != MP_OK)
+            return MP_ERR;
     return MP_OK;
 }
 
@@ -111,8 +302,8 @@ int mp_probe_result_write(const MpProbeResult *res, const char *dir, const MpJob
     if (!j) return mp_err_set(e, "%s: out of memory for meta.json", dir);
     json_t *files = json_object_get(j, "files");
     int rc = o->plot ? probe_plot(res, dir, files, e) : MP_OK;
-    if (rc == MP_OK && res->probs) rc = mp_probe_probs_write(dir, &res->pr, res->layers, o->plot, res->title, files, e);
-    if (rc == MP_OK && res->recency) rc = mp_probe_len_write(dir, &res->rec, res->layers, o->plot, res->title, files, e);
+    for (int id = 0; id < MP_PROBE_NSTATS && rc == MP_OK && o->plot; id++)
+        if (res_has(res, id) && probe_stat_outs[id].figures) rc = probe_stat_outs[id].figures(res, dir, files, e);
     if (o->plot) mp_plot_release(); /* after the last figure: the probability and length figures too */
     if (rc == MP_OK) {
         mp_json_add_provenance(j, o->argc, o->argv, o->wall_s);

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "viz/figs.h"  /* mp_fig_rows_clip: probability maps */
-#include "core/npy.h"  /* mp_npy_write */
 #include "core/util.h" /* mp_path_join, mp_try_malloc */
 #include "viz/plot.h"  /* mp_plot_render: [L,H] panels */
 
@@ -33,8 +32,9 @@ static json_t *probs_json_lh(const double *v, int L, int H) {
 }
 
 /* layers[l]: 0-based model layer of slot l (the sink/entropy rows are labelled with it, from 1) */
-static int probs_figures(const char *dir, const MpProbeProbsOut *po, const int *layers, const char *title, MpErr *e) {
-    const double *probs = po->probs, *sink = po->sink, *ent = po->entropy;
+static int probs_figures(const char *dir, const MpProbeProbsOut *po, const double *probs, const int *layers, const char *title,
+                         MpErr *e) {
+    const double *sink = po->sink, *ent = po->entropy;
     const int L = po->L, H = po->H, S = po->S;
     int rows[256];
     for (int l = 0; l < L && l < 256; l++) rows[l] = layers[l] + 1;
@@ -73,24 +73,20 @@ static int probs_figures(const char *dir, const MpProbeProbsOut *po, const int *
 int mp_probe_probs_results(MpProbeProbsOut *o, const MpProbeAcc *a, MpErr *e) {
     memset(o, 0, sizeof *o);
     const int L = a->L, H = a->H, S = a->S;
-    const size_t SS = (size_t)S * S, LH = (size_t)L * H;
+    const size_t LH = (size_t)L * H;
     o->L = L, o->H = H, o->S = S;
-    o->probs = mp_try_malloc(SS * L * sizeof(double));
-    o->probs_heads = a->psum_heads ? mp_try_malloc(SS * LH * sizeof(double)) : NULL;
     o->sink = mp_try_malloc(LH * sizeof(double));
     o->entropy = mp_try_malloc(LH * sizeof(double));
-    if (!o->probs || (a->psum_heads && !o->probs_heads) || !o->sink || !o->entropy) {
+    if (!o->sink || !o->entropy) {
         mp_probe_probs_out_free(o);
-        return mp_err_set(e, "out of memory for the probability maps (%d layers, S=%d)", L, S);
+        return mp_err_set(e, "out of memory for the probability statistics (%d layers, %d heads)", L, H);
     }
-    mp_probe_acc_probs_mean(a, o->probs, o->probs_heads, o->sink, o->entropy);
+    mp_probe_acc_probs_mean(a, o->sink, o->entropy);
     o->uniform = probs_uniform_entropy(S, a->causal);
     return MP_OK;
 }
 
 void mp_probe_probs_out_free(MpProbeProbsOut *o) {
-    free(o->probs);
-    free(o->probs_heads);
     free(o->sink);
     free(o->entropy);
     memset(o, 0, sizeof *o);
@@ -112,9 +108,7 @@ void mp_probe_probs_print(FILE *f, const MpProbeProbsOut *o, const int *layers) 
     }
 }
 
-void mp_probe_probs_meta(json_t *meta, json_t *files, const MpProbeProbsOut *o) {
-    json_object_set_new(files, "probs.npy", json_string("float64 [L,S,S] mean post-softmax attention over sequences and heads; rows sum to 1, 0 where masked"));
-    if (o->probs_heads) json_object_set_new(files, "probs_heads.npy", json_string("float64 [L,H,S,S] mean post-softmax attention per head"));
+void mp_probe_probs_meta(json_t *meta, const MpProbeProbsOut *o) {
     json_object_set_new(meta, "attention_sink", probs_json_lh(o->sink, o->L, o->H));
     json_object_set_new(meta, "attention_entropy", probs_json_lh(o->entropy, o->L, o->H));
     json_object_set_new(meta, "attention_entropy_uniform", isfinite(o->uniform) ? json_real(o->uniform) : json_null());
@@ -125,20 +119,10 @@ void mp_probe_probs_meta(json_t *meta, json_t *files, const MpProbeProbsOut *o) 
                                     "attention_entropy_uniform: the same for uniform attention"));
 }
 
-int mp_probe_probs_write(const char *dir, const MpProbeProbsOut *o, const int *layers, int plot, const char *title,
-                         json_t *files, MpErr *e) {
-    const int L = o->L, H = o->H, S = o->S;
-    char path[4096];
-    int64_t shp[3] = {L, S, S}, shph[4] = {L, H, S, S};
-    if (mp_path_join(path, sizeof path, dir, "probs.npy", e) || mp_npy_write(path, MP_DT_F64, o->probs, 3, shp, e) != MP_OK)
-        return MP_ERR;
-    if (o->probs_heads && (mp_path_join(path, sizeof path, dir, "probs_heads.npy", e) ||
-                           mp_npy_write(path, MP_DT_F64, o->probs_heads, 4, shph, e) != MP_OK))
-        return MP_ERR;
-    if (plot && probs_figures(dir, o, layers, title, e) != MP_OK) return MP_ERR;
-    if (plot) {
-        json_object_set_new(files, "probs.png", json_string("figure: mean attention probabilities per layer"));
-        json_object_set_new(files, "sink_entropy.png", json_string("figure: first-token mass and entropy per layer and head"));
-    }
+int mp_probe_probs_figures(const char *dir, const MpProbeProbsOut *o, const double *probs, const int *layers,
+                           const char *title, json_t *files, MpErr *e) {
+    if (probs_figures(dir, o, probs, layers, title, e) != MP_OK) return MP_ERR;
+    json_object_set_new(files, "probs.png", json_string("figure: mean attention probabilities per layer"));
+    json_object_set_new(files, "sink_entropy.png", json_string("figure: first-token mass and entropy per layer and head"));
     return MP_OK;
 }

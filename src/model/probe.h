@@ -1,7 +1,8 @@
 /* probe.h — the pieces of `maskpos probe` below the command line: token-id input
- * (probe_tokens.c), the per-layer score accumulator, the forward pass's capture hook, with its
- * table of arrays (probe_acc.c), the block test (probe_block.c), and checkpoints of its partial
- * sums (probe_ckpt.c). The model's shape hash is mp_model_shape_hash (load/model.h).
+ * (probe_tokens.c), the per-layer score accumulator with its table of statistics and the
+ * forward pass's callbacks that feed them (probe_acc.c),
+ * the block test (probe_block.c), and checkpoints of its partial sums (probe_ckpt.c). The
+ * model's shape hash is mp_model_shape_hash (load/model.h).
  *
  * Implements:
  *   - mp_probe_tokens_read: token ids from a .npy (int32/int64/uint32 [N,S']) or a raw
@@ -18,11 +19,14 @@
  *     this block test resolves a smooth non-relative pattern long before the per-entry one
  *     does; the order of every sum is fixed
  *     (sequences in file order, heads ascending), so any thread count gives the same bits;
+ *   - the table of statistics (mp_probe_stats, below): each statistic one row, which everything
+ *     that allocates, merges, transfers, checkpoints, estimates or writes its sums reads;
  *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
  *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
  * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe.c, probe_out.c).
- * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c.
+ * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c,
+ * test_probe_table.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */
@@ -72,15 +76,14 @@ typedef struct MpProbeAcc {
     double *seqmap, *seqres, *seqsub; /* [S, S] scratch: one sequence's head-mean map, its residue,
                                          its [P, P] part from position skip */
     int threads;          /* rows hooks may come from this many threads at once (worker < threads) */
-    /* attention probabilities (mp_probe_acc_probs_on; probe --probs), summed like the scores */
-    int probs;
+    unsigned stats;       /* the statistics on: bit MpProbeStatId (MP_PROBE_STAT_MAPS always) */
+    /* attention probabilities (MP_PROBE_STAT_PROBS; probe --probs), summed like the scores */
     double *psum;         /* [L, S, S] Σ_seq Σ_h p */
     double *psum_heads;   /* [L, H, S, S] Σ_seq p, or NULL (per_head only) */
     double *sink;         /* [L, H] Σ_seq Σ_{i≥1} p[i, 0]: attention mass on the first token */
     double *entropy;      /* [L, H] Σ_seq Σ_{i≥1} −Σ_j p[i, j] ln p[i, j] (nats) */
     double *pent;         /* [H, S] scratch: one sequence's row entropies */
-    /* recency probability and statistics per length (probe --recency; model/probe_recency.h) */
-    int recency;
+    /* recency probability and statistics per length (MP_PROBE_STAT_RECENCY; model/probe_recency.h) */
     int nlen;             /* lengths S' = 16, 32, 64, ... below S, then S */
     int lens[24];
     double *rp_row;       /* [L, H, S] Σ_seq recent triples of query row i (keys from skip), per head
@@ -92,13 +95,6 @@ typedef struct MpProbeAcc {
     uint64_t *rp_seq;     /* [H, S] scratch: this sequence's row counts */
     double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
     double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
-    /* set by mp_probe_acc_recency_on (model/probe_recency.c), which this file does not include:
-     * called per block of rows of a layer slot with the sequence's scores, per layer slot once
-     * seqmap holds its head-mean map, and by mp_probe_acc_free */
-    void (*recency_rows)(struct MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
-                         int worker);
-    void (*recency_seq)(struct MpProbeAcc *a, int li);
-    void (*recency_free)(struct MpProbeAcc *a);
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -106,40 +102,170 @@ typedef struct MpProbeAcc {
     int (*dev_sync)(const struct MpProbeAcc *a, MpErr *e);
 } MpProbeAcc;
 
-/* The accumulator's sums, as ONE table of arrays (probe_acc.c, `probe_arrays`): each row names
- * an MpProbeAcc field, its size in terms of L, H, S (nb, nlen), the option that creates it
- * (always, --probs, --recency; some per head only), whether it is laid out by layer slot, and
- * the check its values pass when read back from a checkpoint. Allocation (mp_probe_acc_init,
- * mp_probe_acc_probs_on, mp_probe_acc_recency_on), freeing, resetting, merging, the checkpoint
- * (its arrays in table order) and the transfer between MPI ranks (model/probe_ranks.c) all go
- * through it, so a new sum is one row there. Every array is double and a sum over sequences:
- * adding two partial accumulators gives the accumulator of both sets of sequences, and every one
- * is checkpointed. Scratch buffers are not listed. Reordering rows changes the checkpoint bytes. */
+/* ================================================================ the statistics table
+ *
+ * A statistic is one row of the table mp_probe_stats (probe_acc.c), keyed by MpProbeStatId: its
+ * name (the setting that turns it on: probe --stats NAME, the C API's and Python's `stats`), the
+ * forward-pass inputs it reads, its sums (arrays of MpProbeAcc), its scratch, its update functions
+ * and its outputs. Everything else reads the row: allocation, freeing, reset and merge (here),
+ * the checkpoint (probe_ckpt.c: the arrays in table order, the optional statistics' bits in its
+ * header), the MPI ranks' and worker threads' one-sequence parts (mp_probe_acc_init_like) and
+ * their transfer (mp_probe_acc_arrays), the forward pass's taps and hooks (mp_probe_stats_inputs,
+ * mp_probe_stats_points), the memory estimate (mp_probe_stats_bytes), the result, its .npy files
+ * and meta.json's "files" (the outs; job/probe_out.c), the C API's accumulator (src/api/api_acc.c)
+ * and the Python module (through both). */
+
+/* The statistics. New ids go at the end: the checkpoint writes the rows' arrays in id order and
+ * marks an optional statistic by bit id - 1 of its header's flags. */
+typedef enum MpProbeStatId {
+    MP_PROBE_STAT_MAPS = 0, /* always on: the score maps' sums and squares (per head with per_head), the
+                               block residue sums */
+    MP_PROBE_STAT_PROBS,    /* "probs": post-softmax probabilities, first-token mass, entropy */
+    MP_PROBE_STAT_RECENCY,  /* "recency": recent triples and the statistics by length (probe_recency.h) */
+    MP_PROBE_NSTATS
+} MpProbeStatId;
+#define MP_PROBE_STAT_BIT(id) (1u << (id))
+_Static_assert(MP_PROBE_NSTATS <= 32, "a statistic is a bit of MpProbeAcc.stats");
+
+/* What a statistic reads from the forward pass (MpProbeStat.in), each delivered through one of
+ * its callbacks (model/fwd.h): */
+enum {
+    MP_PROBE_IN_HEADSUM = 1, /* each query row's scores summed over heads, in double, heads ascending
+                                (MpFwd.rows_headsum, the reduced map: no head's rows cross), or every
+                                head's rows when another statistic needs them (MpFwdRowsHook.rows) */
+    MP_PROBE_IN_HEADS = 2,   /* every head's score rows (MpFwdRowsHook.rows) */
+    MP_PROBE_IN_PROBS = 4,   /* each layer's post-softmax probabilities [H, S, S] (MpFwd.probs_hook) */
+    MP_PROBE_IN_CAPTURE = 8, /* activations at capture points (MpFwd.capture; the row's points) */
+};
+
+/* The length of an array (or an output) of a statistic, in terms of the accumulator's dimensions. */
+typedef enum MpProbeShape {
+    MP_PROBE_SH_LSS,    /* [L, S, S] */
+    MP_PROBE_SH_LHSS,   /* [L, H, S, S] */
+    MP_PROBE_SH_LBB,    /* [L, nb, nb] */
+    MP_PROBE_SH_LH,     /* [L, H] */
+    MP_PROBE_SH_LHS,    /* [L, H, S] */
+    MP_PROBE_SH_LN,     /* [L, nlen] */
+    MP_PROBE_SH_NL1616, /* [nlen, L, 16, 16] (not by layer slot) */
+    MP_PROBE_SH_L,      /* [L] */
+    MP_PROBE_SH_LS,     /* [L, S] */
+} MpProbeShape;
+
+/* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
+ * checkpointed, sent between ranks). */
+typedef struct MpProbeArrSpec {
+    const char *name; /* the field's name: messages, the C API's state names */
+    size_t off;       /* offsetof(MpProbeAcc, the double * field) */
+    int shape;        /* MpProbeShape */
+    int per_head;     /* 1: only when per_head */
+    int check;        /* on checkpoint load: 0 none, 1 finite, 2 finite and >= 0 (a sum of squares) */
+} MpProbeArrSpec;
+
+/* One output of a statistic that the result computes from the sums and the writer saves as a
+ * float64 .npy, listed in meta.json's "files" (and so an array of the C API's and Python's result). */
+typedef struct MpProbeOutSpec {
+    const char *file; /* "probs.npy" */
+    int shape;        /* MpProbeShape: the .npy's dimensions */
+    int per_head;     /* 1: only when per_head */
+    const char *of;   /* its meta.json "files" text */
+    void (*fill)(const MpProbeAcc *a, double *out); /* out [shape] from a's sums (a->n_done >= 1) */
+} MpProbeOutSpec;
+
+#define MP_PROBE_STAT_ARRAYS 8 /* sums per statistic (an initialiser with more does not compile) */
+#define MP_PROBE_STAT_OUTS 4   /* outputs per statistic */
+
+typedef struct MpProbeStat {
+    const char *name;   /* the setting's word ("maps": always on) */
+    const char *help;   /* one line for --help and messages */
+    const char *what;   /* its sums in messages ("the probability maps") */
+    unsigned in;        /* MP_PROBE_IN_*: what it reads */
+    unsigned in_heads;  /* what it reads in addition when per_head */
+    unsigned points;    /* with MP_PROBE_IN_CAPTURE: bit p = MpFwdPoint p (model/fwd.h). Note: today's forward
+                           pass stops the deepest layer of a run without logits after its scores (unless
+                           the probabilities' hook is set), so points after the scores (ATTN_MIX and
+                           on) of that layer are not delivered: such a statistic needs the forward pass
+                           to run that layer through (to be derived from MpFwdConfig.tap_points) */
+    MpProbeArrSpec arrays[MP_PROBE_STAT_ARRAYS]; /* its sums, in checkpoint order (name NULL: no more) */
+    MpProbeOutSpec outs[MP_PROBE_STAT_OUTS];     /* its generic outputs (file NULL: no more) */
+    /* before its sums are allocated: dimensions derived from L, H, S, skip (NULL: none); MP_ERR with
+     * a message when the run cannot have it */
+    int (*dims)(MpProbeAcc *a, MpErr *e);
+    int (*scratch)(MpProbeAcc *a);    /* allocates its scratch: MP_ERR when out of memory (NULL: none) */
+    void (*off)(MpProbeAcc *a);       /* frees its scratch (fields NULL or allocated; NULL: none) */
+    /* the inputs, each for layer slot li of the sequence at hand: */
+    void (*rows)(MpProbeAcc *a, int li, const float *f32, const double *f64, int i0, int i1, int worker);
+    /* HEADS or HEADSUM: rows [i0, i1) of every head's scores [H, S, S], f32 (f64 when f32 is NULL) */
+    void (*headsum)(MpProbeAcc *a, int li, const double *hs, int i0, int i1, int worker);
+    /* HEADSUM: rows [i0, i1) of the head-sum map hs [i1 - i0, S] (the same bits as from rows) */
+    void (*layer)(MpProbeAcc *a, int li);               /* every row of slot li seen (any input) */
+    void (*probs)(MpProbeAcc *a, int li, const float *p); /* PROBS: p [H, S, S] */
+    void (*capture)(MpProbeAcc *a, int li, int point, const float *x, int T, int width); /* CAPTURE: x [T, width] */
+    /* the memory estimate: bytes of its scratch, and of the outputs the result holds beyond its outs
+     * (a's dimensions set, its dims run; nothing allocated) */
+    uint64_t (*scratch_bytes)(const MpProbeAcc *a);
+    uint64_t (*out_bytes)(const MpProbeAcc *a);
+} MpProbeStat;
+
+/* MP_PROBE_NSTATS rows, indexed by MpProbeStatId. Declared without its size: the definition's
+ * initialiser gives it, and probe_acc.c asserts it is MP_PROBE_NSTATS (a row left off the end, or
+ * one too many, does not compile). */
+extern const MpProbeStat mp_probe_stats[];
+
+/* 1 when a holds statistic id. */
+static inline int mp_probe_acc_has(const MpProbeAcc *a, int id) { return (a->stats >> id) & 1u; }
+/* Before any sequence (after mp_probe_acc_skip and mp_probe_acc_windows): turns statistic id on:
+ * its dims, its sums (zeroed) and scratch. MP_ERR with a message (its dims', or out of memory). */
+int mp_probe_acc_stat_on(MpProbeAcc *a, int id, MpErr *e);
+/* Every statistic of set (bits MP_PROBE_STAT_BIT) that a does not hold yet, in id order. */
+int mp_probe_acc_stats_on(MpProbeAcc *a, unsigned set, MpErr *e);
+/* A new accumulator of `threads` workers shaped like a: layers, heads, length, flags, skipped
+ * positions, windows and every statistic a holds (zeroed), so that mp_probe_acc_merge adds it to
+ * a (the MPI ranks' and worker threads' one-sequence parts). */
+int mp_probe_acc_init_like(MpProbeAcc *part, const MpProbeAcc *a, int threads, MpErr *e);
+/* The inputs (MP_PROBE_IN_*) the statistics of set read (with per_head, their in_heads too). */
+unsigned mp_probe_stats_inputs(unsigned set, int per_head);
+/* The capture points (bit MpFwdPoint) the statistics of set read: MpFwdConfig.tap_points. */
+unsigned mp_probe_stats_points(unsigned set);
+/* The inputs a's statistics read. */
+unsigned mp_probe_acc_inputs(const MpProbeAcc *a);
+/* Adds to *set the statistics named in list ("probs,recency": names of mp_probe_stats, '-' and '_'
+ * alike; NULL or "" none). MP_ERR "'x' is not a statistic of the probe (probs, recency)". */
+int mp_probe_stats_parse(const char *list, unsigned *set, MpErr *e);
+/* The optional statistics of set as "probs,recency" (id order) into buf (snprintf-like). */
+size_t mp_probe_stats_names(unsigned set, char *buf, size_t cap);
+/* The memory estimate of an accumulator of set: its sums, its scratch, and the outputs the
+ * result computes (outs and out_bytes), in bytes. */
+void mp_probe_stats_bytes(unsigned set, int L, int H, int S, int per_head, int threads, uint64_t *sums, uint64_t *scratch,
+                          uint64_t *outs);
+/* The .npy dimensions of shape for a (returns ndim, dims into d[4]). */
+int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]);
+
+/* The accumulator's sums, as they are listed for the checkpoint, merging, MPI and the C API: each
+ * names an MpProbeAcc field of a statistic's row, its length, whether it is laid out by layer slot
+ * and the check its values pass when read back from a checkpoint. Every array is double and a sum
+ * over sequences: adding two partial accumulators gives the accumulator of both sets of sequences. */
 typedef struct MpProbeArray {
-    double *p;        /* the array (arrays of options not on are not listed) */
+    double *p;        /* the array */
     size_t n;         /* its length in doubles */
     const char *name; /* for messages and the API's state names */
     int by_layer;     /* 1: [L, ...], n / L doubles per layer slot; 0: another layout ([nlen, L, ...]) */
     int check;        /* on checkpoint load: 0 none, 1 finite, 2 finite and >= 0 (a sum of squares) */
+    int stat;         /* the statistic it belongs to (MpProbeStatId) */
 } MpProbeArray;
-#define MP_PROBE_MAX_ARRAYS 16
-/* Fills out[] (room for MP_PROBE_MAX_ARRAYS) with the arrays a has, in table order (the
- * checkpoint's), and returns how many. */
+#define MP_PROBE_MAX_ARRAYS (MP_PROBE_NSTATS * MP_PROBE_STAT_ARRAYS)
+/* Fills out[] (room for MP_PROBE_MAX_ARRAYS) with the arrays of the statistics a holds, in table
+ * order (the checkpoint's), and returns how many. */
 int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out);
-/* The groups of the table: the arrays every accumulator has, and those of --probs, --recency. */
-typedef enum MpProbeGroup { MP_PROBE_GROUP_BASE = 0, MP_PROBE_GROUP_PROBS, MP_PROBE_GROUP_RECENCY } MpProbeGroup;
-/* Allocates (zeroed) the arrays of group g that a's options call for (those per head only when
- * per_head), with nb and nlen already set; MP_ERR when out of memory (the caller names what). */
-int mp_probe_acc_alloc(MpProbeAcc *a, MpProbeGroup g);
 /* Every sum to zero and n_done = 0 (dimensions, skip and scratch kept). */
 void mp_probe_acc_reset(MpProbeAcc *a);
 /* dst += src, array by array, entry by entry, and dst->n_done += src->n_done: exactly the bits
  * of accumulating src's sequences into dst after dst's own when src holds one sequence (0 + x
  * is x), so merging one-sequence accumulators in sequence order reproduces a one-process run.
- * MP_ERR when the two differ in layers, heads, length, flags or skipped positions. */
+ * MP_ERR when the two differ in layers, heads, length, flags, statistics or skipped positions. */
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e);
 
-/* layers_mask[l] (0-based model layer l < n_model_layers) selects the layers kept. */
+/* layers_mask[l] (0-based model layer l < n_model_layers) selects the layers kept. The score maps
+ * (MP_PROBE_STAT_MAPS) are on; mp_probe_acc_stat_on adds others. */
 int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
                       int per_head, int causal, int threads, MpErr *e);
 void mp_probe_acc_free(MpProbeAcc *a);
@@ -152,11 +278,18 @@ void mp_probe_acc_skip(MpProbeAcc *a, int skip);
  * mask keys at this S. */
 void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m);
 /* The keys [*lo, *hi) that query row i of layer slot li observes: the causal mask's and the
- * window's (every key without either). */
-void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi);
+ * window's (every key without either). Inline: every statistic reads it, row by row, and none
+ * calls back into the table's file (probe_acc.c), which calls the statistics. */
+static inline void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
+    const int W = a->window[li];
+    *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
+    *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
+}
 /* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
  * model/probe_ranks.c calls it; the accumulator owns its count). */
 void mp_probe_acc_seq_end(MpProbeAcc *a);
+/* The forward pass's callbacks (model/fwd.h), each handing its input to the rows of the statistics
+ * a holds that read it (in table order). Model layers not selected are ignored. */
 /* MpFwdRowsHook.rows (ctx = MpProbeAcc*): adds rows [i0, i1) of one sequence's scores [H, S, S]
  * of model layer `layer` (worker < a->threads: the calling thread's scratch). Rows of a layer
  * in any order and from any threads give the same bits. */
@@ -164,31 +297,31 @@ void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, i
 /* The same for scores held in double ([H,S,S] f64; maskpos_acc_add): the same sums, the same bits
  * as mp_probe_acc_rows for f64 scores that are floats widened. */
 void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i0, int i1, int worker);
-/* 1 when a's sums need every head's score rows (--per-head's maps, --recency's triple counts);
- * 0 when the head sum of each row is all it adds (mp_probe_acc_rows_headsum). */
+/* 1 when a's statistics need every head's score rows (MP_PROBE_IN_HEADS: --per-head's maps,
+ * --recency's triple counts); 0 when the head sum of each row is all they add
+ * (mp_probe_acc_rows_headsum). */
 int mp_probe_acc_needs_heads(const MpProbeAcc *a);
 /* MpFwd.rows_headsum (ctx = MpProbeAcc*, only when !mp_probe_acc_needs_heads): adds rows [i0, i1)
  * of model layer `layer` from their head-sum map hs [i1 - i0, T] (double, heads ascending from
  * 0.0, as probe_row sums them): the same bits as mp_probe_acc_rows on the per-head rows. */
 void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker);
-/* MpFwdRowsHook.done: once every row of the layer is in (the sequence's block residue, and
- * --recency's sums). */
+/* MpFwdRowsHook.done: once every row of the layer is in (each statistic's `layer`: the sequence's
+ * block residue, --recency's sums). */
 void mp_probe_acc_layer_done(void *ctx, int layer);
 /* MpFwdHook: adds one sequence's whole scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*):
  * mp_probe_acc_rows over every row (in parallel), then mp_probe_acc_layer_done. */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
-/* Before any sequence: also accumulate the post-softmax probabilities (psum, psum_heads when
- * per_head, sink, entropy); memory O(L·S²) (and O(L·H·S²) per head), never O(N). MP_ERR when out
- * of memory. */
-int mp_probe_acc_probs_on(MpProbeAcc *a, MpErr *e);
-/* MpFwdHook for MpFwd.probs_hook: adds one sequence's probabilities [H, S, S] of model layer
- * `layer` (ctx = MpProbeAcc*). Sums in double; the order is fixed (rows in parallel, each entry
- * over heads ascending; sink and entropy summed over rows in order), so any thread count gives the
- * same bits. */
+/* MpFwdHook for MpFwd.probs_hook (ctx = MpProbeAcc*): one sequence's probabilities [H, S, S] of
+ * model layer `layer` (MP_PROBE_IN_PROBS). The probabilities' own sums (psum, psum_heads, sink,
+ * entropy) are in double in a fixed order (rows in parallel, each entry over heads ascending;
+ * sink and entropy summed over rows in order), so any thread count gives the same bits. */
 void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T);
-/* probs [L,S,S] = psum / (n_done·H) (rows sum to 1; 0 where masked); probs_heads [L,H,S,S] (may
- * be NULL); sink, entropy [L,H]: means over sequences and queries 1..S-1 (NaN when S < 2). */
-void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy);
+/* MpFwdCaptureFn (ctx = MpProbeAcc*): activations x [T, width] of capture point `point` (MpFwdPoint)
+ * of model layer `layer` (MP_PROBE_IN_CAPTURE), to the statistics whose points include it. */
+void mp_probe_acc_capture(void *ctx, int layer, int point, const float *x, int T, int width);
+/* sink, entropy [L,H]: means over sequences and queries 1..S-1 of the probabilities' first-token
+ * mass and row entropy (NaN when S < 2). The mean maps are the outputs of the probs row. */
+void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *sink, double *entropy);
 
 /* mean [L,S,S] = sum / (n_done·H), NaN where not observed (j > i when causal, outside a sliding
  * window: mp_probe_acc_row_keys); heads likewise

@@ -1,9 +1,23 @@
-/* probe_acc.c — the accumulator of probe.h (MpProbeAcc): the table of its arrays and what goes
- * through it (allocation, freeing, reset, merge), the forward pass's hooks that add one
- * sequence's scores and probabilities, and the means and standard errors read from the sums.
+/* probe_acc.c — the accumulator of probe.h (MpProbeAcc): its table of statistics (mp_probe_stats,
+ * one row per statistic: name, inputs, sums, scratch, update functions, outputs) and everything
+ * that reads the table (allocation, freeing, reset, merge, the one-sequence parts of MPI ranks and
+ * worker threads, the inputs and capture points asked of the forward pass, the memory estimate),
+ * the forward pass's callbacks that hand each input to the statistics that read it, and two
+ * statistics of its own: the score maps (always on) and the probabilities (--probs), with the
+ * means and standard errors read from the maps' sums.
  * Does not: read tokens (probe_tokens.c), test blocks (probe_block.c), save or load
- * (probe_ckpt.c), count recent triples (probe_recency.c, through the callbacks of MpProbeAcc).
- * Tested by: tests/test_model_probe.c, tests/test_model_probe_merge.c, tests/test_probe_rows.c.
+ * (probe_ckpt.c), count recent triples (probe_recency.c, a row of the table), write results
+ * (src/job/probe_out.c reads the rows' outputs).
+ * Tested by: tests/test_model_probe.c, tests/test_model_probe_merge.c, tests/test_probe_rows.c,
+ * tests/test_probe_table.c (the table's rules and what reads it).
+ *
+ * ================================================================ layout
+ *   maps        the score maps' row functions (MP_PROBE_STAT_MAPS)
+ *   probs       the probabilities' functions (MP_PROBE_STAT_PROBS)
+ *   table       mp_probe_stats, and its check
+ *   engine      what reads the table: arrays, init, free, reset, merge, parts, inputs, names, bytes
+ *   callbacks   the forward pass's hooks, dispatched to the rows
+ *   results     means and standard errors of the maps
  *
  * Shape legend: L selected layers, H query heads, S tokens per sequence, nb blocks per side,
  * nlen lengths of --recency.
@@ -12,258 +26,15 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"      /* mp_try_calloc, mp_size_mul, mp_thread_num */
-#include "kernels/posmap.h" /* mp_posmap_diagnorm: per-sequence residues */
+#include "core/util.h"           /* mp_try_calloc, mp_size_mul, mp_thread_num */
+#include "kernels/posmap.h"      /* mp_posmap_diagnorm: per-sequence residues */
+#include "model/probe_recency.h" /* the recency row's functions */
 
-/* ================================================================ the table of arrays */
-
-/* An array's size in doubles, in terms of the accumulator's dimensions. */
-typedef enum ArrShape {
-    SH_LSS,     /* [L, S, S] */
-    SH_LHSS,    /* [L, H, S, S] */
-    SH_LBB,     /* [L, nb, nb] */
-    SH_LH,      /* [L, H] */
-    SH_LHS,     /* [L, H, S] */
-    SH_LN,      /* [L, nlen] */
-    SH_NL1616,  /* [nlen, L, 16, 16] (not by layer slot) */
-} ArrShape;
-
-/* One row per array. Every array is double, merged by addition and checkpointed (see probe.h);
- * per_head: only when per_head; check: on checkpoint load (MpProbeArray.check). The order is the
- * checkpoint's: do not reorder (checkpoint versions 4 and 5). */
-typedef struct ArrSpec {
-    const char *name;
-    size_t off; /* offsetof(MpProbeAcc, the double * field) */
-    ArrShape shape;
-    MpProbeGroup group;
-    int per_head, check;
-} ArrSpec;
-
-#define ARR(f, sh, g, ph, ck) {#f, offsetof(MpProbeAcc, f), sh, MP_PROBE_GROUP_##g, ph, ck}
-static const ArrSpec probe_arrays[] = {
-    ARR(sum, SH_LSS, BASE, 0, 1),          ARR(sumsq, SH_LSS, BASE, 0, 2),      ARR(bsum, SH_LBB, BASE, 0, 1),
-    ARR(bsumsq, SH_LBB, BASE, 0, 2),       ARR(sum_heads, SH_LHSS, BASE, 1, 1), ARR(sumsq_heads, SH_LHSS, BASE, 1, 0),
-    ARR(psum, SH_LSS, PROBS, 0, 0),        ARR(psum_heads, SH_LHSS, PROBS, 1, 0), ARR(sink, SH_LH, PROBS, 0, 0),
-    ARR(entropy, SH_LH, PROBS, 0, 0),      ARR(rp_row, SH_LHS, RECENCY, 0, 0),  ARR(rp_lsq, SH_LN, RECENCY, 0, 0),
-    ARR(rp_hsq, SH_LH, RECENCY, 0, 0),     ARR(lbsum, SH_NL1616, RECENCY, 0, 0), ARR(lbsumsq, SH_NL1616, RECENCY, 0, 0),
-};
-#undef ARR
-#define N_ARRAYS ((int)(sizeof probe_arrays / sizeof probe_arrays[0]))
-_Static_assert(sizeof probe_arrays / sizeof probe_arrays[0] <= MP_PROBE_MAX_ARRAYS, "MP_PROBE_MAX_ARRAYS too small");
-
-static double **arr_field(const MpProbeAcc *a, const ArrSpec *s) { return (double **)((char *)a + s->off); }
-
-static size_t arr_len(const MpProbeAcc *a, ArrShape sh) {
-    const size_t L = (size_t)a->L, H = (size_t)a->H, S = (size_t)a->S;
-    switch (sh) {
-    case SH_LSS: return L * S * S;
-    case SH_LHSS: return L * H * S * S;
-    case SH_LBB: return L * (size_t)a->nb * (size_t)a->nb;
-    case SH_LH: return L * H;
-    case SH_LHS: return L * H * S;
-    case SH_LN: return L * (size_t)a->nlen;
-    case SH_NL1616: return (size_t)a->nlen * L * 16 * 16;
-    }
-    return 0;
-}
-
-/* 1 when a has array s: its group is on (the base always) and, per head only, per_head. */
-static int arr_on(const MpProbeAcc *a, const ArrSpec *s) {
-    const int group_on = s->group == MP_PROBE_GROUP_BASE || (s->group == MP_PROBE_GROUP_PROBS && a->probs) ||
-                         (s->group == MP_PROBE_GROUP_RECENCY && a->recency);
-    return group_on && (!s->per_head || a->per_head);
-}
-
-int mp_probe_acc_alloc(MpProbeAcc *a, MpProbeGroup g) {
-    int ok = 1;
-    for (int k = 0; k < N_ARRAYS; k++) {
-        const ArrSpec *s = &probe_arrays[k];
-        if (s->group != g || (s->per_head && !a->per_head)) continue;
-        double **p = arr_field(a, s);
-        *p = mp_try_calloc(arr_len(a, s->shape), sizeof(double));
-        ok = ok && *p;
-    }
-    return ok ? MP_OK : MP_ERR;
-}
-
-int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
-    int n = 0;
-    for (int k = 0; k < N_ARRAYS; k++) {
-        const ArrSpec *s = &probe_arrays[k];
-        if (!arr_on(a, s)) continue;
-        double *p = *arr_field(a, s);
-        MP_ASSERT(p);
-        out[n++] = (MpProbeArray){p, arr_len(a, s->shape), s->name, s->shape != SH_NL1616, s->check};
-    }
-    return n;
-}
-
-/* ================================================================ accumulator */
-
-int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
-                      int per_head, int causal, int threads, MpErr *e) {
-    memset(a, 0, sizeof *a);
-    if (n_model_layers > 256) return mp_err_set(e, "more than 256 layers are not supported");
-    int L = 0;
-    for (int l = 0; l < 256; l++) a->layer_of[l] = -1;
-    for (int l = 0; l < n_model_layers; l++)
-        if (layers_mask[l]) a->layer_of[l] = L++;
-    if (L == 0) return mp_err_set(e, "no layer selected");
-    a->L = L;
-    a->H = H;
-    a->S = S;
-    a->per_head = per_head;
-    a->causal = causal;
-    a->threads = threads < 1 ? 1 : threads;
-    size_t map, all, allh;
-    if (mp_size_mul((size_t)S, (size_t)S, &map) || mp_size_mul(map, (size_t)L, &all))
-        return mp_err_set(e, "maps too large");
-    if (per_head && mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
-    a->nb = S < 16 ? S : 16;
-    const int arrays_ok = mp_probe_acc_alloc(a, MP_PROBE_GROUP_BASE) == MP_OK;
-    a->seqmap = mp_try_malloc(map * sizeof(double));
-    a->seqres = mp_try_malloc(map * sizeof(double));
-    a->seqsub = mp_try_malloc(map * sizeof(double));
-    if (!arrays_ok || !a->seqmap || !a->seqres || !a->seqsub) {
-        mp_probe_acc_free(a);
-        return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
-    }
-    return MP_OK;
-}
-
-void mp_probe_acc_free(MpProbeAcc *a) {
-    for (int k = 0; k < N_ARRAYS; k++) free(*arr_field(a, &probe_arrays[k])); /* every group's, allocated or NULL */
-    free(a->seqmap);
-    free(a->seqres);
-    free(a->seqsub);
-    free(a->pent);
-    if (a->recency_free) a->recency_free(a); /* probe --recency: its scratch */
-    memset(a, 0, sizeof *a);
-}
-
-void mp_probe_acc_reset(MpProbeAcc *a) {
-    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
-    const int n = mp_probe_acc_arrays(a, t);
-    for (int k = 0; k < n; k++) memset(t[k].p, 0, t[k].n * sizeof(double));
-    a->n_done = 0;
-}
-
-void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
-
-int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
-    if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
-        dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||
-        dst->recency != src->recency || dst->nlen != src->nlen ||
-        memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) || memcmp(dst->window, src->window, sizeof dst->window))
-        return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length or flags differ)");
-    MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
-    const int n = mp_probe_acc_arrays(dst, td);
-    MP_ASSERT(mp_probe_acc_arrays(src, ts) == n);
-    for (int k = 0; k < n; k++) {
-        double *d = td[k].p;
-        const double *s = ts[k].p;
-        for (size_t i = 0; i < td[k].n; i++) d[i] += s[i];
-    }
-    dst->n_done += src->n_done;
-    return MP_OK;
-}
-
-/* ================================================================ probabilities */
-
-int mp_probe_acc_probs_on(MpProbeAcc *a, MpErr *e) {
-    MP_ASSERT(a->n_done == 0 && !a->probs);
-    const int arrays_ok = mp_probe_acc_alloc(a, MP_PROBE_GROUP_PROBS) == MP_OK;
-    a->pent = mp_try_calloc((size_t)a->H * a->S, sizeof(double));
-    if (!arrays_ok || !a->pent)
-        return mp_err_set(e, "out of memory for the probability maps (%d layers of %d x %d%s)", a->L, a->S, a->S,
-                          a->per_head ? ", per head" : "");
-    a->probs = 1;
-    return MP_OK;
-}
-
-/* The slot of model layer `layer` in a's maps, or -1 when the layer is not kept. */
-static int acc_slot(const MpProbeAcc *a, int layer) {
-    return layer >= 0 && layer < 256 ? a->layer_of[layer] : -1;
-}
-
-void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T) {
-    MpProbeAcc *a = ctx;
-    MP_ASSERT(T == a->S && n_heads == a->H && a->probs);
-    const int li = acc_slot(a, layer), S = a->S, H = a->H;
-    if (li < 0) return;
-    const size_t SS = (size_t)S * S;
-    double *psum = a->psum + (size_t)li * SS;
-#pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
-    for (int i = 0; i < S; i++) {
-        const int n = a->causal ? i + 1 : S;
-        double *out = psum + (size_t)i * S;
-        for (int h = 0; h < H; h++) {
-            const float *row = probs + (size_t)h * SS + (size_t)i * S;
-            double ent = 0;
-            for (int j = 0; j < n; j++) {
-                const double p = row[j];
-                if (p > 0) ent -= p * log(p);
-            }
-            a->pent[(size_t)h * S + i] = ent;
-            if (a->psum_heads) {
-                double *sh = a->psum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
-                for (int j = 0; j < n; j++) sh[j] += (double)row[j];
-            }
-        }
-        /* the sequence's head sum first (heads ascending), then one addition to the map: a
-         * sequence adds the same bits here as through a merged part (MPI ranks, Accumulator.merge) */
-        const float *col = probs + (size_t)i * S;
-        for (int j = 0; j < n; j++) {
-            double t = 0;
-            for (int h = 0; h < H; h++) t += (double)col[(size_t)h * SS + j];
-            out[j] += t;
-        }
-    }
-    for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */
-        double sk = 0, en = 0;
-        for (int i = 1; i < S; i++) {
-            sk += (double)probs[(size_t)h * SS + (size_t)i * S];
-            en += a->pent[(size_t)h * S + i];
-        }
-        a->sink[(size_t)li * H + h] += sk;
-        a->entropy[(size_t)li * H + h] += en;
-    }
-}
-
-void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy) {
-    const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H;
-    const double dn = (double)a->n_done, dnh = dn * a->H, nq = dn * (a->S - 1);
-    for (size_t k = 0; k < SS * a->L; k++) probs[k] = a->psum[k] / dnh;
-    if (probs_heads && a->psum_heads)
-        for (size_t k = 0; k < SS * LH; k++) probs_heads[k] = a->psum_heads[k] / dn;
-    for (size_t k = 0; k < LH; k++) {
-        sink[k] = a->S > 1 ? a->sink[k] / nq : NAN;
-        entropy[k] = a->S > 1 ? a->entropy[k] / nq : NAN;
-    }
-}
-
-void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
-    MP_ASSERT(a->n_done == 0 && skip >= 0 && a->S - skip >= 2);
-    a->skip = skip;
-    a->nb = a->S - skip < 16 ? a->S - skip : 16; /* no more than the blocks allocated for S */
-}
-
-void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m) {
-    MP_ASSERT(a->n_done == 0);
-    for (int l = 0; l < m->n_layers && l < 256; l++) {
-        const int li = a->layer_of[l], W = mp_model_layer_window(m, l);
-        if (li >= 0) a->window[li] = W > 0 && W < a->S ? W : 0;
-    }
-}
-
-void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
-    const int W = a->window[li];
-    *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
-    *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
-}
+/* ================================================================ maps */
 
 /* dst[j] += row[j] for j in [j0, n), in double: row is f32[off..] or, when f32 is NULL, f64[off..]
  * (a float widened to double is exact, so both give the same bits for the same values). */
@@ -322,24 +93,483 @@ static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64
     probe_row_finish(a, li, i, j0, n);
 }
 
+static void maps_rows(MpProbeAcc *a, int li, const float *f32, const double *f64, int i0, int i1, int worker) {
+    (void)worker; /* rows own their row of seqmap */
+    for (int i = i0; i < i1; i++) probe_row(a, li, f32, f64, i);
+}
+
+/* The reduced map: rows [i0, i1) from their head sums hs [i1 - i0, S] (double, heads ascending
+ * from 0.0, as probe_row sums them): the same bits as maps_rows on the per-head rows. */
+static void maps_headsum(MpProbeAcc *a, int li, const double *hs, int i0, int i1, int worker) {
+    (void)worker;
+    const int S = a->S;
+    for (int i = i0; i < i1; i++) {
+        int j0, n;
+        mp_probe_acc_row_keys(a, li, i, &j0, &n);
+        const double *src = hs + (size_t)(i - i0) * S;
+        double *sm = a->seqmap + (size_t)i * S;
+        for (int j = j0; j < n; j++) sm[j] = src[j]; /* the sum probe_row forms: the same bits */
+        probe_row_finish(a, li, i, j0, n);
+    }
+}
+
+/* Once every row of slot li is in: this sequence's residue (of positions skip..S-1), averaged per
+ * block. seqmap keeps the head-mean map for the rows after this one (--recency's corners). */
+static void maps_layer(MpProbeAcc *a, int li) {
+    const int S = a->S, P = S - a->skip, nb = a->nb;
+    const double *src = a->seqmap;
+    if (a->skip) {
+        mp_posmap_sub(a->seqsub, a->seqmap, S, a->skip);
+        src = a->seqsub;
+    }
+    mp_posmap_diagnorm(a->seqres, src, P);
+    mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
+}
+
+static int maps_scratch(MpProbeAcc *a) {
+    const size_t SS = (size_t)a->S * a->S;
+    a->seqmap = mp_try_malloc(SS * sizeof(double));
+    a->seqres = mp_try_malloc(SS * sizeof(double));
+    a->seqsub = mp_try_malloc(SS * sizeof(double));
+    return a->seqmap && a->seqres && a->seqsub ? MP_OK : MP_ERR;
+}
+
+static void maps_off(MpProbeAcc *a) {
+    free(a->seqmap);
+    free(a->seqres);
+    free(a->seqsub);
+}
+
+static uint64_t maps_scratch_bytes(const MpProbeAcc *a) { return 3 * 8 * (uint64_t)a->S * a->S; }
+
+/* The result's maps (job/probe_out.c): mean, diagonal-normalised and standard error per layer (and
+ * the heads' means and standard errors), and three [S,S] maps of the statistics' scratch. */
+static uint64_t maps_out_bytes(const MpProbeAcc *a) {
+    return 8 * (uint64_t)a->S * a->S * ((uint64_t)a->L * (a->per_head ? 3 + 2 * (uint64_t)a->H : 3) + 3);
+}
+
+/* ================================================================ probs */
+
+/* Rows in parallel: the row entropies of every head, the per-head sums, and each entry's sum over
+ * heads (ascending), then one addition to the map: a sequence adds the same bits here as through
+ * a merged part (MPI ranks, Accumulator.merge). Then sink and entropy over rows in order. */
+static void probs_add(MpProbeAcc *a, int li, const float *probs) {
+    const int S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
+    double *psum = a->psum + (size_t)li * SS;
+#pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
+    for (int i = 0; i < S; i++) {
+        const int n = a->causal ? i + 1 : S;
+        double *out = psum + (size_t)i * S;
+        for (int h = 0; h < H; h++) {
+            const float *row = probs + (size_t)h * SS + (size_t)i * S;
+            double ent = 0;
+            for (int j = 0; j < n; j++) {
+                const double p = row[j];
+                if (p > 0) ent -= p * log(p);
+            }
+            a->pent[(size_t)h * S + i] = ent;
+            if (a->psum_heads) {
+                double *sh = a->psum_heads + ((size_t)li * H + h) * SS + (size_t)i * S;
+                for (int j = 0; j < n; j++) sh[j] += (double)row[j];
+            }
+        }
+        const float *col = probs + (size_t)i * S;
+        for (int j = 0; j < n; j++) {
+            double t = 0;
+            for (int h = 0; h < H; h++) t += (double)col[(size_t)h * SS + j];
+            out[j] += t;
+        }
+    }
+    for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */
+        double sk = 0, en = 0;
+        for (int i = 1; i < S; i++) {
+            sk += (double)probs[(size_t)h * SS + (size_t)i * S];
+            en += a->pent[(size_t)h * S + i];
+        }
+        a->sink[(size_t)li * H + h] += sk;
+        a->entropy[(size_t)li * H + h] += en;
+    }
+}
+
+static int probs_scratch(MpProbeAcc *a) {
+    a->pent = mp_try_calloc((size_t)a->H * a->S, sizeof(double));
+    return a->pent ? MP_OK : MP_ERR;
+}
+
+static void probs_off(MpProbeAcc *a) { free(a->pent); }
+
+static uint64_t probs_scratch_bytes(const MpProbeAcc *a) { return 8 * (uint64_t)a->H * a->S; }
+
+/* probs.npy [L,S,S] = psum / (n_done·H): rows sum to 1, 0 where masked. */
+static void probs_out_mean(const MpProbeAcc *a, double *out) {
+    const double dnh = (double)a->n_done * a->H;
+    for (size_t k = 0; k < (size_t)a->S * a->S * a->L; k++) out[k] = a->psum[k] / dnh;
+}
+
+/* probs_heads.npy [L,H,S,S] = psum_heads / n_done. */
+static void probs_out_heads(const MpProbeAcc *a, double *out) {
+    const double dn = (double)a->n_done;
+    for (size_t k = 0; k < (size_t)a->S * a->S * a->L * a->H; k++) out[k] = a->psum_heads[k] / dn;
+}
+
+void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *sink, double *entropy) {
+    const size_t LH = (size_t)a->L * a->H;
+    const double nq = (double)a->n_done * (a->S - 1);
+    for (size_t k = 0; k < LH; k++) {
+        sink[k] = a->S > 1 ? a->sink[k] / nq : NAN;
+        entropy[k] = a->S > 1 ? a->entropy[k] / nq : NAN;
+    }
+}
+
+/* ================================================================ table */
+
+#define ARR(f, sh, ph, ck) {#f, offsetof(MpProbeAcc, f), MP_PROBE_SH_##sh, ph, ck}
+
+/* One row per statistic, keyed by MpProbeStatId. The arrays' order is the checkpoint's (versions
+ * 4 and 5): do not reorder them, nor the rows. A row left out of the middle is all zeros and
+ * stops every accumulator at its first init (probe_stats_check); one left off the end, or one too
+ * many, does not compile (the assertion below: probe.h declares the table without its size). */
+const MpProbeStat mp_probe_stats[] = {
+    [MP_PROBE_STAT_MAPS] = {
+        .name = "maps", .help = "the mean score maps, their standard errors and the block test (always on)",
+        .what = "the score maps", .in = MP_PROBE_IN_HEADSUM, .in_heads = MP_PROBE_IN_HEADS,
+        .arrays = {ARR(sum, LSS, 0, 1), ARR(sumsq, LSS, 0, 2), ARR(bsum, LBB, 0, 1), ARR(bsumsq, LBB, 0, 2),
+                   ARR(sum_heads, LHSS, 1, 1), ARR(sumsq_heads, LHSS, 1, 0)},
+        .scratch = maps_scratch, .off = maps_off, .rows = maps_rows, .headsum = maps_headsum, .layer = maps_layer,
+        .scratch_bytes = maps_scratch_bytes, .out_bytes = maps_out_bytes,
+    },
+    [MP_PROBE_STAT_PROBS] = {
+        .name = "probs", .help = "mean post-softmax maps, first-token mass and entropy per head",
+        .what = "the probability maps", .in = MP_PROBE_IN_PROBS,
+        .arrays = {ARR(psum, LSS, 0, 0), ARR(psum_heads, LHSS, 1, 0), ARR(sink, LH, 0, 0), ARR(entropy, LH, 0, 0)},
+        .outs = {{"probs.npy", MP_PROBE_SH_LSS, 0,
+                  "float64 [L,S,S] mean post-softmax attention over sequences and heads; rows sum to 1, 0 where masked",
+                  probs_out_mean},
+                 {"probs_heads.npy", MP_PROBE_SH_LHSS, 1, "float64 [L,H,S,S] mean post-softmax attention per head",
+                  probs_out_heads}},
+        .scratch = probs_scratch, .off = probs_off, .probs = probs_add, .scratch_bytes = probs_scratch_bytes,
+    },
+    [MP_PROBE_STAT_RECENCY] = {
+        .name = "recency", .help = "recency probability per layer and head; NRI, block z by length",
+        .what = "the recency sums", .in = MP_PROBE_IN_HEADS,
+        .arrays = {ARR(rp_row, LHS, 0, 0), ARR(rp_lsq, LN, 0, 0), ARR(rp_hsq, LH, 0, 0), ARR(lbsum, NL1616, 0, 0),
+                   ARR(lbsumsq, NL1616, 0, 0)},
+        .dims = mp_probe_recency_dims, .scratch = mp_probe_recency_scratch, .off = mp_probe_recency_off,
+        .rows = mp_probe_recency_rows, .layer = mp_probe_recency_layer, .scratch_bytes = mp_probe_recency_scratch_bytes,
+    },
+};
+#undef ARR
+_Static_assert(sizeof mp_probe_stats / sizeof mp_probe_stats[0] == MP_PROBE_NSTATS, "one row per MpProbeStatId");
+
+/* A row breaks a rule: say which and stop (a programmer's error, found by the first accumulator). */
+static void probe_stats_fail(int id, const char *rule) {
+    fprintf(stderr, "maskpos: mp_probe_stats[%d] (%s): %s\n", id, mp_probe_stats[id].name ? mp_probe_stats[id].name : "no row",
+            rule);
+    MP_ASSERT(!"a row of the statistics table breaks a rule (above)");
+}
+
+/* Every row is there and has the functions its inputs call; no field is a sum of two rows. */
+static void probe_stats_check(void) {
+    size_t offs[MP_PROBE_MAX_ARRAYS];
+    int noff = 0;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++) {
+        const MpProbeStat *s = &mp_probe_stats[id];
+        const unsigned in = s->in | s->in_heads;
+        if (!s->name || !s->help || !s->what) probe_stats_fail(id, "no name, help or what: a row left out of the table?");
+        if ((in & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM)) && !s->rows)
+            probe_stats_fail(id, "reads score rows but has no rows()");
+        if ((in & MP_PROBE_IN_HEADSUM) && !s->headsum) probe_stats_fail(id, "reads head sums but has no headsum()");
+        if ((in & MP_PROBE_IN_PROBS) && !s->probs) probe_stats_fail(id, "reads probabilities but has no probs()");
+        if ((in & MP_PROBE_IN_CAPTURE) && (!s->capture || !s->points))
+            probe_stats_fail(id, "reads captures but has no capture() or no points");
+        if (!(in & MP_PROBE_IN_CAPTURE) && (s->capture || s->points))
+            probe_stats_fail(id, "capture() or points without the input");
+        if (s->rows && !(in & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM))) probe_stats_fail(id, "rows() without the input");
+        if (s->headsum && !(in & MP_PROBE_IN_HEADSUM)) probe_stats_fail(id, "headsum() without the input");
+        if (s->probs && !(in & MP_PROBE_IN_PROBS)) probe_stats_fail(id, "probs() without the input");
+        if (s->scratch && (!s->off || !s->scratch_bytes)) probe_stats_fail(id, "scratch() without off() or scratch_bytes()");
+        if (!in && !s->layer) probe_stats_fail(id, "reads no input and has no layer(): its sums would stay 0");
+        if (!s->arrays[0].name) probe_stats_fail(id, "no sums: a statistic is its sums");
+        for (int k = 0; k < MP_PROBE_STAT_ARRAYS && s->arrays[k].name; k++) {
+            for (int q = 0; q < noff; q++)
+                if (offs[q] == s->arrays[k].off) probe_stats_fail(id, "a field listed twice");
+            offs[noff++] = s->arrays[k].off;
+        }
+        for (int k = 0; k < MP_PROBE_STAT_OUTS && s->outs[k].file; k++)
+            if (!s->outs[k].fill || !s->outs[k].of) probe_stats_fail(id, "an output without fill() or its text");
+    }
+}
+
+/* ================================================================ engine */
+
+static double **arr_field(const MpProbeAcc *a, const MpProbeArrSpec *s) { return (double **)((char *)a + s->off); }
+
+/* The length in doubles of shape for a's dimensions. */
+static size_t shape_len(const MpProbeAcc *a, int shape) {
+    int64_t d[4];
+    const int nd = mp_probe_shape_dims(a, shape, d);
+    size_t n = 1;
+    for (int k = 0; k < nd; k++) n *= (size_t)d[k];
+    return n;
+}
+
+int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
+    const int64_t L = a->L, H = a->H, S = a->S;
+    switch ((MpProbeShape)shape) {
+    case MP_PROBE_SH_LSS: d[0] = L, d[1] = S, d[2] = S; return 3;
+    case MP_PROBE_SH_LHSS: d[0] = L, d[1] = H, d[2] = S, d[3] = S; return 4;
+    case MP_PROBE_SH_LBB: d[0] = L, d[1] = a->nb, d[2] = a->nb; return 3;
+    case MP_PROBE_SH_LH: d[0] = L, d[1] = H; return 2;
+    case MP_PROBE_SH_LHS: d[0] = L, d[1] = H, d[2] = S; return 3;
+    case MP_PROBE_SH_LN: d[0] = L, d[1] = a->nlen; return 2;
+    case MP_PROBE_SH_NL1616: d[0] = a->nlen, d[1] = L, d[2] = 16, d[3] = 16; return 4;
+    case MP_PROBE_SH_L: d[0] = L; return 1;
+    case MP_PROBE_SH_LS: d[0] = L, d[1] = S; return 2;
+    }
+    MP_ASSERT(!"unknown MpProbeShape");
+    return 0;
+}
+
+/* 1 when array k of row s is one a has (its statistic on; per head only with per_head). */
+static int arr_on(const MpProbeAcc *a, int id, const MpProbeArrSpec *s) {
+    return mp_probe_acc_has(a, id) && (!s->per_head || a->per_head);
+}
+
+int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
+    int n = 0;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        for (int k = 0; k < MP_PROBE_STAT_ARRAYS && mp_probe_stats[id].arrays[k].name; k++) {
+            const MpProbeArrSpec *s = &mp_probe_stats[id].arrays[k];
+            if (!arr_on(a, id, s)) continue;
+            double *p = *arr_field(a, s);
+            MP_ASSERT(p);
+            out[n++] = (MpProbeArray){p, shape_len(a, s->shape), s->name, s->shape != MP_PROBE_SH_NL1616, s->check, id};
+        }
+    return n;
+}
+
+int mp_probe_acc_stat_on(MpProbeAcc *a, int id, MpErr *e) {
+    MP_ASSERT(id >= 0 && id < MP_PROBE_NSTATS && a->n_done == 0 && !mp_probe_acc_has(a, id));
+    const MpProbeStat *s = &mp_probe_stats[id];
+    if (s->dims && s->dims(a, e) != MP_OK) return MP_ERR;
+    int ok = !s->scratch || s->scratch(a) == MP_OK;
+    for (int k = 0; k < MP_PROBE_STAT_ARRAYS && s->arrays[k].name; k++) {
+        if (s->arrays[k].per_head && !a->per_head) continue;
+        double **p = arr_field(a, &s->arrays[k]);
+        *p = mp_try_calloc(shape_len(a, s->arrays[k].shape), sizeof(double));
+        ok = ok && *p;
+    }
+    if (!ok) /* what was allocated is freed by mp_probe_acc_free */
+        return mp_err_set(e, "out of memory for %s (%d layers of %d x %d%s)", s->what, a->L, a->S, a->S,
+                          a->per_head ? ", per head" : "");
+    a->stats |= MP_PROBE_STAT_BIT(id);
+    return MP_OK;
+}
+
+int mp_probe_acc_stats_on(MpProbeAcc *a, unsigned set, MpErr *e) {
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if ((set >> id & 1u) && !mp_probe_acc_has(a, id) && mp_probe_acc_stat_on(a, id, e) != MP_OK) return MP_ERR;
+    return MP_OK;
+}
+
+int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_model_layers, int H, int S,
+                      int per_head, int causal, int threads, MpErr *e) {
+    probe_stats_check();
+    memset(a, 0, sizeof *a);
+    if (n_model_layers > 256) return mp_err_set(e, "more than 256 layers are not supported");
+    int L = 0;
+    for (int l = 0; l < 256; l++) a->layer_of[l] = -1;
+    for (int l = 0; l < n_model_layers; l++)
+        if (layers_mask[l]) a->layer_of[l] = L++;
+    if (L == 0) return mp_err_set(e, "no layer selected");
+    a->L = L;
+    a->H = H;
+    a->S = S;
+    a->per_head = per_head;
+    a->causal = causal;
+    a->threads = threads < 1 ? 1 : threads;
+    size_t map, all, allh;
+    if (mp_size_mul((size_t)S, (size_t)S, &map) || mp_size_mul(map, (size_t)L, &all))
+        return mp_err_set(e, "maps too large");
+    if (per_head && mp_size_mul(all, (size_t)H, &allh)) return mp_err_set(e, "per-head maps too large");
+    a->nb = S < 16 ? S : 16;
+    if (mp_probe_acc_stat_on(a, MP_PROBE_STAT_MAPS, e) != MP_OK) {
+        mp_probe_acc_free(a);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+int mp_probe_acc_init_like(MpProbeAcc *part, const MpProbeAcc *a, int threads, MpErr *e) {
+    unsigned char mask[256] = {0};
+    for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
+    if (mp_probe_acc_init(part, mask, 256, a->H, a->S, a->per_head, a->causal, threads, e) != MP_OK) return MP_ERR;
+    if (a->skip) mp_probe_acc_skip(part, a->skip);
+    memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
+    if (mp_probe_acc_stats_on(part, a->stats, e) != MP_OK) {
+        mp_probe_acc_free(part);
+        return MP_ERR;
+    }
+    return MP_OK;
+}
+
+void mp_probe_acc_free(MpProbeAcc *a) {
+    for (int id = 0; id < MP_PROBE_NSTATS; id++) { /* every row's sums and scratch, allocated or NULL */
+        const MpProbeStat *s = &mp_probe_stats[id];
+        for (int k = 0; k < MP_PROBE_STAT_ARRAYS && s->arrays[k].name; k++) free(*arr_field(a, &s->arrays[k]));
+        if (s->off) s->off(a);
+    }
+    memset(a, 0, sizeof *a);
+}
+
+void mp_probe_acc_reset(MpProbeAcc *a) {
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(a, t);
+    for (int k = 0; k < n; k++) memset(t[k].p, 0, t[k].n * sizeof(double));
+    a->n_done = 0;
+}
+
+void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
+
+int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+    if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
+        dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->stats != src->stats ||
+        dst->nlen != src->nlen || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) ||
+        memcmp(dst->window, src->window, sizeof dst->window))
+        return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length, flags or statistics differ)");
+    MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(dst, td);
+    MP_ASSERT(mp_probe_acc_arrays(src, ts) == n);
+    for (int k = 0; k < n; k++) {
+        double *d = td[k].p;
+        const double *s = ts[k].p;
+        for (size_t i = 0; i < td[k].n; i++) d[i] += s[i];
+    }
+    dst->n_done += src->n_done;
+    return MP_OK;
+}
+
+void mp_probe_acc_windows(MpProbeAcc *a, const MpModel *m) {
+    MP_ASSERT(a->n_done == 0);
+    for (int l = 0; l < m->n_layers && l < 256; l++) {
+        const int li = a->layer_of[l], W = mp_model_layer_window(m, l);
+        if (li >= 0) a->window[li] = W > 0 && W < a->S ? W : 0;
+    }
+}
+
+void mp_probe_acc_skip(MpProbeAcc *a, int skip) {
+    MP_ASSERT(a->n_done == 0 && skip >= 0 && a->S - skip >= 2);
+    a->skip = skip;
+    a->nb = a->S - skip < 16 ? a->S - skip : 16; /* no more than the blocks allocated for S */
+}
+
+unsigned mp_probe_stats_inputs(unsigned set, int per_head) {
+    unsigned in = 0;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (set >> id & 1u) in |= mp_probe_stats[id].in | (per_head ? mp_probe_stats[id].in_heads : 0);
+    return in;
+}
+
+unsigned mp_probe_stats_points(unsigned set) {
+    unsigned p = 0;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (set >> id & 1u) p |= mp_probe_stats[id].points;
+    return p;
+}
+
+unsigned mp_probe_acc_inputs(const MpProbeAcc *a) { return mp_probe_stats_inputs(a->stats, a->per_head); }
+
+int mp_probe_acc_needs_heads(const MpProbeAcc *a) { return (mp_probe_acc_inputs(a) & MP_PROBE_IN_HEADS) != 0; }
+
+/* 1 when the n bytes at w name statistic id ('-' and '_' alike). */
+static int stat_named(int id, const char *w, size_t n) {
+    const char *s = mp_probe_stats[id].name;
+    if (strlen(s) != n) return 0;
+    for (size_t k = 0; k < n; k++)
+        if (s[k] != w[k] && !((s[k] == '-' || s[k] == '_') && (w[k] == '-' || w[k] == '_'))) return 0;
+    return 1;
+}
+
+int mp_probe_stats_parse(const char *list, unsigned *set, MpErr *e) {
+    for (const char *p = list; p && *p;) {
+        while (*p == ',' || *p == ' ') p++;
+        const size_t n = strcspn(p, ", ");
+        if (!n) break;
+        int id = 0;
+        while (id < MP_PROBE_NSTATS && !stat_named(id, p, n)) id++;
+        if (id == MP_PROBE_NSTATS) {
+            char names[512];
+            mp_probe_stats_names(~MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS), names, sizeof names);
+            return mp_err_set(e, "'%.*s' is not a statistic of the probe (one of: %s)", (int)(n < 64 ? n : 64), p, names);
+        }
+        *set |= MP_PROBE_STAT_BIT(id);
+        p += n;
+    }
+    return MP_OK;
+}
+
+size_t mp_probe_stats_names(unsigned set, char *buf, size_t cap) {
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (int id = 1; id < MP_PROBE_NSTATS; id++) /* the maps are always on: not named */
+        if (set >> id & 1u) {
+            const int w = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, "%s%s", len ? "," : "",
+                                   mp_probe_stats[id].name);
+            len += (size_t)w;
+        }
+    return len;
+}
+
+void mp_probe_stats_bytes(unsigned set, int L, int H, int S, int per_head, int threads, uint64_t *sums, uint64_t *scratch,
+                          uint64_t *outs) {
+    MpProbeAcc a; /* the dimensions only: nothing allocated */
+    memset(&a, 0, sizeof a);
+    a.L = L, a.H = H, a.S = S, a.per_head = per_head, a.threads = threads < 1 ? 1 : threads, a.nb = S < 16 ? S : 16;
+    *sums = *scratch = *outs = 0;
+    set |= MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS);
+    for (int id = 0; id < MP_PROBE_NSTATS; id++) {
+        const MpProbeStat *s = &mp_probe_stats[id];
+        MpErr e;
+        if (!(set >> id & 1u) || (s->dims && s->dims(&a, &e) != MP_OK)) continue; /* a run without it (its message) */
+        for (int k = 0; k < MP_PROBE_STAT_ARRAYS && s->arrays[k].name; k++)
+            if (!s->arrays[k].per_head || per_head) *sums += 8 * (uint64_t)shape_len(&a, s->arrays[k].shape);
+        for (int k = 0; k < MP_PROBE_STAT_OUTS && s->outs[k].file; k++)
+            if (!s->outs[k].per_head || per_head) *outs += 8 * (uint64_t)shape_len(&a, s->outs[k].shape);
+        if (s->scratch_bytes) *scratch += s->scratch_bytes(&a);
+        if (s->out_bytes) *outs += s->out_bytes(&a);
+    }
+}
+
+/* ================================================================ callbacks */
+
+/* The slot of model layer `layer` in a's maps, or -1 when the layer is not kept. */
+static int acc_slot(const MpProbeAcc *a, int layer) { return layer >= 0 && layer < 256 ? a->layer_of[layer] : -1; }
+
+/* The inputs row id reads in a (its in_heads too when per_head). */
+static unsigned stat_in(const MpProbeAcc *a, int id) {
+    return mp_probe_stats[id].in | (a->per_head ? mp_probe_stats[id].in_heads : 0);
+}
+
+/* Rows [i0, i1) of every head (f32, or f64 when f32 is NULL) to the statistics that read rows. */
+static void acc_rows(MpProbeAcc *a, int li, const float *f32, const double *f64, int i0, int i1, int worker) {
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & (MP_PROBE_IN_HEADS | MP_PROBE_IN_HEADSUM)))
+            mp_probe_stats[id].rows(a, li, f32, f64, i0, i1, worker);
+}
+
 void mp_probe_acc_rows(void *ctx, int layer, const float *scores, int n_heads, int T, int i0, int i1, int worker) {
     MpProbeAcc *a = ctx;
     MP_ASSERT(T == a->S && n_heads == a->H && 0 <= i0 && i0 <= i1 && i1 <= T && worker >= 0 && worker < a->threads);
     const int li = acc_slot(a, layer);
-    if (li < 0) return;
-    for (int i = i0; i < i1; i++) probe_row(a, li, scores, NULL, i);
-    if (a->recency) a->recency_rows(a, li, scores, NULL, i0, i1, worker); /* probe --recency: triple counts */
+    if (li >= 0) acc_rows(a, li, scores, NULL, i0, i1, worker);
 }
 
 void mp_probe_acc_rows_f64(MpProbeAcc *a, int layer, const double *scores, int i0, int i1, int worker) {
     MP_ASSERT(0 <= i0 && i0 <= i1 && i1 <= a->S && worker >= 0 && worker < a->threads);
     const int li = acc_slot(a, layer);
-    if (li < 0) return;
-    for (int i = i0; i < i1; i++) probe_row(a, li, NULL, scores, i);
-    if (a->recency) a->recency_rows(a, li, NULL, scores, i0, i1, worker);
+    if (li >= 0) acc_rows(a, li, NULL, scores, i0, i1, worker);
 }
-
-int mp_probe_acc_needs_heads(const MpProbeAcc *a) { return a->per_head || a->recency; }
 
 void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, int i0, int i1, int worker) {
     MpProbeAcc *a = ctx;
@@ -347,31 +577,17 @@ void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, in
     MP_ASSERT(!mp_probe_acc_needs_heads(a));
     const int li = acc_slot(a, layer);
     if (li < 0) return;
-    for (int i = i0; i < i1; i++) {
-        int j0, n;
-        mp_probe_acc_row_keys(a, li, i, &j0, &n);
-        const double *src = hs + (size_t)(i - i0) * T;
-        double *sm = a->seqmap + (size_t)i * T;
-        for (int j = j0; j < n; j++) sm[j] = src[j]; /* the sum probe_row forms: the same bits */
-        probe_row_finish(a, li, i, j0, n);
-    }
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & MP_PROBE_IN_HEADSUM))
+            mp_probe_stats[id].headsum(a, li, hs, i0, i1, worker);
 }
 
 void mp_probe_acc_layer_done(void *ctx, int layer) {
     MpProbeAcc *a = ctx;
-    const int li = acc_slot(a, layer), S = a->S;
+    const int li = acc_slot(a, layer);
     if (li < 0) return;
-    /* this sequence's residue (of positions skip..S-1), averaged per block */
-    const int P = S - a->skip;
-    const double *src = a->seqmap;
-    if (a->skip) {
-        mp_posmap_sub(a->seqsub, a->seqmap, S, a->skip);
-        src = a->seqsub;
-    }
-    mp_posmap_diagnorm(a->seqres, src, P);
-    const int nb = a->nb;
-    mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
-    if (a->recency) a->recency_seq(a, li); /* probe --recency: sums of the counts, lengths */
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_acc_has(a, id) && mp_probe_stats[id].layer) mp_probe_stats[id].layer(a, li);
 }
 
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T) {
@@ -383,6 +599,26 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
     mp_probe_acc_layer_done(a, layer);
 }
 
+void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_heads, int T) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && n_heads == a->H && (mp_probe_acc_inputs(a) & MP_PROBE_IN_PROBS));
+    const int li = acc_slot(a, layer);
+    if (li < 0) return;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & MP_PROBE_IN_PROBS)) mp_probe_stats[id].probs(a, li, probs);
+}
+
+void mp_probe_acc_capture(void *ctx, int layer, int point, const float *x, int T, int width) {
+    MpProbeAcc *a = ctx;
+    MP_ASSERT(T == a->S && point >= 0 && point < 32);
+    const int li = acc_slot(a, layer);
+    if (li < 0) return;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_acc_has(a, id) && (stat_in(a, id) & MP_PROBE_IN_CAPTURE) && (mp_probe_stats[id].points >> point & 1u))
+            mp_probe_stats[id].capture(a, li, point, x, T, width);
+}
+
+/* ================================================================ results */
 
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
     const int S = a->S;
@@ -442,4 +678,3 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
                 }
         }
 }
-

@@ -1,8 +1,9 @@
 /* probe_ckpt.c — checkpoints of the probe's accumulator (probe.h): a fixed header (magic,
- * version, run key, dims, flags), then every array of the accumulator's table in table order
- * (mp_probe_acc_arrays: sum, sumsq, bsum, bsumsq, sum_heads, sumsq_heads, psum, psum_heads,
- * sink, entropy, rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq, those the run has), then an FNV-1a
- * checksum of all of it; written atomically (temp + rename), read back with every check named.
+ * version, run key, dims, the optional statistics held), then the sums of every statistic held,
+ * in the order of the table's rows and arrays (mp_probe_acc_arrays: sum, sumsq, bsum, bsumsq,
+ * sum_heads, sumsq_heads, psum, psum_heads, sink, entropy, rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq,
+ * those the run has), then an FNV-1a checksum of all of it; written atomically (temp + rename),
+ * read back with every check named.
  * Does not: decide when to save (src/job/probe.c), nor compute the run key (it is given).
  * Tested by: tests/test_model_probe.c (resume, corrupt and foreign checkpoints), test_badinput.c.
  */
@@ -30,14 +31,14 @@ typedef struct CkptHeader {
     uint64_t key;
     int64_t n_done;
     int32_t L, H, S, per_head;
-    int32_t causal, flags; /* flags bit 0: the probability sums follow (probe --probs); 0 in older files */
+    int32_t causal, flags; /* bit id - 1: the optional statistic id (MpProbeStatId) is held and its sums
+                              follow (bit 0 probs, bit 1 recency); 0 in older files */
 } CkptHeader;
 
-#define CKPT_FLAG_PROBS 1
-#define CKPT_FLAG_RECENCY 2
-
+/* The optional statistics a holds, as the header's flags (the maps, id 0, are in every file). */
 static int32_t ckpt_flags(const MpProbeAcc *a) {
-    return (a->probs ? CKPT_FLAG_PROBS : 0) | (a->recency ? CKPT_FLAG_RECENCY : 0);
+    _Static_assert(MP_PROBE_STAT_MAPS == 0 && MP_PROBE_NSTATS <= 32, "flags: bit id - 1 of the optional statistics");
+    return (int32_t)(a->stats >> 1);
 }
 
 /* The checksum of the header and the arrays t[0..n), as written. */
@@ -101,10 +102,18 @@ static int ckpt_header_check(const char *path, const CkptHeader *hd, const MpPro
                           hd->version, hd->header_bytes, CKPT_VERSION(a), sizeof *hd,
                           hd->version == 9u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
     if (hd->key != key || hd->L != a->L || hd->H != a->H || hd->S != a->S || hd->per_head != a->per_head ||
-        hd->causal != a->causal || hd->flags != ckpt_flags(a))
+        hd->causal != a->causal)
         return mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "
                              "use another --out",
                           path);
+    if (hd->flags != ckpt_flags(a)) {
+        char theirs[256], ours[256];
+        mp_probe_stats_names((unsigned)hd->flags << 1, theirs, sizeof theirs);
+        mp_probe_stats_names(a->stats, ours, sizeof ours);
+        return mp_err_set(e, "%s: checkpoint holds the sums of the statistics {%s}, this run {%s}: another run; HINT: "
+                             "the same statistics as the checkpointed run, or remove it or use another --out",
+                          path, theirs, ours);
+    }
     if (hd->n_done < 0) return mp_err_set(e, "%s: corrupt checkpoint (negative count)", path);
     return MP_OK;
 }

@@ -30,14 +30,16 @@ static int probe_dev_sync(const MpProbeAcc *a, MpErr *e) {
 static void probe_dev_dims(MpFwdDevAccDims *d, const MpProbeAcc *a) {
     memset(d, 0, sizeof *d);
     d->L = a->L, d->H = a->H, d->S = a->S, d->causal = a->causal, d->skip = a->skip, d->nb = a->nb;
-    d->per_head = a->per_head, d->probs = a->probs;
+    d->per_head = a->per_head, d->probs = mp_probe_acc_has(a, MP_PROBE_STAT_PROBS);
     memcpy(d->layer_of, a->layer_of, sizeof d->layer_of);
     memcpy(d->window, a->window, sizeof d->window);
 }
 
 int mp_probe_dev_attach(MpProbeAcc *a, MpFwd *f, MpErr *e) {
     const char *env = getenv("MASKPOS_DEVICE_SUMS"); /* "host": the maps cross to the host (a check of the device's sums) */
-    if (f->ops->host_memory || a->recency || a->dev || (env && !strcmp(env, "host"))) return 0;
+    /* the device keeps the maps' and the probabilities' sums; any other statistic: the host's */
+    const unsigned dev_stats = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS);
+    if (f->ops->host_memory || (a->stats & ~dev_stats) || a->dev || (env && !strcmp(env, "host"))) return 0;
     const MpFwdDevAcc *ops = mp_fwd_plugin_acc(f->cfg.device);
     if (!ops) return 0;
     MpFwdDevAccDims dims;

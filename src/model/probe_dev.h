@@ -9,7 +9,7 @@
  * probabilities with --probs stay on the device), copying the sums back by name into the host's
  * arrays (at each checkpoint, through MpProbeAcc.dev_sync, and at the end), and detaching.
  * A device accumulator is used only when the forward pass is a device's, one process runs one
- * worker, --recency is off (its triple counts are the host's), and the plugin's accumulator holds
+ * worker, no statistic but the maps and --probs is on (--recency's triple counts are the host's), and the plugin's accumulator holds
  * every array the host's table has (probe_acc.c's); otherwise the attention hands its maps to the
  * host as before (one copy a layer), with the same sums.
  * Does not: count sequences (the host's n_done), checkpoint (probe_ckpt.c), or merge ranks (an MPI

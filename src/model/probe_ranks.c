@@ -8,7 +8,6 @@
 #include "core/mpi.h"  /* mp_mpi_* */
 #include "core/util.h" /* mp_time_now */
 #include "model/probe_dev.h"     /* mp_probe_dev_*: the sums on the forward pass's device */
-#include "model/probe_recency.h" /* mp_probe_acc_recency_on: the part sums of --recency */
 
 /* One sequence of ids [seq] through f into a: the scores reach a's sums row block by row block,
  * inside the attention's own pass (f->rows_hook; a single pass over each layer's scores). When a
@@ -38,21 +37,9 @@ static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int
     return MP_OK;
 }
 
-/* A one-sequence accumulator shaped like a (layers, windows, skip, optional sums), so that
- * mp_probe_acc_merge adds it to a. */
-static int ranks_part_init(MpProbeAcc *part, const MpProbeAcc *a, MpErr *e) {
-    unsigned char mask[256] = {0};
-    for (int l = 0; l < 256; l++) mask[l] = a->layer_of[l] >= 0;
-    if (mp_probe_acc_init(part, mask, 256, a->H, a->S, a->per_head, a->causal, 1, e) != MP_OK) return MP_ERR;
-    if (a->skip) mp_probe_acc_skip(part, a->skip);
-    memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
-    /* the optional sums of probe --probs / --recency, so the arrays match */
-    if ((a->probs && mp_probe_acc_probs_on(part, e) != MP_OK) || (a->recency && mp_probe_acc_recency_on(part, e) != MP_OK)) {
-        mp_probe_acc_free(part);
-        return MP_ERR;
-    }
-    return MP_OK;
-}
+/* A one-sequence accumulator shaped like a (layers, windows, skip, every statistic a holds), so
+ * that mp_probe_acc_merge adds it to a. */
+static int ranks_part_init(MpProbeAcc *part, const MpProbeAcc *a, MpErr *e) { return mp_probe_acc_init_like(part, a, 1, e); }
 
 /* Workers of one process (threads > 1, a small model): sequences s0 .. s0+nw-1 at a time, one
  * per thread, each through its own forward pass (f, or a worker of it sharing f's weights:

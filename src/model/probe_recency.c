@@ -13,34 +13,35 @@
 
 /* ================================================================ accumulation */
 
-int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e) {
-    MP_ASSERT(a->n_done == 0 && !a->recency);
-    a->recency_rows = mp_probe_acc_recency_rows;
-    a->recency_seq = mp_probe_acc_recency_seq; /* the accumulator calls back through these */
-    a->recency_free = mp_probe_acc_recency_free;
-    const int S = a->S, L = a->L, H = a->H;
+int mp_probe_recency_dims(MpProbeAcc *a, MpErr *e) {
+    const int S = a->S;
     if (S - a->skip < 3) return mp_err_set(e, "--recency needs at least 3 positions after the first (S = %d)", S);
     a->nlen = 0;
     for (int s = 16; s < S && a->nlen < 23; s *= 2)
         if (s - a->skip >= 3) a->lens[a->nlen++] = s;
     a->lens[a->nlen++] = S;
     for (int k = 0; k < a->nlen; k++) a->lnb[k] = a->lens[k] - a->skip < PR_NB ? a->lens[k] - a->skip : PR_NB;
-    const int arrays_ok = mp_probe_acc_alloc(a, MP_PROBE_GROUP_RECENCY) == MP_OK; /* rp_row .. lbsumsq (probe_acc.c) */
+    return MP_OK;
+}
+
+int mp_probe_recency_scratch(MpProbeAcc *a) {
+    const int S = a->S, H = a->H;
     a->rp_seq = mp_try_calloc((size_t)H * S, sizeof *a->rp_seq);
     a->rp_scratch = mp_try_calloc((size_t)a->threads * 3 * S, sizeof *a->rp_scratch);
     a->lsub = mp_try_calloc((size_t)S * S, sizeof *a->lsub);
     a->lres = mp_try_calloc((size_t)S * S, sizeof *a->lres);
-    if (!arrays_ok || !a->rp_seq || !a->rp_scratch || !a->lsub || !a->lres)
-        return mp_err_set(e, "out of memory for the recency sums (%d layers, %d heads, S = %d)", L, H, S);
-    a->recency = 1;
-    return MP_OK;
+    return a->rp_seq && a->rp_scratch && a->lsub && a->lres ? MP_OK : MP_ERR;
 }
 
-void mp_probe_acc_recency_free(MpProbeAcc *a) { /* the sums are the table's (mp_probe_acc_free) */
+void mp_probe_recency_off(MpProbeAcc *a) { /* the sums are the table's (mp_probe_acc_free) */
     free(a->rp_seq);
     free(a->rp_scratch);
     free(a->lsub);
     free(a->lres);
+}
+
+uint64_t mp_probe_recency_scratch_bytes(const MpProbeAcc *a) {
+    return 8 * ((uint64_t)a->H * a->S + 3 * (uint64_t)a->threads * a->S + 2 * (uint64_t)a->S * a->S);
 }
 
 /* out [P,P] = rows and columns first..n-1 of map [S,S] (P = n - first). */
@@ -69,8 +70,7 @@ static uint64_t pr_triples(const MpProbeAcc *a, int li, int n) {
     return t;
 }
 
-void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
-                               int worker) {
+void mp_probe_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1, int worker) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
     double *sc = a->rp_scratch + (size_t)worker * 3 * S;
@@ -86,7 +86,7 @@ void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const
     }
 }
 
-void mp_probe_acc_recency_seq(MpProbeAcc *a, int li) {
+void mp_probe_recency_layer(MpProbeAcc *a, int li) {
     const int S = a->S, H = a->H, first = a->skip;
     double *acc = a->rp_row + (size_t)li * H * S;
     for (int h = 0; h < H; h++) {

@@ -15,7 +15,8 @@
  *   - the residue against the distance from the sequence start: per query position the rms of
  *     the diagonal-normalised residue over its keys, and in units of the standard errors.
  * Sums are integers or doubles added in a fixed order: any thread count gives the same bits.
- * Does not: print or write files (src/job/probe_len.c, src/job/probe.c).
+ * Does not: print or write files (src/job/probe_len.c, src/job/probe_out.c), allocate its sums (the
+ * table does).
  * Tested by: tests/test_recency_probe.c (brute-force triple counts per head from probe_ref.py's
  * per-sequence scores, the prefix identity bit for bit, length statistics at S' = S equal the
  * full run's).
@@ -28,17 +29,21 @@
 #include "core/err.h"    /* MpErr */
 #include "model/probe.h" /* MpProbeAcc */
 
-/* Before any sequence (after mp_probe_acc_skip): allocate and choose the lengths. */
-int mp_probe_acc_recency_on(MpProbeAcc *a, MpErr *e);
-/* Called by mp_probe_acc_rows (through a->recency_rows, set by mp_probe_acc_recency_on) for rows
- * [i0, i1) of layer slot li of the sequence's scores [H,S,S] (f32 scores, or f64 scores64 when
- * scores is NULL): their triple counts (scratch of `worker`). */
-void mp_probe_acc_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1,
-                               int worker);
-/* Called by mp_probe_acc_layer_done (through a->recency_seq) for layer slot li once every row is
- * counted and a->seqmap holds the sequence's head-mean map. */
-void mp_probe_acc_recency_seq(MpProbeAcc *a, int li);
-void mp_probe_acc_recency_free(MpProbeAcc *a); /* its scratch, by mp_probe_acc_free (through a->recency_free) */
+/* The row MP_PROBE_STAT_RECENCY of the accumulator's table (probe_acc.c; turned on with
+ * mp_probe_acc_stat_on, after mp_probe_acc_skip): */
+/* The lengths S' (nlen, lens, lnb) from S and skip; MP_ERR when S - skip < 3. */
+int mp_probe_recency_dims(MpProbeAcc *a, MpErr *e);
+/* Its scratch (row counts, the counting's per-worker scratch, a corner and its residue), and its
+ * size for the memory estimate. */
+int mp_probe_recency_scratch(MpProbeAcc *a);
+void mp_probe_recency_off(MpProbeAcc *a);
+uint64_t mp_probe_recency_scratch_bytes(const MpProbeAcc *a);
+/* Rows [i0, i1) of layer slot li of the sequence's scores [H,S,S] (f32 scores, or f64 scores64
+ * when scores is NULL): their triple counts (scratch of `worker`). */
+void mp_probe_recency_rows(MpProbeAcc *a, int li, const float *scores, const double *scores64, int i0, int i1, int worker);
+/* Layer slot li once every row is counted and a->seqmap holds the sequence's head-mean map (the
+ * maps' row comes first in the table): the sums of the counts, the corners' block residues. */
+void mp_probe_recency_layer(MpProbeAcc *a, int li);
 
 typedef struct MpProbeRecencyOut {
     int L, H, S, K, first;

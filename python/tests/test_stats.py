@@ -1,0 +1,44 @@
+"""test_stats.py — statistics by name (the rows of the accumulator's table, src/model/probe.h):
+maskpos.probe(stats=...) and maskpos.Accumulator(stats=...) take them as the command line's
+--stats does, with the bits of their switches (probs=True), and refuse an unknown name with the
+library's list; the accumulator's options give every optional statistic back, so its state
+rebuilds it."""
+import os
+
+import numpy as np
+import pytest
+
+import maskpos
+from conftest import ROOT
+
+MODEL = os.path.join(ROOT, "models", "rope")
+
+
+def test_probe_stats_by_name_is_the_switch():
+    t = np.arange(3 * 16, dtype=np.int32).reshape(3, 16) % 200
+    a = maskpos.probe(MODEL, tokens=t, layers=[1, 2], probs=True, progress=False)
+    b = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats=["probs"], progress=False)
+    c = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="probs", progress=False)
+    assert a.probs.shape == (2, 16, 16)
+    for r in (b, c):
+        assert np.array_equal(r.probs, a.probs) and np.array_equal(r.scores, a.scores, equal_nan=True)
+        assert r.meta["attention_sink"] == a.meta["attention_sink"]
+    assert maskpos.probe_options()["stats"][0] == "string"
+    with pytest.raises(maskpos.Error, match="'entropie' is not a statistic of the probe .one of: probs,recency"):
+        maskpos.probe(MODEL, tokens=t, layers=[1], stats=["probs", "entropie"], progress=False)
+
+
+def test_accumulator_stats_by_name():
+    acc = maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats=["probs"])
+    assert acc.options["probs"] and not acc.options["recency"] and acc.options["stats"] == ["probs"]
+    both = maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, probs=True, stats="recency")
+    assert both.options["probs"] and both.options["recency"] and both.options["stats"] == ["probs", "recency"]
+    s = np.random.default_rng(1).standard_normal((2, 2, 8, 8))
+    both.add(0, s)
+    again = maskpos.Accumulator.from_state(both.state_dict())
+    assert again.options["stats"] == ["probs", "recency"] and again.n == 2
+    plain = maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, probs=True)
+    assert plain.options["stats"] == ["probs"]
+    plain.merge(acc)  # the same statistics, by switch or by name
+    with pytest.raises(maskpos.Error, match="'nope' is not a statistic"):
+        maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="probs,nope")

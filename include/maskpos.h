@@ -187,6 +187,9 @@ typedef struct MaskposAccOptions {
     int heads_f64;              /* per-head maps written as float64 (default float32, as probe --heads-f64) */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
+/* The checks maskpos_acc_new makes (sizes, first, windows, layer ids), allocating nothing: a
+ * binding checks the sizes before it builds the per-layer arrays (which may be NULL here). */
+MASKPOS_API int maskpos_acc_check(const MaskposAccOptions *o);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);
 /* The options it was made with (windows, layer_ids point into a). */
 MASKPOS_API int maskpos_acc_options(const MaskposAcc *a, MaskposAccOptions *o);

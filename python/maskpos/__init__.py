@@ -581,6 +581,8 @@ def tokenize(model, text, special=True):
     model: a Model, a model folder with tokenizer.json, a tokenizer.json or a .gguf.
     special: add BOS/EOS as the tokenizer's config says (HF add_special_tokens).
     Returns an int32 array [T]."""
+    if not isinstance(text, (str, bytes, bytearray, memoryview)):  # (bytes(5) is five NUL bytes)
+        raise Error("text: a str (or bytes) is needed, not %s" % type(text).__name__)
     data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
     ptr, n = _ctypes.POINTER(_ctypes.c_int32)(), _ctypes.c_int64()
     if _lib.lib.maskpos_tokenize(_os.fsencode(_path_of(model)), data, len(data), 1 if special else 0,
@@ -654,6 +656,8 @@ def generate(model, n=1, length=64, temperature=1.0, greedy=False, top_k=0, top_
                 raise Error("prompt=%r gives no token" % prompt)
         elif prompt is not None:
             p = _ids_1d(prompt, "prompt")
+            if not p.size:
+                raise Error("prompt=%r: no token ids (None: start from the model's BOS)" % (prompt,))
         n, length = _lib.whole(n, "n", -2 ** 63, 2 ** 63 - 1), _lib.whole(length, "length")  # (before the array)
         ids = _np.empty((n, length) if n > 0 and length > 0 else (0,), dtype=_np.int32)
         nll = _ctypes.c_double()

@@ -127,6 +127,9 @@ class Accumulator:
         self.options = dict(n_layers=L, n_heads=H, seq=S, causal=bool(causal), window=w, per_head=bool(per_head),
                             probs=bool(probs), recency=bool(recency), first=first, layer_ids=ids,
                             heads_f64=bool(heads_f64))
+        if meta is not None and not isinstance(meta, dict):
+            from . import Error
+            raise Error("accumulator: meta must be a dict of keys for meta.json, not %s" % type(meta).__name__)
         self.meta = dict(meta or {})
         if self.meta:
             self._set_meta()
@@ -239,6 +242,9 @@ class Accumulator:
         for every name of state_dict()["arrays"], each that array's slice of this layer."""
         self._check_layer(layer)
         count = _lib.whole(count, "count", 0, 2 ** 53)
+        if not isinstance(sums, dict):
+            from . import Error
+            raise Error("accumulator: sums must be a dict {name: array}, not %s" % type(sums).__name__)
         names = list(sums)
         keep = [np.ascontiguousarray(np.asarray(sums[k], dtype=np.float64)) for k in names]
         state = self._arrays(copy=False)
@@ -290,6 +296,9 @@ class Accumulator:
             if not isinstance(state, dict) or key not in state:
                 raise Error("accumulator state: no %r (a dict from state_dict() is needed)" % key)
         o = dict(state["options"])
+        missing = {"n_layers", "n_heads", "seq"} - set(o)
+        if missing:
+            raise Error("accumulator state: options lack %s" % ", ".join(sorted(missing)))
         acc = cls(meta=state.get("meta"), **o)
         mine = acc._arrays(copy=False)
         given = state["arrays"]
@@ -362,7 +371,10 @@ def model_scores(model, ids, n_layers, bidirectional=False):
     """The pre-softmax scores the C forward pass computes for one sequence ids [S] (what `maskpos
     probe` accumulates): float32 [n_layers, H, S, S], -inf where masked. model: a maskpos.Model."""
     from . import Error
-    ids = np.ascontiguousarray(np.asarray(ids).reshape(-1), dtype=np.int32)
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise Error("model_scores: ids must be one sequence of token ids [S] (got %s %s)" % (ids.dtype, list(ids.shape)))
+    ids = np.ascontiguousarray(ids, dtype=np.int32)
     if ids.size < 1:
         raise Error("model_scores: no token ids")
     n_layers = _lib.whole(n_layers, "n_layers", 1, model.layers)  # (before the [L, H, S, S] array)

@@ -171,7 +171,9 @@ def test_save_from_threads_into_one_folder(tmp_path):
 
 # ---------------------------------------------------------------- weak spots
 
-def test_from_state_refuses_what_no_run_gives():
+def test_from_state_and_bad_arguments():
+    """Sums no run gives, and arguments that raised a bare AttributeError/IndexError/TypeError or
+    were taken silently: each a maskpos.Error."""
     acc = maskpos.Accumulator(1, 1, 4)
     acc.add(0, np.ones((2, 1, 4, 4)))
     d = acc.state_dict()
@@ -182,7 +184,15 @@ def test_from_state_refuses_what_no_run_gives():
     d["counts"] = [2 ** 62]
     refused(r"counts\[0\]=4611686018427387904: outside", maskpos.Accumulator.from_state, d)
     refused("accumulator state: no 'options'", maskpos.Accumulator.from_state, {})
-    refused("merge: another Accumulator is needed", acc.merge, 5)
+    refused("options lack n_heads, n_layers, seq", maskpos.Accumulator.from_state,
+            {"options": {}, "counts": [], "arrays": {}})  # (main: TypeError, missing arguments)
+    refused("merge: another Accumulator is needed", acc.merge, 5)  # (main: AttributeError)
+    refused("sums must be a dict", acc.add_sums, 0, 1, [1, 2])  # (main: IndexError)
+    refused("meta must be a dict", maskpos.Accumulator, 1, 1, 4, meta=[1])
+    refused("text: a str", maskpos.tokenize, MODEL, 5)  # (main: five NUL bytes tokenized)
+    refused("prompt=\\[\\]: no token ids", maskpos.generate, MODEL, n=1, length=4, prompt=[])
+    with maskpos.Model(MODEL) as m:
+        refused("one sequence of token ids", maskpos.model_scores, m, [[1, 2], [3, 4]], 2)  # (main: flattened)
 
 
 def test_accumulator_pickle_and_copy():

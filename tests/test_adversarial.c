@@ -15,7 +15,9 @@
  *            alpha_* folders or scores_heads*.npy stayed beside the new maps, the marker forgot them
  *   resume   probe --resume on a finished folder checked only the weights: other tokens and no
  *            --per-head started over, exit 0, the old scores_heads*.npy beside the new maps;
- *            --force --resume was accepted and --resume won without a word
+ *            --force --resume was accepted and --resume won without a word; train --resume of
+ *            another run's checkpoint into a folder holding a run mixed the two runs' checkpoints
+ *            and log.csv rows (the folder's marker now keeps its run's key: files.h mp_outdir_key)
  *   device   --force renamed a file over a FIFO, a symbolic link to /dev/null, a device node
  *            (view -o /dev/full --force replaced the machine's /dev/full); here the node is one
  *            this test makes with mknod in its own folder (as root only): even a broken build
@@ -71,6 +73,8 @@ typedef struct AdvCase {
 } AdvCase;
 
 #define SIM "simulate --batch 20 --seq 5 --dim 4 --layers 2 --quiet"
+#define TRAIN "train --data a.txt --layers 1 --dim 8 --heads 2 --kv-heads 1 --ffn 8 --seq 8 --batch 2 --steps 4 " \
+              "--checkpoint-every 2 --warmup 1 --quiet"
 #define PHOTOS(d)                                                                                                      \
     "rm -rf " d " && mkdir -p " d "/photos.old.2023 && echo jpg > " d "/photos.old.2023/a.jpg && echo draft > " d     \
     "/draft.tmp.1"
@@ -104,6 +108,12 @@ static const AdvCase cases[] = {
     {"guard", "", "probe model --tokens t1.npy --per-head --resume --quiet --out r3", 0, "", "test -f r3/scores_heads.npy", 0},
     {"resume", "", "probe model --tokens t1.npy --force --resume --quiet --out r3", 2, "contradict",
      "test -f r3/scores_heads.npy", 0},
+    {"resume", "rm -rf ta tb && $M " TRAIN " --out ta > /dev/null && $M " TRAIN " --dim 16 --seed 5 --out tb > /dev/null && "
+               "cp ta/log.csv ta.log",
+     "train --resume tb/step-000002 --data a.txt --steps 3 --quiet --out ta", 2, "ta: holds the outputs of another 'train' run",
+     "cmp -s ta/log.csv ta.log && ! test -e ta/step-000003", 0},
+    {"guard", "", "train --resume ta/step-000002 --data a.txt --steps 6 --quiet --out ta", 0, "",
+     "test -d ta/step-000004 && test -d ta/step-000006", 0},
     /* device: only a regular file is ever replaced, --force or not */
     {"device", "rm -f f1.html && mkfifo f1.html", "view vt -o f1.html --force", 2, "f1.html: is a FIFO", "test -p f1.html", 0},
     {"device", "rm -f n1.npy && ln -s /dev/null n1.npy", "logits model --tokens 1,2,3 --out n1.npy --force", 2,

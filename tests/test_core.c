@@ -492,6 +492,38 @@ static void test_outdir_through_symlink(void **state) {
     mp_outdir_release(real);
 }
 
+/* A folder's run key (mp_outdir_key): a run that continues a folder holding another run's outputs
+ * is refused, nothing removed; an empty or replaced folder takes any key; a marker without one
+ * (older maskpos) is taken at its word. */
+static void test_outdir_key(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256], p[512];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/run", d);
+    snprintf(p, sizeof p, "%s/log.csv", dir);
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_NEW, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "aaaa", &e), MP_OK);
+    assert_int_equal(mp_file_write_atomic(p, "1\n", 2, &e), MP_OK);
+    mp_outdir_release(dir);
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_RESUME, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "bbbb", &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "another 'train' run (its key aaaa, this run's bbbb)"));
+    assert_int_equal(mp_outdir_key(dir, "aaaa", &e), MP_OK); /* the same run: continued */
+    mp_outdir_release(dir);
+    assert_true(mp_file_exists(p));
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_FORCE, &e), MP_OK); /* replaced: any key */
+    assert_int_equal(mp_outdir_key(dir, "bbbb", &e), MP_OK);
+    mp_outdir_release(dir);
+    char m[512];
+    snprintf(m, sizeof m, "%s/%s", dir, MP_OUTDIR_MARKER);
+    mp_test_write_file(p, "1\n", 2);
+    mp_test_write_file(m, "train\nlog.csv\n", 14); /* an older marker: no key */
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_RESUME, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "cccc", &e), MP_OK);
+    mp_outdir_release(dir);
+}
+
 /* A claim by thread 2 while thread 1 holds the folder (two Python threads saving into one folder). */
 typedef struct ClaimArg {
     const char *dir;
@@ -523,7 +555,7 @@ static void test_outdir_threads(void **state) {
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(c.rc, MP_ERR);
     assert_non_null(strstr(c.msg, "another maskpos run is writing into this folder"));
-    mp_outdir_release(dir); /* (another thread's release does not end it either) */
+    mp_outdir_release(dir); /* (the claiming thread ends it: now another thread may claim it) */
     assert_int_equal(pthread_create(&t, NULL, claim_thread, &c), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     assert_int_equal(c.rc, MP_OK);
@@ -687,6 +719,7 @@ int main(void) {
         cmocka_unit_test(test_atomic_write_fsyncs),  cmocka_unit_test(test_hash64_bits),
         cmocka_unit_test(test_outdir_temps_by_marker), cmocka_unit_test(test_outdir_through_symlink),
         cmocka_unit_test(test_outdir_threads),       cmocka_unit_test(test_outfile_only_regular),
+        cmocka_unit_test(test_outdir_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

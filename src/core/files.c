@@ -36,6 +36,7 @@ typedef struct OutHeld {
     char dir[4096];  /* as claimed, without trailing slashes: messages, and the paths writers give */
     char real[4096]; /* the folder it names (realpath) */
     char cmd[64];
+    char key[40];    /* the run's key (mp_outdir_key; "" none yet, or a marker of an older maskpos) */
     int fd;          /* the marker: open (O_APPEND), locked */
     int refs;        /* claims of this folder by this thread not yet released */
     pthread_t owner; /* the thread that claimed it */
@@ -180,13 +181,17 @@ void mp_outdir_release(const char *dir) {
 
 /* ================================================================ the marker */
 
-/* Parses a marker's text: the command on the first line, then one written path per line. */
-static void marker_parse(const char *text, char *cmd, size_t cap, OutNames *nm) {
-    size_t n = strcspn(text, "\n");
+/* Parses a marker's text: the command (and " key=KEY") on the first line, then one written path per
+ * line. key may be NULL. */
+static void marker_parse(const char *text, char *cmd, size_t cap, char key[40], OutNames *nm) {
+    size_t n = strcspn(text, "\n"), c = strcspn(text, " \n");
     cmd[0] = '\0';
+    if (key) key[0] = '\0';
     if (!*text) return;
-    snprintf(cmd, cap, "%.*s", (int)(n < cap ? n : cap - 1), text);
+    snprintf(cmd, cap, "%.*s", (int)(c < cap ? c : cap - 1), text);
     if (!cmd[0]) snprintf(cmd, cap, "?");
+    if (key && c < n && !strncmp(text + c, " key=", 5))
+        snprintf(key, 40, "%.*s", (int)(n - c - 5 < 39 ? n - c - 5 : 39), text + c + 5);
     for (const char *p = text + n; *p;) {
         p += *p == '\n';
         size_t k = strcspn(p, "\n");
@@ -200,7 +205,7 @@ static void marker_parse(const char *text, char *cmd, size_t cap, OutNames *nm) 
 }
 
 /* Reads an open marker (at most 64 MiB). */
-static int marker_read_fd(int fd, const char *dir, char *cmd, size_t cap, OutNames *nm, MpErr *e) {
+static int marker_read_fd(int fd, const char *dir, char *cmd, size_t cap, char key[40], OutNames *nm, MpErr *e) {
     struct stat st;
     if (fstat(fd, &st) != 0 || st.st_size > ((off_t)64 << 20))
         return mp_err_set(e, "%s: its %s cannot be read or is too large", dir, MP_OUTDIR_MARKER);
@@ -213,7 +218,7 @@ static int marker_read_fd(int fd, const char *dir, char *cmd, size_t cap, OutNam
         got += (size_t)k;
     }
     text[got] = '\0';
-    marker_parse(text, cmd, cap, nm);
+    marker_parse(text, cmd, cap, key, nm);
     free(text);
     return MP_OK;
 }
@@ -259,9 +264,11 @@ static int marker_line(int fd, const char *s) {
     return write(fd, s, n) == (ssize_t)n && write(fd, "\n", 1) == 1 ? MP_OK : MP_ERR;
 }
 
-/* Rewrites an open marker: the command, then the paths written so far. */
-static int marker_rewrite(int fd, const char *dir, const char *cmd, const OutNames *nm, MpErr *e) {
-    int bad = ftruncate(fd, 0) != 0 || marker_line(fd, cmd) != MP_OK;
+/* Rewrites an open marker: the command (and its run's key), then the paths written so far. */
+static int marker_rewrite(int fd, const char *dir, const char *cmd, const char *key, const OutNames *nm, MpErr *e) {
+    char first[128];
+    snprintf(first, sizeof first, "%s%s%s", cmd, key[0] ? " key=" : "", key);
+    int bad = ftruncate(fd, 0) != 0 || marker_line(fd, first) != MP_OK;
     for (int i = 0; !bad && i < nm->n; i++) bad = marker_line(fd, nm->v[i]) != MP_OK;
     return bad ? mp_err_set(e, "%s: folder is not writable: %s: %s", dir, MP_OUTDIR_MARKER, strerror(errno)) : MP_OK;
 }
@@ -289,6 +296,17 @@ static void names_prune(const char *real, OutNames *nm) {
         nm->v[k++] = nm->v[i];
     }
     nm->n = k;
+}
+
+/* 1 when a file nm lists, other than a temporary, is there: the folder holds an earlier run's outputs. */
+static int names_outputs(const char *real, const OutNames *nm) {
+    for (int i = 0; i < nm->n; i++) {
+        char p[8400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/%s", real, nm->v[i]);
+        if (!names_temp(nm, nm->v[i]) && lstat(p, &st) == 0) return 1;
+    }
+    return 0;
 }
 
 /* Looks through real/rel (folder d: messages) depth first for an entry that is not ours: one nm
@@ -390,7 +408,7 @@ static int outdir_clear_locked(const char *d, const char *real, MpErr *e) {
         struct stat st;
         if (lstat(path, &st) != 0) cmd[0] = '\0';
         else if (mp_file_read_all(path, (size_t)64 << 20, "a run marker", &text, &len, e) != MP_OK) return MP_ERR;
-        else marker_parse(text, cmd, sizeof cmd, &own);
+        else marker_parse(text, cmd, sizeof cmd, NULL, &own);
         free(text);
     }
     if (!cmd[0]) return mp_err_set(e, "%s: holds no maskpos run (no %s): not clearing it", d, MP_OUTDIR_MARKER);
@@ -399,7 +417,8 @@ static int outdir_clear_locked(const char *d, const char *real, MpErr *e) {
     if (rc != MP_OK) return MP_ERR;
     if (h) {
         names_free(&h->names);
-        return marker_rewrite(h->fd, d, h->cmd, &h->names, e);
+        h->key[0] = '\0'; /* (no run's outputs left: the next run's key is the folder's) */
+        return marker_rewrite(h->fd, d, h->cmd, h->key, &h->names, e);
     }
     char text1[80];
     snprintf(text1, sizeof text1, "%s\n", cmd);
@@ -453,7 +472,7 @@ static int claim_decide(const char *real, const char *d, const char *cmd, MpOutd
 
 /* The claim, under the table's mutex: folder d (as given) that names real. */
 static int claim_locked(const char *d, const char *real, const char *cmd, MpOutdirMode mode, MpErr *e) {
-    char path[PATH_MAX + 64], prev[64], tmp_rel[128];
+    char path[PATH_MAX + 64], prev[64], key[40], tmp_rel[128];
     if (mp_path_join(path, sizeof path, real, MP_OUTDIR_MARKER, e) != MP_OK) return MP_ERR;
     OutHeld *h = held_find(real);
     if (h && !pthread_equal(h->owner, pthread_self())) /* (another thread of this process: as another process) */
@@ -465,15 +484,16 @@ static int claim_locked(const char *d, const char *real, const char *cmd, MpOutd
     int fd = h ? h->fd : -1, created = 0;
     if (!h && marker_lock(path, d, &fd, &created, e) != MP_OK) return MP_ERR;
     OutNames nm = {0};
-    int rc = marker_read_fd(fd, d, prev, sizeof prev, &nm, e);
+    int rc = marker_read_fd(fd, d, prev, sizeof prev, key, &nm, e);
     if (rc == MP_OK) rc = claim_decide(real, d, cmd, mode, prev, &nm, e);
+    if (rc == MP_OK && !names_outputs(real, &nm)) key[0] = '\0'; /* (nothing of the earlier run left) */
     /* the check that the folder is writable: a temporary made and removed, its name listed first */
     mp_temp_name(tmp_rel, sizeof tmp_rel, MP_OUTDIR_MARKER, "tmp");
     if (rc == MP_OK && names_add(&nm, tmp_rel)) marker_line(fd, tmp_rel);
     MpAtomicFile af;
     if (rc == MP_OK && mp_atomic_open(&af, path, e) != MP_OK) rc = mp_err_prefix(e, "%s: folder is not writable", d);
     else if (rc == MP_OK) mp_atomic_abort(&af);
-    if (rc == MP_OK) rc = marker_rewrite(fd, d, cmd, &nm, e);
+    if (rc == MP_OK) rc = marker_rewrite(fd, d, cmd, key, &nm, e);
     if (rc != MP_OK) {
         names_free(&nm);
         if (created) unlink(path);
@@ -493,6 +513,7 @@ static int claim_locked(const char *d, const char *real, const char *cmd, MpOutd
     h->names = nm;
     h->refs++;
     snprintf(h->cmd, sizeof h->cmd, "%s", cmd);
+    snprintf(h->key, sizeof h->key, "%s", key);
     return MP_OK;
 }
 
@@ -502,6 +523,27 @@ int mp_outdir_claim(const char *dir, const char *cmd, MpOutdirMode mode, MpErr *
     if (!realpath(d, real)) return mp_err_set(e, "%s: cannot open the folder: %s", d, strerror(errno));
     pthread_mutex_lock(&held_mu);
     const int rc = claim_locked(d, real, cmd, mode, e);
+    pthread_mutex_unlock(&held_mu);
+    return rc;
+}
+
+int mp_outdir_key(const char *dir, const char *key, MpErr *e) {
+    char d[4096], real[PATH_MAX];
+    if (dir_normal(d, sizeof d, dir, e) != MP_OK) return MP_ERR;
+    if (!realpath(d, real)) return mp_err_set(e, "%s: cannot open the folder: %s", d, strerror(errno));
+    pthread_mutex_lock(&held_mu);
+    OutHeld *h = held_find(real);
+    int rc = MP_OK;
+    if (!h || !pthread_equal(h->owner, pthread_self()))
+        rc = mp_err_set(e, "%s: internal: a run key for a folder this run has not claimed", d);
+    else if (h->key[0] && strcmp(h->key, key) && names_outputs(real, &h->names))
+        rc = mp_err_set(e, "%s: holds the outputs of another '%s' run (its key %s, this run's %s): continuing it would "
+                           "mix the two runs' files; HINT: give another folder, or --force to replace them",
+                        d, h->cmd, h->key, key);
+    else {
+        snprintf(h->key, sizeof h->key, "%s", key);
+        rc = marker_rewrite(h->fd, d, h->cmd, h->key, &h->names, e);
+    }
     pthread_mutex_unlock(&held_mu);
     return rc;
 }

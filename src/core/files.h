@@ -20,7 +20,8 @@
  *     always.
  * Does not: decide exit codes (cli/), write the outputs (npy.h, json.h, util.h), or open inputs
  * (mp_input_open and mp_fsync_parent are in util.h: the atomic writes below them need them).
- * Marker format: the command on the first line, then one path per line (relative to the folder)
+ * Marker format: the command on the first line (with " key=KEY" once the run has told its key:
+ * mp_outdir_key), then one path per line (relative to the folder)
  * of each temporary a run of ours made there (NAME.tmp.PID, NAME.old.PID: util.h mp_temp_path) and
  * each file it committed. A marker without paths (older maskpos) lets a folder be continued, never
  * cleared.
@@ -56,6 +57,12 @@ int mp_outfile_claim(const char *path, int force, MpErr *e);
 /* Lists path (a file, or a whole folder renamed into place) in the markers of the held folders
  * above it; atomic writes (util.h) do this by themselves. */
 void mp_outdir_note(const char *path);
+/* The key of the run writing into the held folder dir (a hex string of everything that makes its
+ * outputs: a resumed run has its first run's key). A folder that holds outputs of a run with another
+ * key is refused (continuing it would mix two runs: a training run resumed from another run's
+ * checkpoint into this one's folder); else the key is recorded in the marker. A marker without a
+ * key (older maskpos) is taken at its word. */
+int mp_outdir_key(const char *dir, const char *key, MpErr *e);
 /* Ends this process's claim of dir (the lock is dropped with the last of its claims); files
  * committed under dir afterwards are no longer listed. A no-op for a folder not held. */
 void mp_outdir_release(const char *dir);

@@ -423,6 +423,11 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     s->ckpt[0] = 0;
     if (r->out && mp_path_join(s->ckpt, sizeof s->ckpt, r->out, "checkpoint.bin", e) != MP_OK) return MP_ERR;
     if (r->resume && mp_mpi_rank() == 0 && probe_resume(s, e) != MP_OK) return MP_ERR;
+    if (r->out && mp_mpi_rank() == 0) { /* the folder's run key (files.h): a later --resume of another run is refused */
+        char hex[32];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->key);
+        if (mp_outdir_key(r->out, hex, e) != MP_OK) return MP_ERR;
+    }
     return MP_OK;
 }
 

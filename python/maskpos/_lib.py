@@ -98,51 +98,67 @@ def text(value, name):
 
 
 class _Checked:
-    """A C function of the library behind the checks of its arguments (names: the caller's words
-    for them, for the messages)."""
+    """A C function of the library behind the checks of its arguments by their declared ctypes types
+    (argtypes; restype and argtypes set on it are the C function's, so declaring a function the
+    plain ctypes way keeps the checks). names: the caller's words for the arguments (messages)."""
 
-    def __init__(self, name, f, argtypes, names):
-        self.name, self.f = name, f
-        self.ints, self.strings = [], []
-        for i, t in enumerate(argtypes):
-            what = names[i] if i < len(names) else "%s argument %d" % (name, i + 1)
-            if t in _C_INTS:
-                self.ints.append((i, what) + _C_INTS[t][1:])
-            elif t is ctypes.c_char_p:
-                self.strings.append((i, what))
+    def __init__(self, name, f):
+        self.__dict__.update(name=name, f=f, names=[], plan=None, planned_for=None)
+
+    def __setattr__(self, key, value):
+        setattr(self.f, key, value)
+
+    def __getattr__(self, key):
+        return getattr(self.f, key)
+
+    def _checks(self):
+        args = tuple(self.f.argtypes or ())
+        if self.planned_for != args:
+            ints, strings = [], []
+            for i, t in enumerate(args):
+                what = self.names[i] if i < len(self.names) else "%s argument %d" % (self.name, i + 1)
+                if t in _C_INTS:
+                    ints.append((i, what) + _C_INTS[t][1:])
+                elif t is ctypes.c_char_p:
+                    strings.append((i, what))
+            self.__dict__.update(plan=(ints, strings), planned_for=args)
+        return self.plan
 
     def __call__(self, *args):
-        for i, what, lo, hi in self.ints:
+        ints, strings = self._checks()
+        for i, what, lo, hi in ints:
             if i < len(args):
                 whole(args[i], what, lo, hi)
-        for i, what in self.strings:
+        for i, what in strings:
             if i < len(args) and isinstance(args[i], bytes) and b"\0" in args[i]:
                 raise nul_error(what, args[i])
         return self.f(*args)
 
 
 class _Library:
-    """The library's functions as declared (declare): each one behind _Checked."""
+    """The library's functions, each behind _Checked (made on first use; declare() names them)."""
 
     def __init__(self, cdll):
         self._cdll = cdll
 
-    def __getattr__(self, name):  # a function not declared: an error, not an unchecked call
-        raise AttributeError("libmaskpos: %s is not declared in maskpos._lib" % name)
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        c = _Checked(name, getattr(self._cdll, name))
+        setattr(self, name, c)
+        return c
 
 
 lib = _Library(_cdll)
 
 
 def declare(signatures):
-    """{name: (restype, [argtypes], "names of the arguments")} -> checked functions on lib."""
+    """{name: (restype, [argtypes], "names of the arguments")}: each function of lib declared."""
     for name, sig in signatures.items():
-        res, args = sig[0], sig[1]
-        names = sig[2].split() if len(sig) > 2 else []
-        f = getattr(_cdll, name)
-        f.restype = res
-        f.argtypes = args
-        setattr(lib, name, _Checked(name, f, args, names))
+        c = getattr(lib, name)
+        c.restype, c.argtypes = sig[0], sig[1]
+        c.__dict__["names"] = sig[2].split() if len(sig) > 2 else []
+        c.__dict__["planned_for"] = None
 
 c_int64_p = ctypes.POINTER(ctypes.c_int64)
 PROGRESS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)

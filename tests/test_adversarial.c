@@ -22,9 +22,10 @@
  *            (view -o /dev/full --force replaced the machine's /dev/full); here the node is one
  *            this test makes with mknod in its own folder (as root only): even a broken build
  *            can only ever replace that
- *   html     '<!--<script>' in a --label, --title or folder name: view exit 0, the page never left
- *            "loading the maps…" (the JSON in <script> had it raw; checked here without a browser:
- *            the JSON holds no '<'; tests/test_view.c runs it in Chromium)
+ *   html     '<!--<script>' in a --label, --title, folder name or meta.json string: view exit 0, the
+ *            page never left "loading the maps…" (the JSON in <script> had it raw; checked here
+ *            without a browser: the JSON holds no < > &; tests/test_view.c runs it in Chromium);
+ *            the same in report.html's viewers, from reproduce's --out
  * With the binary of main at adce9dc every case failed but those marked "guard" (they held then
  * too and stay as the good path beside a refusal): MP_ADVERSARIAL_BIN=path runs the table against
  * another binary.
@@ -132,6 +133,9 @@ static const AdvCase cases[] = {
     {"html", "rm -rf h3 h3.html && $M theory --n 4 --out h3 > /dev/null && sed -i 's|\"kind\": \"theory\"|\"kind\": \"theory\", \"model\": \"<!--<script>\\&amp;\"|' h3/meta.json && "
      "grep -q '<!--<script>&amp;' h3/meta.json",
      "view h3 -o h3.html", 0, "wrote h3.html", JSON_CLEAN("h3.html"), 0},
+    {"html", "rm -rf '<!--<script>r1'", "reproduce --quick --only fig1 --out '<!--<script>r1'", 0, "report:",
+     "grep -q 'id=\"mpv-fig1-meta\">[^<>&]*</script>' '<!--<script>r1/report.html' && "
+     "grep -q '<title>' '<!--<script>r1/report.html'", 0},
 };
 
 /* One case; 1 when it holds, else prints what did not. */

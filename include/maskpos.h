@@ -190,6 +190,9 @@ typedef struct MaskposAccOptions {
                                    back every optional statistic on, and probs and recency set to match */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
+/* The checks maskpos_acc_new makes (sizes, first, windows, layer ids), allocating nothing: a
+ * binding checks the sizes before it builds the per-layer arrays (which may be NULL here). */
+MASKPOS_API int maskpos_acc_check(const MaskposAccOptions *o);
 MASKPOS_API void maskpos_acc_free(MaskposAcc *a);
 /* The options it was made with (windows, layer_ids and stats point into a; probs, recency and stats
  * say every statistic on, however it was asked for). */

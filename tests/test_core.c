@@ -3,7 +3,9 @@
  * Run: make test (or build/tests/test_core). */
 #include "testutil.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "core/err.h"
 #include "core/files.h"
@@ -296,6 +298,33 @@ static void test_outdir_claim(void **state) {
     assert_false(mp_file_exists(p));
 }
 
+/* A run of cmd in dir killed while it wrote name: a child process claims dir (continuing it), opens
+ * the atomic write and dies without a word. tmp gets the temporary's path. */
+static void killed_run_temp(const char *dir, const char *cmd, const char *name, char *tmp, size_t cap) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    int fd[2];
+    assert_int_equal(pipe(fd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        MpErr ce;
+        MpAtomicFile af;
+        if (mp_outdir_claim(dir, cmd, MP_OUTDIR_CONTINUE, &ce) != MP_OK || mp_atomic_open(&af, p, &ce) != MP_OK) _exit(1);
+        fputs("half", af.f);
+        fflush(af.f);
+        if (write(fd[1], af.tmp, strlen(af.tmp) + 1) < 0) _exit(1);
+        _exit(0); /* (no abort, no release: killed) */
+    }
+    close(fd[1]);
+    ssize_t n = read(fd[0], tmp, cap - 1);
+    close(fd[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0 && n > 0);
+    tmp[n] = '\0';
+}
+
 /* Issue 31: --force removes only what a run of ours wrote (the marker lists it); a file
  * someone else put into the folder refuses the whole clearing, nothing removed (before: every
  * file but the marker went, notes.txt included). A killed run's temporaries go when the run is
@@ -318,9 +347,10 @@ static void test_outdir_force_only_ours(void **state) {
     assert_int_equal(mp_outdir_clear(dir, &e), MP_ERR);
     assert_true(mp_file_exists(q) && mp_file_exists(p));
     remove(q);
-    /* a killed run's temporary (NAME.tmp.PID) is removed by the run that continues the folder */
-    snprintf(q, sizeof q, "%s/scores.npy.tmp.12345", dir);
-    mp_test_write_file(q, "half", 4);
+    /* a killed run's temporary (NAME.tmp.PID, listed in the marker before it was made) is removed
+     * by the run that continues the folder */
+    killed_run_temp(dir, "theory", "scores.npy", q, sizeof q);
+    assert_true(mp_file_exists(q));
     assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_CONTINUE, &e), MP_OK);
     assert_false(mp_file_exists(q));
     assert_true(mp_file_exists(p));
@@ -372,6 +402,213 @@ static void test_outdir_lock(void **state) {
     assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK); /* its lock went with it */
     mp_outdir_release(dir);
     close(go[0]), close(go[1]), close(done[0]), close(done[1]);
+}
+
+/* Issue 40 class 1: temporaries are known by the marker of the run that made them, never by their
+ * name alone. A folder whose entries are all named like temporaries (photos.old.2023/,
+ * draft.tmp.1) counted as empty: a claim deleted them (folders recursively) and went on; --force
+ * deleted a user's notes.tmp.5 in a folder of ours. */
+static void test_outdir_temps_by_marker(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256], a[512], b[512], q[512];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/photos", d);
+    snprintf(a, sizeof a, "%s/photos.old.2023/a.jpg", dir);
+    snprintf(b, sizeof b, "%s/draft.tmp.1", dir);
+    snprintf(q, sizeof q, "%s/photos.old.2023", dir);
+    assert_int_equal(mp_mkdir_p(q, &e), MP_OK);
+    mp_test_write_file(a, "jpg", 3);
+    mp_test_write_file(b, "draft", 5);
+    const MpOutdirMode modes[3] = {MP_OUTDIR_NEW, MP_OUTDIR_FORCE, MP_OUTDIR_CONTINUE};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(mp_outdir_claim(dir, "theory", modes[k], &e), MP_ERR);
+        assert_non_null(strstr(e.msg, "not empty and holds no maskpos run"));
+        assert_true(mp_file_exists(a) && mp_file_exists(b));
+    }
+    /* an explicit --resume takes an unmarked folder at its word: nothing in it is removed */
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_RESUME, &e), MP_OK);
+    mp_outdir_release(dir);
+    assert_true(mp_file_exists(a) && mp_file_exists(b));
+    /* a folder of ours with a file of yours named like a temporary: --force refuses, nothing goes;
+     * a run that continues the folder leaves it */
+    snprintf(dir, sizeof dir, "%s/ours", d);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_NEW, &e), MP_OK);
+    snprintf(a, sizeof a, "%s/meta.json", dir);
+    assert_int_equal(mp_file_write_atomic(a, "{}", 2, &e), MP_OK);
+    mp_outdir_release(dir);
+    snprintf(b, sizeof b, "%s/notes.tmp.5", dir);
+    mp_test_write_file(b, "mine", 4);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_FORCE, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "notes.tmp.5"));
+    assert_true(mp_file_exists(a) && mp_file_exists(b));
+    assert_int_equal(mp_outdir_clear(dir, &e), MP_ERR);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_CONTINUE, &e), MP_OK);
+    mp_outdir_release(dir);
+    assert_true(mp_file_exists(a) && mp_file_exists(b));
+    remove(b);
+    /* a temporary the marker lists (a killed run's) is ours: a folder holding only that and the
+     * marker is empty, and the next run removes it */
+    snprintf(dir, sizeof dir, "%s/killed", d);
+    assert_int_equal(mp_mkdir_p(dir, &e), MP_OK);
+    killed_run_temp(dir, "simulate", "scores.npy", q, sizeof q);
+    assert_true(mp_file_exists(q));
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_NEW, &e), MP_OK);
+    assert_false(mp_file_exists(q));
+    mp_outdir_release(dir);
+}
+
+/* Issue 40 class 2: --out through a symbolic link (or link/) is the folder it names. --force
+ * removed nothing there (nftw does not follow the link), the old run's files stayed beside the
+ * new ones, the marker forgot them, and the next --force was refused. */
+static void test_outdir_through_symlink(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char real[256], link[256], link_slash[256], p[512], q[512];
+    MpErr e;
+    snprintf(real, sizeof real, "%s/real", d);
+    snprintf(link, sizeof link, "%s/link", d);
+    snprintf(link_slash, sizeof link_slash, "%s/link/", d);
+    assert_int_equal(mp_outdir_claim(real, "probe", MP_OUTDIR_NEW, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/scores_heads.npy", real);
+    assert_int_equal(mp_file_write_atomic(p, "x", 1, &e), MP_OK);
+    mp_outdir_release(real);
+    assert_int_equal(symlink("real", link), 0);
+    const char *via[2] = {link, link_slash};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(mp_outdir_claim(via[k], "probe", MP_OUTDIR_FORCE, &e), MP_OK);
+        assert_false(mp_file_exists(p)); /* the old run's file went */
+        snprintf(q, sizeof q, "%s/scores.npy", via[k]); /* written through the link: listed */
+        assert_int_equal(mp_file_write_atomic(q, "y", 1, &e), MP_OK);
+        /* the same folder by its own name, in the same thread: the same claim */
+        assert_int_equal(mp_outdir_claim(real, "probe", MP_OUTDIR_RESUME, &e), MP_OK);
+        mp_outdir_release(real);
+        mp_outdir_release(via[k]);
+        snprintf(p, sizeof p, "%s/scores.npy", real);
+        assert_true(mp_file_exists(p));
+    }
+    assert_int_equal(mp_outdir_claim(real, "probe", MP_OUTDIR_FORCE, &e), MP_OK); /* the marker knew it */
+    assert_false(mp_file_exists(p));
+    mp_outdir_release(real);
+}
+
+/* A folder's run key (mp_outdir_key): a run that continues a folder holding another run's outputs
+ * is refused, nothing removed; an empty or replaced folder takes any key; a marker without one
+ * (older maskpos) is taken at its word. */
+static void test_outdir_key(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256], p[512];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/run", d);
+    snprintf(p, sizeof p, "%s/log.csv", dir);
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_NEW, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "aaaa", &e), MP_OK);
+    assert_int_equal(mp_file_write_atomic(p, "1\n", 2, &e), MP_OK);
+    mp_outdir_release(dir);
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_RESUME, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "bbbb", &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "another 'train' run (its key aaaa, this run's bbbb)"));
+    assert_int_equal(mp_outdir_key(dir, "aaaa", &e), MP_OK); /* the same run: continued */
+    mp_outdir_release(dir);
+    assert_true(mp_file_exists(p));
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_FORCE, &e), MP_OK); /* replaced: any key */
+    assert_int_equal(mp_outdir_key(dir, "bbbb", &e), MP_OK);
+    mp_outdir_release(dir);
+    char m[512];
+    snprintf(m, sizeof m, "%s/%s", dir, MP_OUTDIR_MARKER);
+    mp_test_write_file(p, "1\n", 2);
+    mp_test_write_file(m, "train\nlog.csv\n", 14); /* an older marker: no key */
+    assert_int_equal(mp_outdir_claim(dir, "train", MP_OUTDIR_RESUME, &e), MP_OK);
+    assert_int_equal(mp_outdir_key(dir, "cccc", &e), MP_OK);
+    mp_outdir_release(dir);
+}
+
+/* A claim by thread 2 while thread 1 holds the folder (two Python threads saving into one folder). */
+typedef struct ClaimArg {
+    const char *dir;
+    int rc;
+    char msg[1024];
+} ClaimArg;
+
+static void *claim_thread(void *arg) {
+    ClaimArg *c = arg;
+    MpErr e;
+    c->rc = mp_outdir_claim(c->dir, "probe", MP_OUTDIR_NEW, &e);
+    snprintf(c->msg, sizeof c->msg, "%s", c->rc == MP_OK ? "" : e.msg);
+    if (c->rc == MP_OK) mp_outdir_release(c->dir);
+    return NULL;
+}
+
+/* One run per folder, also between the threads of one process: the second thread was given the
+ * first one's claim (both wrote into the folder). */
+static void test_outdir_threads(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char dir[256];
+    MpErr e;
+    snprintf(dir, sizeof dir, "%s/shared", d);
+    assert_int_equal(mp_outdir_claim(dir, "probe", MP_OUTDIR_NEW, &e), MP_OK);
+    ClaimArg c = {.dir = dir};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, claim_thread, &c), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(c.rc, MP_ERR);
+    assert_non_null(strstr(c.msg, "another maskpos run is writing into this folder"));
+    mp_outdir_release(dir); /* (the claiming thread ends it: now another thread may claim it) */
+    assert_int_equal(pthread_create(&t, NULL, claim_thread, &c), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_int_equal(c.rc, MP_OK);
+}
+
+/* Issue 40 class 7: only a regular file is ever replaced by an output file, --force or not:
+ * `view ... -o /dev/full --force` renamed an HTML file over the machine's /dev/full. Tried on a
+ * FIFO, a symbolic link to /dev/null and (as root) a device node made here with the numbers of
+ * /dev/null: even a broken claim could only ever replace that node, in this test's folder. */
+static void test_outfile_only_regular(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char fifo[256], link[256], dev[256], file[256];
+    MpErr e;
+    snprintf(fifo, sizeof fifo, "%s/fifo.html", d);
+    snprintf(link, sizeof link, "%s/null.html", d);
+    snprintf(dev, sizeof dev, "%s/dev.html", d);
+    snprintf(file, sizeof file, "%s/file.html", d);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(symlink("/dev/null", link), 0);
+    const int root = geteuid() == 0 && mknod(dev, S_IFCHR | 0600, makedev(1, 3)) == 0;
+    if (!root) print_message("not root: the device-node case is left out (the FIFO and the link are tried)\n");
+    const char *paths[3] = {fifo, link, dev};
+    const mode_t kinds[3] = {S_IFIFO, S_IFLNK, S_IFCHR};
+    for (int k = 0; k < 2 + root; k++) {
+        for (int force = 0; force < 2; force++) {
+            assert_int_equal(mp_outfile_claim(paths[k], force, &e), MP_ERR);
+            assert_non_null(strstr(e.msg, "not a regular file"));
+        }
+        assert_int_equal(mp_file_write_atomic(paths[k], "<html>", 6, &e), MP_ERR); /* the last guard */
+        assert_non_null(strstr(e.msg, "not replaced"));
+        struct stat st;
+        assert_int_equal(lstat(paths[k], &st), 0);
+        assert_int_equal(st.st_mode & S_IFMT, kinds[k]);
+    }
+    mp_test_write_file(file, "old", 3); /* a regular file: replaced with force */
+    assert_int_equal(mp_outfile_claim(file, 0, &e), MP_ERR);
+    assert_int_equal(mp_outfile_claim(file, 1, &e), MP_OK);
+    assert_int_equal(mp_file_write_atomic(file, "new", 3, &e), MP_OK);
+    /* a folder of ours: a listed file that became a FIFO refuses --force, nothing removed */
+    char dir[256], p[512], f2[512];
+    snprintf(dir, sizeof dir, "%s/run", d);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_NEW, &e), MP_OK);
+    snprintf(p, sizeof p, "%s/scores.npy", dir);
+    snprintf(f2, sizeof f2, "%s/meta.json", dir);
+    assert_int_equal(mp_file_write_atomic(p, "x", 1, &e), MP_OK);
+    assert_int_equal(mp_file_write_atomic(f2, "{}", 2, &e), MP_OK);
+    mp_outdir_release(dir);
+    assert_int_equal(remove(p), 0);
+    assert_int_equal(mkfifo(p, 0600), 0);
+    assert_int_equal(mp_outdir_claim(dir, "theory", MP_OUTDIR_FORCE, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "scores.npy"));
+    assert_true(mp_file_exists(f2));
 }
 
 /* Atomic writes: the data is fsynced before the rename and the folder after it (a power loss
@@ -480,6 +717,9 @@ int main(void) {
         cmocka_unit_test(test_grow_or_die),
         cmocka_unit_test(test_outdir_force_only_ours), cmocka_unit_test(test_outdir_lock),
         cmocka_unit_test(test_atomic_write_fsyncs),  cmocka_unit_test(test_hash64_bits),
+        cmocka_unit_test(test_outdir_temps_by_marker), cmocka_unit_test(test_outdir_through_symlink),
+        cmocka_unit_test(test_outdir_threads),       cmocka_unit_test(test_outfile_only_regular),
+        cmocka_unit_test(test_outdir_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

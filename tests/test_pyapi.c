@@ -27,10 +27,11 @@ static void run_pytest(const char *dir, const char *modules) {
     *strrchr(build, '/') = '\0';
     char preload[4200];
     mp_test_python_preload(preload, sizeof preload);
+    const char *tmp = mp_test_tmpdir(); /* pytest's tmp_path and Python's tempfile: removed with it */
     int rc = mp_test_shell(out, sizeof out,
-                           "cd %s && %s MASKPOS_LIB=%s/libmaskpos.so MASKPOS_BIN=%s PYTHONDONTWRITEBYTECODE=1 "
-                           "/usr/bin/python3 -m pytest -q -p no:cacheprovider python/%s",
-                           MP_SOURCE_DIR, preload, build, MP_TEST_BIN, dir);
+                           "cd %s && %s MASKPOS_LIB=%s/libmaskpos.so MASKPOS_BIN=%s PYTHONDONTWRITEBYTECODE=1 TMPDIR=%s "
+                           "/usr/bin/python3 -m pytest -q -p no:cacheprovider --basetemp=%s/pytest python/%s",
+                           MP_SOURCE_DIR, preload, build, MP_TEST_BIN, tmp, tmp, dir);
     const char *tail = strlen(out) > 6000 ? out + strlen(out) - 6000 : out;
     if (rc != 0) fail_msg("pytest python/%s failed (status %d):\n%s", dir, rc, tail);
     /* pytest's summary line, e.g. "17 passed in 12.3s": nothing skipped, something passed */

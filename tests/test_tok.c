@@ -435,7 +435,7 @@ static json_t *added_tok(int id, const char *content, int special, int lstrip, i
 static const char *tiny_tokenizer(void) {
     static char path[300];
     if (path[0]) return path;
-    snprintf(path, sizeof path, "%s/tiny.json", mp_test_tmpdir());
+    snprintf(path, sizeof path, "%s/tiny.json", mp_test_tmpdir_shared());
     json_t *root = json_pack("{s:{s:s, s:b, s:b}, s:o}", "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0,
                              "use_regex", 1, "model", synth_model(0));
     assert_non_null(root);

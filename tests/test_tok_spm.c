@@ -221,7 +221,7 @@ static void write_llama2_vocab(const char *path, int extras) {
 static const char *llama2_gguf(void) {
     static char path[300];
     if (!path[0]) {
-        snprintf(path, sizeof path, "%s/llama2-vocab.gguf", mp_test_tmpdir());
+        snprintf(path, sizeof path, "%s/llama2-vocab.gguf", mp_test_tmpdir_shared());
         write_llama2_vocab(path, 0);
     }
     return path;
@@ -235,7 +235,7 @@ static const char *llama2_gguf(void) {
 static const char *llama2_typed_gguf(void) {
     static char path[300];
     if (!path[0]) {
-        snprintf(path, sizeof path, "%s/llama2-typed.gguf", mp_test_tmpdir());
+        snprintf(path, sizeof path, "%s/llama2-typed.gguf", mp_test_tmpdir_shared());
         write_llama2_vocab(path, 1);
     }
     return path;

@@ -95,7 +95,7 @@ static const char *real_corpus(size_t *bytes) {
     struct stat st;
     if (stat("/usr/share/games/fortunes/computers", &st) != 0)
         fail_msg("test corpus missing: install the Debian package 'fortunes' (scripts/setup.sh)");
-    snprintf(path, sizeof path, "%s/corpus.txt", mp_test_tmpdir());
+    snprintf(path, sizeof path, "%s/corpus.txt", mp_test_tmpdir_shared());
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     static const char *const skip[] = {".dat", ".u8", NULL};

@@ -94,7 +94,9 @@ static void test_probe_heads_and_text_in_browser(void **state) {
 }
 
 /* Issue 31: hostile strings in the folder name (the label), meta.json, --title and the token
- * text: none runs as script in Chromium, each is shown as text (tests/browser/check_hostile.js). */
+ * text: none runs as script in Chromium, each is shown as text (tests/browser/check_hostile.js).
+ * Issue 40: with "<!--<script>" in them the page never left "loading the maps…" (no code ran: the
+ * JSON's '<' was not escaped), as with main at adce9dc. */
 static void test_hostile_strings_in_browser(void **state) {
     (void)state;
     need_browser();
@@ -107,14 +109,15 @@ static void test_hostile_strings_in_browser(void **state) {
     assert_non_null(f);
     for (int k = 0; k < 20; k++) fputs(text, f);
     fclose(f);
-    snprintf(run, sizeof run, "%s/<img src=x onerror=alert(1)>", d);
+    snprintf(run, sizeof run, "%s/<!--<script><img src=x onerror=alert(1)>", d); /* (issue 40: "<!--<script>" left the
+                                                                                  * page "loading the maps…") */
     assert_int_equal(mp_test_run(out, sizeof out, "probe %s/models/rope --data '%s' --pack --n 2 --seq 64 --quiet --out '%s'",
                                  MP_SOURCE_DIR, data, run), 0);
-    snprintf(cmd, sizeof cmd, "sed -i 's|\"model\": \"[^\"]*\"|\"model\": \"<\\\\/script><script>window.__pwned=3<\\\\/script>\"|' '%s/meta.json' && grep -c pwned=3 '%s/meta.json'",
+    snprintf(cmd, sizeof cmd, "sed -i 's|\"model\": \"[^\"]*\"|\"model\": \"<!--<script><\\\\/script><script>window.__pwned=3<\\\\/script>\"|' '%s/meta.json' && grep -c pwned=3 '%s/meta.json'",
              run, run);
     assert_int_equal(mp_test_shell(out, sizeof out, "%s", cmd), 0);
     snprintf(page, sizeof page, "%s/hostile.html", d);
-    assert_int_equal(mp_test_run(out, sizeof out, "view '%s' --title '</title><script>window.__pwned=5</script>' -o %s", run,
+    assert_int_equal(mp_test_run(out, sizeof out, "view '%s' --title '<!--<script></title><script>window.__pwned=5</script>' -o %s", run,
                                  page), 0);
     assert_null(strstr(out, "text not shown"));
     int rc = mp_test_shell(out, sizeof out, "cd %s/tests/browser && node check_hostile.js %s 'onerror=alert(1)'",

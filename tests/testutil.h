@@ -1,7 +1,8 @@
 /* testutil.h — helpers shared by the cmocka test programs (header-only, static functions).
  *
  * Provides: mp_test_shell() to run a shell command and capture its output and exit status, and
- * mp_test_run() to run the maskpos binary under test (MP_TEST_BIN, set by the Makefile) likewise; mp_test_tmpdir() for a fresh scratch directory;
+ * mp_test_run() to run the maskpos binary under test (MP_TEST_BIN, set by the Makefile) likewise; mp_test_tmpdir() for a fresh scratch directory
+ * (removed when its test passes, kept and named when it fails);
  * mp_test_write_file() to write fixture bytes; mp_test_max_abs_diff() for map comparisons.
  */
 #ifndef MP_TESTUTIL_H
@@ -18,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,16 +87,138 @@ static int mp_test_run(char *out, size_t cap, const char *fmt, ...) {
     return mp_test_shell(out, cap, "%s %s", MP_TEST_BIN, args);
 }
 
-/* Creates a fresh directory /tmp/maskpos-test-XXXXXX; returns a static buffer per call slot. */
-static const char *mp_test_tmpdir(void) __attribute__((unused));
-static const char *mp_test_tmpdir(void) {
-    static char slots[8][64];
+/* ---------------------------------------------------------------- scratch folders
+ * mp_test_tmpdir() makes a fresh $TMPDIR/maskpos-test-XXXXXX (TMPDIR unset: /tmp) that belongs to
+ * the test running (or, made outside any test, as the fixtures of a group setup are, to the
+ * program). A test's folders are removed when it ends passed or skipped; when it fails (an
+ * assertion, a signal) they are kept and their paths printed. The program's own folders go at
+ * exit when no test failed, else they are kept and printed too. Every test program has this by
+ * including this header: cmocka_unit_test(f) runs f between the two hooks below (f gets its state
+ * as before: the tests use none). issue 40: a suite left ~450 folders (up to 406 MB each) behind. */
+typedef struct MpTestCase {
+    CMUnitTestFunction f;
+} MpTestCase;
+
+typedef struct MpTestScratch {
+    char **dirs;      /* folders made and not yet removed or kept */
+    int n, cap;
+    int mark;         /* dirs[mark..n) belong to the running test; -1 outside a test */
+    int finished;     /* the running test's function returned */
+    int skipping;     /* it called skip() */
+    int failed;       /* a test of this program failed */
+    pid_t pid;        /* the process that made them (a forked child never removes them) */
+} MpTestScratch;
+
+static MpTestScratch mp_test_scratch = {.mark = -1};
+
+static int mp_test_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) __attribute__((unused));
+static int mp_test_rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)ftw;
+    if (flag == FTW_D) chmod(p, 0700); /* (pre-order pass: a folder a test made read-only) */
+    else if (flag == FTW_DP) rmdir(p);
+    else unlink(p);
+    return 0;
+}
+
+/* Removes dir whole (a read-only folder inside too; other file systems mounted inside are left);
+ * 0 when nothing is left. */
+static int mp_test_rm_tree(const char *dir) __attribute__((unused));
+static int mp_test_rm_tree(const char *dir) {
+    nftw(dir, mp_test_rm_one, 16, FTW_PHYS | FTW_MOUNT);
+    nftw(dir, mp_test_rm_one, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+    struct stat st;
+    return lstat(dir, &st) == 0 ? -1 : 0;
+}
+
+/* Removes (keep 0) or keeps and prints (keep 1) the folders dirs[from..n), and forgets them. */
+static void mp_test_scratch_end(int from, int keep, const char *whose) __attribute__((unused));
+static void mp_test_scratch_end(int from, int keep, const char *whose) {
+    MpTestScratch *s = &mp_test_scratch;
+    for (int i = from; i < s->n; i++) {
+        if (keep) fprintf(stderr, "kept for a look (%s failed): %s\n", whose, s->dirs[i]);
+        else if (mp_test_rm_tree(s->dirs[i]) != 0) fprintf(stderr, "could not remove all of %s\n", s->dirs[i]);
+        free(s->dirs[i]);
+    }
+    s->n = from;
+}
+
+static void mp_test_scratch_atexit(void) {
+    if (getpid() == mp_test_scratch.pid) mp_test_scratch_end(0, mp_test_scratch.failed, "a test of this program");
+}
+
+static int mp_test_pre(void **state) __attribute__((unused));
+static int mp_test_pre(void **state) {
+    (void)state;
+    mp_test_scratch.mark = mp_test_scratch.n;
+    mp_test_scratch.finished = mp_test_scratch.skipping = 0;
+    return 0;
+}
+
+static void mp_test_body(void **state) __attribute__((unused));
+static void mp_test_body(void **state) {
+    ((const MpTestCase *)*state)->f(state);
+    mp_test_scratch.finished = 1;
+}
+
+static int mp_test_post(void **state) __attribute__((unused));
+static int mp_test_post(void **state) {
+    (void)state;
+    const int failed = !mp_test_scratch.finished && !mp_test_scratch.skipping;
+    mp_test_scratch.failed |= failed;
+    mp_test_scratch_end(mp_test_scratch.mark, failed, "this test");
+    mp_test_scratch.mark = -1;
+    return 0;
+}
+
+#undef cmocka_unit_test
+#define cmocka_unit_test(fn) {#fn, mp_test_body, mp_test_pre, mp_test_post, (void *)&(MpTestCase){fn}}
+#undef skip
+#define skip() (mp_test_scratch.skipping = 1, _skip(__FILE__, __LINE__))
+
+/* The folder scratch files go under: $TMPDIR, else /tmp. */
+static const char *mp_test_tmp_root(void) __attribute__((unused));
+static const char *mp_test_tmp_root(void) {
+    const char *t = getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+/* A fresh $TMPDIR/maskpos-test-XXXXXX, the test's (shared 0) or the program's (1); a static buffer
+ * per call slot. */
+static const char *mp_test_tmpdir_of(int shared) __attribute__((unused));
+static const char *mp_test_tmpdir_of(int shared) {
+    static char slots[8][512];
     static int next = 0;
+    MpTestScratch *s = &mp_test_scratch;
     char *d = slots[next++ % 8];
-    snprintf(d, 64, "/tmp/maskpos-test-XXXXXX");
-    if (!mkdtemp(d)) fail_msg("mkdtemp failed");
+    snprintf(d, 512, "%s/maskpos-test-XXXXXX", mp_test_tmp_root());
+    if (!mkdtemp(d)) fail_msg("mkdtemp %s failed", d);
+    if (s->pid != getpid()) { /* the first folder of this process */
+        s->pid = getpid();
+        s->n = 0;
+        atexit(mp_test_scratch_atexit);
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->dirs = realloc(s->dirs, (size_t)s->cap * sizeof *s->dirs);
+        if (!s->dirs) fail_msg("out of memory");
+    }
+    int at = s->n++;
+    if (shared && s->mark >= 0) { /* below the running test's own: it outlives the test */
+        memmove(s->dirs + s->mark + 1, s->dirs + s->mark, (size_t)(s->n - 1 - s->mark) * sizeof *s->dirs);
+        at = s->mark++;
+    }
+    s->dirs[at] = strdup(d);
     return d;
 }
+
+/* A fresh folder for the running test (see above: removed when it passes, kept when it fails). */
+static const char *mp_test_tmpdir(void) __attribute__((unused));
+static const char *mp_test_tmpdir(void) { return mp_test_tmpdir_of(0); }
+
+/* A fresh folder for fixtures several tests share (made once by the first that needs them, and
+ * cached): the program's, removed at exit when no test failed. */
+static const char *mp_test_tmpdir_shared(void) __attribute__((unused));
+static const char *mp_test_tmpdir_shared(void) { return mp_test_tmpdir_of(1); }
 
 /* The whole file as a NUL-terminated string (NULL when unreadable); the caller frees it. */
 static char *mp_test_read_text(const char *path) __attribute__((unused));

@@ -99,7 +99,10 @@ class _Config:
             for key, value in settings.items():
                 if value is None:
                     continue
-                if _lib.lib.maskpos_config_set(self.handle, key.encode(), _word(value).encode()) != _lib.OK:
+                word = _word(value)
+                if "\0" in word:  # (C would read the setting up to there: tokens='tok.npy\0x' read tok.npy)
+                    raise _lib.nul_error(key, value)
+                if _lib.lib.maskpos_config_set(self.handle, key.encode(), word.encode()) != _lib.OK:
                     raise self.error()
         except BaseException:
             self.close()
@@ -138,8 +141,11 @@ class _Progress:
         try:
             if self.show:
                 self._draw(done, total)
-        except Exception:  # a broken display must not break the run
+        except Exception as e:  # a broken display must not break the run, nor fail unseen
             self.show = False
+            import warnings
+            warnings.warn("maskpos %s: the progress display failed (%s: %s); the run goes on without it" % (
+                self.label, type(e).__name__, e), RuntimeWarning)
         return 1 if self.stop else 0
 
     def _draw(self, done, total):
@@ -438,9 +444,13 @@ class Model:
 def _layers_word(layers):
     if layers is None or isinstance(layers, str):
         return layers
-    if isinstance(layers, int):
-        return str(layers)
-    return ",".join(str(int(x)) for x in layers)
+    out = []
+    for x in [layers] if isinstance(layers, (int, _np.integer)) else list(layers):
+        try:  # (int(1.5) probed layer 1)
+            out.append(str(_lib.whole(x, "layer", 1)))
+        except Error:
+            raise Error("layers=%r: %r is not a layer number (a whole number from 1)" % (layers, x)) from None
+    return ",".join(out)
 
 
 # The probe's settings by keyword (the library's option table, "-" as "_").
@@ -573,6 +583,8 @@ def tokenize(model, text, special=True):
     model: a Model, a model folder with tokenizer.json, a tokenizer.json or a .gguf.
     special: add BOS/EOS as the tokenizer's config says (HF add_special_tokens).
     Returns an int32 array [T]."""
+    if not isinstance(text, (str, bytes, bytearray, memoryview)):  # (bytes(5) is five NUL bytes)
+        raise Error("text: a str (or bytes) is needed, not %s" % type(text).__name__)
     data = text.encode("utf-8", "replace") if isinstance(text, str) else bytes(text)
     ptr, n = _ctypes.POINTER(_ctypes.c_int32)(), _ctypes.c_int64()
     if _lib.lib.maskpos_tokenize(_os.fsencode(_path_of(model)), data, len(data), 1 if special else 0,
@@ -646,7 +658,10 @@ def generate(model, n=1, length=64, temperature=1.0, greedy=False, top_k=0, top_
                 raise Error("prompt=%r gives no token" % prompt)
         elif prompt is not None:
             p = _ids_1d(prompt, "prompt")
-        ids = _np.empty((int(n), int(length)) if n > 0 and length > 0 else (0,), dtype=_np.int32)
+            if not p.size:
+                raise Error("prompt=%r: no token ids (None: start from the model's BOS)" % (prompt,))
+        n, length = _lib.whole(n, "n", -2 ** 63, 2 ** 63 - 1), _lib.whole(length, "length")  # (before the array)
+        ids = _np.empty((n, length) if n > 0 and length > 0 else (0,), dtype=_np.int32)
         nll = _ctypes.c_double()
         if _lib.lib.maskpos_generate(m._handle, int(n), int(length), float(temperature), int(top_k), float(top_p),
                                      int(seed), p.ctypes.data if p is not None else None,
@@ -676,7 +691,8 @@ def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=
     a = _np.ascontiguousarray(a)
     sel = None
     if layers is not None:
-        sel = _np.ascontiguousarray([layers] if isinstance(layers, int) else list(layers), dtype=_np.intc)
+        sel = _np.ascontiguousarray([_lib.whole(x, "layers") for x in ([layers] if isinstance(layers, int) else list(layers))],
+                                    dtype=_np.intc)
     enc = lambda v: v.encode() if v is not None else None  # noqa: E731
     rc = _lib.lib.maskpos_plot(_os.fsencode(path), a.ctypes.data, a.shape[0], a.shape[1],
                                sel.ctypes.data if sel is not None and sel.size else None,

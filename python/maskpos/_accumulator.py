@@ -21,7 +21,7 @@ Tests: python/tests_torch/test_accumulator.py.
 """
 import ctypes
 import json
-import os
+import threading
 
 import numpy as np
 
@@ -40,28 +40,27 @@ class _Options(ctypes.Structure):
 
 _P = ctypes.c_void_p
 _SIGNATURES = {
+    "maskpos_acc_check": (ctypes.c_int, [ctypes.POINTER(_Options)]),
     "maskpos_acc_new": (ctypes.c_int, [ctypes.POINTER(_Options), ctypes.POINTER(_P)]),
     "maskpos_acc_free": (None, [_P]),
     "maskpos_acc_options": (ctypes.c_int, [_P, ctypes.POINTER(_Options)]),
-    "maskpos_acc_count": (ctypes.c_int64, [_P, ctypes.c_int]),
-    "maskpos_acc_set_meta": (ctypes.c_int, [_P, ctypes.c_char_p]),
-    "maskpos_acc_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P]),
+    "maskpos_acc_count": (ctypes.c_int64, [_P, ctypes.c_int], "acc layer"),
+    "maskpos_acc_set_meta": (ctypes.c_int, [_P, ctypes.c_char_p], "acc meta"),
+    "maskpos_acc_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P], "acc layer batch dtype"),
     "maskpos_acc_add_sums": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
-                                            ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_P)]),
+                                            ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_P)], "acc layer count len(sums)"),
     "maskpos_acc_merge": (ctypes.c_int, [_P, _P]),
     "maskpos_acc_state_narrays": (ctypes.c_int, [_P]),
     "maskpos_acc_state_array": (ctypes.POINTER(ctypes.c_double), [_P, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
-                                                                  ctypes.POINTER(ctypes.c_int64)]),
+                                                                  ctypes.POINTER(ctypes.c_int64)], "acc i"),
     "maskpos_acc_set_counts": (ctypes.c_int, [_P, ctypes.POINTER(ctypes.c_int64)]),
-    "maskpos_acc_save_state": (ctypes.c_int, [_P, ctypes.c_char_p]),
-    "maskpos_acc_load_state": (ctypes.c_int, [_P, ctypes.c_char_p]),
+    "maskpos_acc_save_state": (ctypes.c_int, [_P, ctypes.c_char_p], "acc path"),
+    "maskpos_acc_load_state": (ctypes.c_int, [_P, ctypes.c_char_p], "acc path"),
     "maskpos_acc_result": (ctypes.c_int, [_P, ctypes.POINTER(_P)]),
-    "maskpos_model_scores": (ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, _P]),
+    "maskpos_model_scores": (ctypes.c_int, [_P, _P, ctypes.c_int, ctypes.c_int, ctypes.c_int, _P],
+                             "model ids len(ids) n_layers bidirectional"),
 }
-for _name, (_res, _args) in _SIGNATURES.items():
-    _f = getattr(_lib.lib, _name)
-    _f.restype = _res
-    _f.argtypes = _args
+_lib.declare(_SIGNATURES)
 
 
 def _error():
@@ -78,12 +77,11 @@ def _windows(window, n_layers):
     from . import Error
     if window is None:
         return [0] * n_layers
-    if isinstance(window, (int, np.integer)):
-        return [int(window)] * n_layers
-    w = [0 if v is None else int(v) for v in window]
-    if len(w) != n_layers:
-        raise Error("accumulator: window has %d entries for %d layers" % (len(w), n_layers))
-    return w
+    if not isinstance(window, (list, tuple, np.ndarray)):
+        return [_lib.whole(window, "window", 0)] * n_layers
+    if len(window) != n_layers:
+        raise Error("accumulator: window has %d entries for %d layers" % (len(window), n_layers))
+    return [0 if v is None else _lib.whole(v, "window[%d]" % i, 0) for i, v in enumerate(window)]
 
 
 class Accumulator:
@@ -107,17 +105,28 @@ class Accumulator:
     def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
                  recency=False, first=0, layer_ids=None, meta=None, heads_f64=False, stats=None):
         self._h = None
-        w = _windows(window, int(n_layers))
-        ids = list(range(1, int(n_layers) + 1)) if layer_ids is None else [int(x) for x in layer_ids]
-        if len(ids) != int(n_layers):
-            from . import Error
-            raise Error("accumulator: layer_ids has %d entries for %d layers" % (len(ids), n_layers))
-        self._wbuf = (ctypes.c_int * len(w))(*w)
-        self._ibuf = (ctypes.c_int * len(ids))(*ids)
+        # one lock per accumulator around every call into C: add() from several threads (a data
+        # loader's workers) adds every batch once (issue 40: 4 threads lost updates, 1 try in 6)
+        self._lock = threading.RLock()
+        # the sizes as C ints, checked by the library (nothing allocated) before the per-layer lists
+        # are built from them (Accumulator(2**31, 2, 8) built lists until the OOM killer came)
+        L, H, S, first = (_lib.whole(v, k) for v, k in ((n_layers, "n_layers"), (n_heads, "n_heads"), (seq, "seq"),
+                                                        (first, "first")))
+        flags = [1 if f else 0 for f in (per_head, probs, recency, heads_f64)]
         words = stats if isinstance(stats, (str, bytes)) or stats is None else ",".join(str(x) for x in stats)
-        o = _Options(int(n_layers), int(n_heads), int(seq), 1 if causal else 0, self._wbuf, self._ibuf, int(first),
-                     1 if per_head else 0, 1 if probs else 0, 1 if recency else 0, 1 if heads_f64 else 0,
+        o = _Options(L, H, S, 1 if causal else 0, None, None, first, *flags,
                      words.encode() if isinstance(words, str) else words)
+        if _lib.lib.maskpos_acc_check(ctypes.byref(o)) != _lib.OK:
+            raise _error()
+        w = _windows(window, L)
+        if layer_ids is not None and len(layer_ids) != L:
+            from . import Error
+            raise Error("accumulator: layer_ids has %d entries for %d layers" % (len(layer_ids), L))
+        ids = list(range(1, L + 1)) if layer_ids is None else [_lib.whole(x, "layer_ids[%d]" % i)
+                                                              for i, x in enumerate(layer_ids)]
+        self._wbuf = (ctypes.c_int * L)(*w)
+        self._ibuf = (ctypes.c_int * L)(*ids)
+        o.windows, o.layer_ids = self._wbuf, self._ibuf
         h = _P()
         if _lib.lib.maskpos_acc_new(ctypes.byref(o), ctypes.byref(h)) != _lib.OK:
             raise _error()
@@ -126,32 +135,42 @@ class Accumulator:
         if _lib.lib.maskpos_acc_options(h, ctypes.byref(on)) != _lib.OK:
             raise _error()
         names = [x for x in (on.stats or b"").decode().split(",") if x]
-        self.options = dict(n_layers=int(n_layers), n_heads=int(n_heads), seq=int(seq), causal=bool(causal),
-                            window=w, per_head=bool(per_head), probs=bool(on.probs), recency=bool(on.recency),
-                            first=int(first), layer_ids=ids, heads_f64=bool(heads_f64), stats=names)
+        self.options = dict(n_layers=L, n_heads=H, seq=S, causal=bool(causal), window=w, per_head=bool(per_head),
+                            probs=bool(on.probs), recency=bool(on.recency), first=first, layer_ids=ids,
+                            heads_f64=bool(heads_f64), stats=names)
+        if meta is not None and not isinstance(meta, dict):
+            from . import Error
+            raise Error("accumulator: meta must be a dict of keys for meta.json, not %s" % type(meta).__name__)
         self.meta = dict(meta or {})
         if self.meta:
             self._set_meta()
 
     # ------------------------------------------------------------ basics
     def _set_meta(self):
-        if _lib.lib.maskpos_acc_set_meta(self._h, json.dumps(self.meta).encode()) != _lib.OK:
-            raise _error()
+        with self._lock:
+            if _lib.lib.maskpos_acc_set_meta(self._h, json.dumps(self.meta).encode()) != _lib.OK:
+                raise _error()
 
     @property
     def n(self):
         """Sequences every layer has seen."""
-        return int(_lib.lib.maskpos_acc_count(self._h, -1))
+        with self._lock:
+            return int(_lib.lib.maskpos_acc_count(self._h, -1))
 
     @property
     def counts(self):
         """Sequences seen per layer slot."""
-        return [int(_lib.lib.maskpos_acc_count(self._h, l)) for l in range(self.options["n_layers"])]
+        with self._lock:
+            return [int(_lib.lib.maskpos_acc_count(self._h, l)) for l in range(self.options["n_layers"])]
 
     def close(self):
-        if self._h:
-            _lib.lib.maskpos_acc_free(self._h)
-            self._h = None
+        lock = getattr(self, "_lock", None)  # (None: __init__ failed before making it)
+        if lock is None:
+            return
+        with lock:
+            if self._h:
+                _lib.lib.maskpos_acc_free(self._h)
+                self._h = None
 
     def __del__(self):
         self.close()
@@ -225,15 +244,20 @@ class Accumulator:
             if p.dtype != s.dtype:
                 p = p.astype(s.dtype)
         dt = _DT_F32 if s.dtype == np.float32 else _DT_F64
-        rc = _lib.lib.maskpos_acc_add(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
-                                      p.ctypes.data if p is not None else None)
-        if rc != _lib.OK:
-            raise _error()
+        with self._lock:
+            rc = _lib.lib.maskpos_acc_add(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
+                                          p.ctypes.data if p is not None else None)
+            if rc != _lib.OK:
+                raise _error()
 
     def add_sums(self, layer, count, sums):
         """Adds sums computed elsewhere for `count` sequences of one layer: {name: float64 array}
         for every name of state_dict()["arrays"], each that array's slice of this layer."""
         self._check_layer(layer)
+        count = _lib.whole(count, "count", 0, 2 ** 53)
+        if not isinstance(sums, dict):
+            from . import Error
+            raise Error("accumulator: sums must be a dict {name: array}, not %s" % type(sums).__name__)
         names = list(sums)
         keep = [np.ascontiguousarray(np.asarray(sums[k], dtype=np.float64)) for k in names]
         state = self._arrays(copy=False)
@@ -242,38 +266,52 @@ class Accumulator:
             if k in state and a.size != state[k].size // self.options["n_layers"]:
                 raise Error("accumulator: sum '%s' has %d values; one layer holds %d" % (
                     k, a.size, state[k].size // self.options["n_layers"]))
-        cn = (ctypes.c_char_p * len(names))(*[k.encode() for k in names])
+        cn = (ctypes.c_char_p * len(names))(*[_lib.text(k, "sums key") for k in names])
         cp = (_P * len(names))(*[a.ctypes.data for a in keep])
-        if _lib.lib.maskpos_acc_add_sums(self._h, int(layer), int(count), len(names), cn, cp) != _lib.OK:
-            raise _error()
+        with self._lock:
+            if _lib.lib.maskpos_acc_add_sums(self._h, int(layer), count, len(names), cn, cp) != _lib.OK:
+                raise _error()
 
     # ------------------------------------------------------------ combining and state
     def merge(self, other):
         """self += other (same options): the sums added entry by entry, counts per layer. Merging
         in a fixed order gives fixed bits."""
-        if _lib.lib.maskpos_acc_merge(self._h, other._h) != _lib.OK:
-            raise _error()
+        if not isinstance(other, Accumulator):
+            from . import Error
+            raise Error("accumulator merge: another Accumulator is needed, not %s" % type(other).__name__)
+        first, second = sorted((self, other), key=id)  # (one order: a.merge(b) beside b.merge(a) cannot deadlock)
+        with first._lock, second._lock:
+            if _lib.lib.maskpos_acc_merge(self._h, other._h) != _lib.OK:
+                raise _error()
         return self
 
     def _arrays(self, copy=True):
         out = {}
-        for i in range(_lib.lib.maskpos_acc_state_narrays(self._h)):
-            name, n = ctypes.c_char_p(), ctypes.c_int64()
-            ptr = _lib.lib.maskpos_acc_state_array(self._h, i, ctypes.byref(name), ctypes.byref(n))
-            a = np.ctypeslib.as_array(ptr, shape=(n.value,))
-            out[name.value.decode()] = a.copy() if copy else a
+        with self._lock:
+            for i in range(_lib.lib.maskpos_acc_state_narrays(self._h)):
+                name, n = ctypes.c_char_p(), ctypes.c_int64()
+                ptr = _lib.lib.maskpos_acc_state_array(self._h, i, ctypes.byref(name), ctypes.byref(n))
+                a = np.ctypeslib.as_array(ptr, shape=(n.value,))
+                out[name.value.decode()] = a.copy() if copy else a
         return out
 
     def state_dict(self):
         """Everything needed to continue: options, counts per layer, meta and every sum (float64
         copies). Accumulator.from_state(d) rebuilds it; np.savez/torch.save can store it."""
-        return {"options": dict(self.options), "counts": self.counts, "meta": dict(self.meta),
-                "arrays": self._arrays()}
+        with self._lock:  # (counts and sums of the same moment)
+            return {"options": dict(self.options), "counts": self.counts, "meta": dict(self.meta),
+                    "arrays": self._arrays()}
 
     @classmethod
     def from_state(cls, state):
         from . import Error
+        for key in ("options", "counts", "arrays"):
+            if not isinstance(state, dict) or key not in state:
+                raise Error("accumulator state: no %r (a dict from state_dict() is needed)" % key)
         o = dict(state["options"])
+        missing = {"n_layers", "n_heads", "seq"} - set(o)
+        if missing:
+            raise Error("accumulator state: options lack %s" % ", ".join(sorted(missing)))
         acc = cls(meta=state.get("meta"), **o)
         mine = acc._arrays(copy=False)
         given = state["arrays"]
@@ -283,22 +321,32 @@ class Accumulator:
             g = np.asarray(given[k], dtype=np.float64).ravel()
             if g.size != a.size:
                 raise Error("accumulator state: sum '%s' has %d values, expected %d" % (k, g.size, a.size))
+            if not np.isfinite(g).all():  # (as the probe's checkpoint loader: finite scores give finite sums)
+                raise Error("accumulator state: sum '%s' holds NaN or ±Inf at %d" % (k, int(np.argmin(np.isfinite(g)))))
             a[:] = g
-        counts = (ctypes.c_int64 * o["n_layers"])(*[int(c) for c in state["counts"]])
+        if len(state["counts"]) != o["n_layers"]:
+            raise Error("accumulator state: %d counts for %d layers" % (len(state["counts"]), o["n_layers"]))
+        counts = (ctypes.c_int64 * o["n_layers"])(*[_lib.whole(c, "counts[%d]" % i, 0, 2 ** 53)
+                                                     for i, c in enumerate(state["counts"])])
         if _lib.lib.maskpos_acc_set_counts(acc._h, counts) != _lib.OK:
             raise _error()
         return acc
 
+    def __reduce__(self):
+        """pickle, copy.copy and copy.deepcopy: a new accumulator from this one's state_dict()."""
+        return (Accumulator.from_state, (self.state_dict(),))
+
     def save_state(self, path):
         """The state as one file (the probe's checkpoint format: checksum, atomic write)."""
-        if _lib.lib.maskpos_acc_save_state(self._h, os.fsencode(path)) != _lib.OK:
-            raise _error()
+        with self._lock:
+            if _lib.lib.maskpos_acc_save_state(self._h, _lib.text(path, "path")) != _lib.OK:
+                raise _error()
 
     @classmethod
     def load_state(cls, path, **options):
         """A new accumulator made with `options` (the same as the saved one's) holding the file's state."""
         acc = cls(**options)
-        if _lib.lib.maskpos_acc_load_state(acc._h, os.fsencode(path)) != _lib.OK:
+        if _lib.lib.maskpos_acc_load_state(acc._h, _lib.text(path, "path")) != _lib.OK:
             raise _error()
         return acc
 
@@ -318,8 +366,9 @@ class Accumulator:
         if self.meta:
             self._set_meta()
         out = _P()
-        if _lib.lib.maskpos_acc_result(self._h, ctypes.byref(out)) != _lib.OK:
-            raise _error()
+        with self._lock:
+            if _lib.lib.maskpos_acc_result(self._h, ctypes.byref(out)) != _lib.OK:
+                raise _error()
         return Result(out)
 
     def save(self, folder, force=False):
@@ -335,11 +384,15 @@ def model_scores(model, ids, n_layers, bidirectional=False):
     """The pre-softmax scores the C forward pass computes for one sequence ids [S] (what `maskpos
     probe` accumulates): float32 [n_layers, H, S, S], -inf where masked. model: a maskpos.Model."""
     from . import Error
-    ids = np.ascontiguousarray(np.asarray(ids).reshape(-1), dtype=np.int32)
+    ids = np.asarray(ids)
+    if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
+        raise Error("model_scores: ids must be one sequence of token ids [S] (got %s %s)" % (ids.dtype, list(ids.shape)))
+    ids = np.ascontiguousarray(ids, dtype=np.int32)
     if ids.size < 1:
         raise Error("model_scores: no token ids")
-    out = np.empty((int(n_layers), model.heads, ids.size, ids.size), dtype=np.float32)
-    if _lib.lib.maskpos_model_scores(model._handle, ids.ctypes.data, ids.size, int(n_layers),
+    n_layers = _lib.whole(n_layers, "n_layers", 1, model.layers)  # (before the [L, H, S, S] array)
+    out = np.empty((n_layers, model.heads, ids.size, ids.size), dtype=np.float32)
+    if _lib.lib.maskpos_model_scores(model._handle, ids.ctypes.data, ids.size, n_layers,
                                      1 if bidirectional else 0, out.ctypes.data) != _lib.OK:
         raise _error()
     return out

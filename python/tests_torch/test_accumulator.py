@@ -64,7 +64,7 @@ def fill(acc, m, t, L, bidirectional=False, give_probs=False):
 RUN_KEYS = {"model", "model_format", "arch", "max_position_embeddings", "beyond_trained_context", "model_hash",
             "model_hash_of", "tokens", "data_hash", "data_hash_of", "skipped_tokens", "kv_heads", "head_dim", "rope",
             "threads", "mpi_ranks", "compute", "compute_mode", "matmul_kernel", "matmul_bits", "matmul_choice", "device", "source", "scores_are", "weights_hash",
-            "weights_hash_of",
+            "weights_hash_of", "run_key", "run_key_of",
             "attn_softcap"}
 
 

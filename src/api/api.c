@@ -13,6 +13,7 @@
 #include "api/api.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -385,6 +386,16 @@ MASKPOS_API double maskpos_result_stat(const MaskposResult *r, int i, const char
 /* ================================================================ load / save */
 
 /* The .npy files of a run: those meta.json "files" lists, else every *.npy in dir (sorted). */
+/* path (a file of folder dir) read only when it is there, not behind a symbolic link to a place
+ * outside the folder (issue 40: load() read whatever a link in the run folder pointed to). */
+static int api_inside(const char *dir, const char *path, MpErr *e) {
+    char d[PATH_MAX], p[PATH_MAX];
+    if (!realpath(dir, d) || !realpath(path, p)) return MP_OK; /* (missing: the reader names it) */
+    const size_t n = strlen(d);
+    if (!strncmp(p, d, n) && (p[n] == '/' || !strcmp(d, "/"))) return MP_OK;
+    return mp_err_set(e, "%s: a symbolic link to %s, outside the run folder: not read", path, p);
+}
+
 static int api_load_arrays(MaskposResult *r, const char *dir, json_t *files, MpErr *e) {
     const char *names[MP_API_MAX_ARRAYS];
     char *scanned[MP_API_MAX_ARRAYS];
@@ -415,7 +426,8 @@ static int api_load_arrays(MaskposResult *r, const char *dir, json_t *files, MpE
         char path[4096], stem[64];
         MpNpy a;
         snprintf(stem, sizeof stem, "%.*s", (int)(strlen(names[i]) - 4), names[i]);
-        if (mp_path_join(path, sizeof path, dir, names[i], e) != MP_OK || mp_npy_read(path, &a, e) != MP_OK) {
+        if (mp_path_join(path, sizeof path, dir, names[i], e) != MP_OK || api_inside(dir, path, e) != MP_OK ||
+            mp_npy_read(path, &a, e) != MP_OK) {
             rc = MP_ERR;
             break;
         }
@@ -456,6 +468,7 @@ MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out) {
     FILE *f = fopen(path, "rb");
     if (!f) return mp_api_failf("%s: no meta.json: not the folder of a finished maskpos run", dir);
     fclose(f);
+    if (api_inside(dir, path, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     json_t *meta = mp_json_read(path, &e);
     if (!meta) return mp_api_fail(&e, MASKPOS_ERR);
     if (!json_is_object(meta)) {
@@ -478,8 +491,11 @@ MASKPOS_API int maskpos_load(const char *dir, MaskposResult **out) {
 }
 
 int mp_api_result_through_folder(MaskposResult *r, int arrays, MpErr *e) {
-    char tmpl[] = "/tmp/maskpos-api-XXXXXX", marker[4096];
-    if (!mkdtemp(tmpl)) return mp_err_set(e, "%s: cannot create a temporary folder in /tmp", r->kind);
+    char tmpl[4096], marker[4200];
+    const char *root = getenv("TMPDIR");
+    root = root && *root ? root : "/tmp";
+    if (snprintf(tmpl, sizeof tmpl, "%s/maskpos-api-XXXXXX", root) >= (int)sizeof tmpl || !mkdtemp(tmpl))
+        return mp_err_set(e, "%s: cannot create a temporary folder in %s", r->kind, root);
     MaskposResult *l = NULL;
     int rc = mp_outdir_claim(tmpl, r->kind, MP_OUTDIR_NEW, e);
     if (rc == MP_OK) rc = r->write(r, tmpl, e);

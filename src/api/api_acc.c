@@ -84,6 +84,11 @@ static int acc_stats_on(MaskposAcc *c, const MaskposAccOptions *opt, MpErr *e) {
     return MP_OK;
 }
 
+MASKPOS_API int maskpos_acc_check(const MaskposAccOptions *opt) {
+    if (!opt) return mp_api_failf("maskpos_acc_check: NULL argument");
+    return acc_check_options(opt) == MP_OK ? MASKPOS_OK : MASKPOS_ERR;
+}
+
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *opt, MaskposAcc **out) {
     MpErr e;
     if (!opt || !out) return mp_api_failf("maskpos_acc_new: NULL argument");
@@ -266,7 +271,8 @@ MASKPOS_API double *maskpos_acc_state_array(MaskposAcc *c, int i, const char **n
 MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
     if (!c || !counts) return mp_api_failf("maskpos_acc_set_counts: NULL argument");
     for (int l = 0; l < c->o.n_layers; l++)
-        if (counts[l] < 0) return mp_api_failf("accumulator: layer %d: negative count %lld", l, (long long)counts[l]);
+        if (counts[l] < 0 || counts[l] > ((int64_t)1 << 53)) /* (beyond 2^53 a count is no longer exact in a double) */
+            return mp_api_failf("accumulator: layer %d: count %lld is outside [0, 2^53]", l, (long long)counts[l]);
     memcpy(c->n_layer, counts, sizeof(int64_t) * (size_t)c->o.n_layers);
     return MASKPOS_OK;
 }

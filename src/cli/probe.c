@@ -139,6 +139,9 @@ static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int a
     if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
     if (mp_probe_opts_check(c, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     if (!c->out) return mp_cli_error(cmd, "--out DIR is required");
+    if (c->resume && force) /* (issue 40: accepted, and --resume won without a word) */
+        return mp_cli_error(cmd, "--force and --resume contradict each other: --resume continues the folder's run, "
+                                 "--force replaces it; HINT: give one of them");
     c->out_mode = c->resume ? MP_OUTDIR_RESUME : force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW;
     return MP_EXIT_OK;
 }

@@ -89,11 +89,27 @@ int mp_file_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+static MpWriteHook write_hook;
+static int write_no_space; /* sticky: a write of this process found the disk (or its quota, or RLIMIT_FSIZE) full */
+
+void mp_atomic_on_write(MpWriteHook hook) { write_hook = hook; }
+
+int mp_temp_name(char *out, size_t cap, const char *path, const char *kind) {
+    const int n = snprintf(out, cap, "%s.%s.%ld", path, kind, (long)getpid());
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+int mp_temp_path(char *out, size_t cap, const char *path, const char *kind, MpErr *e) {
+    if (mp_temp_name(out, cap, path, kind) != 0) return mp_err_set(e, "%s: path too long", path);
+    if (write_hook) write_hook(out, 1);
+    return MP_OK;
+}
+
 int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e) {
     memset(af, 0, sizeof *af);
     if (strlen(path) >= sizeof af->path) return mp_err_set(e, "%s: path too long", path);
     strcpy(af->path, path);
-    snprintf(af->tmp, sizeof af->tmp, "%s.tmp.%ld", path, (long)getpid());
+    if (mp_temp_path(af->tmp, sizeof af->tmp, path, "tmp", e) != MP_OK) return MP_ERR;
     af->f = fopen(af->tmp, "wb");
     if (!af->f) {
         af->tmp[0] = '\0';
@@ -102,16 +118,21 @@ int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e) {
     return MP_OK;
 }
 
-static MpCommitHook atomic_hook;
-static int write_no_space; /* sticky: a write of this process found the disk (or its quota, or RLIMIT_FSIZE) full */
-
 static void note_no_space(int err) {
     if (err == ENOSPC || err == EDQUOT || err == EFBIG) write_no_space = 1;
 }
 
 int mp_write_no_space(void) { return write_no_space; }
 
-void mp_atomic_on_commit(MpCommitHook hook) { atomic_hook = hook; }
+const char *mp_file_kind(unsigned mode) {
+    return S_ISREG(mode)    ? NULL
+           : S_ISDIR(mode)  ? "a directory"
+           : S_ISLNK(mode)  ? "a symbolic link"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device node"
+                                            : "not a regular file";
+}
 
 int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
     if (!af->f) return mp_err_set(e, "%s: internal: file not open", af->path);
@@ -127,6 +148,13 @@ int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
         af->tmp[0] = '\0';
         return mp_err_set(e, "%s: write failed: %s", af->path, strerror(err));
     }
+    struct stat st; /* (the claims refuse these first: this is the last guard) */
+    const char *what = lstat(af->path, &st) == 0 ? mp_file_kind(st.st_mode) : NULL;
+    if (what) {
+        remove(af->tmp);
+        af->tmp[0] = '\0';
+        return mp_err_set(e, "%s: is %s: not replaced (only a regular file is)", af->path, what);
+    }
     if (rename(af->tmp, af->path) != 0) {
         int err = errno;
         remove(af->tmp);
@@ -134,7 +162,7 @@ int mp_atomic_commit(MpAtomicFile *af, MpErr *e) {
         return mp_err_set(e, "%s: cannot rename into place: %s", af->path, strerror(err));
     }
     af->tmp[0] = '\0';
-    if (atomic_hook) atomic_hook(af->path);
+    if (write_hook) write_hook(af->path, 0);
     return mp_fsync_parent(af->path, e);
 }
 

@@ -5,7 +5,8 @@
  * for ever, a directory fails later with a confusing message; every loader opens its files through
  * these), wall clock, peak resident memory, `mkdir -p`, atomic file output (write to
  * "<path>.tmp.<pid>"; commit fsyncs it, renames it and fsyncs the folder; abort unlinks it: neither
- * a crash nor a power loss leaves a partial file under the final name), strict number parsing for
+ * a crash nor a power loss leaves a partial file under the final name; only a regular file is ever
+ * replaced), strict number parsing for
  * CLI flags, FNV-1a hashing, and the OpenMP thread number (0 in a build without OpenMP).
  * Does not: print progress (progress.h) or decide exit codes (cli/).
  * Tested by: tests/test_core.c
@@ -51,13 +52,27 @@ typedef struct MpAtomicFile {
     char tmp[4200];
 } MpAtomicFile;
 int mp_atomic_open(MpAtomicFile *af, const char *path, MpErr *e);
-int mp_atomic_commit(MpAtomicFile *af, MpErr *e); /* fflush+fsync+fclose+rename+fsync folder; removes tmp on failure */
+/* fflush+fsync+fclose+rename+fsync folder; removes tmp on failure. Never renames over anything but
+ * a regular file: a directory, FIFO, socket, device node or symbolic link at path is refused (the
+ * temporary removed, path left as it was). */
+int mp_atomic_commit(MpAtomicFile *af, MpErr *e);
 void mp_atomic_abort(MpAtomicFile *af);           /* safe on a zeroed or committed struct */
 int mp_file_write_atomic(const char *path, const void *buf, size_t n, MpErr *e);
-/* hook called with the final path of each committed file (files.c lists them in the marker of the
- * output folder they went into); NULL: none */
-typedef void (*MpCommitHook)(const char *path);
-void mp_atomic_on_commit(MpCommitHook hook);
+/* The one name of a temporary sibling of path: "<path>.<kind>.<pid>" (kind "tmp": a file or folder
+ * being written; "old": one being replaced), told to the write hook before it is made, so that
+ * the output folder's marker lists it first (files.c: a killed run's temporaries are known as
+ * ours by that list, never by their name alone). */
+int mp_temp_path(char *out, size_t cap, const char *path, const char *kind, MpErr *e);
+/* The same name, formatted only (nothing told); -1 when it does not fit. */
+int mp_temp_name(char *out, size_t cap, const char *path, const char *kind);
+/* What a file of this st_mode is, in words for a message ("a directory", "a symbolic link", "a
+ * FIFO", "a socket", "a device node"); NULL for a regular file. */
+const char *mp_file_kind(unsigned mode);
+/* The write hook (files.c lists these paths in the marker of the output folder they are in): called
+ * with each temporary's path before it is made (temp 1) and with each committed file's final path
+ * (temp 0); NULL: none. */
+typedef void (*MpWriteHook)(const char *path, int temp);
+void mp_atomic_on_write(MpWriteHook hook);
 /* 1 once an atomic write of this process failed for want of space (ENOSPC, EDQUOT, EFBIG): a
  * multi-stage run stops there instead of failing every later write. */
 int mp_write_no_space(void);

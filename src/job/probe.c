@@ -374,25 +374,32 @@ static void probe_log_kernel(const ProbeState *s) {
                  req && *req && strcmp(req, "auto") ? req : "auto", mp_fwd_kernel_pick_note(bits, bf16));
 }
 
-/* --resume without a checkpoint: a finished run in the folder (its meta.json) must be of this
- * model, or it would be replaced by another model's run. */
+/* --resume without a checkpoint: a finished run in the folder (its meta.json) must be this run
+ * (its whole key: model, weights, ids, N, S, every flag), or its files would be mixed with another
+ * run's (a --per-head run's scores_heads.npy beside maps of other tokens). */
 static int probe_resume_finished(const ProbeState *s, MpErr *e) {
-    char path[4200], ours[32];
+    char path[4200], ours[32], our_weights[32];
     if (mp_path_join(path, sizeof path, s->c->out, "meta.json", e) != MP_OK) return MP_ERR;
     if (!mp_file_exists(path)) return MP_OK;
     MpErr je;
     json_t *j = mp_json_read(path, &je);
-    const char *theirs = json_string_value(json_object_get(j, "weights_hash"));
-    snprintf(ours, sizeof ours, "%016llx", (unsigned long long)s->weights_hash);
+    const char *theirs = json_string_value(json_object_get(j, "run_key"));
+    const char *weights = json_string_value(json_object_get(j, "weights_hash"));
+    snprintf(ours, sizeof ours, "%016llx", (unsigned long long)s->key);
+    snprintf(our_weights, sizeof our_weights, "%016llx", (unsigned long long)s->weights_hash);
     int rc = MP_OK;
     if (!theirs)
-        rc = mp_err_set(e, "--resume: %s holds a finished run that names no weights_hash (another command, or an older "
-                           "maskpos): cannot tell whether it is of this model; HINT: another --out, or --force to replace it",
+        rc = mp_err_set(e, "--resume: %s holds a finished run that names no run_key (another command, or an older "
+                           "maskpos): cannot tell whether it is this run; HINT: another --out, or --force to replace it",
                         s->c->out);
     else if (strcmp(theirs, ours))
-        rc = mp_err_set(e, "--resume: %s holds a finished run of another model or other weights (weights_hash %.20s, this "
-                           "run %s); HINT: another --out, or --force to replace it",
-                        s->c->out, theirs, ours);
+        rc = mp_err_set(e, "--resume: %s holds a finished run of %s (run_key %.20s, this run %s): its files would be "
+                           "mixed with this run's; HINT: the same model, tokens and flags, another --out, or --force to "
+                           "replace it",
+                        s->c->out,
+                        weights && !strcmp(weights, our_weights) ? "other tokens or flags"
+                                                                 : "another model or other weights",
+                        theirs, ours);
     json_decref(j);
     return rc;
 }
@@ -478,6 +485,11 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     s->ckpt[0] = 0;
     if (r->out && mp_path_join(s->ckpt, sizeof s->ckpt, r->out, "checkpoint.bin", e) != MP_OK) return MP_ERR;
     if (r->resume && mp_mpi_rank() == 0 && probe_resume(s, e) != MP_OK) return MP_ERR;
+    if (r->out && mp_mpi_rank() == 0) { /* the folder's run key (files.h): a later --resume of another run is refused */
+        char hex[32];
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->key);
+        if (mp_outdir_key(r->out, hex, e) != MP_OK) return MP_ERR;
+    }
     return MP_OK;
 }
 
@@ -611,6 +623,12 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "weights_hash_of",
                         json_string("mp_hash64 of the description and the stored bytes of every tensor the layers run read "
                                     "(probe --resume continues only a run with the same value)"));
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)s->key);
+    json_object_set_new(j, "run_key", json_string(hex));
+    json_object_set_new(j, "run_key_of",
+                        json_string("fnv1a64 of the model and weights hashes, the ids, N, S and every flag that changes "
+                                    "the sums: the key of the run's checkpoints; probe --resume continues a finished "
+                                    "folder only under the same key"));
     if (r->data) {
         json_object_set_new(j, "data", probe_abs_path(r->data)); /* absolute: issue 30 (view from elsewhere) */
         json_object_set_new(j, "tokenizer", probe_abs_path(r->tokenizer ? r->tokenizer : m->path));

@@ -284,6 +284,21 @@ static int train_fits(const TrainJob *j, MpErr *e) {
 }
 
 /* The corpus, the folder, the model and its weights, the batch buffers. */
+/* The run's key in its --out folder's marker (files.h mp_outdir_key): everything that makes the run
+ * (sizes, seed, corpus, tokenizer, optimiser), not how far it goes (step, --steps, the intervals).
+ * A --resume of another run's checkpoint into a folder that holds this one's is refused (issue
+ * 40: its checkpoints and log.csv rows were mixed with the other run's, exit 0). */
+static int train_key(const TrainJob *j, size_t np, MpErr *e) {
+    MpTrainOptHeader h;
+    TrainRun run = j->run;
+    run.opt.steps = run.ckpt_every = run.eval_every = 0;
+    run.bf16 = 0;
+    fill_header(&h, &run, &j->data, j->use_tok ? &j->tokf : NULL, np, 0);
+    char hex[32];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)mp_fnv1a64(&h, sizeof h, MP_FNV_INIT));
+    return mp_outdir_key(j->c->out, hex, e);
+}
+
 static int train_open(TrainJob *j, MpErr *e) {
     const MpTrainJobConfig *c = j->c;
     const MpTrainConfig *cfg = &j->run.cfg;
@@ -309,6 +324,7 @@ static int train_open(TrainJob *j, MpErr *e) {
     if (c->dump_batches && mp_outfile_claim(c->dump_batches, force, e) != MP_OK) return mp_err_prefix(e, "--dump-batches");
     if (mp_train_model_init_f32(&j->model, cfg, e) != MP_OK) return MP_ERR;
     const size_t np = j->model.lay.total;
+    if (train_key(j, np, e) != MP_OK) return MP_ERR;
     const int B = cfg->batch, T = cfg->seq;
     j->ids = mp_try_malloc((size_t)4 * B * T * sizeof(int32_t));
     if (!j->ids) return mp_err_set(e, "out of memory for the batch buffers");

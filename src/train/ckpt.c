@@ -341,8 +341,10 @@ int mp_train_ckpt_write_tok(const char *dir, const MpTrainConfig *c, const MpTra
     snprintf(tmp, sizeof tmp, "%s/%s", dir, MP_OUTDIR_MARKER);
     struct stat st;
     if (lstat(tmp, &st) == 0) return ckpt_files(dir, c, lay, params, m, v, h, bf16, tok, e);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", dir, (long)getpid());
-    snprintf(old, sizeof old, "%s.old.%ld", dir, (long)getpid());
+    if (mp_temp_path(tmp, sizeof tmp, dir, "tmp", e) != MP_OK || mp_temp_path(old, sizeof old, dir, "old", e) != MP_OK)
+        return MP_ERR; /* (their names listed in the run folder's marker before they exist) */
+    if (lstat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) /* only a folder is replaced by a checkpoint */
+        return mp_err_set(e, "%s: exists and is not a folder: not replaced", dir);
     rm_tree_files(tmp);
     if (mkdir(tmp, 0777) != 0) return mp_err_set(e, "cannot create %s: %s", tmp, strerror(errno));
     if (ckpt_files(tmp, c, lay, params, m, v, h, bf16, tok, e) != MP_OK) {

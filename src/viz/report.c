@@ -209,18 +209,6 @@ int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
 
 /* ================================================================ HTML */
 
-static void html_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
 /* Writes the file's bytes base64-encoded (RFC 4648 alphabet, '=' padding). */
 static int html_base64_file(FILE *f, const char *path, MpErr *e) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -270,7 +258,7 @@ static void html_viewer(FILE *f, const char *dir, const MpReportFig *g, int k) {
           "zoom, difference</summary>\n", f);
     if (mp_view_write_block(f, id, dirs, (const char *const *)NULL, n, &o, NULL, &e) != MP_OK) {
         fputs("<p>viewer unavailable: ", f);
-        html_text(f, e.msg);
+        mp_html_text(f, e.msg);
         fputs("</p>", f);
     }
     fputs("</details>\n", f);
@@ -288,11 +276,11 @@ static void report_html_summary(FILE *f, const MpReport *r) {
         for (int i = 0; i < r->nrows; i++)
             if (!r->rows[i].ok) {
                 fprintf(f, "<li><a href=\"#row-%d\">", i + 1);
-                html_text(f, r->rows[i].what);
+                mp_html_text(f, r->rows[i].what);
                 fputs("</a>: measured ", f);
-                html_text(f, r->rows[i].measured);
+                mp_html_text(f, r->rows[i].measured);
                 fputs(", expected ", f);
-                html_text(f, r->rows[i].expected);
+                mp_html_text(f, r->rows[i].expected);
                 fputs("</li>", f);
             }
         fputs("</ul>\n", f);
@@ -305,7 +293,7 @@ static void report_html_summary(FILE *f, const MpReport *r) {
         for (int g = 0; g < ng; g++) {
             report_fig_name(name, sizeof name, &r->figs[first[g]]);
             fprintf(f, "%s<a href=\"#fig-%d\">", g ? " · " : "", first[g] + 1);
-            html_text(f, name);
+            mp_html_text(f, name);
             fputs("</a>", f);
             if (count[g] > 1) fprintf(f, " (%d figures)", count[g]);
         }
@@ -320,7 +308,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     FILE *f = af.f;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
-    html_text(f, r->title);
+    mp_html_text(f, r->title);
     /* text in a 1100 px column; figures as wide as the window allows, at most their own size (the
      * stories260K Figure 5 is 2147 px wide: 1100 px made it unreadable) */
     fputs("</title>\n<style>body{font-family:sans-serif;margin:2em auto;padding:0 1em;color:#222;max-width:96vw}"
@@ -335,26 +323,26 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     for (int i = 0; i < r->nfigs; i++) views += r->figs[i].nviews > 0;
     if (views) mp_view_write_style(f);
     fputs("</head><body>\n<h1>", f);
-    html_text(f, r->title);
+    mp_html_text(f, r->title);
     fputs("</h1>\n", f);
     report_html_summary(f, r);
     fputs("<p>", f);
-    html_text(f, r->intro);
+    mp_html_text(f, r->intro);
     fputs("</p>\n<p>", f);
-    html_text(f, r->method);
+    mp_html_text(f, r->method);
     fputs("</p>\n<table><tr><th>quantity</th><th>expected (paper)</th><th>measured (this run)</th><th>verdict</th></tr>\n", f);
     for (int i = 0; i < r->nrows; i++) {
         const MpReportRow *w = &r->rows[i];
         fprintf(f, "<tr id=\"row-%d\"%s><td>", i + 1, w->ok ? "" : " class=\"bad\"");
-        html_text(f, w->what);
+        mp_html_text(f, w->what);
         fputs("</td><td>", f);
-        html_text(f, w->expected);
+        mp_html_text(f, w->expected);
         fputs("</td><td>", f);
-        html_text(f, w->measured);
+        mp_html_text(f, w->measured);
         fputs(w->ok ? "</td><td>✓ agrees" : "</td><td>⚠ differs", f);
         if (w->note[0]) {
             fputs(": ", f);
-            html_text(f, w->note);
+            mp_html_text(f, w->note);
         }
         fputs("</td></tr>\n", f);
     }
@@ -363,9 +351,9 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
         char fp[4096];
         if (mp_path_join(fp, sizeof fp, dir, r->figs[i].path, e) != MP_OK) goto fail;
         fprintf(f, "<figure id=\"fig-%d\"><figcaption>", i + 1);
-        html_text(f, r->figs[i].caption);
+        mp_html_text(f, r->figs[i].caption);
         fputs("</figcaption><img alt=\"", f);
-        html_text(f, r->figs[i].caption);
+        mp_html_text(f, r->figs[i].caption);
         fputs("\" src=\"data:image/png;base64,", f);
         if (html_base64_file(f, fp, e) != MP_OK) goto fail;
         fputs("\"></figure>\n", f);
@@ -373,11 +361,11 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     }
     if (r->stats_rows) {
         fputs("<h2>", f);
-        html_text(f, r->stats_title);
+        mp_html_text(f, r->stats_title);
         fputs("</h2>\n<table><tr>", f);
         for (int c = 0; c < r->stats_cols; c++) {
             fputs("<th>", f);
-            html_text(f, r->stats_head[c]);
+            mp_html_text(f, r->stats_head[c]);
             fputs("</th>", f);
         }
         fputs("</tr>\n", f);
@@ -385,7 +373,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
             fputs("<tr>", f);
             for (int c = 0; c < r->stats_cols; c++) {
                 fputs("<td>", f);
-                html_text(f, r->stats[i * r->stats_cols + c]);
+                mp_html_text(f, r->stats[i * r->stats_cols + c]);
                 fputs("</td>", f);
             }
             fputs("</tr>\n", f);
@@ -394,7 +382,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
     }
     if (r->footer && r->footer[0]) {
         fputs("<p>", f);
-        html_text(f, r->footer);
+        mp_html_text(f, r->footer);
         fputs("</p>\n", f);
     }
     if (views) mp_view_write_script(f);

@@ -543,6 +543,30 @@ static json_t *view_cmaps_json(void) {
     return c;
 }
 
+void mp_html_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+void mp_html_json(FILE *f, const char *json) {
+    for (; *json; json++) {
+        switch (*json) {
+        case '<': fputs("\\u003c", f); break;
+        case '>': fputs("\\u003e", f); break;
+        case '&': fputs("\\u0026", f); break;
+        default: fputc(*json, f);
+        }
+    }
+}
+
 int mp_view_write_block(FILE *f, const char *id, const char *const *dirs, const char *const *labels, int n,
                         const MpViewOptions *o, MpViewSummary *sum, MpErr *e) {
     if (n < 1 || n > MP_VIEW_MAX_RUNS) return mp_err_set(e, "view: %d runs (want 1..%d)", n, MP_VIEW_MAX_RUNS);
@@ -583,7 +607,9 @@ int mp_view_write_block(FILE *f, const char *id, const char *const *dirs, const 
         goto done;
     }
     fprintf(f, "<div class=\"mpv\" id=\"%s\"><p class=\"mpv-loading\">loading the maps…</p></div>\n", id);
-    fprintf(f, "<script type=\"application/json\" id=\"%s-meta\">%s</script>\n", id, hdr);
+    fprintf(f, "<script type=\"application/json\" id=\"%s-meta\">", id);
+    mp_html_json(f, hdr);
+    fputs("</script>\n", f);
     free(hdr);
     for (int r = 0; r < n; r++) {
         fprintf(f, "<script type=\"application/octet-stream\" id=\"%s-r%d\">", id, r);
@@ -606,12 +632,7 @@ int mp_view_write_html(const char *path, const char *const *dirs, const char *co
     if (mp_atomic_open(&af, path, e) != MP_OK) return MP_ERR;
     FILE *f = af.f;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>", f);
-    const char *t = o->title[0] ? o->title : "maskpos view";
-    for (const char *s = t; *s; s++) {
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else fputc(*s, f);
-    }
+    mp_html_text(f, o->title[0] ? o->title : "maskpos view");
     fputs("</title>\n", f);
     mp_view_write_style(f);
     fputs("</head><body class=\"mpv-page\">\n", f);

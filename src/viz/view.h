@@ -21,7 +21,8 @@
  *   - for runs made with `probe --data`: the text of the first sequence, rebuilt with the run's
  *     tokenizer and trusted only when the ids hash to meta.json's data_hash;
  *   - the page: style, per-viewer data (JSON header + one base64 blob per run) and the script
- *     (view.js, view.css, embedded at build time as C strings).
+ *     (view.js, view.css, embedded at build time as C strings); the escaping of every string
+ *     embedded in a page (mp_html_text, mp_html_json: also report.html's).
  * Does not: compute statistics (probe/simulate did), or draw anything itself (the page does).
  * Tested by: tests/test_view.c (encoding against the .npy within the stated precision, bad input)
  * and tests/browser/check_view.js (the page in headless Chromium: hover values, switches, errors).
@@ -66,6 +67,14 @@ void mp_view_write_style(FILE *f);
 int mp_view_write_block(FILE *f, const char *id, const char *const *dirs, const char *const *labels, int n,
                         const MpViewOptions *o, MpViewSummary *sum, MpErr *e);
 void mp_view_write_script(FILE *f);
+
+/* Strings in a page, one escaping for every context (issue 40: `<!--<script>` in a label left the
+ * viewer's JSON unparsed). mp_html_text: element text and double- or single-quoted attribute
+ * values (& < > " ' as entities). mp_html_json: JSON text inside a <script> element, with every
+ * < > & as \u003c \u003e \u0026 (they occur only inside JSON strings, where these escapes mean
+ * the same characters), so no "</script", "<!--" or "<script" can appear in it. */
+void mp_html_text(FILE *f, const char *s);
+void mp_html_json(FILE *f, const char *json);
 
 /* ---------------------------------------------------------------- storage (also for tests) */
 

@@ -84,7 +84,7 @@ MASKPOS_API void maskpos_config_free(MaskposConfig *c) {
     free(c);
 }
 
-/* The flag's value checks, with the messages of src/cli/common.c (mp_cli_i64, mp_cli_double). */
+/* The flag's value checks, with the messages of the command line's (core/opts.c). */
 /* *out is changed only when the value is good (a refused setting leaves the config as it was). */
 static int api_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
     int64_t x;
@@ -228,14 +228,14 @@ static int api_set_simulate(MaskposConfig *c, const char *key, const char *flag,
 /* A switch among the probe's settings (job/probe_opts.h). */
 static int api_is_probe_switch(const char *key) {
     const int id = mp_probe_opt_find(key);
-    return id >= 0 && mp_probe_opts[id].kind == MP_PROBE_KIND_BOOL;
+    return id >= 0 && mp_probe_opts[id].decl->kind == MP_OPT_BOOL;
 }
 
 /* Probe settings are kept as words and checked by the probe (its messages are the command's). */
 static int api_set_probe(MaskposConfig *c, const char *key, const char *flag, const char *v) {
     const int id = mp_probe_opt_find(key);
     int on;
-    if (id < 0 || (mp_probe_opts[id].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL))) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
+    if (id < 0 || (mp_probe_opts[id].flags & (MP_OPT_CLI | MP_OPT_POSITIONAL))) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
     if (api_is_probe_switch(key) && api_switch(flag, v, &on) != MP_OK) return MP_ERR;
     int slot = c->n_probe;
     for (int i = 0; i < c->n_probe; i++)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/devices.h" /* mp_device_find, mp_device_refuse: the names --device takes */
 #include "model/fwd_par.h" /* FWD_PAR_FOR: the row loops of the stage-level ops */
 
 /* ================================================================ storage */
@@ -165,19 +166,11 @@ const MpFwdOps mp_fwd_ops_cpu_plain = {
 
 /* ================================================================ devices */
 
-/* Backends a build may have, and how to get the ones it lacks. */
-static const struct {
-    const char *name, *hint;
-} fwd_unbuilt[] = {{"cuda", "make CUDA=1"}};
-
 const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e) {
-    if (!device || !strcmp(device, "cpu")) return plain ? &mp_fwd_ops_cpu_plain : &mp_fwd_ops_cpu;
-    for (size_t i = 0; i < sizeof fwd_unbuilt / sizeof fwd_unbuilt[0]; i++)
-        if (!strcmp(device, fwd_unbuilt[i].name)) {
-            mp_err_set(e, "--device %s: not built: %s", device, fwd_unbuilt[i].hint);
-            return NULL;
-        }
-    mp_err_set(e, "--device %.40s: no such backend (this build has: cpu)", device);
+    int ordinal;
+    const int d = device ? mp_device_find(device, &ordinal, e) : MP_DEVICE_CPU; /* the device table, devices.h */
+    if (d == MP_DEVICE_CPU) return plain ? &mp_fwd_ops_cpu_plain : &mp_fwd_ops_cpu;
+    if (d >= 0) mp_device_refuse(e, d, device, MP_DEVICE_NOT_BUILT, NULL);
     return NULL;
 }
 

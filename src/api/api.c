@@ -137,9 +137,9 @@ static int api_argv_record(MaskposConfig *c, const char *flag, const char *value
 static int api_set_theory(MaskposConfig *c, const char *key, const char *flag, const char *v) {
     int64_t i;
     if (!strcmp(key, "alpha")) {
-        double a = 0;
-        if (api_double(flag, v, 0, 1, &a) != MP_OK) return MP_ERR;
-        if (a >= 1) return mp_api_failf("--alpha: %s is outside [0, 1)", v);
+        double a = 0; /* [0, 1), as `maskpos theory --alpha` says for any value outside */
+        if (mp_parse_double(v, &a) != MP_OK) return mp_api_failf("%s: '%s' is not a number", flag, v);
+        if (!(a >= 0 && a < 1)) return mp_api_failf("%s: %s is outside [0, 1)", flag, v);
         c->th_alpha = a;
     } else if (!strcmp(key, "n")) {
         if (api_i64(flag, v, 1, 100000, &i) != MP_OK) return MP_ERR;

@@ -15,7 +15,8 @@
 #               --- stderr
 #               ...
 # Every case runs in one empty scratch folder (removed after), so a case that would reach a file
-# finds none. tests/fixtures/cli/*.txt were written by this script from the binary of main before
+# finds none; MASKPOS_CUDA_PLUGIN names a file that is not there, so --device cuda is refused the
+# same way whether or not a CUDA plugin was built beside the binary. tests/fixtures/cli/*.txt were written by this script from the binary of main before
 # the option tables (see tests/fixtures/cli/README.md); tests/test_cli_texts.c runs it on the
 # binary under test and compares.
 set -eu
@@ -26,6 +27,8 @@ mkdir -p "$out"
 case "$bin" in /*) ;; *) bin="$(pwd)/$bin" ;; esac
 case "$out" in /*) ;; *) out="$(pwd)/$out" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/maskpos-test-cli.XXXXXX")
+MASKPOS_CUDA_PLUGIN=/nonexistent/libmaskpos-cuda.so
+export MASKPOS_CUDA_PLUGIN
 trap 'rm -rf "$work"' EXIT
 rm -f "$out"/*.txt
 while IFS= read -r line; do

@@ -5,13 +5,15 @@
  * short letter, unique prefixes and --name=value, counts of rows given, the unknown flag's line,
  * --help's layout (padding, the two spaces after a long head, continuation lines, sections,
  * hidden rows, generated text wrapped at 98 columns; the expected wrap computed apart, by a
- * greedy word wrap) and settings written back as text and read again.
+ * greedy word wrap) and settings written back as text and read again; the device table's names,
+ * refusals and help (src/model/devices.h).
  *
  *   make build/tests/test_opts && build/tests/test_opts
  */
 #include "testutil.h"
 
 #include "core/opts.h"
+#include "model/devices.h" /* the device table: --device's names, help and refusals */
 
 typedef struct Cfg {
     int flag, keep, choice, n, count;
@@ -215,12 +217,49 @@ static void test_write(void **state) {
     assert_int_equal(b.choice, 7);
 }
 
+/* The device table: the names --device takes, the refusals one line each, the help from the rows. */
+static void test_device_table(void **state) {
+    (void)state;
+    MpErr e;
+    int ord;
+    assert_int_equal(mp_device_find("cpu", &ord, &e), MP_DEVICE_CPU);
+    assert_int_equal(ord, -1);
+    assert_int_equal(mp_device_find("cuda", &ord, &e), MP_DEVICE_CUDA);
+    assert_int_equal(ord, -1);
+    assert_int_equal(mp_device_find("cuda:3", &ord, &e), MP_DEVICE_CUDA);
+    assert_int_equal(ord, 3);
+    static const struct {
+        const char *arg, *msg;
+    } bad[] = {
+        {"cuda:x", "--device cuda:x: 'x' is not a device number (cuda or cuda:N)"},
+        {"cuda:-1", "--device cuda:-1: '-1' is not a device number (cuda or cuda:N)"},
+        {"cpu:0", "--device cpu:0: no such backend (this build has: cpu)"},
+        {"gpu", "--device gpu: no such backend (this build has: cpu)"},
+        {"", "--device : no such backend (this build has: cpu)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (mp_device_find(bad[i].arg, &ord, &e) != -1 || strcmp(e.msg, bad[i].msg))
+            fail_msg("'%s': want '%s', got '%s'", bad[i].arg, bad[i].msg, e.msg);
+    }
+    assert_int_equal(mp_device_refuse(&e, MP_DEVICE_CUDA, "cuda:1", MP_DEVICE_NOT_BUILT, NULL), MP_ERR);
+    assert_string_equal(e.msg, "--device cuda:1: not built: make CUDA=1");
+    mp_device_refuse(&e, MP_DEVICE_CUDA, "cuda", MP_DEVICE_NO_PLUGIN, "/x/libmaskpos-cuda.so");
+    assert_string_equal(e.msg, "--device cuda: plugin not found: /x/libmaskpos-cuda.so (built by make CUDA=1; "
+                               "MASKPOS_CUDA_PLUGIN names another file)");
+    mp_device_refuse(&e, MP_DEVICE_CUDA, "cuda", MP_DEVICE_NO_DEVICE, "no NVIDIA driver");
+    assert_string_equal(e.msg, "--device cuda: no CUDA device here (no NVIDIA driver)");
+    char help[512];
+    mp_device_help(help, sizeof help);
+    assert_string_equal(help, "the forward pass's backend: cpu (default) or cuda[:N] (NVIDIA GPU N, default 0; needs make CUDA=1)");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_write),
+        cmocka_unit_test(test_device_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

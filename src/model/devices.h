@@ -14,7 +14,8 @@
  *     declaration of job/shared_opts.c).
  * Does not: load or run a backend (model/fwd_backend.c picks the instance for a row; a device
  * backend brings its own code), or know which devices a machine has.
- * Tested by: tests/test_model_fwd.c (--device refusals of probe, logits and generate),
+ * Tested by: tests/test_opts.c (names, ordinals, every refusal line, the help), tests/test_model_fwd.c
+ * (--device refusals of probe, logits and generate),
  * tests/test_cli_texts.c (the --help lines and the messages).
  */
 #ifndef MP_MODEL_DEVICES_H

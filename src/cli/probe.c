@@ -129,6 +129,7 @@ int mp_cmd_probe(int argc, char **argv) {
     int plot = 0, quiet = 0;
     int rc = probe_flags(&c, &plot, &quiet, argc, argv);
     if (rc != MP_CLI_GO) return rc;
+    rc = MP_EXIT_OK; /* the ranks but 0 (under mpirun) return it as it is */
     MpProbeResult res;
     ProbeBar bar = {.res = &res};
     c.log = stdout;

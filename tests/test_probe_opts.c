@@ -12,17 +12,22 @@
 #include "job/probe_opts.h"
 #include "maskpos.h"
 
+/* The probe's rows take their declaration's range (none narrows it). */
+static int64_t row_lo(const MpOpt *o) { return o->decl->lo; }
+static int64_t row_hi(const MpOpt *o) { return o->decl->hi; }
+
 /* A value the row accepts: its lower bound, or a word of its kind. */
-static const char *row_value(char buf[64], const MpProbeOpt *o) {
-    switch ((MpProbeOptKind)o->kind) {
-    case MP_PROBE_KIND_BOOL: return NULL;
-    case MP_PROBE_KIND_INT:
-    case MP_PROBE_KIND_I64:
-    case MP_PROBE_KIND_U64: snprintf(buf, 64, "%lld", (long long)o->lo); return buf;
-    case MP_PROBE_KIND_DOUBLE: snprintf(buf, 64, "%g", o->dlo); return buf;
-    case MP_PROBE_KIND_COMPUTE: return "bf16";
-    case MP_PROBE_KIND_DEVICE: return "cpu";
-    case MP_PROBE_KIND_STRING: return "1";
+static const char *row_value(char buf[64], const MpOpt *o) {
+    switch ((MpOptKind)o->decl->kind) {
+    case MP_OPT_BOOL: return NULL;
+    case MP_OPT_INT:
+    case MP_OPT_I64:
+    case MP_OPT_U64: snprintf(buf, 64, "%lld", (long long)row_lo(o)); return buf;
+    case MP_OPT_DOUBLE: snprintf(buf, 64, "%g", o->decl->dlo); return buf;
+    case MP_OPT_CHOICE: return o->decl->choices[1].word; /* compute: bf16 */
+    case MP_OPT_STRING: return o->decl->check ? "cpu" : "1"; /* device: a backend that runs here */
+    case MP_OPT_CUSTOM:
+    case MP_OPT_KIND_COUNT: break;
     }
     return "?";
 }
@@ -32,13 +37,14 @@ static const char *row_value(char buf[64], const MpProbeOpt *o) {
 static void test_rows_complete(void **state) {
     (void)state;
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if (!o->name || !o->help) fail_msg("row %d has no name or no help", i);
-        assert_true(o->kind >= MP_PROBE_KIND_BOOL && o->kind <= MP_PROBE_KIND_DEVICE);
-        assert_int_equal(mp_probe_opt_find(o->name), i);
-        if ((o->kind == MP_PROBE_KIND_BOOL) != (o->arg == NULL)) fail_msg("--%s: a switch has no metavar, a value has one", o->name);
-        if (o->field == MP_PROBE_OPT_NO_FIELD && !(o->flags & MP_PROBE_OPT_CLI))
-            fail_msg("--%s: an option without a field is the command line's own", o->name);
+        const MpOpt *o = &mp_probe_opts[i];
+        if (!mp_opt_name(o) || !(mp_opt_help(o) || o->decl->help_fn)) fail_msg("row %d has no name or no help", i);
+        assert_true(o->decl->kind >= MP_OPT_BOOL && o->decl->kind < MP_OPT_KIND_COUNT && o->decl->kind != MP_OPT_CUSTOM);
+        assert_int_equal(mp_probe_opt_find(mp_opt_name(o)), i);
+        if ((o->decl->kind == MP_OPT_BOOL) != (mp_opt_arg(o) == NULL))
+            fail_msg("--%s: a switch has no metavar, a value has one", mp_opt_name(o));
+        if (o->field == MP_OPT_NO_FIELD && !(o->flags & MP_OPT_CLI))
+            fail_msg("--%s: an option without a field is the command line's own", mp_opt_name(o));
     }
     assert_int_equal(mp_probe_opt_find("no-such-option"), -1);
 }
@@ -50,22 +56,22 @@ static void test_cli_accepts_every_row(void **state) {
     const char *d = mp_test_tmpdir();
     char out[8192], cmd[1024], buf[64];
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if ((o->flags & MP_PROBE_OPT_POSITIONAL) || i == MP_PROBE_OPT_HELP) continue;
+        const MpOpt *o = &mp_probe_opts[i];
+        if ((o->flags & MP_OPT_POSITIONAL) || i == MP_PROBE_OPT_HELP) continue;
         const char *v = row_value(buf, o);
         /* the other flags the checks across options ask for */
         const char *base = i == MP_PROBE_OPT_TOKENS ? "--tokens t.npy" : "--data d.txt --n 2 --seq 4 --per-head";
         snprintf(cmd, sizeof cmd, "probe %s/no-model %s --%s %s --out %s/o-%s", d, i == MP_PROBE_OPT_TOKENS ? "" : base,
-                 o->name, v ? v : "", d, o->name);
+                 mp_opt_name(o), v ? v : "", d, mp_opt_name(o));
         if (i == MP_PROBE_OPT_OUT) snprintf(cmd, sizeof cmd, "probe %s/no-model %s --out %s/o-out", d, base, d);
         const int rc = mp_test_run(out, sizeof out, "%s", cmd);
         if (rc != 2 || !strstr(out, "no-model")) fail_msg("maskpos %s: want exit 2 naming the model, got %d: %s", cmd, rc, out);
     }
     assert_int_equal(mp_test_run(out, sizeof out, "probe --help"), 0);
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if ((o->flags & MP_PROBE_OPT_POSITIONAL) || i == MP_PROBE_OPT_HELP) continue;
-        snprintf(buf, sizeof buf, "\n  --%s%s%s ", o->name, o->arg ? " " : "", o->arg ? o->arg : "");
+        const MpOpt *o = &mp_probe_opts[i];
+        if ((o->flags & MP_OPT_POSITIONAL) || i == MP_PROBE_OPT_HELP) continue;
+        snprintf(buf, sizeof buf, "\n  --%s%s%s ", mp_opt_name(o), mp_opt_arg(o) ? " " : "", mp_opt_arg(o) ? mp_opt_arg(o) : "");
         if (!strstr(out, buf)) fail_msg("probe --help lacks '%s'", buf + 1);
     }
 }
@@ -76,23 +82,23 @@ static void test_ranges_refused_with_the_tables_message(void **state) {
     (void)state;
     char out[8192], want[256], v[64];
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        const int integer = o->kind == MP_PROBE_KIND_INT || o->kind == MP_PROBE_KIND_I64 || o->kind == MP_PROBE_KIND_U64;
-        if (!integer && o->kind != MP_PROBE_KIND_DOUBLE) continue;
+        const MpOpt *o = &mp_probe_opts[i];
+        const int integer = o->decl->kind == MP_OPT_INT || o->decl->kind == MP_OPT_I64 || o->decl->kind == MP_OPT_U64;
+        if (!integer && o->decl->kind != MP_OPT_DOUBLE) continue;
         for (int bad = 0; bad < 2; bad++) {
             if (bad == 0 && integer) {
-                snprintf(v, sizeof v, "%lld", (long long)o->lo - 1);
-                snprintf(want, sizeof want, "--%s: %s is outside [%lld, %lld]", o->name, v, (long long)o->lo, (long long)o->hi);
+                snprintf(v, sizeof v, "%lld", (long long)row_lo(o) - 1);
+                snprintf(want, sizeof want, "--%s: %s is outside [%lld, %lld]", mp_opt_name(o), v, (long long)row_lo(o), (long long)row_hi(o));
             } else if (bad == 0) {
-                snprintf(v, sizeof v, "%g", o->dhi * 2);
-                snprintf(want, sizeof want, "--%s: %s is outside [%g, %g]", o->name, v, o->dlo, o->dhi);
+                snprintf(v, sizeof v, "%g", o->decl->dhi * 2);
+                snprintf(want, sizeof want, "--%s: %s is outside [%g, %g]", mp_opt_name(o), v, o->decl->dlo, o->decl->dhi);
             } else {
                 snprintf(v, sizeof v, "x1");
-                snprintf(want, sizeof want, "--%s: 'x1' is %s", o->name, integer ? "not an integer" : "not a number");
+                snprintf(want, sizeof want, "--%s: 'x1' is %s", mp_opt_name(o), integer ? "not an integer" : "not a number");
             }
-            const int rc = mp_test_run(out, sizeof out, "probe m --tokens t.npy --out o --%s %s", o->name, v);
-            if (rc != 2 || !strstr(out, want)) fail_msg("probe --%s %s: want exit 2 and '%s', got %d: %s", o->name, v, want, rc, out);
-            if (o->flags & MP_PROBE_OPT_CLI) continue;
+            const int rc = mp_test_run(out, sizeof out, "probe m --tokens t.npy --out o --%s %s", mp_opt_name(o), v);
+            if (rc != 2 || !strstr(out, want)) fail_msg("probe --%s %s: want exit 2 and '%s', got %d: %s", mp_opt_name(o), v, want, rc, out);
+            if (o->flags & MP_OPT_CLI) continue;
             MpProbeConfig c;
             mp_probe_config_init(&c);
             MpErr e;
@@ -114,17 +120,19 @@ static void test_api_lists_and_takes_every_setting(void **state) {
     int k = 0;
     char buf[64];
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if (o->flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL)) continue;
-        assert_string_equal(maskpos_probe_option_name(k), o->name);
-        assert_string_equal(maskpos_probe_option_help(k), o->help);
+        const MpOpt *o = &mp_probe_opts[i];
+        if (o->flags & (MP_OPT_CLI | MP_OPT_POSITIONAL)) continue;
+        assert_string_equal(maskpos_probe_option_name(k), mp_opt_name(o));
+        char made[1024];
+        if (!mp_opt_help(o)) o->decl->help_fn(made, sizeof made); /* --device's, from the device table */
+        assert_string_equal(maskpos_probe_option_help(k), mp_opt_help(o) ? mp_opt_help(o) : made);
         const char *kind = maskpos_probe_option_kind(k);
         assert_non_null(kind);
-        assert_int_equal(!strcmp(kind, "bool"), o->kind == MP_PROBE_KIND_BOOL);
+        assert_int_equal(!strcmp(kind, "bool"), o->decl->kind == MP_OPT_BOOL);
         MaskposConfig *c = maskpos_config_new("probe");
         const char *v = row_value(buf, o);
-        if (maskpos_config_set(c, o->name, v ? v : "1") != MASKPOS_OK)
-            fail_msg("maskpos_config_set(\"%s\"): %s", o->name, maskpos_last_error());
+        if (maskpos_config_set(c, mp_opt_name(o), v ? v : "1") != MASKPOS_OK)
+            fail_msg("maskpos_config_set(\"%s\"): %s", mp_opt_name(o), maskpos_last_error());
         maskpos_config_free(c);
         k++;
     }
@@ -182,14 +190,14 @@ static void test_settings_round_trip(void **state) {
     char buf[64];
     int fields = 0;
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if (o->field == MP_PROBE_OPT_NO_FIELD) continue;
-        const char *v = o->kind == MP_PROBE_KIND_INT || o->kind == MP_PROBE_KIND_I64 || o->kind == MP_PROBE_KIND_U64
-                            ? (snprintf(buf, sizeof buf, "%lld", (long long)o->lo + 1), buf)
-                        : o->kind == MP_PROBE_KIND_DOUBLE ? "0.1"
-                        : o->kind == MP_PROBE_KIND_STRING ? o->name /* a different text per row */
+        const MpOpt *o = &mp_probe_opts[i];
+        if (o->field == MP_OPT_NO_FIELD) continue;
+        const char *v = o->decl->kind == MP_OPT_INT || o->decl->kind == MP_OPT_I64 || o->decl->kind == MP_OPT_U64
+                            ? (snprintf(buf, sizeof buf, "%lld", (long long)row_lo(o) + 1), buf)
+                        : o->decl->kind == MP_OPT_DOUBLE ? "0.1"
+                        : o->decl->kind == MP_OPT_STRING && !o->decl->check ? mp_opt_name(o) /* a different text per row */
                                                           : row_value(buf, o);
-        if (mp_probe_opt_set(&a, i, v, &e) != MP_OK) fail_msg("--%s %s: %s", o->name, v ? v : "", e.msg);
+        if (mp_probe_opt_set(&a, i, v, &e) != MP_OK) fail_msg("--%s %s: %s", mp_opt_name(o), v ? v : "", e.msg);
         fields++;
     }
     const size_t len = mp_probe_opts_write(NULL, 0, &a, 0, '\0');
@@ -201,23 +209,23 @@ static void test_settings_round_trip(void **state) {
         if (mp_probe_opt_parse(&b, p, &e) != MP_OK) fail_msg("'%s': %s", p, e.msg);
     assert_int_equal(n, fields);
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) {
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        if (o->field == MP_PROBE_OPT_NO_FIELD) continue;
+        const MpOpt *o = &mp_probe_opts[i];
+        if (o->field == MP_OPT_NO_FIELD) continue;
         const char *pa = (const char *)&a + o->field, *pb = (const char *)&b + o->field;
-        if (o->kind == MP_PROBE_KIND_STRING || o->kind == MP_PROBE_KIND_DEVICE)
+        if (o->decl->kind == MP_OPT_STRING)
             assert_string_equal(*(const char *const *)pa, *(const char *const *)pb);
-        else if (memcmp(pa, pb, o->kind == MP_PROBE_KIND_DOUBLE || o->kind == MP_PROBE_KIND_I64 || o->kind == MP_PROBE_KIND_U64 ? 8 : sizeof(int)))
-            fail_msg("--%s did not survive the settings", o->name);
+        else if (memcmp(pa, pb, o->decl->kind == MP_OPT_DOUBLE || o->decl->kind == MP_OPT_I64 || o->decl->kind == MP_OPT_U64 ? 8 : sizeof(int)))
+            fail_msg("--%s did not survive the settings", mp_opt_name(o));
     }
     free(s);
     /* the key form: one line, no threads, memory cap or folder; the defaults are not written */
     char key[4096];
-    mp_probe_opts_write(key, sizeof key, &a, MP_PROBE_OPT_RUN, ' ');
+    mp_probe_opts_write(key, sizeof key, &a, MP_OPT_RUN, ' ');
     for (int i = 0; i < MP_PROBE_OPT_COUNT; i++) { /* every row that changes the result is in the key */
-        const MpProbeOpt *o = &mp_probe_opts[i];
-        snprintf(buf, sizeof buf, "%s=", o->name);
-        if (o->field != MP_PROBE_OPT_NO_FIELD && !(o->flags & MP_PROBE_OPT_RUN) && !strstr(key, buf))
-            fail_msg("the key form lacks --%s: '%s'", o->name, key);
+        const MpOpt *o = &mp_probe_opts[i];
+        snprintf(buf, sizeof buf, "%s=", mp_opt_name(o));
+        if (o->field != MP_OPT_NO_FIELD && !(o->flags & MP_OPT_RUN) && !strstr(key, buf))
+            fail_msg("the key form lacks --%s: '%s'", mp_opt_name(o), key);
     }
     assert_non_null(strstr(key, "heads-f64=1 "));
     assert_non_null(strstr(key, "device=cpu "));

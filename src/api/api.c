@@ -85,7 +85,7 @@ MASKPOS_API void maskpos_config_free(MaskposConfig *c) {
     free(c);
 }
 
-/* The flag's value checks, with the messages of src/cli/common.c (mp_cli_i64, mp_cli_double). */
+/* The flag's value checks, with the messages of the command line's (core/opts.c). */
 /* *out is changed only when the value is good (a refused setting leaves the config as it was). */
 static int api_i64(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out) {
     int64_t x;
@@ -138,9 +138,9 @@ static int api_argv_record(MaskposConfig *c, const char *flag, const char *value
 static int api_set_theory(MaskposConfig *c, const char *key, const char *flag, const char *v) {
     int64_t i;
     if (!strcmp(key, "alpha")) {
-        double a = 0;
-        if (api_double(flag, v, 0, 1, &a) != MP_OK) return MP_ERR;
-        if (a >= 1) return mp_api_failf("--alpha: %s is outside [0, 1)", v);
+        double a = 0; /* [0, 1), as `maskpos theory --alpha` says for any value outside */
+        if (mp_parse_double(v, &a) != MP_OK) return mp_api_failf("%s: '%s' is not a number", flag, v);
+        if (!(a >= 0 && a < 1)) return mp_api_failf("%s: %s is outside [0, 1)", flag, v);
         c->th_alpha = a;
     } else if (!strcmp(key, "n")) {
         if (api_i64(flag, v, 1, 100000, &i) != MP_OK) return MP_ERR;
@@ -229,14 +229,14 @@ static int api_set_simulate(MaskposConfig *c, const char *key, const char *flag,
 /* A switch among the probe's settings (job/probe_opts.h). */
 static int api_is_probe_switch(const char *key) {
     const int id = mp_probe_opt_find(key);
-    return id >= 0 && mp_probe_opts[id].kind == MP_PROBE_KIND_BOOL;
+    return id >= 0 && mp_probe_opts[id].decl->kind == MP_OPT_BOOL;
 }
 
 /* Probe settings are kept as words and checked by the probe (its messages are the command's). */
 static int api_set_probe(MaskposConfig *c, const char *key, const char *flag, const char *v) {
     const int id = mp_probe_opt_find(key);
     int on;
-    if (id < 0 || (mp_probe_opts[id].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL))) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
+    if (id < 0 || (mp_probe_opts[id].flags & (MP_OPT_CLI | MP_OPT_POSITIONAL))) return mp_api_failf("unknown option or missing value: '%s' (see 'maskpos probe --help')", flag);
     if (api_is_probe_switch(key) && api_switch(flag, v, &on) != MP_OK) return MP_ERR;
     int slot = c->n_probe;
     for (int i = 0; i < c->n_probe; i++)

@@ -11,6 +11,7 @@
  * Does not: checkpoint or resume (no output folder during the run), draw figures.
  * Tested by: tests/test_pyapi.c (python/tests/test_probe.py: byte equality with the command).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +28,7 @@
 static int probe_setting(MpProbeConfig *p, const char *k, const char *v) {
     MpErr e;
     const int id = mp_probe_opt_find(k);
-    if (id < 0 || (mp_probe_opts[id].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL)))
+    if (id < 0 || (mp_probe_opts[id].flags & (MP_OPT_CLI | MP_OPT_POSITIONAL)))
         return mp_api_failf("unknown option or missing value: '--%s' (see 'maskpos probe --help')", k);
     return mp_probe_opt_set(p, id, v, &e) == MP_OK ? MP_OK : mp_api_failf("%s", e.msg);
 }
@@ -134,9 +135,9 @@ MASKPOS_API int maskpos_probe(MaskposModel *m, const MaskposConfig *c, const int
 /* ================================================================ the table */
 
 /* The i-th row of the probe's option table that is a setting here (neither CLI-only nor MODEL). */
-static const MpProbeOpt *api_probe_option(int i) {
+static const MpOpt *api_probe_option(int i) {
     for (int k = 0; k < MP_PROBE_OPT_COUNT; k++)
-        if (!(mp_probe_opts[k].flags & (MP_PROBE_OPT_CLI | MP_PROBE_OPT_POSITIONAL)) && i-- == 0) return &mp_probe_opts[k];
+        if (!(mp_probe_opts[k].flags & (MP_OPT_CLI | MP_OPT_POSITIONAL)) && i-- == 0) return &mp_probe_opts[k];
     return NULL;
 }
 
@@ -147,27 +148,29 @@ MASKPOS_API int maskpos_probe_option_count(void) {
 }
 
 MASKPOS_API const char *maskpos_probe_option_name(int i) {
-    const MpProbeOpt *o = api_probe_option(i);
-    return o ? o->name : NULL;
+    const MpOpt *o = api_probe_option(i);
+    return o ? mp_opt_name(o) : NULL;
 }
 
 MASKPOS_API const char *maskpos_probe_option_kind(int i) {
-    const MpProbeOpt *o = api_probe_option(i);
-    if (!o) return NULL;
-    switch ((MpProbeOptKind)o->kind) {
-    case MP_PROBE_KIND_BOOL: return "bool";
-    case MP_PROBE_KIND_INT:
-    case MP_PROBE_KIND_I64:
-    case MP_PROBE_KIND_U64: return "int";
-    case MP_PROBE_KIND_DOUBLE: return "number";
-    case MP_PROBE_KIND_STRING:
-    case MP_PROBE_KIND_COMPUTE:
-    case MP_PROBE_KIND_DEVICE: return "string";
-    }
-    return NULL;
+    const MpOpt *o = api_probe_option(i);
+    return o ? mp_opt_kind_name(o->decl->kind) : NULL;
+}
+
+/* The help texts generated from another table (--device's, from the device table), made once. */
+static char api_help_made[MP_PROBE_OPT_COUNT][1024];
+static pthread_once_t api_help_once = PTHREAD_ONCE_INIT;
+
+static void api_help_make(void) {
+    for (int k = 0; k < MP_PROBE_OPT_COUNT; k++)
+        if (!mp_opt_help(&mp_probe_opts[k]) && mp_probe_opts[k].decl->help_fn)
+            mp_probe_opts[k].decl->help_fn(api_help_made[k], sizeof api_help_made[k]);
 }
 
 MASKPOS_API const char *maskpos_probe_option_help(int i) {
-    const MpProbeOpt *o = api_probe_option(i);
-    return o ? o->help : NULL;
+    const MpOpt *o = api_probe_option(i);
+    if (!o) return NULL;
+    if (mp_opt_help(o)) return mp_opt_help(o);
+    pthread_once(&api_help_once, api_help_make);
+    return api_help_made[o - mp_probe_opts];
 }

@@ -1,17 +1,21 @@
 /* cli.h — the `maskpos` command-line front end: one thin file per subcommand.
  *
- * Implements: the subcommand table (main.c), and helpers every subcommand uses to reject bad
- * flags with a one-line error and exit code 2 (common.c).
+ * Implements: the subcommand table (main.c), and what every subcommand uses to read its flags
+ * through its option table (core/opts.h) and to reject bad input with a one-line error and exit
+ * code 2 (common.c).
  * Conventions: each subcommand is `int mp_cmd_<name>(int argc, char **argv)` where argv[0] is the
- * subcommand name; it returns the process exit code (0 ok, 1 a stage failed, 2 bad input) and
- * prints `--help` text on `-h/--help`.
+ * subcommand name; its options are one table (MpOptTable: one row per flag — name, kind, range,
+ * metavar, help, the field of its config it sets — with the prose of its --help), from which its
+ * getopt table, values, messages and --help come; it returns the process exit code (0 ok, 1 a
+ * stage failed, 2 bad input) and prints `--help` text on `-h/--help`.
  */
 #ifndef MP_CLI_H
 #define MP_CLI_H
 
 #include <stdint.h>
 
-#include "core/err.h" /* MP_EXIT_* */
+#include "core/err.h"  /* MP_EXIT_* */
+#include "core/opts.h" /* MpOptTable: every subcommand's options */
 
 int mp_cmd_theory(int argc, char **argv);
 int mp_cmd_simulate(int argc, char **argv);
@@ -30,16 +34,13 @@ int mp_cmd_view(int argc, char **argv);     /* src/cli/view.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Same, then exits: for use deep inside option parsing. */
-void mp_cli_die(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
-/* Strict flag values: exit 2 with a message naming the flag when the value is bad. */
-double mp_cli_double(const char *cmd, const char *flag, const char *arg, double lo, double hi);
-int64_t mp_cli_i64(const char *cmd, const char *flag, const char *arg, int64_t lo, int64_t hi);
-/* --device NAME of probe (through its option table), logits and generate: NAME when that backend
- * of the forward pass is built and present; else the backend's one-line refusal, exit 2. */
-const char *mp_cli_device(const char *cmd, const char *arg);
-/* Reports an unknown option or a missing argument the way getopt_long saw it. */
-int mp_cli_bad_option(const char *cmd, char **argv, int optind_now, int optopt_now);
+/* mp_cli_parse's answer when the command goes on; any other answer is the exit status to return. */
+#define MP_CLI_GO (-1)
+/* argv through the subcommand's option table t into cfg (core/opts.h, mp_opts_parse: the rows'
+ * fields are offsets into cfg): MP_CLI_GO with the positional arguments at argv[*first .. argc);
+ * MP_EXIT_OK after printing t's --help on stdout; MP_EXIT_ERROR after "maskpos CMD: error: LINE"
+ * for a bad flag or value. given: NULL, or [t->n] counts of each row given. */
+int mp_cli_parse(const MpOptTable *t, void *cfg, int argc, char **argv, int *first, int *given);
 
 #endif

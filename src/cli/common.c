@@ -1,12 +1,8 @@
-/* common.c — shared flag parsing and error reporting for subcommands; see cli.h. */
+/* common.c — the flags through a subcommand's option table, and error reporting; see cli.h. */
 #include "cli/cli.h"
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-
-#include "core/util.h"          /* mp_parse_double, mp_parse_i64 */
-#include "model/fwd_backend.h" /* mp_fwd_device_check */
 
 static void cli_vreport(const char *cmd, const char *fmt, va_list ap) {
     fflush(stdout);
@@ -23,40 +19,12 @@ int mp_cli_error(const char *cmd, const char *fmt, ...) {
     return MP_EXIT_ERROR;
 }
 
-void mp_cli_die(const char *cmd, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    cli_vreport(cmd, fmt, ap);
-    va_end(ap);
-    exit(MP_EXIT_ERROR);
-}
-
-double mp_cli_double(const char *cmd, const char *flag, const char *arg, double lo, double hi) {
-    double v;
-    if (mp_parse_double(arg, &v) != MP_OK) mp_cli_die(cmd, "%s: '%s' is not a number", flag, arg);
-    if (v < lo || v > hi) mp_cli_die(cmd, "%s: %s is outside [%g, %g]", flag, arg, lo, hi);
-    return v;
-}
-
-int64_t mp_cli_i64(const char *cmd, const char *flag, const char *arg, int64_t lo, int64_t hi) {
-    int64_t v;
-    if (mp_parse_i64(arg, INT64_MIN, INT64_MAX, &v) != MP_OK)
-        mp_cli_die(cmd, "%s: '%s' is not an integer", flag, arg);
-    if (v < lo || v > hi)
-        mp_cli_die(cmd, "%s: %s is outside [%lld, %lld]", flag, arg, (long long)lo, (long long)hi);
-    return v;
-}
-
-const char *mp_cli_device(const char *cmd, const char *arg) {
+int mp_cli_parse(const MpOptTable *t, void *cfg, int argc, char **argv, int *first, int *given) {
     MpErr e;
-    if (mp_fwd_device_check(arg, &e) != MP_OK) mp_cli_die(cmd, "%s", e.msg);
-    return arg;
-}
-
-int mp_cli_bad_option(const char *cmd, char **argv, int optind_now, int optopt_now) {
-    const char *word = argv[optind_now - 1];
-    if (optopt_now && word && word[0] == '-' && word[1] != '-')
-        return mp_cli_error(cmd, "unknown option '-%c' (see 'maskpos %s --help')", optopt_now, cmd);
-    return mp_cli_error(cmd, "unknown option or missing value: '%s' (see 'maskpos %s --help')",
-                        word ? word : "?", cmd);
+    const int rc = mp_opts_parse(t, cfg, argc, argv, first, given, &e);
+    if (rc == MP_OPTS_HELP) {
+        mp_opts_help(stdout, t);
+        return MP_EXIT_OK;
+    }
+    return rc == MP_OK ? MP_CLI_GO : mp_cli_error(t->cmd, "%s", e.msg);
 }

@@ -7,7 +7,7 @@
  * examined and skipped). Exit 0 ok, 2 bad input or too few long documents.
  * Tested by: tests/test_tok.c.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,11 +15,42 @@
 #include "core/json.h"  /* provenance JSON */
 #include "core/npy.h"   /* mp_npy_write */
 #include "core/util.h"  /* mp_time_now */
+#include "job/shared_opts.h" /* the corpus flags */
 #include "tok/corpus.h" /* mp_tok_corpus_build */
 #include "tok/tok.h"    /* MpTok */
 #include "core/files.h" /* mp_outfile_claim: an existing output is not replaced without --force */
 
-static const char *corpus_help =
+/* The flags' values: the corpus reader's options and the command's own. */
+typedef struct CorpusFlags {
+    MpTokCorpusOpts o;
+    const char *model, *out;
+    int seq, force;
+} CorpusFlags;
+
+typedef enum CorpusOpt {
+    CO_MODEL, CO_N, CO_SEQ, CO_OUT, CO_FIELD, CO_WHOLE, CO_SHUFFLE, CO_SEED, CO_NO_SPECIAL, CO_PACK, CO_FORCE, CO_COUNT
+} CorpusOpt;
+
+#define F(m) offsetof(CorpusFlags, m)
+#define S(id) (&mp_shared_opts[MP_SHARED_##id]) /* the corpus flags, declared once (job/shared_opts.h) */
+static const MpOpt corpus_opts[CO_COUNT] = {
+    [CO_MODEL] = {MP_OPT_DECL("model", MP_OPT_STRING, "M", .help = "directory with tokenizer.json, or a tokenizer.json path"), F(model)},
+    [CO_N] = {S(N), F(o.n), MP_OPT_NARROW, .help = "documents to keep (1..10000000)", .lo = 1, .hi = 10000000},
+    [CO_SEQ] = {S(SEQ), F(seq), .help = "tokens per document (1..1048576)"},
+    [CO_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "F.npy", .help = "token cache int32 [N,S]; provenance goes to F.json beside it"),
+                F(out)},
+    [CO_FIELD] = {S(FIELD), F(o.field)},
+    [CO_WHOLE] = {S(WHOLE), F(o.whole)},
+    [CO_SHUFFLE] = {S(SHUFFLE), F(o.shuffle)},
+    [CO_SEED] = {S(SEED), F(o.seed)},
+    [CO_NO_SPECIAL] = {S(NO_SPECIAL), F(o.add_special), MP_OPT_OFF},
+    [CO_PACK] = {S(PACK), F(o.pack)},
+    [CO_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "replace an existing F.npy / F.json (else they are refused)"),
+                  F(force)},
+};
+_Static_assert(sizeof corpus_opts / sizeof *corpus_opts == CO_COUNT, "one row per CorpusOpt");
+
+static const MpOptTable corpus_table = {"corpus", corpus_opts, CO_COUNT, 18,
     "usage: maskpos corpus --model M --n N --seq S --out CACHE.npy [options] INPUT\n"
     "\n"
     "Tokenizes documents with the model's own tokenizer and keeps the first N that have at\n"
@@ -28,20 +59,8 @@ static const char *corpus_help =
     "\n"
     "INPUT: a .jsonl file (one JSON object per line), a text file (documents are blocks\n"
     "separated by blank lines), or a directory of .txt files (read in name order).\n"
-    "\n"
-    "  --model M       directory with tokenizer.json, or a tokenizer.json path\n"
-    "  --n N           documents to keep (1..10000000)\n"
-    "  --seq S         tokens per document (1..10000000)\n"
-    "  --out F.npy     token cache int32 [N,S]; provenance goes to F.json beside it\n"
-    "  --field NAME    .jsonl: the text field (default \"text\")\n"
-    "  --whole         text files: one document per file, not per blank-line block\n"
-    "  --shuffle       visit documents in a random order fixed by --seed (default seed 0)\n"
-    "  --seed K        seed of --shuffle\n"
-    "  --no-special    do not add BOS/EOS\n"
-    "  --pack          concatenate the documents' ids and cut the stream into N rows of S (rows\n"
-    "                  may span documents); with a tokenizer that adds BOS each row is BOS +\n"
-    "                  the next S-1 ids\n"
-    "  --force         replace an existing F.npy / F.json (else they are refused)\n";
+    "\n",
+    NULL};
 
 /* meta.json of a token cache: the file, the tokenizer and the corpus it came from. */
 static json_t *corpus_meta(const MpTokCorpus *cor, const MpTok *tok, const MpTokCorpusOpts *o, const char *out,
@@ -86,53 +105,21 @@ static json_t *corpus_meta(const MpTokCorpus *cor, const MpTok *tok, const MpTok
 
 int mp_cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
-    const char *model = NULL, *out = NULL;
-    MpTokCorpusOpts o = {.field = "text", .n = 0, .seq = 0, .add_special = 1};
-    int seed_given = 0, force = 0;
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"n", required_argument, 0, 'n'},
-                                         {"seq", required_argument, 0, 'S'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"field", required_argument, 0, 'f'},
-                                         {"whole", no_argument, 0, 'w'},
-                                         {"shuffle", no_argument, 0, 'r'},
-                                         {"seed", required_argument, 0, 'k'},
-                                         {"no-special", no_argument, 0, 'x'},
-                                         {"pack", no_argument, 0, 'p'},
-                                         {"force", no_argument, 0, 'z'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'n': o.n = mp_cli_i64(cmd, "--n", optarg, 1, 10000000); break;
-        case 'S': o.seq = mp_cli_i64(cmd, "--seq", optarg, 1, 10000000); break;
-        case 'o': out = optarg; break;
-        case 'f': o.field = optarg; break;
-        case 'w': o.whole = 1; break;
-        case 'r': o.shuffle = 1; break;
-        case 'k':
-            o.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX);
-            seed_given = 1;
-            break;
-        case 'x': o.add_special = 0; break;
-        case 'p': o.pack = 1; break;
-        case 'z': force = 1; break;
-        case 'h': fputs(corpus_help, stdout); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
+    CorpusFlags fl = {.o = {.field = "text", .n = 0, .seq = 0, .add_special = 1}};
+    int given[CO_COUNT], first;
+    const int prc = mp_cli_parse(&corpus_table, &fl, argc, argv, &first, given);
+    if (prc != MP_CLI_GO) return prc;
+    MpTokCorpusOpts o = fl.o;
+    o.seq = fl.seq;
+    const char *model = fl.model, *out = fl.out;
     if (!model) return mp_cli_error(cmd, "--model is required (a directory with tokenizer.json, or its path)");
     if (!o.n || !o.seq) return mp_cli_error(cmd, "--n and --seq are required");
     if (!out) return mp_cli_error(cmd, "--out CACHE.npy is required");
-    if (seed_given && !o.shuffle) return mp_cli_error(cmd, "--seed only makes sense with --shuffle");
-    if (optind + 1 != argc)
-        return mp_cli_error(cmd, optind == argc ? "give one INPUT (.jsonl, text file or directory)"
-                                                : "unexpected argument '%s'", argv[optind + (optind < argc)]);
-    const char *input = argv[optind];
+    if (given[CO_SEED] && !o.shuffle) return mp_cli_error(cmd, "--seed only makes sense with --shuffle");
+    if (first + 1 != argc)
+        return mp_cli_error(cmd, first == argc ? "give one INPUT (.jsonl, text file or directory)"
+                                               : "unexpected argument '%s'", argv[first + (first < argc)]);
+    const char *input = argv[first];
     size_t ol = strlen(out);
     if (ol < 5 || strcmp(out + ol - 4, ".npy") != 0 || ol + 2 > 4096)
         return mp_cli_error(cmd, "--out %s: the cache file name must end in .npy", out);
@@ -144,7 +131,7 @@ int mp_cmd_corpus(int argc, char **argv) {
     MpErr e;
     /* F.npy and F.json are one run's: neither is replaced without --force, and a stale F.json
      * is removed before F.npy is rewritten (it marks the pair complete) */
-    if (mp_outfile_claim(out, force, &e) != MP_OK || mp_outfile_claim(meta_path, force, &e) != MP_OK)
+    if (mp_outfile_claim(out, fl.force, &e) != MP_OK || mp_outfile_claim(meta_path, fl.force, &e) != MP_OK)
         return mp_cli_error(cmd, "%s", e.msg);
     MpTok tok;
     if (mp_tok_init(&tok, model, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);

@@ -8,8 +8,8 @@
  * cannot load: the reason goes to stderr). A summary line goes to stderr.
  * Exit 0 ok, 2 bad input (one-line message). Tested by: tests/test_stories_generate.c.
  */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +24,57 @@
 #include "core/progress.h"  /* MpProgress */
 #include "core/util.h"      /* mp_parse_i64 */
 #include "load/model.h"     /* mp_model_open */
-#include "model/fwd.h"      /* mp_fwd_compute_parse */
+#include "job/shared_opts.h"  /* --n, --seed, --threads, --compute, --device */
 #include "model/generate.h" /* mp_gen_run */
 #include "tok/tok.h"        /* --prompt, text output */
 
-static const char *generate_help =
+typedef struct GenOpts {
+    const char *model, *prompt, *prompt_ids, *out;
+    MpGenConfig cfg;
+    int print_ids, quiet, force, greedy;
+} GenOpts;
+
+typedef enum GenOpt {
+    GE_N, GE_LEN, GE_TEMPERATURE, GE_GREEDY, GE_TOP_K, GE_TOP_P, GE_SEED, GE_PROMPT, GE_PROMPT_IDS, GE_OUT, GE_FORCE, GE_IDS,
+    GE_QUIET, GE_THREADS, GE_COMPUTE, GE_DEVICE, GE_COUNT
+} GenOpt;
+
+#define F(m) offsetof(GenOpts, m)
+#define S(id) (&mp_shared_opts[MP_SHARED_##id]) /* declared once for every command (job/shared_opts.h) */
+static const MpOpt generate_opts[GE_COUNT] = {
+    [GE_N] = {S(N), F(cfg.n), MP_OPT_NARROW, .help = "sequences (default 1)", .lo = 1, .hi = INT64_C(1) << 31},
+    [GE_LEN] = {MP_OPT_DECL("len", MP_OPT_INT, "L",
+                            .help = "tokens per sequence, prompt included (default 64; at most the model's context)", .lo = 2,
+                            .hi = 1 << 20), F(cfg.len)},
+    [GE_TEMPERATURE] = {MP_OPT_DECL("temperature", MP_OPT_DOUBLE, "T", .help = "sample from softmax(logits / T) (default 1; 0 = greedy)",
+                                    .dlo = 0, .dhi = 1e6), F(cfg.sampler.temperature)},
+    [GE_GREEDY] = {MP_OPT_DECL("greedy", MP_OPT_BOOL, NULL,
+                               .help = "the most likely id every time (lowest id on ties), as llama.cpp's greedy"), F(greedy)},
+    [GE_TOP_K] = {MP_OPT_DECL("top-k", MP_OPT_INT, "K", .help = "sample among the K most likely ids only (default 0: all)", .lo = 0,
+                              .hi = INT32_MAX), F(cfg.sampler.top_k)},
+    [GE_TOP_P] = {MP_OPT_DECL("top-p", MP_OPT_DOUBLE, "P",
+                              .help = "sample within the smallest set of most likely ids whose probability reaches\n"
+                                      "P (nucleus; default 1: all)",
+                              .dlo = 1e-12, .dhi = 1), F(cfg.sampler.top_p)},
+    [GE_SEED] = {S(SEED), F(cfg.seed), .help = "random seed (default 0)"},
+    [GE_PROMPT] = {MP_OPT_DECL("prompt", MP_OPT_STRING, "TEXT",
+                               .help = "start from TEXT, tokenized with the model's own tokenizer (BOS added as it says)"), F(prompt)},
+    [GE_PROMPT_IDS] = {MP_OPT_DECL("prompt-ids", MP_OPT_STRING, "L", .help = "start from these comma-separated ids instead"),
+                       F(prompt_ids)},
+    [GE_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "F.npy",
+                            .help = "write the ids as int32 [N, L] (the input of `maskpos probe --tokens`); an\n"
+                                    "existing F is refused before anything is computed"), F(out)},
+    [GE_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "replace an existing --out file"), F(force)},
+    [GE_IDS] = {MP_OPT_DECL("ids", MP_OPT_BOOL, NULL, .help = "print ids instead of text"), F(print_ids)},
+    [GE_QUIET] = {MP_OPT_DECL("quiet", MP_OPT_BOOL, NULL,
+                              .help = "print nothing on stdout and no progress bar (the summary still goes to stderr)"), F(quiet)},
+    [GE_THREADS] = {S(THREADS), F(cfg.threads), .help = "worker threads (default: all cores; the ids do not depend on it)"},
+    [GE_COMPUTE] = {S(COMPUTE), F(cfg.compute)},
+    [GE_DEVICE] = {S(DEVICE), F(cfg.device)},
+};
+_Static_assert(sizeof generate_opts / sizeof *generate_opts == GE_COUNT, "one row per GenOpt");
+
+static const MpOptTable generate_table = {"generate", generate_opts, GE_COUNT, 19,
     "usage: maskpos generate MODEL [--n N] [--len L] [--temperature T | --greedy] [--top-k K]\n"
     "                        [--top-p P] [--seed K] [--prompt TEXT | --prompt-ids LIST]\n"
     "                        [--out ids.npy [--force]] [--ids] [--quiet] [--threads N]\n"
@@ -40,37 +86,12 @@ static const char *generate_help =
     "bit). Deterministic: token t of sequence i uses draw t of the Philox stream (seed, i), so the\n"
     "same seed gives the same ids for any --threads and any N. Generation does not stop at an\n"
     "end-of-text token: a model trained on packed documents starts the next one.\n"
-    "\n"
-    "  --n N            sequences (default 1)\n"
-    "  --len L          tokens per sequence, prompt included (default 64; at most the model's context)\n"
-    "  --temperature T  sample from softmax(logits / T) (default 1; 0 = greedy)\n"
-    "  --greedy         the most likely id every time (lowest id on ties), as llama.cpp's greedy\n"
-    "  --top-k K        sample among the K most likely ids only (default 0: all)\n"
-    "  --top-p P        sample within the smallest set of most likely ids whose probability reaches\n"
-    "                   P (nucleus; default 1: all)\n"
-    "  --seed K         random seed (default 0)\n"
-    "  --prompt TEXT    start from TEXT, tokenized with the model's own tokenizer (BOS added as it says)\n"
-    "  --prompt-ids L   start from these comma-separated ids instead\n"
-    "  --out F.npy      write the ids as int32 [N, L] (the input of `maskpos probe --tokens`); an\n"
-    "                   existing F is refused before anything is computed\n"
-    "  --force          replace an existing --out file\n"
-    "  --ids            print ids instead of text\n"
-    "  --quiet          print nothing on stdout and no progress bar (the summary still goes to stderr)\n"
-    "  --threads N      worker threads (default: all cores; the ids do not depend on it)\n"
-    "  --compute MODE   f32 (default) or bf16 (docs/speed.md)\n"
-    "  --device NAME    the forward pass's backend: cpu (default; the only one built here: cuda\n"
-    "                   needs make CUDA=1)\n"
+    "\n",
     "Stdout: each sequence's text (special tokens left out), or its ids when --ids is given or the\n"
     "model's tokenizer cannot be read (then stderr says why), one block per sequence.\n"
     "Stderr: a summary: tokens/s, and the mean negative log-likelihood of the sampled tokens under\n"
     "the model (nats per token; its exp is the perplexity of the model on its own samples).\n"
-    "Bad input: one-line error, exit 2.\n";
-
-typedef struct GenOpts {
-    const char *model, *prompt, *prompt_ids, *out;
-    MpGenConfig cfg;
-    int print_ids, quiet, force;
-} GenOpts;
+    "Bad input: one-line error, exit 2.\n"};
 
 /* Parses "a,b,c" into ids (owned by the caller). Returns the count, or -1 on a bad list. */
 static int gen_parse_ids(const char *list, int32_t **out) {
@@ -117,54 +138,22 @@ static int gen_print(const MpGenResult *r, MpTok *tok, MpErr *e) {
     return MP_OK;
 }
 
+/* The flags into o; MP_CLI_GO, or the exit status of a refusal or of --help. */
 static int gen_parse(GenOpts *o, int argc, char **argv) {
     const char *cmd = "generate";
-    static const struct option opts[] = {
-        {"n", required_argument, 0, 'n'},          {"len", required_argument, 0, 'L'},
-        {"temperature", required_argument, 0, 'T'}, {"greedy", no_argument, 0, 'g'},
-        {"top-k", required_argument, 0, 'k'},      {"top-p", required_argument, 0, 'p'},
-        {"seed", required_argument, 0, 's'},       {"prompt", required_argument, 0, 'P'},
-        {"prompt-ids", required_argument, 0, 'I'}, {"out", required_argument, 0, 'o'},
-        {"ids", no_argument, 0, 'i'},              {"quiet", no_argument, 0, 'q'},
-        {"threads", required_argument, 0, 'j'},    {"compute", required_argument, 0, 'c'}, {"device", required_argument, 0, 'D'},
-        {"force", no_argument, 0, 'f'},            {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c, greedy = 0, have_t = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'n': o->cfg.n = mp_cli_i64(cmd, "--n", optarg, 1, INT64_C(1) << 31); break;
-        case 'L': o->cfg.len = (int)mp_cli_i64(cmd, "--len", optarg, 2, 1 << 20); break;
-        case 'T': o->cfg.sampler.temperature = mp_cli_double(cmd, "--temperature", optarg, 0, 1e6); have_t = 1; break;
-        case 'g': greedy = 1; break;
-        case 'k': o->cfg.sampler.top_k = (int)mp_cli_i64(cmd, "--top-k", optarg, 0, INT32_MAX); break;
-        case 'p': o->cfg.sampler.top_p = mp_cli_double(cmd, "--top-p", optarg, 1e-12, 1); break;
-        case 's': o->cfg.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'P': o->prompt = optarg; break;
-        case 'I': o->prompt_ids = optarg; break;
-        case 'o': o->out = optarg; break;
-        case 'i': o->print_ids = 1; break;
-        case 'q': o->quiet = 1; break;
-        case 'f': o->force = 1; break;
-        case 'j': o->cfg.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
-        case 'D': o->cfg.device = mp_cli_device(cmd, optarg); break;
-        case 'c':
-            if ((o->cfg.compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
-            break;
-        case 'h': fputs(generate_help, stdout); return -1;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    if (optind >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos generate --help')");
-    o->model = argv[optind++];
-    if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int given[GE_COUNT], first;
+    const int rc = mp_cli_parse(&generate_table, o, argc, argv, &first, given);
+    if (rc != MP_CLI_GO) return rc;
+    if (first >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos generate --help')");
+    o->model = argv[first++];
+    if (first < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[first]);
+    const int greedy = o->greedy, have_t = given[GE_TEMPERATURE] > 0;
     if (greedy && have_t && o->cfg.sampler.temperature != 0) return mp_cli_error(cmd, "--greedy and --temperature %g contradict each other", o->cfg.sampler.temperature);
     if (greedy) o->cfg.sampler.temperature = 0;
     if (o->prompt && o->prompt_ids) return mp_cli_error(cmd, "--prompt and --prompt-ids exclude each other");
     MpErr oe; /* an existing --out is kept unless --force; an unwritable folder is found now */
     if (o->out && mp_outfile_claim(o->out, o->force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
-    return MP_EXIT_OK;
+    return MP_CLI_GO;
 }
 
 int mp_cmd_generate(int argc, char **argv) {
@@ -175,8 +164,8 @@ int mp_cmd_generate(int argc, char **argv) {
     o.cfg.len = 64;
     o.cfg.sampler.temperature = 1;
     o.cfg.sampler.top_p = 1;
-    int prc = gen_parse(&o, argc, argv);
-    if (prc != MP_EXIT_OK) return prc < 0 ? MP_EXIT_OK : prc;
+    const int prc = gen_parse(&o, argc, argv);
+    if (prc != MP_CLI_GO) return prc;
 #ifdef _OPENMP
     if (o.cfg.threads > 0) omp_set_num_threads(o.cfg.threads);
 #endif

@@ -6,17 +6,39 @@
  * Exit 2 with "maskpos inspect: error: <file>: <what>" on any malformed input.
  * Tested by: tests/test_load.c (round trip mkmodel -> inspect, malformed files).
  */
-#include <getopt.h>
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <math.h>
 #include <string.h>
 
 #include "cli/cli.h"     /* mp_cli_* */
 #include "job/probe.h"   /* mp_probe_peak: the probe's memory estimate */
+#include "job/shared_opts.h" /* --seq: declared once */
 #include "load/model.h"  /* MpModel, mp_model_open */
 
-static const char *inspect_help =
+/* The flags' values. */
+typedef struct InspectFlags {
+    int tensors, json, layers, seq;
+} InspectFlags;
+
+typedef enum InspectOpt { IN_TENSORS, IN_JSON, IN_LAYERS, IN_SEQ, IN_COUNT } InspectOpt;
+
+#define F(m) offsetof(InspectFlags, m)
+static const MpOpt inspect_opts[IN_COUNT] = {
+    [IN_TENSORS] = {MP_OPT_DECL("tensors", MP_OPT_BOOL, NULL,
+                                .help = "list every stored tensor: name, dtype, shape ([out, in] as in torch), bytes"), F(tensors)},
+    [IN_JSON] = {MP_OPT_DECL("json", MP_OPT_BOOL, NULL, .help = "one JSON object on stdout instead of text"), F(json)},
+    [IN_LAYERS] = {MP_OPT_DECL("layers", MP_OPT_INT, "L",
+                               .help = "layers a probe would run (default 4, at most the model's); their weights, the\n"
+                                       "embedding, the final norm and the output are checked to be finite (NaN or\n"
+                                       "±Inf: exit 2 naming the file and tensor)",
+                               .lo = 1, .hi = 4096), F(layers)},
+    [IN_SEQ] = {&mp_shared_opts[MP_SHARED_SEQ], F(seq), .help = "sequence length for the memory estimate (default 1024)"},
+};
+_Static_assert(sizeof inspect_opts / sizeof *inspect_opts == IN_COUNT, "one row per InspectOpt");
+
+static const MpOptTable inspect_table = {"inspect", inspect_opts, IN_COUNT, 15,
     "usage: maskpos inspect MODEL [--tensors] [--json] [--layers L] [--seq S]\n"
     "\n"
     "MODEL is an HF directory (config.json + model.safetensors or sharded\n"
@@ -24,19 +46,13 @@ static const char *inspect_help =
     "alone (e.g. a published configuration: the counts it implies, no weights read).\n"
     "Prints the architecture, dimensions, RoPE settings (theta, scaling, rotary dim), stored\n"
     "dtypes, parameter count and the memory a probe of the first L layers needs.\n"
-    "\n"
-    "  --tensors    list every stored tensor: name, dtype, shape ([out, in] as in torch), bytes\n"
-    "  --json       one JSON object on stdout instead of text\n"
-    "  --layers L   layers a probe would run (default 4, at most the model's); their weights, the\n"
-    "               embedding, the final norm and the output are checked to be finite (NaN or\n"
-    "               ±Inf: exit 2 naming the file and tensor)\n"
-    "  --seq S      sequence length for the memory estimate (default 1024)\n"
+    "\n",
     "\n"
     "Probe memory estimate: the expected peak `maskpos probe --layers 1-L` prints and compares with\n"
     "--max-mem-gib, for one sequence of S tokens (f32, no --per-head): f32 weights of layers 1..L +\n"
     "the weight-loading scratch + one sequence's activations + its scores NH*S*S*4 + the maps\n"
     "(float64 sums, sums of squares and outputs, (5L+6)*S*S*8). Mapped weights of other layers\n"
-    "are not read.\n";
+    "are not read.\n"};
 
 typedef struct Mem {
     uint64_t weights, acts, scores, maps, total;
@@ -277,28 +293,17 @@ static void print_json(const MpModel *m, int tensors, int L, int64_t S) {
 
 int mp_cmd_inspect(int argc, char **argv) {
     const char *cmd = "inspect";
-    int tensors = 0, as_json = 0, layers = 4;
-    int64_t seq = 1024;
-    static const struct option opts[] = {{"tensors", no_argument, 0, 't'}, {"json", no_argument, 0, 'j'},
-                                         {"layers", required_argument, 0, 'l'}, {"seq", required_argument, 0, 's'},
-                                         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': tensors = 1; break;
-        case 'j': as_json = 1; break;
-        case 'l': layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 4096); break;
-        case 's': seq = mp_cli_i64(cmd, "--seq", optarg, 1, 1 << 20); break;
-        case 'h': fputs(inspect_help, stdout); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one MODEL expected" : "missing MODEL (see 'maskpos inspect --help')");
+    InspectFlags fl = {.layers = 4, .seq = 1024};
+    int first;
+    const int prc = mp_cli_parse(&inspect_table, &fl, argc, argv, &first, NULL);
+    if (prc != MP_CLI_GO) return prc;
+    const int tensors = fl.tensors, as_json = fl.json;
+    int layers = fl.layers;
+    const int64_t seq = fl.seq;
+    if (first != argc - 1) return mp_cli_error(cmd, first < argc ? "exactly one MODEL expected" : "missing MODEL (see 'maskpos inspect --help')");
     MpModel m;
     MpErr e;
-    const char *path = argv[optind];
+    const char *path = argv[first];
     const size_t pn = strlen(path);
     /* a config.json alone (e.g. a published configuration): hyperparameters and counts, no weights */
     const int cfg_only = pn >= 5 && !strcmp(path + pn - 5, ".json");

@@ -7,8 +7,8 @@
  * The forward pass is src/model/fwd.h (f32); log-softmax is taken in double. Greedy decoding
  * recomputes the whole sequence per new token (no key/value cache: meant for small checks).
  */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,31 +20,51 @@
 #include "cli/cli.h"    /* mp_cli_* */
 #include "core/npy.h"   /* mp_npy_write */
 #include "core/util.h"  /* mp_parse_i64 */
+#include "job/shared_opts.h" /* --threads, --compute, --device */
 #include "load/model.h" /* mp_model_open */
 #include "model/fwd.h"  /* MpFwd */
 #include "model/generate.h" /* mp_gen_log_softmax */
 #include "core/files.h" /* mp_outfile_claim: an existing output is not replaced without --force */
 
-static const char *logits_help =
+/* The flags' values. */
+typedef struct LogitsFlags {
+    const char *tokens, *out, *device;
+    int top, greedy, threads, compute, force, allow_long;
+} LogitsFlags;
+
+typedef enum LogitsOpt { LO_TOKENS, LO_TOP, LO_GREEDY, LO_OUT, LO_FORCE, LO_ALLOW_LONG, LO_THREADS, LO_COMPUTE, LO_DEVICE, LO_COUNT } LogitsOpt;
+
+#define F(m) offsetof(LogitsFlags, m)
+#define S(id) (&mp_shared_opts[MP_SHARED_##id]) /* declared once for every command (job/shared_opts.h) */
+static const MpOpt logits_opts[LO_COUNT] = {
+    [LO_TOKENS] = {MP_OPT_DECL("tokens", MP_OPT_STRING, "LIST", .help = "comma-separated token ids (at least one; each in [0, vocab))"),
+                   F(tokens)},
+    [LO_TOP] = {MP_OPT_DECL("top", MP_OPT_INT, "K", .help = "how many next tokens to print (default 5)", .lo = 1, .hi = 1000), F(top)},
+    [LO_GREEDY] = {MP_OPT_DECL("greedy", MP_OPT_INT, "N", .help = "append the most likely token N times and print the continuation",
+                               .lo = 0, .hi = 100000), F(greedy)},
+    [LO_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "FILE.npy",
+                            .help = "write the log-probabilities of every position of the input, float64 [T, V]\n"
+                                    "(row t = distribution of the token after position t); an existing file is\n"
+                                    "replaced only with --force"), F(out)},
+    [LO_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "replace an existing --out file"), F(force), MP_OPT_HIDE},
+    [LO_ALLOW_LONG] = {MP_OPT_DECL("allow-long", MP_OPT_BOOL, NULL,
+                                   .help = "allow more positions (ids + --greedy) than the model's trained context"), F(allow_long)},
+    [LO_THREADS] = {S(THREADS), F(threads), .arg = "T", .help = "worker threads (default: all cores; results are identical for any T)"},
+    [LO_COMPUTE] = {S(COMPUTE), F(compute),
+                    .help = "f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
+                            "accumulation; docs/speed.md)"},
+    [LO_DEVICE] = {S(DEVICE), F(device)},
+};
+_Static_assert(sizeof logits_opts / sizeof *logits_opts == LO_COUNT, "one row per LogitsOpt");
+
+static const MpOptTable logits_table = {"logits", logits_opts, LO_COUNT, 18,
     "usage: maskpos logits MODEL --tokens ID,ID,... [options]\n"
     "\n"
     "Runs every layer of MODEL (HF directory or .gguf) on the token ids and prints the most likely\n"
     "next tokens after the last one, with log-probabilities (f32 forward pass, log-softmax in\n"
     "double).\n"
-    "\n"
-    "  --tokens LIST   comma-separated token ids (at least one; each in [0, vocab))\n"
-    "  --top K         how many next tokens to print (default 5)\n"
-    "  --greedy N      append the most likely token N times and print the continuation\n"
-    "  --out FILE.npy  write the log-probabilities of every position of the input, float64 [T, V]\n"
-    "                  (row t = distribution of the token after position t); an existing file is\n"
-    "                  replaced only with --force\n"
-    "  --allow-long    allow more positions (ids + --greedy) than the model's trained context\n"
-    "  --threads T     worker threads (default: all cores; results are identical for any T)\n"
-    "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
-    "                  accumulation; docs/speed.md)\n"
-    "  --device NAME   the forward pass's backend: cpu (default; the only one built here: cuda\n"
-    "                  needs make CUDA=1)\n"
-    "Bad input: one-line error, exit 2.\n";
+    "\n",
+    "Bad input: one-line error, exit 2.\n"};
 
 static int logits_argmax(const double *lp, int V) {
     int b = 0;
@@ -107,37 +127,16 @@ static int logits_greedy(MpFwd *f, int32_t *ids, int n, int T, double *lp, int V
 
 int mp_cmd_logits(int argc, char **argv) {
     const char *cmd = "logits";
-    const char *tokens = NULL, *out = NULL, *device = NULL;
-    int top = 5, greedy = 0, threads = 0, compute = MP_FWD_COMPUTE_F32, force = 0, allow_long = 0;
-    static const struct option opts[] = {{"tokens", required_argument, 0, 't'}, {"top", required_argument, 0, 'k'},
-                                         {"greedy", required_argument, 0, 'g'}, {"out", required_argument, 0, 'o'},
-                                         {"threads", required_argument, 0, 'j'}, {"compute", required_argument, 0, 'P'},
-                                         {"force", no_argument, 0, 'f'}, {"allow-long", no_argument, 0, 'A'},
-                                         {"device", required_argument, 0, 'D'}, {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 't': tokens = optarg; break;
-        case 'k': top = (int)mp_cli_i64(cmd, "--top", optarg, 1, 1000); break;
-        case 'g': greedy = (int)mp_cli_i64(cmd, "--greedy", optarg, 0, 100000); break;
-        case 'o': out = optarg; break;
-        case 'f': force = 1; break;
-        case 'A': allow_long = 1; break;
-        case 'j': threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
-        case 'P':
-            if ((compute = mp_fwd_compute_parse(optarg)) < 0) return mp_cli_error(cmd, "--compute: '%s' is not f32 or bf16", optarg);
-            break;
-        case 'D': device = mp_cli_device(cmd, optarg); break;
-        case 'h': fputs(logits_help, stdout); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    if (optind >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos logits --help')");
-    const char *model_path = argv[optind++];
-    if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    LogitsFlags fl = {.top = 5, .compute = MP_FWD_COMPUTE_F32};
+    int first;
+    const int prc = mp_cli_parse(&logits_table, &fl, argc, argv, &first, NULL);
+    if (prc != MP_CLI_GO) return prc;
+    const char *tokens = fl.tokens, *out = fl.out, *device = fl.device;
+    const int top = fl.top, greedy = fl.greedy, threads = fl.threads, compute = fl.compute, force = fl.force,
+              allow_long = fl.allow_long;
+    if (first >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos logits --help')");
+    const char *model_path = argv[first++];
+    if (first < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[first]);
     if (!tokens || !*tokens) return mp_cli_error(cmd, "--tokens ID,ID,... is required");
     if (out) { /* .npy bytes go to a .npy name; an existing file is kept unless --force */
         const size_t ol = strlen(out);

@@ -6,169 +6,146 @@
  * The same seed gives the same f32 weights in both formats (src/load/mkmodel.h).
  * Tested by: tests/test_load.c, tests/test_load_gguf.c.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/cli.h"       /* mp_cli_* */
 #include "core/files.h"    /* mp_outdir_claim, mp_outfile_claim */
 #include "load/arch.h"     /* mp_model_arch_name: the success line */
+#include "job/shared_opts.h" /* --seed: declared once */
 #include "load/mkmodel.h"  /* MpMkSpec, mp_mk_write */
 
-static const char *mkmodel_help =
+/* The flags' values: the model's spec and the command's own. */
+typedef struct MkFlags {
+    MpMkSpec s;
+    int force;
+} MkFlags;
+
+typedef enum MkOpt {
+    MK_ARCH, MK_LAYERS, MK_DIM, MK_HEADS, MK_KV_HEADS, MK_HEAD_DIM, MK_FFN, MK_VOCAB, MK_SEED, MK_FORMAT, MK_DTYPE, MK_SHARDS,
+    MK_ROPE_SCALING, MK_ROPE_THETA, MK_PARTIAL_ROTARY, MK_NO_PARALLEL_RESIDUAL, MK_ATTN_SOFTCAP, MK_FINAL_SOFTCAP,
+    MK_SLIDING_WINDOW, MK_EXPERTS, MK_EXPERTS_USED, MK_MOE_FFN, MK_SHARED_FFN, MK_NO_NORM_TOPK, MK_TIE, MK_NORM_EPS, MK_MAX_POS,
+    MK_FORCE, MK_COUNT
+} MkOpt;
+
+/* --arch: a name of the family table (src/load/arch.c). */
+static int mk_set_arch(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    const int a = mp_family_from_name(v);
+    if (a < 0) {
+        char list[512];
+        mp_family_list(MP_FAMILY_NAMES, ", ", list, sizeof list);
+        return mp_err_set(e, "--arch: '%s' is not one of %s", v, list);
+    }
+    ((MkFlags *)cfg)->s.arch = (MpArch)a;
+    return MP_OK;
+}
+
+/* --arch's help: the family table's names. */
+static void mk_help_arch(char *buf, size_t cap) {
+    mp_family_list(MP_FAMILY_NAMES, " | ", buf, cap);
+    const size_t n = strlen(buf);
+    snprintf(buf + n, cap - n, "\n(default llama)");
+}
+
+/* --dtype: a type the writer can encode. */
+static int mk_set_dtype(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    MpWType t;
+    if (mp_quant_parse(v, &t) != MP_OK || !mp_quant_can_encode(t))
+        return mp_err_set(e, "--dtype: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k", v);
+    ((MkFlags *)cfg)->s.dtype = t;
+    return MP_OK;
+}
+
+static const MpOptChoice mk_formats[] = {{"hf", MP_FORMAT_HF}, {"gguf", MP_FORMAT_GGUF}, {NULL, 0}};
+static const MpOptChoice mk_scalings[] = {{"none", MP_ROPE_NONE}, {"llama3", MP_ROPE_LLAMA3}, {"longrope", MP_ROPE_LONGROPE}, {NULL, 0}};
+_Static_assert(sizeof(MpFormat) == sizeof(int) && sizeof(MpRopeScaling) == sizeof(int), "choices set an int");
+
+#define F(m) offsetof(MkFlags, m)
+#define I(nm, meta, hlp, l, h) MP_OPT_DECL(nm, MP_OPT_INT, meta, .help = hlp, .lo = l, .hi = h)
+#define D(nm, meta, hlp, l, h) MP_OPT_DECL(nm, MP_OPT_DOUBLE, meta, .help = hlp, .dlo = l, .dhi = h)
+static const MpOpt mkmodel_opts[MK_COUNT] = {
+    [MK_ARCH] = {MP_OPT_DECL("arch", MP_OPT_CUSTOM, "A", .set = mk_set_arch, .help_fn = mk_help_arch), F(s.arch)},
+    [MK_LAYERS] = {I("layers", "L", "decoder layers (default 2)", 1, 4096), F(s.layers)},
+    [MK_DIM] = {I("dim", "C", "hidden size (default 64)", 1, 1 << 24), F(s.dim)},
+    [MK_HEADS] = {I("heads", "H", "query heads (default 4)", 1, 4096), F(s.heads)},
+    [MK_KV_HEADS] = {I("kv-heads", "K", "key/value heads, divides H (default 2)", 1, 4096), F(s.kv_heads)},
+    [MK_HEAD_DIM] = {I("head-dim", "D", "head dim (default C/H; llama.cpp's phi3 needs H x D = C)", 2, 1 << 16), F(s.head_dim)},
+    [MK_FFN] = {I("ffn", "F", "MLP intermediate size (default 128)", 1, 1 << 24), F(s.ffn)},
+    [MK_VOCAB] = {I("vocab", "V", "vocabulary size (default 512; GGUF needs >= 258)", 1, 1 << 27), F(s.vocab)},
+    [MK_SEED] = {&mp_shared_opts[MP_SHARED_SEED], F(s.seed), .arg = "S", .help = "RNG seed (default 1)"},
+    [MK_FORMAT] = {MP_OPT_DECL("format", MP_OPT_CHOICE, "F", .help = "hf | gguf (default hf)", .choices = mk_formats), F(s.format)},
+    [MK_DTYPE] = {MP_OPT_DECL("dtype", MP_OPT_CUSTOM, "T",
+                              .help = "f32 | f16 | bf16 (both formats); q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k |\n"
+                                      "q3_k | q4_k | q5_k | q6_k (GGUF; simple grids, not llama.cpp's optimal\n"
+                                      "quantisers; rows that are not whole blocks fall back to q8_0 then f16;\n"
+                                      "1-D tensors stay f32)",
+                              .set = mk_set_dtype), F(s.dtype)},
+    [MK_SHARDS] = {I("shards", "N", "HF: split into N safetensors files + index (default 1)", 1, 99999), F(s.shards)},
+    [MK_ROPE_SCALING] = {MP_OPT_DECL("rope-scaling", MP_OPT_CHOICE, "S", .help = "none | llama3 (llama, mistral) | longrope (phi3)",
+                                     .choices = mk_scalings), F(s.rope_scaling)},
+    [MK_ROPE_THETA] = {D("rope-theta", "X", "RoPE base (default 10000; 500000 with llama3)", 1.0001, 1e12), F(s.rope_theta)},
+    [MK_PARTIAL_ROTARY] = {D("partial-rotary", "X",
+                             "phi3 partial_rotary_factor, gptneox rotary_pct, in (0, 1] (default 1;\n"
+                             "gptneox 0.25 as Pythia)", 1e-6, 1), F(s.partial_rotary)},
+    [MK_NO_PARALLEL_RESIDUAL] = {MP_OPT_DECL("no-parallel-residual", MP_OPT_BOOL, NULL,
+                                             .help = "gptneox: attention then MLP in sequence (default parallel, as Pythia)"),
+                                 F(s.parallel_residual), MP_OPT_OFF},
+    [MK_ATTN_SOFTCAP] = {D("attn-softcap", "X", "gemma2 attn_logit_softcapping (default 50; 0 = none)", 0, 1e6), F(s.attn_softcap)},
+    [MK_FINAL_SOFTCAP] = {D("final-softcap", "X", "gemma2 final_logit_softcapping (default 30; 0 = none)", 0, 1e6),
+                          F(s.final_softcap)},
+    [MK_SLIDING_WINDOW] = {I("sliding-window", "N",
+                             "gemma2/3 sliding_window of their local layers (default 4096);\n"
+                             "mistral, phi3: of every layer; qwen2/3: use_sliding_window with\n"
+                             "max_window_layers = layers / 2 (HF only: llama.cpp windows none of these;\n"
+                             "default none)\n"
+                             "(gemma3: local layers 5 of 6 with RoPE base 10000, global ones --rope-theta)",
+                             1, INT32_MAX), F(s.sliding_window)},
+    [MK_EXPERTS] = {I("experts", "N", "mixtral, qwen3moe, qwen2moe: experts per layer (default 4)", 1, 4096), F(s.experts)},
+    [MK_EXPERTS_USED] = {I("experts-used", "K", "experts each token is routed to, 1..N (default 2)", 1, 4096), F(s.experts_used)},
+    [MK_MOE_FFN] = {I("moe-ffn", "F",
+                      "qwen3moe, qwen2moe moe_intermediate_size, one expert's width (default --ffn;\n"
+                      "mixtral's experts are --ffn wide)", 1, 1 << 24), F(s.moe_ffn)},
+    [MK_SHARED_FFN] = {I("shared-ffn", "F", "qwen2moe shared_expert_intermediate_size (default --ffn)", 1, 1 << 24), F(s.shared_ffn)},
+    [MK_NO_NORM_TOPK] = {MP_OPT_DECL("no-norm-topk", MP_OPT_BOOL, NULL,
+                                     .help = "qwen3moe, --format hf: norm_topk_prob false (weights not renormalised)"),
+                         F(s.no_norm_topk)},
+    [MK_TIE] = {MP_OPT_DECL("tie", MP_OPT_BOOL, NULL, .help = "tie_word_embeddings (no lm_head / output tensor)"), F(s.tie)},
+    [MK_NORM_EPS] = {D("norm-eps", "X", "rms_norm_eps (default 1e-5)", 0, 1), F(s.norm_eps)},
+    [MK_MAX_POS] = {I("max-pos", "N", "max_position_embeddings (default 4096; 131072 with rope scaling)", 1, INT32_MAX), F(s.max_pos)},
+    [MK_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "replace an existing model at OUT (else it is refused)"), F(force)},
+};
+_Static_assert(sizeof mkmodel_opts / sizeof *mkmodel_opts == MK_COUNT, "one row per MkOpt");
+
+static const MpOptTable mkmodel_table = {"mkmodel", mkmodel_opts, MK_COUNT, 20,
     "usage: maskpos mkmodel [options] OUT\n"
     "\n"
     "Writes a model with random weights (Philox RNG keyed by seed, role, layer, row) in a real\n"
     "checkpoint format: an HF directory (config.json + safetensors, optionally sharded with\n"
     "model.safetensors.index.json) or a GGUF v3 file loadable by llama.cpp (byte-level BPE\n"
     "vocabulary, llama Q/K rows permuted as convert_hf_to_gguf does).\n"
-    "\n"
-    "  --arch A          %s\n" /* the family table's names (src/load/arch.c), wrapped */
-    "                    (default llama)\n"
-    "  --layers L        decoder layers (default 2)\n"
-    "  --dim C           hidden size (default 64)\n"
-    "  --heads H         query heads (default 4)\n"
-    "  --kv-heads K      key/value heads, divides H (default 2)\n"
-    "  --head-dim D      head dim (default C/H; llama.cpp's phi3 needs H x D = C)\n"
-
-    "  --ffn F           MLP intermediate size (default 128)\n"
-    "  --vocab V         vocabulary size (default 512; GGUF needs >= 258)\n"
-    "  --seed S          RNG seed (default 1)\n"
-    "  --format F        hf | gguf (default hf)\n"
-    "  --dtype T         f32 | f16 | bf16 (both formats); q8_0 | q4_0 | q4_1 | q5_0 | q5_1 | q2_k |\n"
-    "                    q3_k | q4_k | q5_k | q6_k (GGUF; simple grids, not llama.cpp's optimal\n"
-    "                    quantisers; rows that are not whole blocks fall back to q8_0 then f16;\n"
-    "                    1-D tensors stay f32)\n"
-    "  --shards N        HF: split into N safetensors files + index (default 1)\n"
-    "  --rope-scaling S  none | llama3 (llama, mistral) | longrope (phi3)\n"
-    "  --rope-theta X    RoPE base (default 10000; 500000 with llama3)\n"
-    "  --partial-rotary X  phi3 partial_rotary_factor, gptneox rotary_pct, in (0, 1] (default 1;\n"
-    "                    gptneox 0.25 as Pythia)\n"
-    "  --no-parallel-residual  gptneox: attention then MLP in sequence (default parallel, as Pythia)\n"
-    "  --attn-softcap X  gemma2 attn_logit_softcapping (default 50; 0 = none)\n"
-    "  --final-softcap X gemma2 final_logit_softcapping (default 30; 0 = none)\n"
-    "  --sliding-window N  gemma2/3 sliding_window of their local layers (default 4096);\n"
-    "                    mistral, phi3: of every layer; qwen2/3: use_sliding_window with\n"
-    "                    max_window_layers = layers / 2 (HF only: llama.cpp windows none of these;\n"
-    "                    default none)\n"
-    "                    (gemma3: local layers 5 of 6 with RoPE base 10000, global ones --rope-theta)\n"
-    "  --experts N       mixtral, qwen3moe, qwen2moe: experts per layer (default 4)\n"
-    "  --experts-used K  experts each token is routed to, 1..N (default 2)\n"
-    "  --moe-ffn F       qwen3moe, qwen2moe moe_intermediate_size, one expert's width (default --ffn;\n"
-    "                    mixtral's experts are --ffn wide)\n"
-    "  --shared-ffn F    qwen2moe shared_expert_intermediate_size (default --ffn)\n"
-    "  --no-norm-topk    qwen3moe, --format hf: norm_topk_prob false (weights not renormalised)\n"
-    "  --tie             tie_word_embeddings (no lm_head / output tensor)\n"
-    "  --norm-eps X      rms_norm_eps (default 1e-5)\n"
-    "  --max-pos N       max_position_embeddings (default 4096; 131072 with rope scaling)\n"
-    "  --force           replace an existing model at OUT (else it is refused)\n"
+    "\n",
     "\n"
     "Models over 64 GB of weights, or over the free space where OUT goes, are refused before\n"
-    "anything is written.\n";
-
-/* The help, with the --arch names of the family table (src/load/arch.c) as "a | b | ...", lines
- * wrapped before column 98 and continued under column 20. */
-static void mkmodel_print_help(void) {
-    char wrapped[640];
-    size_t k = 0, col = 20;
-    for (int a = 0; a < MP_ARCH_COUNT; a++) {
-        const char *name = mp_model_arch_name((MpArch)a);
-        const size_t n = strlen(name) + (a ? 3 : 0);
-        if (a && col + n + 2 > 98) { /* " |" ends the line, the name starts the next */
-            k += (size_t)snprintf(wrapped + k, sizeof wrapped - k, " |\n%20s%s", "", name);
-            col = 20 + strlen(name);
-        } else {
-            k += (size_t)snprintf(wrapped + k, sizeof wrapped - k, "%s%s", a ? " | " : "", name);
-            col += n;
-        }
-        if (k >= sizeof wrapped) break;
-    }
-    printf(mkmodel_help, wrapped);
-}
+    "anything is written.\n"};
 
 int mp_cmd_mkmodel(int argc, char **argv) {
     const char *cmd = "mkmodel";
-    MpMkSpec s;
-    mp_mk_spec_default(&s);
-    static const struct option opts[] = {{"arch", required_argument, 0, 'a'},       {"layers", required_argument, 0, 'L'},
-                                         {"dim", required_argument, 0, 'd'},        {"heads", required_argument, 0, 'H'},
-                                         {"kv-heads", required_argument, 0, 'K'},   {"head-dim", required_argument, 0, 'D'},
-                                         {"ffn", required_argument, 0, 'f'},        {"vocab", required_argument, 0, 'V'},
-                                         {"seed", required_argument, 0, 's'},       {"format", required_argument, 0, 'F'},
-                                         {"dtype", required_argument, 0, 't'},      {"shards", required_argument, 0, 'n'},
-                                         {"rope-scaling", required_argument, 0, 'r'}, {"rope-theta", required_argument, 0, 'T'},
-                                         {"partial-rotary", required_argument, 0, 'p'}, {"tie", no_argument, 0, 'y'},
-                                         {"norm-eps", required_argument, 0, 'e'},   {"max-pos", required_argument, 0, 'm'},
-                                         {"force", no_argument, 0, 'z'},            {"no-parallel-residual", no_argument, 0, 'P'},
-                                         {"attn-softcap", required_argument, 0, 'A'}, {"final-softcap", required_argument, 0, 'B'},
-                                         {"sliding-window", required_argument, 0, 'W'},
-                                         {"experts", required_argument, 0, 'X'},    {"experts-used", required_argument, 0, 'U'},
-                                         {"moe-ffn", required_argument, 0, 'M'},    {"no-norm-topk", no_argument, 0, 'N'},
-                                         {"shared-ffn", required_argument, 0, 'S'},
-                                         {"help", no_argument, 0, 'h'},             {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c, force = 0, kv_given = 0, prf_given = 0, moe_given = 0;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'a': {
-            const int a = mp_family_from_name(optarg);
-            if (a < 0) {
-                char list[512];
-                mp_family_list(MP_FAMILY_NAMES, ", ", list, sizeof list);
-                return mp_cli_error(cmd, "--arch: '%s' is not one of %s", optarg, list);
-            }
-            s.arch = (MpArch)a;
-            break;
-        }
-        case 'L': s.layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 4096); break;
-        case 'd': s.dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 1 << 24); break;
-        case 'H': s.heads = (int)mp_cli_i64(cmd, "--heads", optarg, 1, 4096); break;
-        case 'K': s.kv_heads = (int)mp_cli_i64(cmd, "--kv-heads", optarg, 1, 4096); kv_given = 1; break;
-        case 'D': s.head_dim = (int)mp_cli_i64(cmd, "--head-dim", optarg, 2, 1 << 16); break;
-        case 'f': s.ffn = (int)mp_cli_i64(cmd, "--ffn", optarg, 1, 1 << 24); break;
-        case 'V': s.vocab = (int)mp_cli_i64(cmd, "--vocab", optarg, 1, 1 << 27); break;
-        case 's': s.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'F':
-            if (!strcmp(optarg, "hf")) s.format = MP_FORMAT_HF;
-            else if (!strcmp(optarg, "gguf")) s.format = MP_FORMAT_GGUF;
-            else return mp_cli_error(cmd, "--format: '%s' is not hf or gguf", optarg);
-            break;
-        case 't':
-            if (mp_quant_parse(optarg, &s.dtype) != MP_OK || !mp_quant_can_encode(s.dtype))
-                return mp_cli_error(cmd, "--dtype: '%s' is not one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k", optarg);
-            break;
-        case 'n': s.shards = (int)mp_cli_i64(cmd, "--shards", optarg, 1, 99999); break;
-        case 'r':
-            if (!strcmp(optarg, "none")) s.rope_scaling = MP_ROPE_NONE;
-            else if (!strcmp(optarg, "llama3")) s.rope_scaling = MP_ROPE_LLAMA3;
-            else if (!strcmp(optarg, "longrope")) s.rope_scaling = MP_ROPE_LONGROPE;
-            else return mp_cli_error(cmd, "--rope-scaling: '%s' is not none, llama3 or longrope", optarg);
-            break;
-        case 'T': s.rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0001, 1e12); break;
-        case 'p': s.partial_rotary = mp_cli_double(cmd, "--partial-rotary", optarg, 1e-6, 1); prf_given = 1; break;
-        case 'P': s.parallel_residual = 0; break;
-        case 'A': s.attn_softcap = mp_cli_double(cmd, "--attn-softcap", optarg, 0, 1e6); break;
-        case 'B': s.final_softcap = mp_cli_double(cmd, "--final-softcap", optarg, 0, 1e6); break;
-        case 'W': s.sliding_window = (int)mp_cli_i64(cmd, "--sliding-window", optarg, 1, INT32_MAX); break;
-        case 'X': s.experts = (int)mp_cli_i64(cmd, "--experts", optarg, 1, 4096); moe_given = 1; break;
-        case 'U': s.experts_used = (int)mp_cli_i64(cmd, "--experts-used", optarg, 1, 4096); moe_given = 1; break;
-        case 'M': s.moe_ffn = (int)mp_cli_i64(cmd, "--moe-ffn", optarg, 1, 1 << 24); break;
-        case 'N': s.no_norm_topk = 1; break;
-        case 'S': s.shared_ffn = (int)mp_cli_i64(cmd, "--shared-ffn", optarg, 1, 1 << 24); break;
-        case 'y': s.tie = 1; break;
-        case 'e': s.norm_eps = mp_cli_double(cmd, "--norm-eps", optarg, 0, 1); break;
-        case 'm': s.max_pos = (int)mp_cli_i64(cmd, "--max-pos", optarg, 1, INT32_MAX); break;
-        case 'z': force = 1; break;
-        case 'h': mkmodel_print_help(); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    if (optind != argc - 1) return mp_cli_error(cmd, optind < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
+    MkFlags fl = {.force = 0};
+    mp_mk_spec_default(&fl.s);
+    int given[MK_COUNT], first;
+    const int prc = mp_cli_parse(&mkmodel_table, &fl, argc, argv, &first, given);
+    if (prc != MP_CLI_GO) return prc;
+    MpMkSpec s = fl.s;
+    const int force = fl.force, kv_given = given[MK_KV_HEADS] > 0, prf_given = given[MK_PARTIAL_ROTARY] > 0,
+              moe_given = given[MK_EXPERTS] + given[MK_EXPERTS_USED] > 0;
+    if (first != argc - 1) return mp_cli_error(cmd, first < argc ? "exactly one OUT path expected" : "missing OUT path (see 'maskpos mkmodel --help')");
     mp_mk_spec_family(&s, kv_given, prf_given); /* the family's own defaults (gptneox's heads and rotary, Gemma's tie) */
     MpErr e;
     if (moe_given && mp_mk_option_refused(MP_MK_EXPERTS, s.arch, &e)) return mp_cli_error(cmd, "%s", e.msg);
-    const char *out = argv[optind];
+    const char *out = argv[first];
     /* an existing model is not overwritten without --force (an HF folder holds one model: with
      * --force the earlier one's files, extra shards included, are removed first) */
     if (mp_mk_size_check(&s, out, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);

@@ -9,9 +9,9 @@
  * "maskpos plot: error: ..." naming the file, exit 2, and no output file (written atomically).
  * Tested by: tests/test_viz.c (bad-input cases, presets end to end).
  */
-#include <getopt.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,52 +25,6 @@
 
 #define PLOT_MAX_INPUTS 64
 #define PLOT_MAX_INDEX 65536 /* largest layer/head number a range may name */
-
-static const char *plot_help =
-    "usage: maskpos plot IN.npy [IN2.npy ...] -o OUT.{png,pdf,svg} [options]\n"
-    "       maskpos plot --curve LOG.csv -o OUT.{png,pdf,svg} [--title T]\n"
-    "\n"
-    "--curve draws a training log (the log.csv of maskpos train: columns step, loss and,\n"
-    "where evaluated, val_loss) as training and validation loss curves.\n"
-    "\n"
-    "Draws score maps (row = query position, column = key position; NaN = not observed, left\n"
-    "blank) as heatmaps with colour bars, one panel per map. Inputs are float32/float64 .npy of\n"
-    "shape [S,S], [L,S,S] (one panel per layer) or [L,H,S,S] (one panel per layer and head).\n"
-    "\n"
-    "  -o, --out PATH       the figure; format from the extension: .png, .pdf or .svg (an existing\n"
-    "                       file is replaced only with --force)\n"
-    "  --preset NAME        the paper's figures (other flags override the preset):\n"
-    "                         fig1  small annotated theory map (e.g. theory --n 3 layer2_scores.npy)\n"
-    "                         fig2  layers 1-4, rocket, colour range [0,1] shared\n"
-    "                         fig4  layers 1-4: raw row (rocket) + diagonal-normalised row (vlag;\n"
-    "                               --cmap sets both rows)\n"
-    "                         fig5  layers 1-4 diagonal-normalised, vlag centred on 0, limits\n"
-    "                               +-max(|1st|, |99th| percentile) (the report's Figure 5)\n"
-    "  --layers RANGE       layers of [L,...] inputs, 1-based: 1-4, 2, 1,3-5 (default: all;\n"
-    "                       fig2/fig4/fig5: 1-4); [S,S] inputs have one map and ignore it\n"
-    "  --heads RANGE|mean   heads of [L,H,S,S] inputs, 1-based (default all); 'mean' averages the\n"
-    "                       heads' finite entries into one map per layer\n"
-    "  --cols N             panels per row (default: one row per input, else up to 4 per row)\n"
-    "  --title TEXT         figure title\n"
-    "  --panel-title FMT    panel titles: %d = layer, %h = head, %% = %; without %d the text is a\n"
-    "                       prefix ('Llama-3, Layer' gives 'Llama-3, Layer 2'). Give it once per\n"
-    "                       input to title each input's row (default 'Layer %d')\n"
-    "  --cmap NAME          rocket (default), vlag, RdBu; append _r to reverse. Diverging maps\n"
-    "                       (vlag, RdBu) get limits symmetric about 0 unless --vmin/--vmax are set\n"
-    "  --vmin X, --vmax X   colour limits (default: from the data)\n"
-    "  --clip P,Q           limits at the P-th and Q-th percentiles of the finite entries\n"
-    "  --shared             one set of limits for all panels (raw and normalised rows apart)\n"
-    "  --diagnorm           diagonal-mean normalise each map first: S_ij - mean over i'-j' = i-j;\n"
-    "                       the residue is then drawn with vlag centred on 0 and limits\n"
-    "                       +-max(|1st|, |99th| percentile) per panel, unless --cmap, --clip,\n"
-    "                       --vmin/--vmax or a preset say otherwise\n"
-    "  --annotate           print each cell's value (small maps); --digits K decimals (default 3)\n"
-    "  --panel-px N         heatmap side in pixels (points for PDF/SVG), 40..4000 (default 300)\n"
-    "  --index-base 0|1     label of the first position on the axes (default 0: positions are\n"
-    "                       numbered from 0 everywhere, layers and heads from 1; docs/outputs.md)\n"
-    "  -h, --help           this text\n"
-    "\n"
-    "Maps larger than the panel are area-averaged over their finite entries (not point-sampled).\n";
 
 /* One input file, converted to double. */
 typedef struct PlotInput {
@@ -256,72 +210,117 @@ typedef struct PlotFlags {
     double vmin, vmax, clip[2];
 } PlotFlags;
 
-/* Parses argv into fl; returns -1 to go on, else the exit status (--help, a bad flag). */
-static int plot_parse(PlotFlags *fl, int argc, char **argv) {
-    const char *cmd = "plot";
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                         {"preset", required_argument, 0, 'p'},
-                                         {"layers", required_argument, 0, 'l'},
-                                         {"heads", required_argument, 0, 'H'},
-                                         {"cols", required_argument, 0, 'c'},
-                                         {"title", required_argument, 0, 't'},
-                                         {"panel-title", required_argument, 0, 'T'},
-                                         {"cmap", required_argument, 0, 'm'},
-                                         {"vmin", required_argument, 0, 'a'},
-                                         {"vmax", required_argument, 0, 'b'},
-                                         {"clip", required_argument, 0, 'C'},
-                                         {"shared", no_argument, 0, 's'},
-                                         {"diagnorm", no_argument, 0, 'd'},
-                                         {"annotate", no_argument, 0, 'A'},
-                                         {"digits", required_argument, 0, 'k'},
-                                         {"panel-px", required_argument, 0, 'P'},
-                                         {"index-base", required_argument, 0, 'i'},
-                                         {"curve", required_argument, 0, 'L'},
-                                         {"force", no_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+typedef enum PlotOpt {
+    PL_OUT, PL_PRESET, PL_LAYERS, PL_HEADS, PL_COLS, PL_TITLE, PL_PANEL_TITLE, PL_CMAP, PL_VMIN, PL_VMAX, PL_CLIP, PL_SHARED,
+    PL_DIAGNORM, PL_ANNOTATE, PL_DIGITS, PL_PANEL_PX, PL_INDEX_BASE, PL_CURVE, PL_FORCE, PL_HELP, PL_COUNT
+} PlotOpt;
+
+/* --title: within the figure's title field. */
+static int plot_set_title(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    if (strlen(v) >= sizeof((MpPlotOptions *)0)->title)
+        return mp_err_set(e, "--title: longer than %zu bytes", sizeof((MpPlotOptions *)0)->title - 1);
+    ((PlotFlags *)cfg)->title = v;
+    return MP_OK;
+}
+
+/* --panel-title, once per input at most. */
+static int plot_set_ptitle(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    PlotFlags *fl = cfg;
+    if (fl->nptitle >= PLOT_MAX_INPUTS) return mp_err_set(e, "--panel-title: given too often");
+    fl->ptitle[fl->nptitle++] = v;
+    return MP_OK;
+}
+
+/* --clip P,Q: two percentiles. */
+static int plot_set_clip(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    double *clip = ((PlotFlags *)cfg)->clip;
+    if (mp_parse_double_list(v, clip, 2) != 2 || !(clip[0] >= 0 && clip[0] < clip[1] && clip[1] <= 100))
+        return mp_err_set(e, "--clip: '%s' is not P,Q with 0 <= P < Q <= 100", v);
+    return MP_OK;
+}
+
+#define F(m) offsetof(PlotFlags, m)
+#define STR(nm, meta, hlp) MP_OPT_DECL(nm, MP_OPT_STRING, meta, .help = hlp)
+#define SWITCH(nm, hlp) MP_OPT_DECL(nm, MP_OPT_BOOL, NULL, .help = hlp)
+static const MpOpt plot_opts[PL_COUNT] = {
+    [PL_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "PATH", .letter = 'o',
+                            .help = "the figure; format from the extension: .png, .pdf or .svg (an existing\n"
+                                    "file is replaced only with --force)"), F(out)},
+    [PL_PRESET] = {STR("preset", "NAME",
+                       "the paper's figures (other flags override the preset):\n"
+                       "  fig1  small annotated theory map (e.g. theory --n 3 layer2_scores.npy)\n"
+                       "  fig2  layers 1-4, rocket, colour range [0,1] shared\n"
+                       "  fig4  layers 1-4: raw row (rocket) + diagonal-normalised row (vlag;\n"
+                       "        --cmap sets both rows)\n"
+                       "  fig5  layers 1-4 diagonal-normalised, vlag centred on 0, limits\n"
+                       "        +-max(|1st|, |99th| percentile) (the report's Figure 5)"), F(preset)},
+    [PL_LAYERS] = {STR("layers", "RANGE",
+                       "layers of [L,...] inputs, 1-based: 1-4, 2, 1,3-5 (default: all;\n"
+                       "fig2/fig4/fig5: 1-4); [S,S] inputs have one map and ignore it"), F(layers)},
+    [PL_HEADS] = {STR("heads", "RANGE|mean",
+                      "heads of [L,H,S,S] inputs, 1-based (default all); 'mean' averages the\n"
+                      "heads' finite entries into one map per layer"), F(heads)},
+    [PL_COLS] = {MP_OPT_DECL("cols", MP_OPT_INT, "N", .help = "panels per row (default: one row per input, else up to 4 per row)",
+                             .lo = 1, .hi = MP_PLOT_MAX_PANELS), F(cols)},
+    [PL_TITLE] = {MP_OPT_DECL("title", MP_OPT_CUSTOM, "TEXT", .help = "figure title", .set = plot_set_title), F(title)},
+    [PL_PANEL_TITLE] = {MP_OPT_DECL("panel-title", MP_OPT_CUSTOM, "FMT",
+                                    .help = "panel titles: %d = layer, %h = head, %% = %; without %d the text is a\n"
+                                            "prefix ('Llama-3, Layer' gives 'Llama-3, Layer 2'). Give it once per\n"
+                                            "input to title each input's row (default 'Layer %d')",
+                                    .set = plot_set_ptitle), F(ptitle)},
+    [PL_CMAP] = {STR("cmap", "NAME",
+                     "rocket (default), vlag, RdBu; append _r to reverse. Diverging maps\n"
+                     "(vlag, RdBu) get limits symmetric about 0 unless --vmin/--vmax are set"), F(cmap)},
+    [PL_VMIN] = {MP_OPT_DECL("vmin", MP_OPT_DOUBLE, "X", .help = "colour limits (default: from the data)", .dlo = -1e300, .dhi = 1e300),
+                 F(vmin), .head = "--vmin X, --vmax X"},
+    /* the rows HIDE'd are named by another row's line of --help (or the usage's) */
+    [PL_VMAX] = {MP_OPT_DECL("vmax", MP_OPT_DOUBLE, "X", .dlo = -1e300, .dhi = 1e300), F(vmax), MP_OPT_HIDE},
+    [PL_CLIP] = {MP_OPT_DECL("clip", MP_OPT_CUSTOM, "P,Q", .help = "limits at the P-th and Q-th percentiles of the finite entries",
+                             .set = plot_set_clip), F(clip)},
+    [PL_SHARED] = {SWITCH("shared", "one set of limits for all panels (raw and normalised rows apart)"), F(shared)},
+    [PL_DIAGNORM] = {SWITCH("diagnorm",
+                            "diagonal-mean normalise each map first: S_ij - mean over i'-j' = i-j;\n"
+                            "the residue is then drawn with vlag centred on 0 and limits\n"
+                            "+-max(|1st|, |99th| percentile) per panel, unless --cmap, --clip,\n"
+                            "--vmin/--vmax or a preset say otherwise"), F(diagnorm)},
+    [PL_ANNOTATE] = {SWITCH("annotate", "print each cell's value (small maps); --digits K decimals (default 3)"), F(annotate)},
+    [PL_DIGITS] = {MP_OPT_DECL("digits", MP_OPT_INT, "K", .lo = 0, .hi = 12), F(digits), MP_OPT_HIDE},
+    [PL_PANEL_PX] = {MP_OPT_DECL("panel-px", MP_OPT_INT, "N", .help = "heatmap side in pixels (points for PDF/SVG), 40..4000 (default 300)",
+                                 .lo = 40, .hi = 4000), F(panel_px)},
+    [PL_INDEX_BASE] = {MP_OPT_DECL("index-base", MP_OPT_INT, "0|1",
+                                   .help = "label of the first position on the axes (default 0: positions are\n"
+                                           "numbered from 0 everywhere, layers and heads from 1; docs/outputs.md)",
+                                   .lo = 0, .hi = 1), F(index_base)},
+    [PL_CURVE] = {STR("curve", "LOG.csv", NULL), F(curve), MP_OPT_HIDE},
+    [PL_FORCE] = {SWITCH("force", NULL), F(force), MP_OPT_HIDE},
+    [PL_HELP] = {MP_OPT_DECL("help", MP_OPT_BOOL, NULL, .letter = 'h', .help = "this text"), MP_OPT_NO_FIELD, MP_OPT_HELP},
+};
+_Static_assert(sizeof plot_opts / sizeof *plot_opts == PL_COUNT, "one row per PlotOpt");
+
+static const MpOptTable plot_table = {"plot", plot_opts, PL_COUNT, 23,
+    "usage: maskpos plot IN.npy [IN2.npy ...] -o OUT.{png,pdf,svg} [options]\n"
+    "       maskpos plot --curve LOG.csv -o OUT.{png,pdf,svg} [--title T]\n"
+    "\n"
+    "--curve draws a training log (the log.csv of maskpos train: columns step, loss and,\n"
+    "where evaluated, val_loss) as training and validation loss curves.\n"
+    "\n"
+    "Draws score maps (row = query position, column = key position; NaN = not observed, left\n"
+    "blank) as heatmaps with colour bars, one panel per map. Inputs are float32/float64 .npy of\n"
+    "shape [S,S], [L,S,S] (one panel per layer) or [L,H,S,S] (one panel per layer and head).\n"
+    "\n",
+    "\n"
+    "Maps larger than the panel are area-averaged over their finite entries (not point-sampled).\n"};
+
+/* Parses argv into fl; MP_CLI_GO with the inputs at argv[*first..], else the exit status
+ * (--help, a bad flag). */
+static int plot_parse(PlotFlags *fl, int argc, char **argv, int *first) {
     memset(fl, 0, sizeof *fl);
     fl->cols = fl->shared = fl->diagnorm = fl->annotate = fl->digits = fl->panel_px = fl->index_base = -1;
     fl->vmin = fl->vmax = fl->clip[0] = fl->clip[1] = NAN;
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "ho:", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': fl->out = optarg; break;
-        case 'p': fl->preset = optarg; break;
-        case 'l': fl->layers = optarg; break;
-        case 'H': fl->heads = optarg; break;
-        case 'c': fl->cols = (int)mp_cli_i64(cmd, "--cols", optarg, 1, MP_PLOT_MAX_PANELS); break;
-        case 't':
-            if (strlen(optarg) >= sizeof ((MpPlotOptions *)0)->title)
-                return mp_cli_error(cmd, "--title: longer than %zu bytes", sizeof ((MpPlotOptions *)0)->title - 1);
-            fl->title = optarg;
-            break;
-        case 'T':
-            if (fl->nptitle >= PLOT_MAX_INPUTS) return mp_cli_error(cmd, "--panel-title: given too often");
-            fl->ptitle[fl->nptitle++] = optarg;
-            break;
-        case 'm': fl->cmap = optarg; break;
-        case 'a': fl->vmin = mp_cli_double(cmd, "--vmin", optarg, -1e300, 1e300); break;
-        case 'b': fl->vmax = mp_cli_double(cmd, "--vmax", optarg, -1e300, 1e300); break;
-        case 'C':
-            if (mp_parse_double_list(optarg, fl->clip, 2) != 2 || !(fl->clip[0] >= 0 && fl->clip[0] < fl->clip[1] && fl->clip[1] <= 100))
-                return mp_cli_error(cmd, "--clip: '%s' is not P,Q with 0 <= P < Q <= 100", optarg);
-            break;
-        case 's': fl->shared = 1; break;
-        case 'd': fl->diagnorm = 1; break;
-        case 'A': fl->annotate = 1; break;
-        case 'k': fl->digits = (int)mp_cli_i64(cmd, "--digits", optarg, 0, 12); break;
-        case 'P': fl->panel_px = (int)mp_cli_i64(cmd, "--panel-px", optarg, 40, 4000); break;
-        case 'i': fl->index_base = (int)mp_cli_i64(cmd, "--index-base", optarg, 0, 1); break;
-        case 'L': fl->curve = optarg; break;
-        case 'f': fl->force = 1; break;
-        case 'h': fputs(plot_help, stdout); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    return -1;
+    return mp_cli_parse(&plot_table, fl, argc, argv, first, NULL);
 }
 
 /* The checks of the flags for ninputs maps, and o = the preset with the flags over it; returns -1
@@ -469,15 +468,16 @@ static int plot_input_panels(PlotGrid *g, PlotInput *x, const PlotFlags *fl, con
 int mp_cmd_plot(int argc, char **argv) {
     const char *cmd = "plot";
     PlotFlags fl;
-    int rc = plot_parse(&fl, argc, argv);
-    if (rc >= 0) return rc;
-    const int ninputs = argc - optind;
+    int first;
+    int rc = plot_parse(&fl, argc, argv, &first);
+    if (rc != MP_CLI_GO) return rc;
+    const int ninputs = argc - first;
     if (fl.out) { /* an existing figure is replaced only with --force */
         MpErr oe;
         if (mp_outfile_claim(fl.out, fl.force, &oe) != MP_OK) return mp_cli_error(cmd, "%s", oe.msg);
     }
     if (fl.curve) {
-        if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[optind]);
+        if (ninputs > 0) return mp_cli_error(cmd, "--curve takes no .npy inputs (got '%s')", argv[first]);
         if (!fl.out) return mp_cli_error(cmd, "no output file: give -o OUT.png, .pdf or .svg");
         return plot_curve(cmd, fl.curve, fl.out, fl.title);
     }
@@ -493,7 +493,7 @@ int mp_cmd_plot(int argc, char **argv) {
     double(*lim)[2] = malloc(MP_PLOT_MAX_PANELS * sizeof *lim);
     if (!in || !g.panels || !g.lmask || !g.hmask || !lim) mp_die("out of memory");
     rc = MP_EXIT_OK;
-    for (int f = 0; f < ninputs && rc == MP_EXIT_OK; f++) rc = plot_input_panels(&g, &in[f], &fl, argv[optind + f], f, ninputs);
+    for (int f = 0; f < ninputs && rc == MP_EXIT_OK; f++) rc = plot_input_panels(&g, &in[f], &fl, argv[first + f], f, ninputs);
     if (rc == MP_EXIT_OK) {
         MpErr e;
         if (fl.cols > 0) o.cols = fl.cols;

@@ -11,7 +11,6 @@
  * Under mpirun (N ranks) the sequences are shared out by model/probe_ranks.c; rank 0 alone prints,
  * checkpoints and writes (docs/mpi.md).
  */
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,10 +21,10 @@
 #include "core/json.h"      /* mp_json_read: the files meta.json lists */
 #include "core/util.h"      /* mp_time_now, mp_peak_rss_bytes, mp_path_join */
 #include "job/probe.h"      /* mp_probe_run, mp_probe_result_print, mp_probe_result_write */
-#include "job/probe_opts.h" /* mp_probe_opts: the flags, their values, checks and help */
+#include "job/probe_opts.h" /* mp_probe_opts: the flags, their values and checks */
 
-/* --help: this text, a blank line, the option rows of the table (job/probe_opts.h), probe_help_end. */
-static const char *probe_help =
+/* --help: this text, the option rows of the table (job/probe_opts.h), probe_help_end. */
+static const char probe_help[] =
     "usage: maskpos probe MODEL --tokens FILE --out DIR [options]\n"
     "       maskpos probe MODEL --data TEXT --n N --seq S --out DIR [options]\n"
     "\n"
@@ -33,9 +32,10 @@ static const char *probe_help =
     "the pre-softmax attention scores q.k/sqrt(head_dim) (RoPE applied, qwen3 q/k norm applied,\n"
     "causal mask) over sequences and heads. Only the layers up to the deepest one asked for are\n"
     "loaded and run. Computation is f32 with f32 accumulation (--compute bf16: see below); maps are\n"
-    "summed in double.\n";
+    "summed in double.\n"
+    "\n";
 
-static const char *probe_help_end =
+static const char probe_help_end[] =
     "\n"
     "Printed: the expected peak memory before starting; per layer the NRI (non-relative index,\n"
     "docs/metrics.md) and the range and rms of the diagonal-normalised residue; tokens/s.\n"
@@ -99,51 +99,29 @@ static int probe_report(const char *cmd, const MpProbeResult *res, const char *o
     return MP_EXIT_OK;
 }
 
-/* getopt_long's value of the option with table id i (above every short option's character). */
-#define PROBE_OPT_VAL(i) (256 + (i))
+/* The probe's table (job/probe_opts.h: the rows, shared with the C API, reproduce and MPI ranks)
+ * with the prose of its --help. */
+static const MpOptTable probe_table = {"probe", mp_probe_opts, MP_PROBE_OPT_COUNT, 23, probe_help, probe_help_end};
 
-/* The flags into c (the table of job/probe_opts.h: getopt_long's rows, the values, the checks
- * across options); MP_EXIT_OK, or the exit status of a refusal (or of --help: *done = 1). */
-static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int *done, int argc, char **argv) {
+/* The flags into c (the rows' values, then the checks across options); MP_CLI_GO, or the exit
+ * status of a refusal or of --help. */
+static int probe_flags(MpProbeConfig *c, int *plot, int *quiet, int argc, char **argv) {
     const char *cmd = "probe";
-    struct option opts[MP_PROBE_OPT_COUNT + 1];
-    int k = 0;
-    for (int i = 0; i < MP_PROBE_OPT_COUNT; i++)
-        if (!(mp_probe_opts[i].flags & MP_PROBE_OPT_POSITIONAL))
-            opts[k++] = (struct option){mp_probe_opts[i].name,
-                                        mp_probe_opts[i].kind == MP_PROBE_KIND_BOOL ? no_argument : required_argument, 0,
-                                        PROBE_OPT_VAL(i)};
-    opts[k] = (struct option){0, 0, 0, 0};
-    opterr = 0;
-    optind = 1;
-    int ch, force = 0;
+    int given[MP_PROBE_OPT_COUNT], first;
+    const int rc = mp_cli_parse(&probe_table, c, argc, argv, &first, given);
+    if (rc != MP_CLI_GO) return rc;
+    *plot = given[MP_PROBE_OPT_PLOT] > 0, *quiet = given[MP_PROBE_OPT_QUIET] > 0;
     MpErr e;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        const int id = ch - PROBE_OPT_VAL(0);
-        if (ch == 'h' || id == MP_PROBE_OPT_HELP) {
-            fputs(probe_help, stdout);
-            fputc('\n', stdout);
-            mp_probe_opts_help(stdout);
-            fputs(probe_help_end, stdout);
-            *done = 1;
-            return MP_EXIT_OK;
-        }
-        if (id == MP_PROBE_OPT_PLOT) *plot = 1;
-        else if (id == MP_PROBE_OPT_QUIET) *quiet = 1;
-        else if (id == MP_PROBE_OPT_FORCE) force = 1;
-        else if (id < 0 || id >= MP_PROBE_OPT_COUNT) return mp_cli_bad_option(cmd, argv, optind, optopt);
-        else if (mp_probe_opt_set(c, id, optarg, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    }
-    if (optind >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos probe --help')");
-    mp_probe_opt_set(c, MP_PROBE_OPT_MODEL, argv[optind++], &e);
-    if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (first >= argc) return mp_cli_error(cmd, "no MODEL given (see 'maskpos probe --help')");
+    mp_probe_opt_set(c, MP_PROBE_OPT_MODEL, argv[first++], &e);
+    if (first < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[first]);
     if (mp_probe_opts_check(c, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
     if (!c->out) return mp_cli_error(cmd, "--out DIR is required");
-    if (c->resume && force) /* (issue 40: accepted, and --resume won without a word) */
+    if (c->resume && given[MP_PROBE_OPT_FORCE]) /* (issue 40: accepted, and --resume won without a word) */
         return mp_cli_error(cmd, "--force and --resume contradict each other: --resume continues the folder's run, "
                                  "--force replaces it; HINT: give one of them");
-    c->out_mode = c->resume ? MP_OUTDIR_RESUME : force ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW;
-    return MP_EXIT_OK;
+    c->out_mode = c->resume ? MP_OUTDIR_RESUME : given[MP_PROBE_OPT_FORCE] ? MP_OUTDIR_FORCE : MP_OUTDIR_NEW;
+    return MP_CLI_GO;
 }
 
 int mp_cmd_probe(int argc, char **argv) {
@@ -151,9 +129,10 @@ int mp_cmd_probe(int argc, char **argv) {
     const double t_start = mp_time_now();
     MpProbeConfig c;
     mp_probe_config_init(&c);
-    int plot = 0, quiet = 0, done = 0;
-    int rc = probe_flags(&c, &plot, &quiet, &done, argc, argv);
-    if (rc != MP_EXIT_OK || done) return rc;
+    int plot = 0, quiet = 0;
+    int rc = probe_flags(&c, &plot, &quiet, argc, argv);
+    if (rc != MP_CLI_GO) return rc;
+    rc = MP_EXIT_OK; /* the ranks but 0 (under mpirun) return it as it is */
     MpProbeResult res;
     ProbeBar bar = {.res = &res};
     c.log = stdout;

@@ -10,7 +10,7 @@
  * ranks under mpirun: MpReproHost), and prints the summary.
  * Exit status: 0 all stages ran, 1 a stage failed (the others still ran), 2 bad flags.
  */
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +21,74 @@
 #include "core/files.h"   /* mp_outdir_claim */
 #include "core/mpi.h"     /* mp_mpi_size */
 #include "core/util.h"    /* mp_file_exists, mp_input_open */
+#include "job/shared_opts.h" /* the corpus flags, --seed, --threads, --compute: declared once */
 #include "load/model.h"   /* --model: opened before the stages */
+#include "model/fwd.h"    /* mp_fwd_compute_name: --compute's word */
 #include "repro/repro.h"  /* mp_repro_run */
 #include "repro/store.h"  /* mp_repro_models_ok, mp_repro_models_dir, mp_repro_stories_path */
 #include "tok/tok.h"      /* mp_tok_init: --model's tokenizer, checked before the stages */
 
-static const char *reproduce_help =
+/* The flags' values: the run's config and what the command turns into it. */
+typedef struct ReproFlags {
+    MpReproConfig cfg;
+    const char *only, *models;
+    int compute; /* MpFwdCompute, into cfg.compute's word */
+} ReproFlags;
+
+typedef enum ReproOpt {
+    RE_OUT, RE_QUICK, RE_ONLY, RE_FORCE, RE_BATCH, RE_SEED, RE_THREADS, RE_COMPUTE, RE_DEVICE, RE_STORIES_N, RE_MODELS, RE_N, RE_MODEL,
+    RE_DATA, RE_SEQ, RE_PACK, RE_COUNT
+} ReproOpt;
+
+#define F(m) offsetof(ReproFlags, m)
+#define S(id) (&mp_shared_opts[MP_SHARED_##id]) /* declared once for every command (job/shared_opts.h) */
+static const MpOpt reproduce_opts[RE_COUNT] = {
+    [RE_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "DIR", .help = "output folder (default results)"), F(cfg.out)},
+    [RE_QUICK] = {MP_OPT_DECL("quick", MP_OPT_BOOL, NULL,
+                              .help = "B = 2000 simulated sequences instead of 100000 and 100 model sequences\n"
+                                      "instead of 1000 (for CI; verdicts use the run's own standard errors)"), F(cfg.quick)},
+    [RE_ONLY] = {MP_OPT_DECL("only", MP_OPT_STRING, "LIST",
+                             .help = "comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
+                                     "and recency (the later version's LayerNorm-recency grid, docs/recency.md),\n"
+                                     "length (RP, block z and NRI of every prefix of the embedded models' rows and\n"
+                                     "of stories260K's own stories)\n"
+                                     "and stories (Figure 5 on the pretrained stories260K)"), F(only)},
+    [RE_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "recompute stages whose outputs already match the settings"),
+                  F(cfg.force)},
+    [RE_BATCH] = {MP_OPT_DECL("batch", MP_OPT_I64, "B", .help = "override the number of simulated sequences", .lo = 1,
+                              .hi = INT64_C(1) << 40), F(cfg.batch_flag)},
+    [RE_SEED] = {S(SEED), F(cfg.base.seed), .arg = "N", .help = "random seed (default 0)"},
+    [RE_THREADS] = {S(THREADS), F(cfg.base.threads)},
+    [RE_COMPUTE] = {S(COMPUTE), F(compute), .arg = "M",
+                    .help = "f32 (default, the reference) or bf16 for every model probe (docs/speed.md)"},
+    [RE_DEVICE] = {S(DEVICE), F(cfg.device), .arg = "D",
+                   .help = "the model probes' forward pass: cpu (default) or cuda[:N] (make CUDA=1;\n"
+                           "docs/cuda.md); the simulations run on the CPU"},
+    [RE_STORIES_N] = {MP_OPT_DECL("stories-n", MP_OPT_I64, "N",
+                                  .help = "sequences of the stories stage (Figure 5 on the pretrained stories260K over\n"
+                                          "N x 512 tokens it writes itself from BOS; default 1000, --quick 32)",
+                                  .lo = 2, .hi = INT64_C(1) << 24), F(cfg.stories_n)},
+    [RE_MODELS] = {MP_OPT_DECL("models", MP_OPT_STRING, "DIR",
+                               .help = "the embedded models and their corpus (none/, rope/, kjv.txt; default:\n"
+                                       "MASKPOS_MODELS, else models/ beside the build folder, else ./models)"), F(models)},
+    /* the model probes' N and S: standard errors need N >= 2, a map S >= 2 */
+    [RE_N] = {S(N), F(cfg.model_n), MP_OPT_NARROW, .lo = 2, .hi = INT64_C(1) << 31,
+              .help = "sequences of the model probes (default: embedded models 8000 x 128 bytes, the\n"
+                      "paper's 1000 x 1024 tokens; --model 1000; --quick 400 and 100)"},
+    [RE_MODEL] = {MP_OPT_DECL("model", MP_OPT_STRING, "PATH", .help = "an HF directory or .gguf file `maskpos probe` reads"),
+                  F(cfg.model),
+                  .before = "Figure 5 on your own checkpoint instead of the embedded RoPE model (stage fig5; --only fig5 runs\n"
+                            "that alone), with its own measured rows (those of stories260K):\n"},
+    [RE_DATA] = {S(DATA), F(cfg.data), .arg = "FILE",
+                 .help = "its corpus: .jsonl, text with blank-line separated documents, or a folder of\n"
+                         ".txt (`maskpos probe --data`), tokenized with the model's own tokenizer"},
+    [RE_SEQ] = {S(SEQ), F(cfg.model_seq), MP_OPT_NARROW, .lo = 2, .hi = 1 << 20,
+                .help = "tokens per sequence (default 1024 or the model's context, if shorter)"},
+    [RE_PACK] = {S(PACK), F(cfg.pack)},
+};
+_Static_assert(sizeof reproduce_opts / sizeof *reproduce_opts == RE_COUNT, "one row per ReproOpt");
+
+static const MpOptTable reproduce_table = {"reproduce", reproduce_opts, RE_COUNT, 16,
     "usage: maskpos reproduce [--out DIR] [--quick] [--only LIST] [--force] [--batch B]\n"
     "                         [--seed N] [--threads N] [--models DIR] [--compute f32|bf16]\n"
     "                         [--device cpu|cuda[:N]]\n"
@@ -35,38 +97,9 @@ static const char *reproduce_help =
     "\n"
     "Runs the paper's experiments (paper.md §2) and writes their .npy/meta.json outputs,\n"
     "figures, and DIR/report.md + DIR/report.html with an expected-vs-measured table.\n"
-    "\n"
-    "  --out DIR     output folder (default results)\n"
-    "  --quick       B = 2000 simulated sequences instead of 100000 and 100 model sequences\n"
-    "                instead of 1000 (for CI; verdicts use the run's own standard errors)\n"
-    "  --only LIST   comma-separated stages: fig1, fig2, fig2ln, fig3, fig4, fig5 (default: all)\n"
-    "                and recency (the later version's LayerNorm-recency grid, docs/recency.md),\n"
-    "                length (RP, block z and NRI of every prefix of the embedded models' rows and\n"
-    "                of stories260K's own stories)\n"
-    "                and stories (Figure 5 on the pretrained stories260K)\n"
-    "  --force       recompute stages whose outputs already match the settings\n"
-    "  --batch B     override the number of simulated sequences\n"
-    "  --seed N      random seed (default 0)\n"
-    "  --threads N   worker threads (default: all cores)\n"
-    "  --compute M   f32 (default, the reference) or bf16 for every model probe (docs/speed.md)\n"
-    "  --device D    the model probes' forward pass: cpu (default) or cuda[:N] (make CUDA=1;\n"
-    "                docs/cuda.md); the simulations run on the CPU\n"
-    "  --stories-n N sequences of the stories stage (Figure 5 on the pretrained stories260K over\n"
-    "                N x 512 tokens it writes itself from BOS; default 1000, --quick 32)\n"
-    "  --models DIR  the embedded models and their corpus (none/, rope/, kjv.txt; default:\n"
-    "                MASKPOS_MODELS, else models/ beside the build folder, else ./models)\n"
-    "  --n N         sequences of the model probes (default: embedded models 8000 x 128 bytes, the\n"
-    "                paper's 1000 x 1024 tokens; --model 1000; --quick 400 and 100)\n"
-    "Figure 5 on your own checkpoint instead of the embedded RoPE model (stage fig5; --only fig5 runs\n"
-    "that alone), with its own measured rows (those of stories260K):\n"
-    "  --model PATH  an HF directory or .gguf file `maskpos probe` reads\n"
-    "  --data FILE   its corpus: .jsonl, text with blank-line separated documents, or a folder of\n"
-    "                .txt (`maskpos probe --data`), tokenized with the model's own tokenizer\n"
-    "  --seq S       tokens per sequence (default 1024 or the model's context, if shorter)\n"
-    "  --pack        concatenate the documents and cut the stream into rows, instead of one row\n"
-    "                per document of at least S tokens\n"
+    "\n",
     "Under mpirun -np N (make MPI=1) every model probe is shared among the ranks, with the bytes of\n"
-    "a one-process run; the other stages run on rank 0 (docs/mpi.md).\n";
+    "a one-process run; the other stages run on rank 0 (docs/mpi.md).\n"};
 
 /* --model and --data are opened before any stage runs: a bad model fails in a second with exit 2,
  * not after minutes of the other stages. */
@@ -117,52 +150,18 @@ static int parse_only(const char *cmd, const char *only, uint32_t *mask) {
 /* Paths the configuration points into (one reproduce per process). */
 static char models_buf[4096], stories_buf[4096];
 
-/* Flags into cfg; MP_EXIT_OK, or the exit code (2 bad flags; 0 after --help, with *done set). */
-static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv, int *done) {
-    const char *cmd = "reproduce", *only = NULL, *models_flag = NULL;
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},   {"quick", no_argument, 0, 'q'},
-                                         {"only", required_argument, 0, 'O'},  {"force", no_argument, 0, 'f'},
-                                         {"batch", required_argument, 0, 'B'}, {"seed", required_argument, 0, 's'},
-                                         {"threads", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
-                                         {"models", required_argument, 0, 'M'}, {"model", required_argument, 0, 'm'},
-                                         {"data", required_argument, 0, 'd'},  {"n", required_argument, 0, 'n'},
-                                         {"seq", required_argument, 0, 'S'},   {"pack", no_argument, 0, 'P'},
-                                         {"compute", required_argument, 0, 'c'},   {"device", required_argument, 0, 'D'},
-                                         {"stories-n", required_argument, 0, 'N'},
-                                         {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o': cfg->out = optarg; break;
-        case 'q': cfg->quick = 1; break;
-        case 'O': only = optarg; break;
-        case 'f': cfg->force = 1; break;
-        case 'B': cfg->batch_flag = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
-        case 's': cfg->base.seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'j': cfg->base.threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
-        case 'M': models_flag = optarg; break;
-        case 'm': cfg->model = optarg; break;
-        case 'd': cfg->data = optarg; break;
-        case 'n': cfg->model_n = mp_cli_i64(cmd, "--n", optarg, 2, INT64_C(1) << 31); break;
-        case 'S': cfg->model_seq = (int)mp_cli_i64(cmd, "--seq", optarg, 2, 1 << 20); break;
-        case 'P': cfg->pack = 1; break;
-        case 'c':
-            if (strcmp(optarg, "f32") && strcmp(optarg, "bf16")) return mp_cli_error(cmd, "--compute: f32 or bf16, not '%s'", optarg);
-            cfg->compute = optarg;
-            break;
-        case 'D': cfg->device = mp_cli_device(cmd, optarg); break;
-        case 'N': cfg->stories_n = mp_cli_i64(cmd, "--stories-n", optarg, 2, INT64_C(1) << 24); break;
-        case 'h':
-            fputs(reproduce_help, stdout);
-            *done = 1;
-            return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
+/* Flags into cfg; MP_CLI_GO, or the exit status (2 bad flags; 0 after --help). */
+static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv) {
+    const char *cmd = "reproduce";
+    ReproFlags fl = {.cfg = *cfg, .compute = MP_FWD_COMPUTE_F32};
+    int first;
+    const int prc = mp_cli_parse(&reproduce_table, &fl, argc, argv, &first, NULL);
+    if (prc != MP_CLI_GO) return prc;
+    *cfg = fl.cfg;
+    cfg->compute = mp_fwd_compute_name(fl.compute);
+    const char *only = fl.only, *models_flag = fl.models;
     const char *model = cfg->model, *data = cfg->data;
-    if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    if (first < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[first]);
     if (!model != !data) return mp_cli_error(cmd, "--model PATH and --data FILE go together");
     if (!model && (cfg->model_seq || cfg->pack)) return mp_cli_error(cmd, "--seq and --pack go with --model and --data");
     if (model && !mp_file_exists(model)) return mp_cli_error(cmd, "--model %s: no such file or directory", model);
@@ -181,7 +180,7 @@ static int reproduce_flags(MpReproConfig *cfg, int argc, char **argv, int *done)
     if (only && parse_only(cmd, only, &cfg->stages) != MP_EXIT_OK) return MP_EXIT_ERROR;
     cfg->base.batch = cfg->batch_flag ? cfg->batch_flag : cfg->quick ? 2000 : 100000;
     cfg->base.progress = 1;
-    return MP_EXIT_OK;
+    return MP_CLI_GO;
 }
 
 int mp_cmd_reproduce(int argc, char **argv) {
@@ -194,9 +193,8 @@ int mp_cmd_reproduce(int argc, char **argv) {
     cfg.argv = argv;
     /* under mpirun the probes are shared with the other ranks */
     cfg.host = (MpReproHost){.share = mp_mpi_size() > 1 ? mp_cli_mpi_share : NULL};
-    int done = 0;
-    const int rc = reproduce_flags(&cfg, argc, argv, &done);
-    if (rc != MP_EXIT_OK || done) return rc;
+    const int rc = reproduce_flags(&cfg, argc, argv);
+    if (rc != MP_CLI_GO) return rc;
     MpErr e;
     /* a re-run continues the same folder (stages whose settings match are reused); --force
      * starts it over; another command's outputs or a foreign folder are refused */

@@ -8,8 +8,8 @@
  * Per α it writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy and meta.json (into
  * DIR itself for one α, into DIR/alpha_<α>/ for several) and prints per-layer statistics.
  */
-#include <getopt.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,140 +19,132 @@
 #include "core/mpi.h"     /* under mpirun: the ranks share the blocks, rank 0 prints and writes */
 #include "core/npy.h"     /* mp_npy_write (--dump-inputs) */
 #include "core/util.h"    /* mp_parse_double_list */
+#include "job/shared_opts.h" /* --seq, --seed, --threads: declared once */
 #include "sim/simulate.h" /* MpSimConfig, mp_sim_run */
 #include "viz/plot.h"      /* mp_plot_release */
 #include "core/files.h" /* mp_outdir_claim, mp_outfile_claim: one run per --out */
 
-static const char *simulate_help =
+/* The flags' values besides the config: cmd's outputs, and the alphas (one run each). */
+typedef struct SimFlags {
+    double alphas[32];
+    int nalpha, plot, quiet, force;
+    const char *scale_word, *out, *dump;
+} SimFlags;
+
+/* What the table fills: the config and the flags. */
+typedef struct SimArgs {
+    MpSimConfig cfg;
+    SimFlags fl;
+} SimArgs;
+
+typedef enum SimOpt {
+    SI_BATCH, SI_SEQ, SI_DIM, SI_LAYERS, SI_ALPHA, SI_NORM, SI_SCALE, SI_ROPE, SI_ROPE_THETA, SI_BIDIRECTIONAL, SI_LAYER_FORM,
+    SI_RESIDUAL, SI_SEED, SI_THREADS, SI_OUT, SI_PLOT, SI_DUMP_INPUTS, SI_QUIET, SI_FORCE, SI_COUNT
+} SimOpt;
+
+/* --alpha A[,A...]: each in [0, 1). */
+static int sim_set_alpha(void *cfg, const MpOpt *o, const char *v, MpErr *e) {
+    (void)o;
+    SimFlags *fl = &((SimArgs *)cfg)->fl;
+    fl->nalpha = mp_parse_double_list(v, fl->alphas, 32);
+    if (fl->nalpha < 1) return mp_err_set(e, "--alpha: '%s' is not a comma-separated list of numbers", v);
+    for (int i = 0; i < fl->nalpha; i++)
+        if (!(fl->alphas[i] >= 0 && fl->alphas[i] < 1)) return mp_err_set(e, "--alpha: %g is outside [0, 1)", fl->alphas[i]);
+    return MP_OK;
+}
+
+/* --scale: its word (the divisor follows --dim and --norm, after the flags). */
+static int sim_check_scale(const char *v, MpErr *e) {
+    if (strcmp(v, "1") && strcmp(v, "sqrt") && strcmp(v, "d")) return mp_err_set(e, "--scale: '%s' is not 1, sqrt or d", v);
+    return MP_OK;
+}
+
+static const MpOptChoice sim_norms[] = {{"l2", MP_NORM_L2}, {"layernorm", MP_NORM_LAYERNORM}, {"none", MP_NORM_NONE}, {NULL, 0}};
+static const MpOptChoice sim_forms[] = {{"paper", MP_SIM_FORM_PAPER}, {"recency", MP_SIM_FORM_RECENCY}, {NULL, 0}};
+static const MpOptChoice sim_on_off[] = {{"on", 1}, {"off", 0}, {NULL, 0}};
+_Static_assert(sizeof(MpNorm) == sizeof(int) && sizeof(MpSimForm) == sizeof(int), "choices set an int");
+
+#define F(m) offsetof(SimArgs, m)
+#define S(id) (&mp_shared_opts[MP_SHARED_##id]) /* declared once for every command (job/shared_opts.h) */
+static const MpOpt simulate_opts[SI_COUNT] = {
+    [SI_BATCH] = {MP_OPT_DECL("batch", MP_OPT_I64, "B", .help = "sequences (default 100000)", .lo = 1, .hi = INT64_C(1) << 40),
+                  F(cfg.batch)},
+    [SI_SEQ] = {S(SEQ), F(cfg.seq), MP_OPT_NARROW, .help = "positions (default 50)", .lo = 1, .hi = 4096},
+    [SI_DIM] = {MP_OPT_DECL("dim", MP_OPT_INT, "D", .help = "width (default 64)", .lo = 1, .hi = 65536), F(cfg.dim)},
+    [SI_LAYERS] = {MP_OPT_DECL("layers", MP_OPT_INT, "L", .help = "stacked layers (default 4)", .lo = 1, .hi = 64), F(cfg.layers)},
+    [SI_ALPHA] = {MP_OPT_DECL("alpha", MP_OPT_CUSTOM, "A[,A...]", .help = "input correlation(s) in [0,1) (default 0)",
+                              .set = sim_set_alpha), F(fl.alphas)},
+    [SI_NORM] = {MP_OPT_DECL("norm", MP_OPT_CHOICE, "l2|layernorm|none",
+                             .help = "row normalisation (default l2; layernorm has no affine, eps 1e-12)", .choices = sim_norms),
+                 F(cfg.norm)},
+    [SI_SCALE] = {MP_OPT_DECL("scale", MP_OPT_STRING, "1|sqrt|d", .help = "score divisor (default 1 for l2, sqrt for layernorm)",
+                              .check = sim_check_scale), F(fl.scale_word)},
+    [SI_ROPE] = {MP_OPT_DECL("rope", MP_OPT_BOOL, NULL,
+                             .help = "rotate queries and keys (HF rotate-half, positions 0..S-1); values unrotated"), F(cfg.rope)},
+    [SI_ROPE_THETA] = {MP_OPT_DECL("rope-theta", MP_OPT_DOUBLE, "T", .help = "RoPE base (default 10000)", .dlo = 1.0000001, .dhi = 1e12),
+                       F(cfg.rope_theta)},
+    [SI_BIDIRECTIONAL] = {MP_OPT_DECL("bidirectional", MP_OPT_BOOL, NULL, .help = "no causal mask (control)"), F(cfg.causal), MP_OPT_OFF},
+    [SI_LAYER_FORM] = {MP_OPT_DECL("layer-form", MP_OPT_CHOICE, "paper|recency",
+                                   .help = "paper (default): the layer above; recency: the later version's\n"
+                                           "(\"LayerNorm Induces Recency Bias\"): x = (randn(S,D) + l randn(1,D))/sqrt(D),\n"
+                                           "h = norm(x), scores h h^T/sqrt(D), X <- A h (+ X with --residual on); its\n"
+                                           "defaults: --seq 10 --norm layernorm --residual off --scale sqrt. Also\n"
+                                           "prints the recency probability (RP) per layer with its standard error:\n"
+                                           "the share of triples j<k<i with score(i,k) > score(i,j) (docs/recency.md)",
+                                   .choices = sim_forms), F(cfg.form)},
+    [SI_RESIDUAL] = {MP_OPT_DECL("residual", MP_OPT_CHOICE, "on|off",
+                                 .help = "add the layer's input to its output (default on; recency form: off)", .choices = sim_on_off),
+                     F(cfg.residual)},
+    [SI_SEED] = {S(SEED), F(cfg.seed), .arg = "N", .help = "random seed (default 0); results are bit-identical for any --threads"},
+    [SI_THREADS] = {S(THREADS), F(cfg.threads)},
+    [SI_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "DIR",
+                            .help = "write scores.npy [L,S,S] (NaN where masked), scores_se.npy (standard\n"
+                                    "errors), probs.npy (0 where masked), scores_diagnorm.npy, meta.json;\n"
+                                    "into DIR for one alpha, DIR/alpha_<a>/ for several"), F(fl.out)},
+    [SI_PLOT] = {MP_OPT_DECL("plot", MP_OPT_BOOL, NULL, .help = "also draw figures beside the .npy files (see maskpos plot)"),
+                 F(fl.plot)},
+    [SI_DUMP_INPUTS] = {MP_OPT_DECL("dump-inputs", MP_OPT_STRING, "F",
+                                    .help = "debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7); an\n"
+                                            "existing F is replaced only with --force"), F(fl.dump)},
+    [SI_QUIET] = {MP_OPT_DECL("quiet", MP_OPT_BOOL, NULL, .help = "no progress bar and no tables (meta.json holds every statistic)"),
+                  F(fl.quiet)},
+    [SI_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL,
+                              .help = "replace the outputs of an earlier run in --out (else such a folder is refused)"), F(fl.force)},
+};
+_Static_assert(sizeof simulate_opts / sizeof *simulate_opts == SI_COUNT, "one row per SimOpt");
+
+static const MpOptTable simulate_table = {"simulate", simulate_opts, SI_COUNT, 21,
     "usage: maskpos simulate [options]\n"
     "\n"
     "Monte-Carlo run of the parameter-free decoder (no weights): per layer Y = norm(X),\n"
     "scores = q(Y)q(Y)^T / scale, A = softmax(mask(scores)), X <- A Y + X, with inputs\n"
     "x = normalize(randn(S,D) + l randn(1,D)), l = sqrt(a/(1-a)). Mean maps over B sequences.\n"
-    "\n"
-    "  --batch B          sequences (default 100000)\n"
-    "  --seq S            positions (default 50)\n"
-    "  --dim D            width (default 64)\n"
-    "  --layers L         stacked layers (default 4)\n"
-    "  --alpha A[,A...]   input correlation(s) in [0,1) (default 0)\n"
-    "  --norm l2|layernorm|none  row normalisation (default l2; layernorm has no affine, eps 1e-12)\n"
-    "  --scale 1|sqrt|d   score divisor (default 1 for l2, sqrt for layernorm)\n"
-    "  --rope             rotate queries and keys (HF rotate-half, positions 0..S-1); values unrotated\n"
-    "  --rope-theta T     RoPE base (default 10000)\n"
-    "  --bidirectional    no causal mask (control)\n"
-    "  --layer-form paper|recency  paper (default): the layer above; recency: the later version's\n"
-    "                     (\"LayerNorm Induces Recency Bias\"): x = (randn(S,D) + l randn(1,D))/sqrt(D),\n"
-    "                     h = norm(x), scores h h^T/sqrt(D), X <- A h (+ X with --residual on); its\n"
-    "                     defaults: --seq 10 --norm layernorm --residual off --scale sqrt. Also\n"
-    "                     prints the recency probability (RP) per layer with its standard error:\n"
-    "                     the share of triples j<k<i with score(i,k) > score(i,j) (docs/recency.md)\n"
-    "  --residual on|off  add the layer's input to its output (default on; recency form: off)\n"
-    "  --seed N           random seed (default 0); results are bit-identical for any --threads\n"
-    "  --threads N        worker threads (default: all cores)\n"
-    "  --out DIR          write scores.npy [L,S,S] (NaN where masked), scores_se.npy (standard\n"
-    "                     errors), probs.npy (0 where masked), scores_diagnorm.npy, meta.json;\n"
-    "                     into DIR for one alpha, DIR/alpha_<a>/ for several\n"
-    "  --plot             also draw figures beside the .npy files (see maskpos plot)\n"
-    "  --dump-inputs F    debug: write the inputs x as float64 [B,S,D] .npy (B*S*D <= 5e7); an\n"
-    "                     existing F is replaced only with --force\n"
-    "  --quiet            no progress bar and no tables (meta.json holds every statistic)\n"
-    "  --force            replace the outputs of an earlier run in --out (else such a folder is refused)\n"
+    "\n",
     "\n"
     "Printed per layer: NRI (non-relative index, docs/metrics.md), the range of the diagonal-\n"
     "normalised residue, and its rms in units of the per-entry standard error (~1 = noise).\n"
     "Under mpirun -np N (make MPI=1) the ranks share the blocks of 64 sequences and rank 0 writes the\n"
-    "bytes of a one-process run; --threads is per rank (docs/mpi.md).\n";
+    "bytes of a one-process run; --threads is per rank (docs/mpi.md).\n"};
 
-/* The flags (and cmd's form defaults) into cfg; MP_EXIT_OK, or the exit status of a refusal (or
- * of --help: *done = 1). */
-typedef struct SimFlags {
-    double alphas[32];
-    int nalpha, plot, quiet, force, done;
-    const char *scale_word, *out, *dump;
-} SimFlags;
-
-static int simulate_flags(MpSimConfig *cfg, SimFlags *fl, int argc, char **argv) {
+/* The flags (and the recency form's defaults) into a; MP_CLI_GO, or the exit status of a refusal
+ * or of --help. */
+static int simulate_flags(SimArgs *a, int argc, char **argv) {
     const char *cmd = "simulate";
-    int scale_set = 0, seq_set = 0, norm_set = 0, resid_set = 0;
-    static const struct option opts[] = {
-        {"batch", required_argument, 0, 'B'},  {"seq", required_argument, 0, 'S'},
-        {"dim", required_argument, 0, 'D'},    {"layers", required_argument, 0, 'L'},
-        {"alpha", required_argument, 0, 'a'},  {"norm", required_argument, 0, 'n'},
-        {"scale", required_argument, 0, 's'},  {"rope", no_argument, 0, 'r'},
-        {"rope-theta", required_argument, 0, 't'}, {"bidirectional", no_argument, 0, 'b'},
-        {"seed", required_argument, 0, 'e'},   {"threads", required_argument, 0, 'j'},
-        {"out", required_argument, 0, 'o'},    {"plot", no_argument, 0, 'p'},
-        {"dump-inputs", required_argument, 0, 'd'}, {"quiet", no_argument, 0, 'q'},
-        {"force", no_argument, 0, 'f'},
-        {"layer-form", required_argument, 0, 'F'}, {"residual", required_argument, 0, 'R'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'B': cfg->batch = mp_cli_i64(cmd, "--batch", optarg, 1, INT64_C(1) << 40); break;
-        case 'S':
-            cfg->seq = (int)mp_cli_i64(cmd, "--seq", optarg, 1, 4096);
-            seq_set = 1;
-            break;
-        case 'D': cfg->dim = (int)mp_cli_i64(cmd, "--dim", optarg, 1, 65536); break;
-        case 'L': cfg->layers = (int)mp_cli_i64(cmd, "--layers", optarg, 1, 64); break;
-        case 'a':
-            fl->nalpha = mp_parse_double_list(optarg, fl->alphas, 32);
-            if (fl->nalpha < 1) return mp_cli_error(cmd, "--alpha: '%s' is not a comma-separated list of numbers", optarg);
-            for (int i = 0; i < fl->nalpha; i++)
-                if (!(fl->alphas[i] >= 0 && fl->alphas[i] < 1))
-                    return mp_cli_error(cmd, "--alpha: %g is outside [0, 1)", fl->alphas[i]);
-            break;
-        case 'n':
-            if (!strcmp(optarg, "l2")) cfg->norm = MP_NORM_L2;
-            else if (!strcmp(optarg, "layernorm")) cfg->norm = MP_NORM_LAYERNORM;
-            else if (!strcmp(optarg, "none")) cfg->norm = MP_NORM_NONE;
-            else return mp_cli_error(cmd, "--norm: '%s' is not l2, layernorm or none", optarg);
-            norm_set = 1;
-            break;
-        case 'F':
-            if (!strcmp(optarg, "paper")) cfg->form = MP_SIM_FORM_PAPER;
-            else if (!strcmp(optarg, "recency")) cfg->form = MP_SIM_FORM_RECENCY;
-            else return mp_cli_error(cmd, "--layer-form: '%s' is not paper or recency", optarg);
-            break;
-        case 'R':
-            if (!strcmp(optarg, "on")) cfg->residual = 1;
-            else if (!strcmp(optarg, "off")) cfg->residual = 0;
-            else return mp_cli_error(cmd, "--residual: '%s' is not on or off", optarg);
-            resid_set = 1;
-            break;
-        case 's':
-            if (strcmp(optarg, "1") && strcmp(optarg, "sqrt") && strcmp(optarg, "d"))
-                return mp_cli_error(cmd, "--scale: '%s' is not 1, sqrt or d", optarg);
-            fl->scale_word = optarg;
-            scale_set = 1;
-            break;
-        case 'r': cfg->rope = 1; break;
-        case 't': cfg->rope_theta = mp_cli_double(cmd, "--rope-theta", optarg, 1.0000001, 1e12); break;
-        case 'b': cfg->causal = 0; break;
-        case 'e': cfg->seed = (uint64_t)mp_cli_i64(cmd, "--seed", optarg, 0, INT64_MAX); break;
-        case 'j': cfg->threads = (int)mp_cli_i64(cmd, "--threads", optarg, 1, MP_THREADS_MAX); break;
-        case 'o': fl->out = optarg; break;
-        case 'p': fl->plot = 1; break;
-        case 'd': fl->dump = optarg; break;
-        case 'q': fl->quiet = 1; break;
-        case 'f': fl->force = 1; break;
-        case 'h': fputs(simulate_help, stdout); fl->done = 1; return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
-    if (optind < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[optind]);
+    int given[SI_COUNT], first;
+    const int rc = mp_cli_parse(&simulate_table, a, argc, argv, &first, given);
+    if (rc != MP_CLI_GO) return rc;
+    MpSimConfig *cfg = &a->cfg;
+    SimFlags *fl = &a->fl;
+    if (first < argc) return mp_cli_error(cmd, "unexpected argument '%s'", argv[first]);
     if (cfg->form == MP_SIM_FORM_RECENCY) { /* the later version's defaults */
-        if (!seq_set) cfg->seq = 10;
-        if (!norm_set) cfg->norm = MP_NORM_LAYERNORM;
-        if (!resid_set) cfg->residual = 0;
-        if (!scale_set) fl->scale_word = "sqrt";
+        if (!given[SI_SEQ]) cfg->seq = 10;
+        if (!given[SI_NORM]) cfg->norm = MP_NORM_LAYERNORM;
+        if (!given[SI_RESIDUAL]) cfg->residual = 0;
+        if (!given[SI_SCALE]) fl->scale_word = "sqrt";
     }
-    if (!scale_set && !fl->scale_word) fl->scale_word = cfg->norm == MP_NORM_L2 ? "1" : "sqrt";
+    if (!fl->scale_word) fl->scale_word = cfg->norm == MP_NORM_L2 ? "1" : "sqrt";
     cfg->scale = mp_sim_scale_value(fl->scale_word, cfg->dim);
-    return MP_EXIT_OK;
+    return MP_CLI_GO;
 }
 
 /* Several alphas go into DIR/alpha_<%g>: two alphas with one name would write one folder twice. */
@@ -200,11 +192,13 @@ static void simulate_banner(const MpSimConfig *cfg, const char *scale_word) {
 
 int mp_cmd_simulate(int argc, char **argv) {
     const char *cmd = "simulate";
-    MpSimConfig cfg;
-    mp_sim_config_default(&cfg);
-    SimFlags fl = {.nalpha = 1};
-    int rc = simulate_flags(&cfg, &fl, argc, argv);
-    if (rc != MP_EXIT_OK || fl.done) return rc;
+    SimArgs args = {.fl = {.nalpha = 1}};
+    mp_sim_config_default(&args.cfg);
+    int rc = simulate_flags(&args, argc, argv);
+    if (rc != MP_CLI_GO) return rc;
+    MpSimConfig cfg = args.cfg;
+    const SimFlags fl = args.fl;
+    rc = MP_EXIT_OK;
     cfg.progress = !fl.quiet;
     cfg.mpi = 1; /* under mpirun: every rank runs its share of the blocks */
     const int rank = mp_mpi_rank();

@@ -9,7 +9,7 @@
  * Tested by: tests/test_tok.c (ids against HF tokenizers; bad inputs).
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,26 +18,46 @@
 #include "core/npy.h"  /* mp_npy_write / mp_npy_read */
 #include "core/util.h" /* mp_parse_i64, mp_time_now, mp_input_open */
 #include "core/files.h" /* mp_outfile_claim */
+#include "job/shared_opts.h" /* --no-special: declared once */
 #include "tok/tok.h"   /* MpTok, encode/decode */
 
-static const char *tokenize_help =
+/* The flags' values. */
+typedef struct TokFlags {
+    const char *model, *out;
+    int no_special, decode, skip_special, count, timing, force;
+} TokFlags;
+
+typedef enum TokOpt { TO_MODEL, TO_NO_SPECIAL, TO_OUT, TO_FORCE, TO_DECODE, TO_SKIP_SPECIAL, TO_COUNT_IDS, TO_TIME, TO_COUNT } TokOpt;
+
+#define F(m) offsetof(TokFlags, m)
+#define SWITCH(nm, hlp) MP_OPT_DECL(nm, MP_OPT_BOOL, NULL, .help = hlp)
+static const MpOpt tokenize_opts[TO_COUNT] = {
+    [TO_MODEL] = {MP_OPT_DECL("model", MP_OPT_STRING, "M",
+                              .help = "directory holding tokenizer.json (+ tokenizer_config.json), the path of\n"
+                                      "a tokenizer.json, or a .gguf file (its byte-level BPE vocabulary)"), F(model)},
+    [TO_NO_SPECIAL] = {&mp_shared_opts[MP_SHARED_NO_SPECIAL], F(no_special),
+                       .help = "do not add BOS/EOS (HF add_special_tokens=False); special-token strings\n"
+                               "in the text are still matched, as HF does"},
+    [TO_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "F.npy",
+                            .help = "write the ids as int32 [n] instead of printing them (an existing F is refused)"), F(out)},
+    [TO_FORCE] = {SWITCH("force", "replace an existing --out file"), F(force)},
+    [TO_DECODE] = {SWITCH("decode", "IDS holds ids (a file of white-space separated ids, an int .npy, or the ids\n"
+                                    "themselves: --decode \"1 403 407\"): print the text"), F(decode)},
+    [TO_SKIP_SPECIAL] = {SWITCH("skip-special", "with --decode: leave out special tokens (HF skip_special_tokens=True)"),
+                         F(skip_special)},
+    [TO_COUNT_IDS] = {SWITCH("count", "print only the number of ids"), F(count)},
+    [TO_TIME] = {SWITCH("time", "report on stderr the encode time alone (no loading, no output) and tokens/s"), F(timing)},
+};
+_Static_assert(sizeof tokenize_opts / sizeof *tokenize_opts == TO_COUNT, "one row per TokOpt");
+
+static const MpOptTable tokenize_table = {"tokenize", tokenize_opts, TO_COUNT, 19,
     "usage: maskpos tokenize --model M [--no-special] [--out ids.npy [--force]] FILE\n"
     "       maskpos tokenize --model M --decode [--skip-special] IDS\n"
     "\n"
     "Encodes the text of FILE (\"-\": standard input) with the model's own tokenizer; the ids are\n"
     "those of HF tokenizers' encode(text) (invalid UTF-8 is first replaced by U+FFFD).\n"
-    "\n"
-    "  --model M        directory holding tokenizer.json (+ tokenizer_config.json), the path of\n"
-    "                   a tokenizer.json, or a .gguf file (its byte-level BPE vocabulary)\n"
-    "  --no-special     do not add BOS/EOS (HF add_special_tokens=False); special-token strings\n"
-    "                   in the text are still matched, as HF does\n"
-    "  --out F.npy      write the ids as int32 [n] instead of printing them (an existing F is refused)\n"
-    "  --force          replace an existing --out file\n"
-    "  --decode         IDS holds ids (a file of white-space separated ids, an int .npy, or the ids\n"
-    "                   themselves: --decode \"1 403 407\"): print the text\n"
-    "  --skip-special   with --decode: leave out special tokens (HF skip_special_tokens=True)\n"
-    "  --count          print only the number of ids\n"
-    "  --time           report on stderr the encode time alone (no loading, no output) and tokens/s\n";
+    "\n",
+    NULL};
 
 static int read_all(const char *path, char **data, size_t *len, MpErr *e) {
     FILE *f = strcmp(path, "-") ? mp_input_open(path, NULL, e) : stdin;
@@ -124,40 +144,18 @@ static int read_ids(const char *path, MpTokIds *ids, MpErr *e) {
 
 int mp_cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize";
-    const char *model = NULL, *out = NULL;
-    int no_special = 0, decode = 0, skip_special = 0, count = 0, timing = 0, force = 0;
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"no-special", no_argument, 0, 'n'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"decode", no_argument, 0, 'd'},
-                                         {"skip-special", no_argument, 0, 's'},
-                                         {"count", no_argument, 0, 'c'},
-                                         {"time", no_argument, 0, 't'},
-                                         {"force", no_argument, 0, 'f'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    opterr = 0;
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': model = optarg; break;
-        case 'n': no_special = 1; break;
-        case 'o': out = optarg; break;
-        case 'd': decode = 1; break;
-        case 's': skip_special = 1; break;
-        case 'c': count = 1; break;
-        case 't': timing = 1; break;
-        case 'f': force = 1; break;
-        case 'h': fputs(tokenize_help, stdout); return MP_EXIT_OK;
-        default: return mp_cli_bad_option(cmd, argv, optind, optopt);
-        }
-    }
+    TokFlags fl = {.model = NULL};
+    int first;
+    const int prc = mp_cli_parse(&tokenize_table, &fl, argc, argv, &first, NULL);
+    if (prc != MP_CLI_GO) return prc;
+    const char *model = fl.model, *out = fl.out;
+    const int no_special = fl.no_special, decode = fl.decode, skip_special = fl.skip_special, count = fl.count,
+              timing = fl.timing, force = fl.force;
     if (!model) return mp_cli_error(cmd, "--model is required (a directory with tokenizer.json, or its path)");
-    if (optind + 1 != argc)
-        return mp_cli_error(cmd, optind == argc ? "give one input FILE (\"-\" for standard input)"
-                                                : "unexpected argument '%s'", argv[optind + (optind < argc)]);
-    const char *input = argv[optind];
+    if (first + 1 != argc)
+        return mp_cli_error(cmd, first == argc ? "give one input FILE (\"-\" for standard input)"
+                                               : "unexpected argument '%s'", argv[first + (first < argc)]);
+    const char *input = argv[first];
     MpErr e;
     /* an existing --out is kept unless --force; an unwritable folder is found before any work */
     if (out && !decode && mp_outfile_claim(out, force, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);

@@ -6,8 +6,9 @@
  * (src/cli/mpi_job.c: the settings rank 0 hands them).
  *
  * Implements:
- *   - mp_probe_opts[]: the table, keyed by MpProbeOptId (designated initializers; a row missing
- *     or out of order does not compile);
+ *   - mp_probe_opts[]: the table (core/opts.h's rows), keyed by MpProbeOptId (designated
+ *     initializers; a row missing or out of order does not compile); the corpus flags, --threads,
+ *     --compute and --device are the declarations every command shares (job/shared_opts.h);
  *   - mp_probe_opt_set / mp_probe_opt_parse: one value (or one "name=value") into an
  *     MpProbeConfig, with the command line's messages ("--seq: 'x' is not an integer",
  *     "--seq: 0 is outside [1, 1048576]");
@@ -15,10 +16,10 @@
  *     --seq, the --data options go with --data, --heads-f64 with --per-head; the names of --stats
  *     are checked by the run, mp_probe_config_stats);
  *   - mp_probe_opts_write: an MpProbeConfig back into "name=value" settings (what MPI ranks
- *     receive; with MP_PROBE_OPT_RUN rows left out, reproduce's reuse key);
- *   - mp_probe_opts_help: the options' part of `maskpos probe --help`.
- * Does not: parse argv (src/cli/probe.c runs getopt over this table), hold the CLI-only switches'
- * values (--plot, --quiet, --force have no field: the CLI keeps them).
+ *     receive; with MP_OPT_RUN rows left out, reproduce's reuse key).
+ * Does not: parse argv or print --help (src/cli/probe.c hands this table to mp_opts_parse and
+ * mp_opts_help with its prose), hold the CLI-only switches' values (--plot, --quiet, --force have
+ * no field: the CLI keeps them).
  * Tested by: tests/test_probe_opts.c (every row through `maskpos probe`, the C API and back
  * through mp_probe_opts_write), tests/test_mpi.c, python/tests/test_options.py.
  */
@@ -30,6 +31,7 @@
 #include <stdio.h>
 
 #include "core/err.h"  /* MpErr */
+#include "core/opts.h" /* MpOpt, MP_OPT_CLI, MP_OPT_RUN, MP_OPT_POSITIONAL */
 #include "job/probe.h" /* MpProbeConfig */
 
 /* One id per row, in the order --help lists them. New options may go anywhere (the ids are not
@@ -70,40 +72,10 @@ typedef enum MpProbeOptId {
     MP_PROBE_OPT_COUNT
 } MpProbeOptId;
 
-/* What a value is, and the type of the field it sets. */
-typedef enum MpProbeOptKind {
-    MP_PROBE_KIND_BOOL,    /* int 0/1; a switch on the command line, 1/0 true/false on/off as a setting */
-    MP_PROBE_KIND_INT,     /* int in [lo, hi] */
-    MP_PROBE_KIND_I64,     /* int64_t in [lo, hi] */
-    MP_PROBE_KIND_U64,     /* uint64_t, given in [lo, hi] */
-    MP_PROBE_KIND_DOUBLE,  /* double in [dlo, dhi] */
-    MP_PROBE_KIND_STRING,  /* const char * (borrowed from the caller's text) */
-    MP_PROBE_KIND_COMPUTE, /* int MpFwdCompute: f32 or bf16 */
-    MP_PROBE_KIND_DEVICE,  /* const char *: a backend mp_fwd_device_check accepts */
-} MpProbeOptKind;
-
-/* Row flags. */
-enum {
-    MP_PROBE_OPT_CLI = 1,        /* the command line's only: no setting of the C API or Python */
-    MP_PROBE_OPT_RUN = 2,        /* how the run goes, not what it computes: left out of reuse keys */
-    MP_PROBE_OPT_POSITIONAL = 4, /* not a flag (MODEL): the CLI's argument, the API's model handle */
-    MP_PROBE_OPT_STAT_LIST = 8,  /* names statistics (model/probe.h, mp_probe_stats): --help lists them */
-};
-
-#define MP_PROBE_OPT_NO_FIELD ((size_t)-1)
-
-typedef struct MpProbeOpt {
-    const char *name;  /* the flag without "--"; the setting's name */
-    int kind;          /* MpProbeOptKind */
-    int flags;         /* MP_PROBE_OPT_CLI | _RUN | _POSITIONAL */
-    size_t field;      /* offsetof(MpProbeConfig, ...), or MP_PROBE_OPT_NO_FIELD (the CLI keeps it) */
-    int64_t lo, hi;    /* INT, I64, U64 */
-    double dlo, dhi;   /* DOUBLE */
-    const char *arg;   /* metavar in --help ("FILE"), NULL for a switch */
-    const char *help;  /* --help text; lines after the first are indented by mp_probe_opts_help */
-} MpProbeOpt;
-
-extern const MpProbeOpt mp_probe_opts[MP_PROBE_OPT_COUNT];
+/* The rows (core/opts.h): the corpus flags, --threads, --compute and --device point at their
+ * shared declarations (job/shared_opts.h); MP_OPT_CLI rows are the command line's only (no
+ * setting of the C API), MP_OPT_RUN rows are left out of reuse keys, MODEL is POSITIONAL. */
+extern const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT];
 
 /* The id of the option called name, or -1. */
 int mp_probe_opt_find(const char *name);
@@ -119,8 +91,5 @@ int mp_probe_opts_check(const MpProbeConfig *c, MpErr *e);
  * "name=value" each followed by sep, into buf (snprintf-like: the length it needs, without the
  * final NUL; buf may be NULL with cap 0). Rows with any of skip_flags are left out. */
 size_t mp_probe_opts_write(char *buf, size_t cap, const MpProbeConfig *c, int skip_flags, char sep);
-/* The option rows of `maskpos probe --help` (every row but MODEL and --help itself), in table
- * order: "  --name ARG" padded to 23 columns, then the help text. */
-void mp_probe_opts_help(FILE *f);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/fwd_plugin.h" /* the device backends built as plugins (cuda) */
+#include "model/devices.h"    /* mp_device_find: the names --device takes */
 
 /* ================================================================ op names */
 
@@ -26,10 +27,11 @@ const char *mp_fwd_op_name(int id) { return id >= 0 && id < MP_FWD_OP_COUNT && f
 /* ================================================================ devices */
 
 const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e) {
-    if (!device || !strcmp(device, "cpu")) return plain ? &mp_fwd_ops_cpu_plain : &mp_fwd_ops_cpu;
-    if (mp_fwd_plugin_known(device)) return mp_fwd_plugin_ops(device, MP_FWD_OPS_ABI, e); /* cuda[:N]: its plugin, or why not */
-    mp_err_set(e, "--device %.40s: no such backend (known: cpu, %s)", device, mp_fwd_plugin_names());
-    return NULL;
+    int ordinal;
+    const int d = device ? mp_device_find(device, &ordinal, e) : MP_DEVICE_CPU; /* the device table, devices.h */
+    if (d < 0) return NULL;
+    if (d == MP_DEVICE_CPU) return plain ? &mp_fwd_ops_cpu_plain : &mp_fwd_ops_cpu;
+    return mp_fwd_plugin_ops(device, MP_FWD_OPS_ABI, e); /* cuda[:N]: its plugin, or why not */
 }
 
 int mp_fwd_device_check(const char *device, MpErr *e) { return mp_fwd_ops_for(device, 0, e) ? MP_OK : MP_ERR; }

@@ -12,21 +12,15 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/devices.h" /* mp_devices: the backends and their plugin files */
+
 
 /* ================================================================ the plugin backends */
 
-typedef struct PluginBackend {
-    const char *name;  /* --device NAME[:N] */
-    const char *file;  /* the plugin's file name */
-    const char *env;   /* a variable naming the plugin's path instead */
-    const char *build; /* how to build it */
-    const char *libs;  /* the libraries it needs at run time, for the hint */
-} PluginBackend;
-
-static const PluginBackend plugin_backends[] = {
-    {"cuda", "libmaskpos-cuda.so", "MASKPOS_CUDA_PLUGIN", "make CUDA=1", "the CUDA 13 libraries (libcublasLt.so.13)"},
-};
-#define N_BACKENDS ((int)(sizeof plugin_backends / sizeof plugin_backends[0]))
+/* The backends built apart are the rows of the device table (model/devices.h) with a plugin file:
+ * their name, file, variable, build command and run-time libraries come from there. */
+typedef MpDevice PluginBackend;
+#define N_BACKENDS MP_DEVICE_COUNT
 
 /* ================================================================ the refusals, one line each */
 
@@ -95,14 +89,14 @@ static int plugin_find(const PluginBackend *b, char *path, size_t cap) {
         for (int up = 0; up < 3; up++) { /* beside, ../lib (installed), .. (build/tests/ of a test program) */
             static const char *const sub[3] = {"", "../lib/", "../"};
             char cand[PATH_MAX + 64];
-            if (snprintf(cand, sizeof cand, "%s/%s%s", dirs[i], sub[up], b->file) >= (int)sizeof cand) continue;
+            if (snprintf(cand, sizeof cand, "%s/%s%s", dirs[i], sub[up], b->plugin) >= (int)sizeof cand) continue;
             if (!path[0]) snprintf(path, cap, "%s", cand);
             if (access(cand, F_OK) == 0) {
                 snprintf(path, cap, "%s", cand);
                 return 1;
             }
         }
-    if (!path[0]) snprintf(path, cap, "%s", b->file);
+    if (!path[0]) snprintf(path, cap, "%s", b->plugin);
     return 0;
 }
 
@@ -162,10 +156,10 @@ static void plugin_load(PluginState *st, const PluginBackend *b) {
 static const PluginBackend *plugin_backend(const char *device, int *idx) {
     if (!device) return NULL;
     for (int i = 0; i < N_BACKENDS; i++) {
-        const size_t n = strlen(plugin_backends[i].name);
-        if (!strncmp(device, plugin_backends[i].name, n) && (device[n] == 0 || device[n] == ':')) {
+        const size_t n = strlen(mp_devices[i].name);
+        if (mp_devices[i].plugin && !strncmp(device, mp_devices[i].name, n) && (device[n] == 0 || device[n] == ':')) {
             *idx = i;
-            return &plugin_backends[i];
+            return &mp_devices[i];
         }
     }
     return NULL;
@@ -176,7 +170,14 @@ int mp_fwd_plugin_known(const char *device) {
     return plugin_backend(device, &i) != NULL;
 }
 
-const char *mp_fwd_plugin_names(void) { return plugin_backends[0].name; } /* one plugin backend so far */
+const char *mp_fwd_plugin_names(void) { /* the device table's rows with a plugin, "cuda" */
+    static char names[128];
+    size_t k = 0;
+    names[0] = 0;
+    for (int i = 0; i < N_BACKENDS && k < sizeof names; i++)
+        if (mp_devices[i].plugin) k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", k ? ", " : "", mp_devices[i].name);
+    return names;
+}
 
 /* N of "NAME:N" (>= 0), -1 for plain NAME, or -2 and why in e when the suffix is no number. */
 static int plugin_ordinal_parse(const char *device, const PluginBackend *b, MpErr *e) {
@@ -272,7 +273,7 @@ const void *mp_fwd_plugin_ops(const char *device, unsigned ops_abi, MpErr *e) {
         return NULL;
     }
     if (p->ops_abi != ops_abi) {
-        mp_err_set(e, plugin_refusals[REF_OPS_ABI], device, path, p->ops_abi, ops_abi, plugin_backends[bi].build);
+        mp_err_set(e, plugin_refusals[REF_OPS_ABI], device, path, p->ops_abi, ops_abi, mp_devices[bi].build);
         return NULL;
     }
     return p->ops;

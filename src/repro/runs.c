@@ -58,11 +58,11 @@ static char *probe_key(const MpProbeConfig *pc) {
     const char *src = pc->tokens_path ? pc->tokens_path : pc->data;
     const int fl = snprintf(fp, sizeof fp, "fp=%016llx,%016llx", (unsigned long long)mp_repro_fingerprint(pc->model_path),
                             (unsigned long long)mp_repro_fingerprint(src));
-    const size_t sl = mp_probe_opts_write(NULL, 0, pc, MP_PROBE_OPT_RUN, ' ');
+    const size_t sl = mp_probe_opts_write(NULL, 0, pc, MP_OPT_RUN, ' ');
     char *key = malloc((size_t)hl + sl + (size_t)fl + 1);
     if (!key) return NULL;
     memcpy(key, head, (size_t)hl);
-    mp_probe_opts_write(key + hl, sl + 1, pc, MP_PROBE_OPT_RUN, ' ');
+    mp_probe_opts_write(key + hl, sl + 1, pc, MP_OPT_RUN, ' ');
     memcpy(key + hl + sl, fp, (size_t)fl + 1);
     return key;
 }

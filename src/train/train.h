@@ -27,7 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/err.h" /* MpErr, MP_OK/MP_ERR */
+#include "core/err.h"  /* MpErr, MP_OK/MP_ERR */
+#include "core/opts.h" /* MpOptRange: the ranges train's flags read */
 
 /* ------------------------------------------------------------------------------------------ */
 /* configuration and parameter table */
@@ -138,10 +139,9 @@ typedef enum MpTrainSetting {
     MP_TRAIN_SET_VAL_FRAC,
     MP_TRAIN_NSETTINGS
 } MpTrainSetting;
-typedef struct MpTrainRange {
-    const char *name; /* the flag ("--lr"), or the setting's name when it has none */
-    double lo, hi;
-} MpTrainRange;
+/* name: the flag ("--lr"), or the setting's name when it has none; [lo, hi]. The option table of
+ * `maskpos train` points its rows at these (core/opts.h's MpOptDecl.range). */
+typedef MpOptRange MpTrainRange;
 extern const MpTrainRange mp_train_ranges[MP_TRAIN_NSETTINGS];
 /* Every optimiser setting and val_frac inside mp_train_ranges (NaN is outside). */
 int mp_train_opt_check(const MpTrainOptConfig *o, double val_frac, MpErr *e);

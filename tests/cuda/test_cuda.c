@@ -467,7 +467,7 @@ static void accumulator_case(int causal, int W, int skip, int per_head, int prob
     assert_int_equal(mp_probe_acc_init(&acc, mask, NL, H, S, per_head, causal, 1, &e), MP_OK);
     acc.window[1] = W;
     if (skip) mp_probe_acc_skip(&acc, skip);
-    if (probs) assert_int_equal(mp_probe_acc_probs_on(&acc, &e), MP_OK);
+    if (probs) assert_int_equal(mp_probe_acc_stat_on(&acc, MP_PROBE_STAT_PROBS, &e), MP_OK);
     MpCudaAccDims d = {.L = 2, .H = H, .S = S, .causal = causal, .skip = skip, .nb = acc.nb, .per_head = per_head, .probs = probs};
     d.window[1] = W;
     MpCudaAcc da, db;

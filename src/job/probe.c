@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -573,6 +574,63 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     return j;
 }
 
+const char *mp_probe_n_warning(char *buf, size_t cap, int64_t n) {
+    if (n >= MP_SIGNIF_MIN_N) snprintf(buf, cap, "%s", "");
+    else snprintf(buf, cap, "N = %lld sequences is too few for the standard errors to mean much (block z, rms/noise and "
+                            "the noise levels are rough below %d): no residue is called resolved", (long long)n, MP_SIGNIF_MIN_N);
+    return buf;
+}
+
+/* [L] numbers of the significance table as a JSON array (non-finite: null). */
+static json_t *signif_series(const MpProbeResult *res, size_t off, int region) {
+    json_t *a = json_array();
+    for (int l = 0; l < res->L; l++) {
+        const char *sg = (const char *)&res->sig[l];
+        const double v = region < 0 ? *(const double *)(sg + off) : ((const double *)(sg + off))[region];
+        json_array_append_new(a, probe_real(v));
+    }
+    return a;
+}
+
+/* meta.json: is each layer's residue resolved at this N (and where), the noise levels of the block
+ * tests, N needed, the noise-corrected NRI (docs/metrics.md, "Is a residue resolved?"). */
+static void probe_meta_signif(json_t *j, const MpProbeResult *res) {
+    static const char *rname[MP_PROBE_NREGIONS] = {NULL, "first_keys", "last_queries", "last_keys", "interior"};
+    const int L = res->L;
+    json_t *rv = json_array(), *rr = json_object();
+    for (int l = 0; l < L; l++) json_array_append_new(rv, json_boolean(res->sig[l].resolved[0]));
+    json_object_set_new(j, "residue_resolved", rv);
+    json_t *nz = json_object();
+    json_object_set_new(nz, "block_z", signif_series(res, offsetof(MpProbeSignif, noise), 0));
+    json_object_set_new(nz, "block_z_spread", signif_series(res, offsetof(MpProbeSignif, spread), 0));
+    json_object_set_new(nz, "block_z_threshold", signif_series(res, offsetof(MpProbeSignif, threshold), 0));
+    json_t *reg = json_object();
+    for (int g = 1; g < MP_PROBE_NREGIONS; g++) {
+        json_t *o = json_object(), *b = json_array();
+        json_object_set_new(o, "block_z", signif_series(res, offsetof(MpProbeSignif, noise), g));
+        json_object_set_new(o, "block_z_threshold", signif_series(res, offsetof(MpProbeSignif, threshold), g));
+        json_object_set_new(reg, rname[g], o);
+        for (int l = 0; l < L; l++) json_array_append_new(b, json_boolean(res->sig[l].resolved[g]));
+        json_object_set_new(rr, rname[g], b);
+    }
+    json_object_set_new(nz, "regions", reg);
+    json_object_set_new(j, "residue_noise", nz);
+    json_object_set_new(j, "residue_regions_resolved", rr);
+    json_object_set_new(j, "residue_n_needed", signif_series(res, offsetof(MpProbeSignif, n_needed), -1));
+    json_object_set_new(j, "nri_corrected", signif_series(res, offsetof(MpProbeSignif, nri_corr), -1));
+    json_object_set_new(j, "map_noise_share", signif_series(res, offsetof(MpProbeSignif, map_noise), -1));
+    char d[512];
+    snprintf(d, sizeof d,
+             "residue_resolved: block z above its noise level (block_z: rms of the block z of %d sign-flipped sums, each "
+             "sequence's block means times its own sign; spread: their standard deviation; threshold = noise + %g spreads) "
+             "with N >= %d; a region likewise within a resolved layer; residue_n_needed: N at which block z would cross the "
+             "threshold (z^2 - noise^2 grows like N); nri_corrected: the NRI with the noise power of the mean map taken out "
+             "of numerator and denominator (docs/metrics.md)",
+             MP_PROBE_FLIPS, MP_SIGNIF_SIGMAS, MP_SIGNIF_MIN_N);
+    json_object_set_new(j, "residue_resolved_of", json_string(d));
+    if (mp_probe_n_warning(d, sizeof d, res->n)[0]) json_object_set_new(j, "warning", json_string(d));
+}
+
 /* The result's half of meta.json: the files, the statistics, block tests, --probs, --recency. */
 static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     const int L = res->L;
@@ -609,6 +667,7 @@ static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     json_object_set_new(j, "residue_block_z_of",
                         json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
                                     "normalised residue / its standard error over sequences)^2); about 1 for noise"));
+    probe_meta_signif(j, res);
     if (res->probs) mp_probe_probs_meta(j, fj, &res->pr);
     if (res->recency) mp_probe_len_meta(j, &res->rec);
 }
@@ -624,9 +683,10 @@ int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_r
     res->stats = mp_try_calloc((size_t)L, sizeof *res->stats);
     res->block_z = mp_try_malloc((size_t)L * sizeof(double));
     res->block_z_regions = mp_try_malloc((size_t)L * MP_PROBE_NREGIONS * sizeof(double));
+    res->sig = mp_try_calloc((size_t)L, sizeof *res->sig);
     double *scratch = a->skip ? mp_try_malloc(3 * SS * sizeof(double)) : NULL;
     if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
-        !res->block_z_regions || (a->skip && !scratch)) {
+        !res->block_z_regions || !res->sig || (a->skip && !scratch)) {
         free(scratch);
         json_decref(meta_run);
         return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
@@ -640,7 +700,9 @@ int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_r
         res->block_z[l] = mp_probe_acc_block_z(a, l);
         res->block_z_regions[l] = NAN;
         for (int g = 1; g < MP_PROBE_NREGIONS; g++) res->block_z_regions[(size_t)g * L + l] = mp_probe_acc_block_z_region(a, l, g);
+        mp_probe_signif(&res->sig[l], a, l, &res->stats[l]);
     }
+    res->lengths = a->npos != NULL;
     res->meta = meta_run;
     if (res->probs && mp_probe_probs_results(&res->pr, a, e) != MP_OK) return MP_ERR;
     if (res->recency && mp_probe_recency_results(&res->rec, a, res->mean, res->se, res->heads, e) != MP_OK) return MP_ERR;
@@ -712,6 +774,7 @@ void mp_probe_result_free(MpProbeResult *res) {
     free(res->stats);
     free(res->block_z);
     free(res->block_z_regions);
+    free(res->sig);
     mp_probe_probs_out_free(&res->pr);
     mp_probe_recency_out_free(&res->rec);
     if (res->meta) json_decref(res->meta);

@@ -4,6 +4,7 @@
  */
 #include "job/probe.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,19 +15,36 @@
 #include "job/probe_probs.h" /* mp_probe_probs_print, mp_probe_probs_write */
 #include "viz/plot.h"        /* mp_plot_render */
 
+/* "N ≈ 1234" (or "—") into buf: the sequences a layer's residue needs. */
+static const char *probe_n_needed(char *buf, size_t cap, const MpProbeSignif *sg) {
+    if (!isfinite(sg->n_needed)) snprintf(buf, cap, "-");
+    else if (sg->n_needed > 1e9) snprintf(buf, cap, ">1e9");
+    else snprintf(buf, cap, "%.0f", sg->n_needed);
+    return buf;
+}
+
 void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
     const int L = res->L, S = res->S;
     const MpPosStats *st = res->stats;
+    char w[512], nn[32];
+    if (mp_probe_n_warning(w, sizeof w, res->n)[0]) fprintf(f, "warning: %s\n", w);
     if (res->skip)
         fprintf(f, "every sequence starts with BOS (id %d): the statistics below are over positions 1..%d (the maps "
                    "keep BOS)\n", res->bos_id, S - 1);
-    fprintf(f, "%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
-            "rms/noise", "block z", "rising rows", "mean slope");
-    for (int l = 0; l < L; l++)
+    fprintf(f, "%6s %10s %9s %13s %13s %12s %10s %8s %9s %9s %9s %11s %12s\n", "layer", "NRI", "NRI corr", "residue min",
+            "residue max", "residue rms", "rms/noise", "block z", "z needed", "resolved", "N needed", "rising rows",
+            "mean slope");
+    for (int l = 0; l < L; l++) {
+        const MpProbeSignif *sg = &res->sig[l];
         if (!st[l].observed) fprintf(f, "%6d %10s  no finite entries: no statistic\n", res->layers[l] + 1, "nan");
-        else fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", res->layers[l] + 1, st[l].nri,
-                     st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l], 100 * st[l].rise_share,
-                     st[l].mean_slope);
+        else fprintf(f, "%6d %10.6f %9.4f %13.5f %13.5f %12.6f %10.2f %8.2f %9.2f %9s %9s %10.1f%% %12.3e\n", res->layers[l] + 1,
+                     st[l].nri, sg->nri_corr, st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l],
+                     sg->threshold[0], sg->resolved[0] ? "yes" : "NO", probe_n_needed(nn, sizeof nn, sg),
+                     100 * st[l].rise_share, st[l].mean_slope);
+    }
+    fprintf(f, "resolved: block z above its noise level at N = %lld (z needed = the noise level of %d sign-flipped sums + "
+               "%g spreads); N needed: where a residue of this size would cross it (docs/metrics.md)\n",
+            (long long)res->n, MP_PROBE_FLIPS, MP_SIGNIF_SIGMAS);
     if (res->probs) mp_probe_probs_print(f, &res->pr, res->layers);
     if (res->recency) mp_probe_len_print(f, &res->rec, res->layers);
 }

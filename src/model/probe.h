@@ -92,6 +92,23 @@ typedef struct MpProbeAcc {
     uint64_t *rp_seq;     /* [H, S] scratch: this sequence's row counts */
     double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
     double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
+    /* the noise level of the block test (docs/metrics.md, "Is a residue resolved?"): the block sums
+     * once more for each of MP_PROBE_FLIPS signs ε = ±1 per sequence (bits of a hash of the
+     * sequence's own block means, mp_probe_flip_bits), whose block z is a draw of the test under
+     * pure noise with the data's own tails and correlations between blocks (the squares are bsumsq) */
+    double *bflip;        /* [L, F, nb, nb] Σ_seq ε_f · block mean, F = MP_PROBE_FLIPS */
+    /* the noise-corrected NRI (docs/metrics.md): per sequence, the squared norms of its own residue
+     * and of its own centred map (positions skip..S-1, the entries the NRI sums) */
+    double *rsq;          /* [L] Σ_seq Σ_ij Ŝ_s[i,j]² */
+    double *csq;          /* [L] Σ_seq Σ_ij (x_s[i,j] − mean x_s)² */
+    /* sequences shorter than S (mp_probe_acc_lengths_on; maskpos_acc_add with lengths): a sequence
+     * of length S' adds the top-left S' × S' block of the maps; NULL when every sequence has S */
+    double *npos;         /* [L, S] Σ_seq [p < the sequence's length]: the sequences entry (i, j)
+                             has seen are npos[max(i, j)] */
+    double *bcnt;         /* [L, nb, nb] sequences in each block's test (those with ≥ nb positions
+                             from skip: a sequence's own residue on its own nb × nb grid) */
+    int cur_len;          /* the length of the sequence being added (0 = S; set by the caller) */
+    double *bmeans;       /* [nb, nb] scratch: one sequence's block means */
     /* set by mp_probe_acc_recency_on (model/probe_recency.c), which this file does not include:
      * called per block of rows of a layer slot with the sequence's scores, per layer slot once
      * seqmap holds its head-mean map, and by mp_probe_acc_free */
@@ -117,12 +134,12 @@ typedef struct MpProbeArray {
     int by_layer;     /* 1: [L, ...], n / L doubles per layer slot; 0: another layout ([nlen, L, ...]) */
     int check;        /* on checkpoint load: 0 none, 1 finite, 2 finite and >= 0 (a sum of squares) */
 } MpProbeArray;
-#define MP_PROBE_MAX_ARRAYS 16
+#define MP_PROBE_MAX_ARRAYS 24
 /* Fills out[] (room for MP_PROBE_MAX_ARRAYS) with the arrays a has, in table order (the
  * checkpoint's), and returns how many. */
 int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out);
 /* The groups of the table: the arrays every accumulator has, and those of --probs, --recency. */
-typedef enum MpProbeGroup { MP_PROBE_GROUP_BASE = 0, MP_PROBE_GROUP_PROBS, MP_PROBE_GROUP_RECENCY } MpProbeGroup;
+typedef enum MpProbeGroup { MP_PROBE_GROUP_BASE = 0, MP_PROBE_GROUP_PROBS, MP_PROBE_GROUP_RECENCY, MP_PROBE_GROUP_LENGTHS } MpProbeGroup;
 /* Allocates (zeroed) the arrays of group g that a's options call for (those per head only when
  * per_head), with nb and nlen already set; MP_ERR when out of memory (the caller names what). */
 int mp_probe_acc_alloc(MpProbeAcc *a, MpProbeGroup g);
@@ -172,6 +189,27 @@ void mp_probe_acc_layer_done(void *ctx, int layer);
 /* MpFwdHook: adds one sequence's whole scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*):
  * mp_probe_acc_rows over every row (in parallel), then mp_probe_acc_layer_done. */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
+/* Sequences of fewer than S tokens (docs/python.md, "lengths"): allocates npos and bcnt and fills
+ * them with what the sequences already added count (every one of length S), so a run may switch
+ * on at any time. Set a->cur_len before a sequence's rows (0 or S: full length). The sums of a
+ * sequence of length S' are those of its top-left S' × S' block; its block test is its own residue
+ * (positions skip..S'-1) on its own nb × nb grid (sequences with fewer than nb positions there
+ * count in the maps only). Not with --recency. MP_ERR when out of memory. */
+int mp_probe_acc_lengths_on(MpProbeAcc *a, MpErr *e);
+/* The keys [*lo, *hi) query row i of layer slot li observes in the sequence being added (those of
+ * mp_probe_acc_row_keys within its length a->cur_len; none for rows past it). */
+void mp_probe_acc_seq_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi);
+/* The sequences entry (i, j) of layer slot l has seen (n_done unless lengths are on). */
+double mp_probe_acc_entry_count(const MpProbeAcc *a, int l, int i, int j);
+/* dst += src where src->S <= dst->S (same layers, heads, flags, skip, block grid; no --recency):
+ * src's maps enter dst's top-left block, its counts dst's per-position counts (lengths are
+ * switched on in dst when src is shorter or has them on). MP_ERR naming what differs. */
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e);
+/* F sign bits (bit f: ε_f = −1) of one sequence's block means bm [nb·nb] (NaN: no entry): a hash
+ * of their bytes, so every sequence draws its own signs whatever the order, thread or rank. */
+#define MP_PROBE_FLIPS 32
+uint32_t mp_probe_flip_bits(const double *bm, int nb);
+
 /* Before any sequence: also accumulate the post-softmax probabilities (psum, psum_heads when
  * per_head, sink, entropy); memory O(L·S²) (and O(L·H·S²) per head), never O(N). MP_ERR when out
  * of memory. */
@@ -201,8 +239,15 @@ double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
 /* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal; NaN entries,
  * outside a sliding window, are not observed) and their squares to bs, bq [nb, nb]. */
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal);
+/* The block means themselves: bm [nb, nb], NaN for a block without an observed entry. */
+void mp_probe_block_means(double *bm, const double *res, int P, int nb, int causal);
 /* The block test from block sums bs, bq [nb, nb] over n_done sequences, over one MpProbeRegion. */
 double mp_probe_block_z(const double *bs, const double *bq, int nb, int64_t n_done, int region);
+/* The same with a count per block bn [nb, nb] (NULL: n_done for every block). */
+double mp_probe_block_z_n(const double *bs, const double *bq, const double *bn, int nb, int64_t n_done, int region);
+/* The block test's noise level for layer slot l and one region: the block z of each of the
+ * MP_PROBE_FLIPS sign-flipped sums into z [MP_PROBE_FLIPS] (NaN with fewer than 2 sequences). */
+void mp_probe_acc_block_z_null(const MpProbeAcc *a, int l, int region, double *z);
 /* Regions of the block grid, to say where a residue sits: the first column of blocks (the first
  * keys), the last row (the last queries), the last column (the last keys; only observed without
  * the mask), and the interior (none of these, nor the first row). */

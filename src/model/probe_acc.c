@@ -29,6 +29,9 @@ typedef enum ArrShape {
     SH_LHS,     /* [L, H, S] */
     SH_LN,      /* [L, nlen] */
     SH_NL1616,  /* [nlen, L, 16, 16] (not by layer slot) */
+    SH_LFBB,    /* [L, F, nb, nb], F = MP_PROBE_FLIPS */
+    SH_L,       /* [L] */
+    SH_LS,      /* [L, S] */
 } ArrShape;
 
 /* One row per array. Every array is double, merged by addition and checkpointed (see probe.h);
@@ -49,6 +52,8 @@ static const ArrSpec probe_arrays[] = {
     ARR(psum, SH_LSS, PROBS, 0, 0),        ARR(psum_heads, SH_LHSS, PROBS, 1, 0), ARR(sink, SH_LH, PROBS, 0, 0),
     ARR(entropy, SH_LH, PROBS, 0, 0),      ARR(rp_row, SH_LHS, RECENCY, 0, 0),  ARR(rp_lsq, SH_LN, RECENCY, 0, 0),
     ARR(rp_hsq, SH_LH, RECENCY, 0, 0),     ARR(lbsum, SH_NL1616, RECENCY, 0, 0), ARR(lbsumsq, SH_NL1616, RECENCY, 0, 0),
+    ARR(bflip, SH_LFBB, BASE, 0, 1),       ARR(rsq, SH_L, BASE, 0, 2),          ARR(csq, SH_L, BASE, 0, 2),
+    ARR(npos, SH_LS, LENGTHS, 0, 2),       ARR(bcnt, SH_LBB, LENGTHS, 0, 2),
 };
 #undef ARR
 #define N_ARRAYS ((int)(sizeof probe_arrays / sizeof probe_arrays[0]))
@@ -66,6 +71,9 @@ static size_t arr_len(const MpProbeAcc *a, ArrShape sh) {
     case SH_LHS: return L * H * S;
     case SH_LN: return L * (size_t)a->nlen;
     case SH_NL1616: return (size_t)a->nlen * L * 16 * 16;
+    case SH_LFBB: return L * MP_PROBE_FLIPS * (size_t)a->nb * (size_t)a->nb;
+    case SH_L: return L;
+    case SH_LS: return L * S;
     }
     return 0;
 }
@@ -73,7 +81,8 @@ static size_t arr_len(const MpProbeAcc *a, ArrShape sh) {
 /* 1 when a has array s: its group is on (the base always) and, per head only, per_head. */
 static int arr_on(const MpProbeAcc *a, const ArrSpec *s) {
     const int group_on = s->group == MP_PROBE_GROUP_BASE || (s->group == MP_PROBE_GROUP_PROBS && a->probs) ||
-                         (s->group == MP_PROBE_GROUP_RECENCY && a->recency);
+                         (s->group == MP_PROBE_GROUP_RECENCY && a->recency) ||
+                         (s->group == MP_PROBE_GROUP_LENGTHS && a->npos);
     return group_on && (!s->per_head || a->per_head);
 }
 
@@ -127,7 +136,8 @@ int mp_probe_acc_init(MpProbeAcc *a, const unsigned char *layers_mask, int n_mod
     a->seqmap = mp_try_malloc(map * sizeof(double));
     a->seqres = mp_try_malloc(map * sizeof(double));
     a->seqsub = mp_try_malloc(map * sizeof(double));
-    if (!arrays_ok || !a->seqmap || !a->seqres || !a->seqsub) {
+    a->bmeans = mp_try_malloc(16 * 16 * sizeof(double));
+    if (!arrays_ok || !a->seqmap || !a->seqres || !a->seqsub || !a->bmeans) {
         mp_probe_acc_free(a);
         return mp_err_set(e, "out of memory for the score maps (%d layers of %d x %d%s)", L, S, S, per_head ? ", per head" : "");
     }
@@ -139,6 +149,7 @@ void mp_probe_acc_free(MpProbeAcc *a) {
     free(a->seqmap);
     free(a->seqres);
     free(a->seqsub);
+    free(a->bmeans);
     free(a->pent);
     if (a->recency_free) a->recency_free(a); /* probe --recency: its scratch */
     memset(a, 0, sizeof *a);
@@ -154,6 +165,7 @@ void mp_probe_acc_reset(MpProbeAcc *a) {
 void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
 
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+    if (dst->S != src->S || !dst->npos != !src->npos) return mp_probe_acc_embed(dst, src, e);
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||
         dst->recency != src->recency || dst->nlen != src->nlen ||
@@ -198,7 +210,10 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
     double *psum = a->psum + (size_t)li * SS;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
     for (int i = 0; i < S; i++) {
-        const int n = a->causal ? i + 1 : S;
+        int j0, n; /* the sequence's keys (a causal row's are 0..i; rows past its length none) */
+        mp_probe_acc_seq_keys(a, li, i, &j0, &n);
+        if (!a->npos) j0 = 0, n = a->causal ? i + 1 : S; /* every row whole, as before lengths */
+        (void)j0;
         double *out = psum + (size_t)i * S;
         for (int h = 0; h < H; h++) {
             const float *row = probs + (size_t)h * SS + (size_t)i * S;
@@ -222,9 +237,10 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
             out[j] += t;
         }
     }
-    for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */
+    const int len = a->cur_len > 0 ? a->cur_len : S;
+    for (int h = 0; h < H; h++) { /* queries 1..len-1: query 0 sees only itself */
         double sk = 0, en = 0;
-        for (int i = 1; i < S; i++) {
+        for (int i = 1; i < len; i++) {
             sk += (double)probs[(size_t)h * SS + (size_t)i * S];
             en += a->pent[(size_t)h * S + i];
         }
@@ -234,14 +250,30 @@ void mp_probe_acc_probs_hook(void *ctx, int layer, const float *probs, int n_hea
 }
 
 void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *probs, double *probs_heads, double *sink, double *entropy) {
-    const size_t SS = (size_t)a->S * a->S, LH = (size_t)a->L * a->H;
+    const int S = a->S, H = a->H;
+    const size_t SS = (size_t)S * S;
     const double dn = (double)a->n_done, dnh = dn * a->H, nq = dn * (a->S - 1);
-    for (size_t k = 0; k < SS * a->L; k++) probs[k] = a->psum[k] / dnh;
-    if (probs_heads && a->psum_heads)
-        for (size_t k = 0; k < SS * LH; k++) probs_heads[k] = a->psum_heads[k] / dn;
-    for (size_t k = 0; k < LH; k++) {
-        sink[k] = a->S > 1 ? a->sink[k] / nq : NAN;
-        entropy[k] = a->S > 1 ? a->entropy[k] / nq : NAN;
+    for (size_t k = 0; k < SS * a->L; k++) {
+        const int l = (int)(k / SS), i = (int)(k / S % S), j = (int)(k % S);
+        const double c = a->npos ? mp_probe_acc_entry_count(a, l, i, j) : dn; /* lengths: per entry */
+        probs[k] = !a->npos ? a->psum[k] / dnh : c > 0 ? a->psum[k] / (c * H) : NAN;
+        if (probs_heads && a->psum_heads)
+            for (int h = 0; h < H; h++) {
+                const size_t kh = ((size_t)l * H + h) * SS + (k % SS);
+                probs_heads[kh] = !a->npos ? a->psum_heads[kh] / dn : c > 0 ? a->psum_heads[kh] / c : NAN;
+            }
+    }
+    for (int l = 0; l < a->L; l++) {
+        double q = nq; /* query rows 1.. over the sequences */
+        if (a->npos) {
+            q = 0;
+            for (int p = 1; p < S; p++) q += a->npos[(size_t)l * S + p];
+        }
+        for (int h = 0; h < H; h++) {
+            const size_t k = (size_t)l * H + h;
+            sink[k] = a->S > 1 ? a->sink[k] / q : NAN;
+            entropy[k] = a->S > 1 ? a->entropy[k] / q : NAN;
+        }
     }
 }
 
@@ -263,6 +295,18 @@ void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
     const int W = a->window[li];
     *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
     *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
+}
+
+void mp_probe_acc_seq_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
+    mp_probe_acc_row_keys(a, li, i, lo, hi);
+    const int len = a->cur_len > 0 ? a->cur_len : a->S;
+    if (i >= len) *lo = *hi = 0;
+    else if (*hi > len) *hi = len;
+}
+
+double mp_probe_acc_entry_count(const MpProbeAcc *a, int l, int i, int j) {
+    if (!a->npos) return (double)a->n_done;
+    return a->npos[(size_t)l * a->S + (size_t)(i > j ? i : j)];
 }
 
 /* dst[j] += row[j] for j in [j0, n), in double: row is f32[off..] or, when f32 is NULL, f64[off..]
@@ -307,8 +351,8 @@ static void probe_row_finish(MpProbeAcc *a, int li, int i, int j0, int n) {
 static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64, int i) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
-    mp_probe_acc_row_keys(a, li, i, &j0, &n);
+    int j0, n; /* observed keys [j0, n): the causal mask's, a sliding window's, the sequence's length */
+    mp_probe_acc_seq_keys(a, li, i, &j0, &n);
     double *sm = a->seqmap + (size_t)i * S;
     for (int j = j0; j < n; j++) sm[j] = 0.0;
     for (int h = 0; h < H; h++) {
@@ -349,7 +393,7 @@ void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, in
     if (li < 0) return;
     for (int i = i0; i < i1; i++) {
         int j0, n;
-        mp_probe_acc_row_keys(a, li, i, &j0, &n);
+        mp_probe_acc_seq_keys(a, li, i, &j0, &n);
         const double *src = hs + (size_t)(i - i0) * T;
         double *sm = a->seqmap + (size_t)i * T;
         for (int j = j0; j < n; j++) sm[j] = src[j]; /* the sum probe_row forms: the same bits */
@@ -357,20 +401,76 @@ void mp_probe_acc_rows_headsum(void *ctx, int layer, const double *hs, int T, in
     }
 }
 
+/* Σ over the finite entries of one sequence's map x [P,P] of its residue r squared (into *rs) and of
+ * (x − its mean)² (into *cs): the numerator and denominator of its own NRI (mp_posmap_stats). */
+static void probe_seq_norms(const double *x, const double *r, int P, double *rs, double *cs) {
+    const size_t n = (size_t)P * P;
+    double sum = 0, num = 0, den = 0;
+    int64_t cnt = 0;
+    for (size_t k = 0; k < n; k++)
+        if (isfinite(x[k])) sum += x[k], cnt++;
+    const double mean = cnt ? sum / (double)cnt : 0;
+    for (size_t k = 0; k < n; k++)
+        if (isfinite(x[k])) {
+            num += r[k] * r[k];
+            den += (x[k] - mean) * (x[k] - mean);
+        }
+    *rs = num, *cs = den;
+}
+
+uint32_t mp_probe_flip_bits(const double *bm, int nb) {
+    uint64_t h = mp_fnv1a64(bm, (size_t)nb * nb * sizeof(double), MP_FNV_INIT);
+    h ^= h >> 33; /* the murmur3 finaliser: every output bit depends on every input bit */
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+/* One sequence's block means bm [nb, nb] into layer slot li's block sums, their squares, the
+ * sign-flipped sums and (lengths on) the block counts. */
+static void probe_block_seq(MpProbeAcc *a, int li, const double *bm) {
+    const int nb = a->nb, nbb = nb * nb;
+    double *bs = a->bsum + (size_t)li * nbb, *bq = a->bsumsq + (size_t)li * nbb;
+    double *bf = a->bflip + (size_t)li * MP_PROBE_FLIPS * nbb;
+    const uint32_t bits = mp_probe_flip_bits(bm, nb);
+    for (int k = 0; k < nbb; k++) {
+        if (isnan(bm[k])) continue;
+        bs[k] += bm[k];
+        bq[k] += bm[k] * bm[k];
+        for (int f = 0; f < MP_PROBE_FLIPS; f++) bf[(size_t)f * nbb + k] += (bits >> f & 1u) ? -bm[k] : bm[k];
+        if (a->bcnt) a->bcnt[(size_t)li * nbb + k] += 1.0;
+    }
+}
+
 void mp_probe_acc_layer_done(void *ctx, int layer) {
     MpProbeAcc *a = ctx;
     const int li = acc_slot(a, layer), S = a->S;
     if (li < 0) return;
-    /* this sequence's residue (of positions skip..S-1), averaged per block */
-    const int P = S - a->skip;
+    const int len = a->cur_len > 0 ? a->cur_len : S;
+    if (a->npos)
+        for (int p = 0; p < len; p++) a->npos[(size_t)li * S + p] += 1.0;
+    /* this sequence's residue (of positions skip..len-1), averaged per block */
+    const int P = len - a->skip;
+    if (P < 1) return;
     const double *src = a->seqmap;
-    if (a->skip) {
-        mp_posmap_sub(a->seqsub, a->seqmap, S, a->skip);
+    if (a->skip || len < S) {
+        for (int i = 0; i < P; i++) /* its [P, P] corner from position skip (mp_posmap_sub when len = S) */
+            memcpy(a->seqsub + (size_t)i * P, a->seqmap + (size_t)(i + a->skip) * S + a->skip, (size_t)P * sizeof(double));
         src = a->seqsub;
     }
     mp_posmap_diagnorm(a->seqres, src, P);
-    const int nb = a->nb;
-    mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
+    if (P >= a->nb) {
+        mp_probe_block_means(a->bmeans, a->seqres, P, a->nb, a->causal);
+        probe_block_seq(a, li, a->bmeans);
+    }
+    if (len == S) { /* the noise-corrected NRI's sums: sequences of the full length only */
+        double rs, cs;
+        probe_seq_norms(src, a->seqres, P, &rs, &cs);
+        a->rsq[li] += rs;
+        a->csq[li] += cs;
+    }
     if (a->recency) a->recency_seq(a, li); /* probe --recency: sums of the counts, lengths */
 }
 
@@ -387,14 +487,14 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
     const int S = a->S;
     const size_t SS = (size_t)S * S;
-    const double dn = (double)a->n_done, dnh = dn * a->H;
     for (int l = 0; l < a->L; l++)
         for (int i = 0; i < S; i++) {
             int lo, hi;
             mp_probe_acc_row_keys(a, l, i, &lo, &hi);
             for (int j = 0; j < S; j++) {
                 const size_t k = (size_t)l * SS + (size_t)i * S + j;
-                const int seen = j >= lo && j < hi;
+                const double dn = mp_probe_acc_entry_count(a, l, i, j), dnh = dn * a->H;
+                const int seen = j >= lo && j < hi && dn > 0;
                 mean[k] = seen ? a->sum[k] / dnh : NAN;
                 if (mean_heads && a->sum_heads)
                     for (int h = 0; h < a->H; h++) {
@@ -405,19 +505,22 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
         }
 }
 
+/* The standard error of a mean m over dn sequences from the sum of squares of their values
+ * (sample variance, clipped at 0); NaN below 2 sequences. */
+static double probe_se(double m, double sumsq, double dn) {
+    if (!(dn >= 2)) return NAN;
+    const double var = (sumsq / dn - m * m) * dn / (dn - 1.0);
+    return sqrt((var > 0 ? var : 0.0) / dn);
+}
+
 void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
     const size_t n = (size_t)a->L * a->S * a->S;
-    const double dn = (double)a->n_done, dnh = dn * a->H;
     for (size_t k = 0; k < n; k++) {
-        const int i = (int)(k / a->S % a->S), j = (int)(k % a->S);
+        const int l = (int)(k / ((size_t)a->S * a->S)), i = (int)(k / a->S % a->S), j = (int)(k % a->S);
         int lo, hi;
-        mp_probe_acc_row_keys(a, (int)(k / ((size_t)a->S * a->S)), i, &lo, &hi);
-        if (j < lo || j >= hi || a->n_done < 2) {
-            se[k] = NAN;
-            continue;
-        }
-        const double m = a->sum[k] / dnh, var = (a->sumsq[k] / dn - m * m) * dn / (dn - 1.0);
-        se[k] = sqrt((var > 0 ? var : 0.0) / dn);
+        mp_probe_acc_row_keys(a, l, i, &lo, &hi);
+        const double dn = mp_probe_acc_entry_count(a, l, i, j);
+        se[k] = j < lo || j >= hi ? NAN : probe_se(a->sum[k] / (dn * a->H), a->sumsq[k], dn);
     }
 }
 
@@ -425,7 +528,6 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
     MP_ASSERT(a->sum_heads && a->sumsq_heads);
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    const double dn = (double)a->n_done;
     for (int l = 0; l < a->L; l++)
         for (int i = 0; i < S; i++) {
             int lo, hi;
@@ -433,13 +535,88 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
             for (int h = 0; h < H; h++)
                 for (int j = 0; j < S; j++) {
                     const size_t k = ((size_t)l * H + h) * SS + (size_t)i * S + j;
-                    if (j < lo || j >= hi || a->n_done < 2) {
-                        se_heads[k] = NAN;
-                        continue;
-                    }
-                    const double m = a->sum_heads[k] / dn, var = (a->sumsq_heads[k] / dn - m * m) * dn / (dn - 1.0);
-                    se_heads[k] = sqrt((var > 0 ? var : 0.0) / dn);
+                    const double dn = mp_probe_acc_entry_count(a, l, i, j);
+                    se_heads[k] = j < lo || j >= hi ? NAN : probe_se(a->sum_heads[k] / dn, a->sumsq_heads[k], dn);
                 }
         }
 }
 
+/* ================================================================ sequences shorter than S */
+
+int mp_probe_acc_lengths_on(MpProbeAcc *a, MpErr *e) {
+    if (a->npos) return MP_OK;
+    if (a->recency) return mp_err_set(e, "sequences shorter than S cannot be counted with recency (its triple counts and "
+                                         "prefix lengths need every sequence whole)");
+    double *np = mp_try_calloc((size_t)a->L * a->S, sizeof(double));
+    double *bc = mp_try_calloc((size_t)a->L * 16 * 16, sizeof(double));
+    if (!np || !bc) {
+        free(np), free(bc);
+        return mp_err_set(e, "out of memory for the per-position counts");
+    }
+    const int nbb = a->nb * a->nb;
+    for (int l = 0; l < a->L; l++) {
+        for (int p = 0; p < a->S; p++) np[(size_t)l * a->S + p] = (double)a->n_done;
+        for (int k = 0; k < nbb; k++) /* a block the sequences so far observed (mp_probe_block_z's rule) */
+            if (a->bsum[(size_t)l * nbb + k] != 0 || a->bsumsq[(size_t)l * nbb + k] != 0)
+                bc[(size_t)l * nbb + k] = (double)a->n_done;
+    }
+    a->npos = np, a->bcnt = bc;
+    return MP_OK;
+}
+
+
+/* dst's array s += src's, src's [.., Ss, Ss] maps into dst's top-left corner (Ss <= S). */
+static void probe_embed_array(MpProbeAcc *dst, const MpProbeAcc *src, const ArrSpec *s) {
+    double *d = *arr_field(dst, s);
+    const double *x = *arr_field(src, s);
+    const int S = dst->S, Ss = src->S;
+    switch (s->shape) {
+    case SH_LSS:
+    case SH_LHSS: {
+        const size_t maps = (size_t)dst->L * (s->shape == SH_LHSS ? (size_t)dst->H : 1);
+        for (size_t m = 0; m < maps; m++)
+            for (int i = 0; i < Ss; i++)
+                for (int j = 0; j < Ss; j++) d[(m * S + i) * S + j] += x[(m * Ss + i) * Ss + j];
+        break;
+    }
+    case SH_LS:
+        for (int l = 0; l < dst->L; l++)
+            for (int p = 0; p < Ss; p++) d[(size_t)l * S + p] += x[(size_t)l * Ss + p];
+        break;
+    default: /* sizes independent of S (the block grids are equal) */
+        for (size_t k = 0; k < arr_len(src, s->shape); k++) d[k] += x[k];
+    }
+}
+
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+    if (src->S > dst->S) return mp_err_set(e, "cannot merge probe sums of length %d into length %d (the longer one takes the other)", src->S, dst->S);
+    if (dst->L != src->L || dst->H != src->H || dst->per_head != src->per_head || dst->causal != src->causal ||
+        dst->skip != src->skip || dst->probs != src->probs || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
+        return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads or flags differ)");
+    if (dst->recency || src->recency) return mp_err_set(e, "cannot merge probe sums of different lengths with recency");
+    if (dst->nb != src->nb)
+        return mp_err_set(e, "cannot merge probe sums of lengths %d and %d: their block grids differ (%d and %d blocks per side; "
+                             "both need at least 16 positions from the first)", src->S, dst->S, src->nb, dst->nb);
+    for (int l = 0; l < dst->L; l++)
+        if (src->window[l] != dst->window[l] && !(src->window[l] == 0 && (dst->window[l] == 0 || dst->window[l] >= src->S)))
+            return mp_err_set(e, "cannot merge probe sums: layer slot %d has window %d in one and %d in the other", l,
+                              src->window[l], dst->window[l]);
+    if (mp_probe_acc_lengths_on(dst, e) != MP_OK) return MP_ERR;
+    for (int k = 0; k < N_ARRAYS; k++) {
+        const ArrSpec *s = &probe_arrays[k];
+        if (!arr_on(src, s)) continue;
+        if ((s->off == offsetof(MpProbeAcc, rsq) || s->off == offsetof(MpProbeAcc, csq)) && src->S < dst->S) continue;
+        probe_embed_array(dst, src, s); /* rsq, csq: full-length sequences only */
+    }
+    if (!src->npos) { /* every sequence of src has its length */
+        const int nbb = dst->nb * dst->nb;
+        for (int l = 0; l < dst->L; l++) {
+            for (int p = 0; p < src->S; p++) dst->npos[(size_t)l * dst->S + p] += (double)src->n_done;
+            for (int q = 0; q < nbb; q++)
+                if (src->bsum[(size_t)l * nbb + q] != 0 || src->bsumsq[(size_t)l * nbb + q] != 0)
+                    dst->bcnt[(size_t)l * nbb + q] += (double)src->n_done;
+        }
+    }
+    dst->n_done += src->n_done;
+    return MP_OK;
+}

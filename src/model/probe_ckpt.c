@@ -1,7 +1,8 @@
 /* probe_ckpt.c — checkpoints of the probe's accumulator (probe.h): a fixed header (magic,
  * version, run key, dims, flags), then every array of the accumulator's table in table order
  * (mp_probe_acc_arrays: sum, sumsq, bsum, bsumsq, sum_heads, sumsq_heads, psum, psum_heads,
- * sink, entropy, rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq, those the run has), then an FNV-1a
+ * sink, entropy, rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq, bflip, rsq, csq, npos, bcnt, those the
+ * run has), then an FNV-1a
  * checksum of all of it; written atomically (temp + rename), read back with every check named.
  * Does not: decide when to save (src/job/probe.c), nor compute the run key (it is given).
  * Tested by: tests/test_model_probe.c (resume, corrupt and foreign checkpoints), test_badinput.c.
@@ -19,8 +20,10 @@
 /* 2: Σ of squared head means and the block residue sums after the sums; 3 (runs with per-head
  * sums only): Σ of the heads' squares after the heads' sums; 4 and 5: 2 and 3 under a run
  * key that covers the weights read (mp_model_weights_hash: 2 and 3 are refused, their keys cannot
- * tell two models of one shape apart) */
-#define CKPT_VERSION(a) ((a)->per_head ? 5u : 4u)
+ * tell two models of one shape apart); 6 and 7: 4 and 5 with the block test's sign-flipped sums and
+ * the noise-corrected NRI's sums (bflip, rsq, csq) after the table's others, and with flag 4 the
+ * per-position counts of sequences shorter than S (npos, bcnt) */
+#define CKPT_VERSION(a) ((a)->per_head ? 7u : 6u)
 #define CKPT_VERSION_WEIGHTS 4u /* the first version keyed by the weights */
 
 typedef struct CkptHeader {
@@ -35,9 +38,10 @@ typedef struct CkptHeader {
 
 #define CKPT_FLAG_PROBS 1
 #define CKPT_FLAG_RECENCY 2
+#define CKPT_FLAG_LENGTHS 4
 
 static int32_t ckpt_flags(const MpProbeAcc *a) {
-    return (a->probs ? CKPT_FLAG_PROBS : 0) | (a->recency ? CKPT_FLAG_RECENCY : 0);
+    return (a->probs ? CKPT_FLAG_PROBS : 0) | (a->recency ? CKPT_FLAG_RECENCY : 0) | (a->npos ? CKPT_FLAG_LENGTHS : 0);
 }
 
 /* The checksum of the header and the arrays t[0..n), as written. */
@@ -98,7 +102,7 @@ static int ckpt_header_check(const char *path, const CkptHeader *hd, const MpPro
     if (hd->version != CKPT_VERSION(a) || hd->header_bytes != sizeof *hd)
         return mp_err_set(e, "%s: checkpoint version %u with a %u-byte header; this run reads version %u (%zu bytes)%s", path,
                           hd->version, hd->header_bytes, CKPT_VERSION(a), sizeof *hd,
-                          hd->version == 9u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
+                          hd->version == 13u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
     if (hd->key != key || hd->L != a->L || hd->H != a->H || hd->S != a->S || hd->per_head != a->per_head ||
         hd->causal != a->causal || hd->flags != ckpt_flags(a))
         return mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "

@@ -201,13 +201,23 @@ MASKPOS_API int maskpos_acc_set_meta(MaskposAcc *a, const char *json);
  * finite (probabilities in [0, 1]). */
 MASKPOS_API int maskpos_acc_add(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
                                 const void *probs);
+/* The same for sequences of several lengths: lengths [batch] (NULL: every one S) in
+ * [first + 2, S]; a sequence of length S' adds the top-left S' x S' block of its maps (entries past
+ * it are never read: padding), each entry's standard error counts the sequences that reached it,
+ * and its block test is its own residue on its own grid (docs/python.md, "lengths"). Not with
+ * recency. A score of magnitude 1e4 or more in an observed entry is refused as a padding or mask
+ * value; the message names the pattern of the bad entries (padding, a sliding window). */
+MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
+                                        const void *probs, const int32_t *lengths);
 /* Sums computed elsewhere (a GPU) for `count` sequences of one layer slot: k arrays named as
  * maskpos_acc_state_array names them, each that array's slot `layer` (its length / n_layers
  * doubles), every sum of the accumulator given. Not with recency. */
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *a, int layer, int64_t count, int k, const char *const *names,
                                      const double *const *data);
-/* dst += src (same options): sum by sum, entry by entry; counts per layer added. Merging in a fixed
- * order gives fixed bits: one-sequence accumulators merged in sequence order give those of one. */
+/* dst += src (same options but seq): sum by sum, entry by entry; counts per layer added. Merging in
+ * a fixed order gives fixed bits: one-sequence accumulators merged in sequence order give those of
+ * one. Of different S, the shorter one's sums enter the top-left block of the longer (dst grows to
+ * the longer S), as sequences of that length would (maskpos_acc_add_lengths); not with recency. */
 MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src);
 /* The state: i < narrays sums (doubles, C order, first index the layer slot except lbsum and
  * lbsumsq [lengths, L, 16, 16]), named; the pointer is into a (read and write). With
@@ -215,10 +225,13 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src);
 MASKPOS_API int maskpos_acc_state_narrays(const MaskposAcc *a);
 MASKPOS_API double *maskpos_acc_state_array(MaskposAcc *a, int i, const char **name, int64_t *len);
 MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *a, const int64_t *counts);
-/* The state as one file (the probe's checkpoint format, written atomically; needs every layer to
- * hold the same count), and back into a new accumulator of the same options. */
+/* The state as one file, written atomically: its options, meta, counts per layer and every sum,
+ * with a checksum. maskpos_acc_open_state makes a new accumulator from the file alone;
+ * maskpos_acc_load_state loads it into a new accumulator of the same options (also the probe's
+ * checkpoint format, which older versions wrote and which holds no options). */
 MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *a, const char *path);
 MASKPOS_API int maskpos_acc_load_state(MaskposAcc *a, const char *path);
+MASKPOS_API int maskpos_acc_open_state(const char *path, MaskposAcc **out);
 /* The result maskpos_probe gives (arrays, meta, stats; maskpos_result_save writes the folder
  * `maskpos probe --out` writes). Needs every layer to hold the same count, at least 1. */
 MASKPOS_API int maskpos_acc_result(const MaskposAcc *a, MaskposResult **out);

@@ -273,8 +273,8 @@ static void test_lengths(void **state) {
     MpProbeAcc big, small, both, mixed;
     MpErr e;
     acc_new(&big, 2, 32), acc_new(&small, 2, 20), acc_new(&both, 2, 32), acc_new(&mixed, 2, 32);
-    assert_int_equal(mp_probe_acc_lengths_on(&big, &e), MP_OK);
-    assert_int_equal(mp_probe_acc_lengths_on(&both, &e), MP_OK);
+    assert_int_equal(mp_probe_acc_lengths_on(&big, NULL, &e), MP_OK);
+    assert_int_equal(mp_probe_acc_lengths_on(&both, NULL, &e), MP_OK);
     const uint64_t st0 = g_state;
     feed(&big, 25, 20, NOISE_GAUSS, 0.2); /* S = 32 accumulator, sequences of 20 */
     g_state = st0;

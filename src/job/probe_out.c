@@ -13,6 +13,7 @@
 #include "core/util.h"       /* mp_path_join, mp_mkdir_p */
 #include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_write */
 #include "job/probe_probs.h" /* mp_probe_probs_print, mp_probe_probs_write */
+#include "job/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
 /* "N ≈ 1234" (or "—") into buf: the sequences a layer's residue needs. */
@@ -69,6 +70,9 @@ static int probe_plot(const MpProbeResult *res, const char *dir, json_t *files, 
         pn[l].map = res->mean + l * SS;
         pn[l].rows = pn[l].cols = res->S;
         snprintf(pn[l].title, sizeof pn[l].title, "Layer %d", res->layers[l] + 1);
+        const MpProbeSignif *sg = &res->sig[l];
+        pn[l].unresolved = mp_signif_note(pn[l].note, sizeof pn[l].note, "block z", res->block_z[l], sg->threshold[0],
+                                          sg->resolved[0], res->n, sg->n_needed);
     }
     snprintf(o.title, sizeof o.title, "%.200s%s%s", res->title, res->causal ? "" : ", bidirectional",
              res->rope ? "" : ", no RoPE");

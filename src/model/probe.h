@@ -195,7 +195,7 @@ void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, i
  * sequence of length S' are those of its top-left S' × S' block; its block test is its own residue
  * (positions skip..S'-1) on its own nb × nb grid (sequences with fewer than nb positions there
  * count in the maps only). Not with --recency. MP_ERR when out of memory. */
-int mp_probe_acc_lengths_on(MpProbeAcc *a, MpErr *e);
+int mp_probe_acc_lengths_on(MpProbeAcc *a, const int64_t *counts, MpErr *e); /* counts [L]: sequences per slot (NULL: n_done) */
 /* The keys [*lo, *hi) query row i of layer slot li observes in the sequence being added (those of
  * mp_probe_acc_row_keys within its length a->cur_len; none for rows past it). */
 void mp_probe_acc_seq_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi);
@@ -203,8 +203,9 @@ void mp_probe_acc_seq_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi)
 double mp_probe_acc_entry_count(const MpProbeAcc *a, int l, int i, int j);
 /* dst += src where src->S <= dst->S (same layers, heads, flags, skip, block grid; no --recency):
  * src's maps enter dst's top-left block, its counts dst's per-position counts (lengths are
- * switched on in dst when src is shorter or has them on). MP_ERR naming what differs. */
-int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e);
+ * switched on in dst). dcounts, scounts [L]: the sequences per slot of each (NULL: n_done; the C
+ * API counts per slot). MP_ERR naming what differs. */
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e);
 /* F sign bits (bit f: ε_f = −1) of one sequence's block means bm [nb·nb] (NaN: no entry): a hash
  * of their bytes, so every sequence draws its own signs whatever the order, thread or rank. */
 #define MP_PROBE_FLIPS 32
@@ -239,6 +240,10 @@ double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
 /* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal; NaN entries,
  * outside a sliding window, are not observed) and their squares to bs, bq [nb, nb]. */
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal);
+/* One sequence's block means bm [nb, nb] (NaN: no entry) into layer slot li's block sums, their
+ * squares, the sign-flipped sums and (lengths on) the block counts: what mp_probe_acc_layer_done
+ * does with them (maskpos_acc_add_sums takes block means a GPU computed). */
+void mp_probe_acc_block_seq(MpProbeAcc *a, int li, const double *bm);
 /* The block means themselves: bm [nb, nb], NaN for a block without an observed entry. */
 void mp_probe_block_means(double *bm, const double *res, int P, int nb, int causal);
 /* The block test from block sums bs, bq [nb, nb] over n_done sequences, over one MpProbeRegion. */

@@ -165,7 +165,7 @@ void mp_probe_acc_reset(MpProbeAcc *a) {
 void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
 
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
-    if (dst->S != src->S || !dst->npos != !src->npos) return mp_probe_acc_embed(dst, src, e);
+    if (dst->S != src->S || !dst->npos != !src->npos) return mp_probe_acc_embed(dst, src, NULL, NULL, e);
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->probs != src->probs ||
         dst->recency != src->recency || dst->nlen != src->nlen ||
@@ -428,9 +428,7 @@ uint32_t mp_probe_flip_bits(const double *bm, int nb) {
     return (uint32_t)h;
 }
 
-/* One sequence's block means bm [nb, nb] into layer slot li's block sums, their squares, the
- * sign-flipped sums and (lengths on) the block counts. */
-static void probe_block_seq(MpProbeAcc *a, int li, const double *bm) {
+void mp_probe_acc_block_seq(MpProbeAcc *a, int li, const double *bm) {
     const int nb = a->nb, nbb = nb * nb;
     double *bs = a->bsum + (size_t)li * nbb, *bq = a->bsumsq + (size_t)li * nbb;
     double *bf = a->bflip + (size_t)li * MP_PROBE_FLIPS * nbb;
@@ -463,7 +461,7 @@ void mp_probe_acc_layer_done(void *ctx, int layer) {
     mp_posmap_diagnorm(a->seqres, src, P);
     if (P >= a->nb) {
         mp_probe_block_means(a->bmeans, a->seqres, P, a->nb, a->causal);
-        probe_block_seq(a, li, a->bmeans);
+        mp_probe_acc_block_seq(a, li, a->bmeans);
     }
     if (len == S) { /* the noise-corrected NRI's sums: sequences of the full length only */
         double rs, cs;
@@ -543,7 +541,7 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
 
 /* ================================================================ sequences shorter than S */
 
-int mp_probe_acc_lengths_on(MpProbeAcc *a, MpErr *e) {
+int mp_probe_acc_lengths_on(MpProbeAcc *a, const int64_t *counts, MpErr *e) {
     if (a->npos) return MP_OK;
     if (a->recency) return mp_err_set(e, "sequences shorter than S cannot be counted with recency (its triple counts and "
                                          "prefix lengths need every sequence whole)");
@@ -555,10 +553,10 @@ int mp_probe_acc_lengths_on(MpProbeAcc *a, MpErr *e) {
     }
     const int nbb = a->nb * a->nb;
     for (int l = 0; l < a->L; l++) {
-        for (int p = 0; p < a->S; p++) np[(size_t)l * a->S + p] = (double)a->n_done;
+        const double n = (double)(counts ? counts[l] : a->n_done);
+        for (int p = 0; p < a->S; p++) np[(size_t)l * a->S + p] = n;
         for (int k = 0; k < nbb; k++) /* a block the sequences so far observed (mp_probe_block_z's rule) */
-            if (a->bsum[(size_t)l * nbb + k] != 0 || a->bsumsq[(size_t)l * nbb + k] != 0)
-                bc[(size_t)l * nbb + k] = (double)a->n_done;
+            if (a->bsum[(size_t)l * nbb + k] != 0 || a->bsumsq[(size_t)l * nbb + k] != 0) bc[(size_t)l * nbb + k] = n;
     }
     a->npos = np, a->bcnt = bc;
     return MP_OK;
@@ -588,7 +586,7 @@ static void probe_embed_array(MpProbeAcc *dst, const MpProbeAcc *src, const ArrS
     }
 }
 
-int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e) {
     if (src->S > dst->S) return mp_err_set(e, "cannot merge probe sums of length %d into length %d (the longer one takes the other)", src->S, dst->S);
     if (dst->L != src->L || dst->H != src->H || dst->per_head != src->per_head || dst->causal != src->causal ||
         dst->skip != src->skip || dst->probs != src->probs || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
@@ -601,7 +599,7 @@ int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
         if (src->window[l] != dst->window[l] && !(src->window[l] == 0 && (dst->window[l] == 0 || dst->window[l] >= src->S)))
             return mp_err_set(e, "cannot merge probe sums: layer slot %d has window %d in one and %d in the other", l,
                               src->window[l], dst->window[l]);
-    if (mp_probe_acc_lengths_on(dst, e) != MP_OK) return MP_ERR;
+    if (mp_probe_acc_lengths_on(dst, dcounts, e) != MP_OK) return MP_ERR;
     for (int k = 0; k < N_ARRAYS; k++) {
         const ArrSpec *s = &probe_arrays[k];
         if (!arr_on(src, s)) continue;
@@ -611,10 +609,10 @@ int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     if (!src->npos) { /* every sequence of src has its length */
         const int nbb = dst->nb * dst->nb;
         for (int l = 0; l < dst->L; l++) {
-            for (int p = 0; p < src->S; p++) dst->npos[(size_t)l * dst->S + p] += (double)src->n_done;
+            const double n = (double)(scounts ? scounts[l] : src->n_done);
+            for (int p = 0; p < src->S; p++) dst->npos[(size_t)l * dst->S + p] += n;
             for (int q = 0; q < nbb; q++)
-                if (src->bsum[(size_t)l * nbb + q] != 0 || src->bsumsq[(size_t)l * nbb + q] != 0)
-                    dst->bcnt[(size_t)l * nbb + q] += (double)src->n_done;
+                if (src->bsum[(size_t)l * nbb + q] != 0 || src->bsumsq[(size_t)l * nbb + q] != 0) dst->bcnt[(size_t)l * nbb + q] += n;
         }
     }
     dst->n_done += src->n_done;

@@ -146,7 +146,7 @@ static int fig_panels(const MpReproCtx *c, const MpReproFigure *f, const char *p
         const MpReproMaps *m = mp_repro_maps(c, f->panels[p].run);
         if (!m && f->panels[p].optional) continue;
         if (!m) return 0;
-        rows[n++] = (MpFigRow){m->scores, m->L, m->S, f->panels[p].label, f->panels[p].diagnorm};
+        rows[n++] = (MpFigRow){m->scores, m->L, m->S, f->panels[p].label, f->panels[p].diagnorm, m->note};
     }
     if (!n) return 0;
     char title[256];

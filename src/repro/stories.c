@@ -88,7 +88,7 @@ static int stories_report(MpReproCtx *cx, MpReport *rp, MpErr *e) {
     const MpReproMaps *ms[2] = {st->causal, st->bidir};
     static const char *labels[2] = {"Causal (norm.)", "No mask (norm.)"};
     for (int k = 0; k < 2; k++)
-        if (ms[k] && ms[k]->ok) rows[n++] = (MpFigRow){ms[k]->scores, ms[k]->L, ms[k]->S, labels[k], 1};
+        if (ms[k] && ms[k]->ok) rows[n++] = (MpFigRow){ms[k]->scores, ms[k]->L, ms[k]->S, labels[k], 1, ms[k]->note};
     if (!n) return MP_OK;
     char path[4200], caption[256];
     static const char *rel = "stories/figure5_stories260K.png";

@@ -21,7 +21,7 @@
 #include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list, mp_input_open */
 #include "core/files.h" /* mp_outfile_claim */
 #include "core/json.h"  /* mp_json_read: the run's meta.json beside the map */
-#include "job/signif.h" /* mp_signif_note_meta: each layer's significance */
+#include "viz/signif.h" /* mp_signif_note_meta: each layer's significance */
 #include "viz/cmap.h"   /* mp_plot_cmap_find */
 #include "viz/plot.h"   /* MpPlotPanel, MpPlotOptions, mp_plot_render_ex */
 

@@ -13,7 +13,7 @@
 #include "core/util.h"       /* mp_path_join, mp_mkdir_p */
 #include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_write */
 #include "job/probe_probs.h" /* mp_probe_probs_print, mp_probe_probs_write */
-#include "job/signif.h"      /* mp_signif_note: each panel's significance */
+#include "viz/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
 /* "N ≈ 1234" (or "—") into buf: the sequences a layer's residue needs. */

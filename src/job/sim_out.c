@@ -8,7 +8,7 @@
 #include "core/json.h" /* meta.json */
 #include "core/npy.h"  /* mp_npy_write */
 #include "core/util.h" /* mp_mkdir_p, mp_path_join */
-#include "job/signif.h" /* mp_signif_sim_meta, mp_signif_note */
+#include "viz/signif.h" /* mp_signif_sim_meta, mp_signif_note */
 #include "viz/figs.h" /* mp_fig_rows */
 
 void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/err.h" /* MP_ASSERT, mp_calloc_or_die, mp_grow_or_die */
-#include "job/signif.h" /* mp_signif_note_meta, mp_signif_sim_resolved */
+#include "viz/signif.h" /* mp_signif_note_meta, mp_signif_sim_resolved */
 
 void mp_repro_ctx_init(MpReproCtx *c, const MpReproConfig *cfg) {
     memset(c, 0, sizeof *c);

@@ -42,7 +42,7 @@ typedef struct MpReproMaps {
     MpPosStats stats[64];   /* per layer */
     int has_block_z;        /* probes: the block test of the residue (simulations have none) */
     double block_z[64];
-    int resolved[64];       /* per layer: the residue resolved at this N (job/signif.h: a probe's block z
+    int resolved[64];       /* per layer: the residue resolved at this N (viz/signif.h: a probe's block z
                                against its noise level, a simulation's rms/noise) */
     MpFigNote note[64];     /* per layer: that in words, under the layer's panel of a residue figure */
     double wall_s;

@@ -9,7 +9,7 @@
 
 #include "core/err.h" /* MpErr */
 
-/* One layer's significance under its panel's title (job/signif.h writes them). */
+/* One layer's significance under its panel's title (viz/signif.h writes them). */
 typedef struct MpFigNote {
     char text[128];     /* "" = none */
     int unresolved;     /* 1: the panel is marked (hatched, red note) */

@@ -10,8 +10,8 @@
  * Does not: compute a statistic (model/probe_signif.c, kernels/posmap.c), draw (viz/plot.c).
  * Tested by: tests/test_probe_signif.c (notes), tests/test_viz.c (panels marked), python/tests.
  */
-#ifndef MP_JOB_SIGNIF_H
-#define MP_JOB_SIGNIF_H
+#ifndef MP_VIZ_SIGNIF_H
+#define MP_VIZ_SIGNIF_H
 
 #include <jansson.h>
 #include <stddef.h>

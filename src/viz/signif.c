@@ -1,5 +1,5 @@
 /* signif.c — see signif.h. */
-#include "job/signif.h"
+#include "viz/signif.h"
 
 #include <math.h>
 #include <stdio.h>

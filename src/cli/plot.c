@@ -421,7 +421,7 @@ static int plot_add_panel(PlotGrid *g, const PlotFlags *fl, const PlotInput *x, 
 
 /* The significance of each layer under its panel's title, when the input is a run's map with its
  * meta.json beside it (probe, simulate, the Accumulator): a residue panel whose layer is not
- * resolved is hatched (docs/plot.md). Panels [from, g->np) of input x, one per layer. */
+ * resolved is washed out and framed in red (docs/plot.md). Panels [from, g->np) of input x, one per layer. */
 static void plot_notes(PlotGrid *g, int from, const PlotInput *x, const PlotFlags *fl) {
     char dir[4096], mp[4200];
     snprintf(dir, sizeof dir, "%s", x->path);

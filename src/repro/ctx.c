@@ -51,9 +51,12 @@ void mp_repro_maps_signif(MpReproMaps *m, const json_t *meta) {
         MpFigNote *nt = &m->note[l];
         if (meta) {
             const int r = mp_signif_note_meta(nt->text, sizeof nt->text, meta, l);
+            const json_t *t = json_array_get(json_object_get(json_object_get(meta, "residue_noise"), "block_z_threshold"), (size_t)l);
             m->resolved[l] = r == 0;
             nt->unresolved = r != 0;
+            m->z_threshold[l] = json_is_number(t) ? json_number_value(t) : NAN;
         } else {
+            m->z_threshold[l] = MP_SIGNIF_SIM_Z;
             m->resolved[l] = mp_signif_sim_resolved(&m->stats[l], m->n);
             nt->unresolved = mp_signif_note(nt->text, sizeof nt->text, "rms/noise", m->stats[l].z_rms, MP_SIGNIF_SIM_Z,
                                             m->resolved[l], m->n, NAN);

@@ -45,6 +45,7 @@ typedef struct MpReproMaps {
     int resolved[64];       /* per layer: the residue resolved at this N (viz/signif.h: a probe's block z
                                against its noise level, a simulation's rms/noise) */
     MpFigNote note[64];     /* per layer: that in words, under the layer's panel of a residue figure */
+    double z_threshold[64]; /* per layer: what block z (probes) or rms/noise (simulations) must exceed */
     double wall_s;
 } MpReproMaps;
 

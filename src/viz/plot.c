@@ -797,18 +797,20 @@ static int plot_draw_cbar(cairo_t *cr, const PlotGeom *g, const MpPlotRect *b, c
     return MP_OK;
 }
 
-/* Thin grey diagonal lines over a heatmap box: the panel's residue is not resolved (noise). */
-static void plot_draw_hatch(cairo_t *cr, const MpPlotRect *h, const PlotGeom *g) {
-    const double step = fmax(8.0, h->w / 16);
+/* An unresolved residue (noise at this N): the map washed out by a white veil (its colours no
+ * longer match the bar: not to be read) and a red dashed frame. Both compress to almost nothing in
+ * a PNG, where hatching lines over a noisy map cost kilobytes per line. */
+static void plot_draw_unresolved(cairo_t *cr, const MpPlotRect *h, const PlotGeom *g) {
     cairo_save(cr);
     cairo_rectangle(cr, h->x, h->y, h->w, h->h);
-    cairo_clip(cr);
-    cairo_set_source_rgba(cr, 0.35, 0.35, 0.35, 0.55);
-    cairo_set_line_width(cr, fmax(g->lw, 1.0));
-    for (double d = -h->h; d < h->w; d += step) {
-        cairo_move_to(cr, h->x + d, h->y + h->h);
-        cairo_line_to(cr, h->x + d + h->h, h->y);
-    }
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.55);
+    cairo_fill(cr);
+    const double d = fmax(g->lw * 2, 1.5), dash[2] = {6 * d, 4 * d};
+    cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
+    cairo_set_source_rgb(cr, 0.78, 0.08, 0.08);
+    cairo_set_line_width(cr, d);
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_rectangle(cr, h->x - d, h->y - d, h->w + 2 * d, h->h + 2 * d);
     cairo_stroke(cr);
     cairo_restore(cr);
 }
@@ -826,7 +828,7 @@ static int plot_draw_figure(cairo_t *cr, const MpPlotLayout *lay, const PlotGeom
         if (o->annotate && !averaged) plot_draw_annotations(cr, g, h, &panels[k], &pp[k], o->annotate_digits);
         plot_draw_axes(cr, g, h, &panels[k], o);
         if (plot_draw_cbar(cr, g, &lay->cbar[k], &pp[k], e) != MP_OK) return MP_ERR;
-        if (panels[k].unresolved) plot_draw_hatch(cr, h, g);
+        if (panels[k].unresolved) plot_draw_unresolved(cr, h, g);
         const double note_h = panels[k].note[0] ? g->fs_tick * 1.6 : 0;
         if (panels[k].title[0]) {
             char t[sizeof panels[k].title];

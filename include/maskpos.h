@@ -142,6 +142,19 @@ MASKPOS_API int maskpos_generate(MaskposModel *m, int64_t n, int len, double tem
  * replaced only with force; the file is written atomically. */
 MASKPOS_API int maskpos_plot(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
                              const char *preset, const char *cmap, int diagnorm, const char *title, int force);
+/* The same for the maps of a run, with its meta.json (meta_json; NULL: none) saying under each
+ * panel's title whether that layer's residue is resolved at this N, as `maskpos plot` of the
+ * run's folder does; residue (or diagnorm, or a preset that normalises): unresolved panels are
+ * marked (washed out, framed in red dashes). */
+MASKPOS_API int maskpos_plot_run(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
+                                 const char *preset, const char *cmap, int diagnorm, const char *title, int force,
+                                 const char *meta_json, int residue);
+
+/* The page `maskpos view` writes (one self-contained HTML file, written atomically) from n run
+ * folders dirs[n] (1..8; labels[n] or NULL: the folder names), with a title (NULL: from the
+ * runs). An existing file is replaced only with force. */
+MASKPOS_API int maskpos_view(const char *out, const char *const *dirs, const char *const *labels, int n, const char *title,
+                             int force);
 
 /* A finished run folder written by maskpos (its meta.json marks it complete): every .npy the
  * meta lists, and the meta. */
@@ -209,6 +222,15 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *a, int layer, int64_t batch, int dty
  * value; the message names the pattern of the bad entries (padding, a sliding window). */
 MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
                                         const void *probs, const int32_t *lengths);
+/* The check maskpos_acc_add_lengths makes, adding nothing (for sums reduced elsewhere: a GPU). */
+MASKPOS_API int maskpos_acc_check(const MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
+                                  const void *probs, const int32_t *lengths);
+/* Counts lengths from now on (what a sequence shorter than S switches on; a state with them needs
+ * it before its sums are set). Not with recency. */
+MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *a);
+/* The meta keys set with maskpos_acc_set_meta (or read from a state file) as a JSON object
+ * (malloc'd, maskpos_free), or NULL when none. */
+MASKPOS_API char *maskpos_acc_meta(const MaskposAcc *a);
 /* Sums computed elsewhere (a GPU) for `count` sequences of one layer slot: k arrays named as
  * maskpos_acc_state_array names them, each that array's slot `layer` (its length / n_layers
  * doubles), every sum of the accumulator given. Not with recency. */

@@ -86,6 +86,11 @@ _SIGNATURES = {
     "maskpos_plot": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                     ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                                     ctypes.c_int]),
+    "maskpos_plot_run": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_int]),
+    "maskpos_view": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
+                                    ctypes.c_int, ctypes.c_char_p, ctypes.c_int]),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():

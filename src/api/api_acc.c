@@ -201,6 +201,33 @@ MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *c, int layer, int64_t batch,
     return MASKPOS_OK;
 }
 
+MASKPOS_API int maskpos_acc_check(const MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
+                                  const void *probs, const int32_t *lengths) {
+    if (!c || !scores) return mp_api_failf("maskpos_acc_check: NULL argument");
+    if (layer < 0 || layer >= c->o.n_layers)
+        return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
+    if (dtype != MASKPOS_F32 && dtype != MASKPOS_F64) return mp_api_failf("accumulator: scores must be float32 or float64");
+    for (int64_t b = 0; lengths && b < batch; b++)
+        if (lengths[b] < c->o.first + 2 || lengths[b] > c->o.seq)
+            return mp_api_failf("accumulator: lengths[%lld] = %d is outside [%d, %d]; nothing was added", (long long)b, lengths[b],
+                                c->o.first + 2, c->o.seq);
+    if (mp_api_acc_check(&c->a, layer, scores, dtype, batch, lengths, "scores", 0) != MP_OK ||
+        (probs && mp_api_acc_check(&c->a, layer, probs, dtype, batch, lengths, "probs", 1) != MP_OK))
+        return MASKPOS_ERR;
+    return MASKPOS_OK;
+}
+
+MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *c) {
+    MpErr e;
+    if (!c) return mp_api_failf("maskpos_acc_lengths_on: NULL argument");
+    if (c->o.recency) return mp_api_failf("accumulator: lengths cannot be counted with recency=True");
+    return mp_probe_acc_lengths_on(&c->a, c->n_layer, &e) == MP_OK ? MASKPOS_OK : mp_api_fail(&e, MASKPOS_ERR);
+}
+
+MASKPOS_API char *maskpos_acc_meta(const MaskposAcc *c) {
+    return c && c->extra ? json_dumps(c->extra, JSON_COMPACT) : NULL;
+}
+
 MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
                                 const void *probs) {
     return maskpos_acc_add_lengths(c, layer, batch, dtype, scores, probs, NULL);
@@ -240,6 +267,32 @@ static int acc_same(const MaskposAcc *a, const MaskposAcc *b, int any_seq) {
     return x->n_layers == y->n_layers && x->n_heads == y->n_heads && (any_seq || x->seq == y->seq) && !x->causal == !y->causal &&
            x->first == y->first && !x->per_head == !y->per_head && !x->probs == !y->probs && !x->recency == !y->recency &&
            !memcmp(a->windows, b->windows, sizeof a->windows) && !memcmp(a->layer_ids, b->layer_ids, sizeof a->layer_ids);
+}
+
+/* The options saved (a) that differ from c's, as "probs=True, not False, ..." into buf; 0 when none. */
+static int acc_differs(char *buf, size_t cap, const MaskposAcc *a, const MaskposAcc *c) {
+    const MaskposAccOptions *x = &a->o, *y = &c->o;
+    const struct {
+        const char *name;
+        int saved, given, flag;
+    } t[] = {{"n_layers", x->n_layers, y->n_layers, 0}, {"n_heads", x->n_heads, y->n_heads, 0}, {"seq", x->seq, y->seq, 0},
+             {"causal", !!x->causal, !!y->causal, 1},      {"first", x->first, y->first, 0},
+             {"per_head", !!x->per_head, !!y->per_head, 1}, {"probs", !!x->probs, !!y->probs, 1},
+             {"recency", !!x->recency, !!y->recency, 1},    {"heads_f64", !!x->heads_f64, !!y->heads_f64, 1},
+             {"window", memcmp(a->windows, c->windows, sizeof a->windows) != 0, 0, 2},
+             {"layer_ids", memcmp(a->layer_ids, c->layer_ids, sizeof a->layer_ids) != 0, 0, 2}};
+    size_t w = 0;
+    buf[0] = 0;
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        if (t[k].saved == t[k].given) continue;
+        int m = t[k].flag == 2 ? snprintf(buf + w, cap - w, "%s%s differs", w ? ", " : "", t[k].name)
+                : t[k].flag    ? snprintf(buf + w, cap - w, "%s%s=%s, not %s", w ? ", " : "", t[k].name,
+                                          t[k].saved ? "True" : "False", t[k].given ? "True" : "False")
+                               : snprintf(buf + w, cap - w, "%s%s=%d, not %d", w ? ", " : "", t[k].name, t[k].saved, t[k].given);
+        if (m < 0 || (size_t)m >= cap - w) break;
+        w += (size_t)m;
+    }
+    return w > 0;
 }
 
 /* The probe accumulator of c's options at length S: layers, windows (those that mask at S), first,
@@ -632,9 +685,10 @@ MASKPOS_API int maskpos_acc_load_state(MaskposAcc *c, const char *path) {
             tmp.o = o;
             memcpy(tmp.windows, w, sizeof(int) * (size_t)o.n_layers);
             memcpy(tmp.layer_ids, ids, sizeof(int) * (size_t)o.n_layers);
-            if (!acc_same(&tmp, c, 0) || !o.heads_f64 != !c->o.heads_f64)
-                r = mp_api_failf("%s: the state was saved with other options (seq %d, first %d, ...); open it alone "
-                                 "(Accumulator.load_state(path)) to get them", path, o.seq, o.first);
+            char d[256];
+            if (acc_differs(d, sizeof d, &tmp, c))
+                r = mp_api_failf("%s: the state was saved with other options (%s): open it alone "
+                                 "(Accumulator.load_state(path)) to get them", path, d);
         }
         if (r == MP_OK) r = acc_state_read(&sf, c, path);
         acc_state_close(&sf);
@@ -667,6 +721,13 @@ static json_t *acc_meta_run(const MaskposAcc *c, const MpProbeResult *res) {
     for (int l = 0; l < res->L; l++) windowed |= c->windows[l] > 0;
     if (windowed) mp_probe_meta_windows(j, c->windows, res->L);
     json_object_set_new(j, "per_head", json_boolean(res->per_head));
+    if (c->a.npos) { /* sequences of several lengths: how many reached each position (layer slot 0) */
+        json_t *np = json_array();
+        for (int p = 0; p < res->S; p++) json_array_append_new(np, json_integer((json_int_t)c->a.npos[p]));
+        json_object_set_new(j, "n_by_position", np);
+        json_object_set_new(j, "n_by_position_of", json_string("sequences of the accumulator that reached each position "
+                                                               "(their lengths; each entry (i, j) averages n_by_position[max(i, j)])"));
+    }
     if (c->extra) json_object_update(j, c->extra);
     return j;
 }

@@ -439,7 +439,7 @@ static void plot_notes(PlotGrid *g, int from, const PlotInput *x, const PlotFlag
             MpPlotPanel *p = &g->panels[k];
             const int l = (int)((p->map - x->data) / ((size_t)x->S * x->S)); /* the panel's layer slot */
             const int r = mp_signif_note_meta(p->note, sizeof p->note, meta, l);
-            p->unresolved = r == 1 && (residue || p->diagnorm || fl->diagnorm);
+            p->unresolved = r == 1 && (residue || p->diagnorm || fl->diagnorm || (fl->preset && !strcmp(fl->preset, "fig5")));
         }
     if (meta) json_decref(meta);
 }

@@ -207,7 +207,8 @@ double mp_probe_acc_entry_count(const MpProbeAcc *a, int l, int i, int j);
  * API counts per slot). MP_ERR naming what differs. */
 int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e);
 /* F sign bits (bit f: ε_f = −1) of one sequence's block means bm [nb·nb] (NaN: no entry): a hash
- * of their bytes, so every sequence draws its own signs whatever the order, thread or rank. */
+ * of their bytes rounded to float, so every sequence draws its own signs whatever the order, thread,
+ * rank or device that summed them. */
 #define MP_PROBE_FLIPS 32
 uint32_t mp_probe_flip_bits(const double *bm, int nb);
 

@@ -419,7 +419,10 @@ static void probe_seq_norms(const double *x, const double *r, int P, double *rs,
 }
 
 uint32_t mp_probe_flip_bits(const double *bm, int nb) {
-    uint64_t h = mp_fnv1a64(bm, (size_t)nb * nb * sizeof(double), MP_FNV_INIT);
+    float r[16 * 16]; /* the means rounded to float: the same signs for the same means summed in another order
+                         (a GPU's reduction), but for a rounding boundary crossed (about 1e-8 per mean) */
+    for (int k = 0; k < nb * nb; k++) r[k] = isnan(bm[k]) ? NAN : (float)bm[k];
+    uint64_t h = mp_fnv1a64(r, (size_t)nb * nb * sizeof(float), MP_FNV_INIT);
     h ^= h >> 33; /* the murmur3 finaliser: every output bit depends on every input bit */
     h *= 0xff51afd7ed558ccdULL;
     h ^= h >> 33;

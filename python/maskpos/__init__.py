@@ -51,7 +51,8 @@ class Error(Exception):
     `layers=[7]: layer 7 does not exist (the model has 5)` (the command line says `--layers: ...`)."""
 
 
-_FLAG = _re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+# a flag: "--" not inside a word ("models--org--name" of the HF cache is a name, not two flags)
+_FLAG = _re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 
 def _pythonic(msg, given=None, texts=None):

@@ -42,8 +42,8 @@ static const char *logits_help =
     "  --threads T     worker threads (default: all cores; results are identical for any T)\n"
     "  --compute MODE  f32 (default, the reference) or bf16 (bf16 Linear weights and inputs, f32\n"
     "                  accumulation; docs/speed.md)\n"
-    "  --device NAME   the forward pass's backend: cpu (default; the only one built here: cuda\n"
-    "                  needs make CUDA=1)\n"
+    "  --device NAME   the forward pass's backend: cpu (default; the only one in this version: a\n"
+    "                  CUDA backend is being written)\n"
     "Bad input: one-line error, exit 2.\n";
 
 static int logits_argmax(const double *lp, int V) {

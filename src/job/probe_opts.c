@@ -85,8 +85,8 @@ const MpProbeOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
                      "inputs rounded to bf16, f32 accumulation, attention in f32 (docs/speed.md;\n"
                      "maps within 2e-2 of max |score| of f32 on random-weight test models)"},
     [MP_PROBE_OPT_DEVICE] = {"device", MP_PROBE_KIND_DEVICE, 0, F(device), .arg = "NAME",
-             .help = "the forward pass's backend: cpu (default; the only one built here: cuda\n"
-                     "needs make CUDA=1)"},
+             .help = "the forward pass's backend: cpu (default; the only one in this version: a\n"
+                     "CUDA backend is being written)"},
     [MP_PROBE_OPT_CHECKPOINT_EVERY] = {"checkpoint-every", MP_PROBE_KIND_I64, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, F(checkpoint_every), .lo = 1, .hi = INT64_C(1) << 40, .arg = "K",
              .help = "save partial sums to DIR/checkpoint.bin every K sequences (atomically)"},
     [MP_PROBE_OPT_RESUME] = {"resume", MP_PROBE_KIND_BOOL, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, F(resume),
@@ -110,7 +110,8 @@ const MpProbeOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              .help = "refuse to start when the expected peak exceeds G GiB (default: the\n"
                      "memory available now)"},
     [MP_PROBE_OPT_QUIET] = {"quiet", MP_PROBE_KIND_BOOL, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, MP_PROBE_OPT_NO_FIELD,
-             .help = "no progress bar and no tables (meta.json holds every statistic)"},
+             .help = "print nothing: no set-up lines, progress bar or tables (meta.json holds every\n"
+                     "statistic; a warning of too few sequences goes to stderr)"},
     [MP_PROBE_OPT_HELP] = {"help", MP_PROBE_KIND_BOOL, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, MP_PROBE_OPT_NO_FIELD,
              .help = "this text"},
 };

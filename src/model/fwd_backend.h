@@ -127,7 +127,7 @@ extern const MpFwdOps mp_fwd_ops_cpu_plain;
 
 /* The instance for a device: device NULL or "cpu" gives mp_fwd_ops_cpu, or mp_fwd_ops_cpu_plain
  * when plain (MP_FWD_COMPUTE_F32_PLAIN, fwd.h). Any other name: NULL and
- * one line in e — "cuda" (a backend this build does not have): "not built: make CUDA=1"; names
+ * one line in e — "cuda" (a backend this version lacks): "this version of maskpos has no CUDA backend yet"; names
  * no backend knows: unknown, and the list of those built. */
 const MpFwdOps *mp_fwd_ops_for(const char *device, int plain, MpErr *e);
 

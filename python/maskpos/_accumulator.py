@@ -259,11 +259,11 @@ class Accumulator:
     def _ids(self, ids, B):
         """BOS from the token ids, as the probe decides it (docs/python.md, "ids")."""
         from . import Error
-        a = _int_rows(ids, "ids", B)
-        if a.ndim == 1:
-            a = a[:, None] if B > 1 else a[None, :]
-        if a.ndim != 2 or a.shape[1] < 1:
-            raise Error("accumulator: ids must be [B, S] token ids, not %s" % list(a.shape))
+        a = _int_rows(ids, "ids")
+        if a.ndim == 1:  # one sequence's ids [S] (B = 1), or the first id of each [B]
+            a = a[None, :] if B == 1 else a[:, None]
+        if a.ndim != 2 or a.shape[1] < 1 or a.shape[0] != B:
+            raise Error("accumulator: ids must be [B, S] token ids for a batch of %d, not %s" % (B, list(a.shape)))
         col = a[:, 0]
         empty = not any(self.counts)
         if self._first_auto and empty:

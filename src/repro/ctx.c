@@ -55,8 +55,11 @@ void mp_repro_maps_signif(MpReproMaps *m, const json_t *meta) {
             m->resolved[l] = r == 0;
             nt->unresolved = r != 0;
             m->z_threshold[l] = json_is_number(t) ? json_number_value(t) : NAN;
+            const json_t *c = json_array_get(json_object_get(meta, "nri_corrected"), (size_t)l);
+            m->nri_corr[l] = json_is_number(c) ? json_number_value(c) : NAN;
         } else {
             m->z_threshold[l] = MP_SIGNIF_SIM_Z;
+            m->nri_corr[l] = NAN; /* simulations keep no per-sequence sums (docs/metrics.md) */
             m->resolved[l] = mp_signif_sim_resolved(&m->stats[l], m->n);
             nt->unresolved = mp_signif_note(nt->text, sizeof nt->text, "rms/noise", m->stats[l].z_rms, MP_SIGNIF_SIM_Z,
                                             m->resolved[l], m->n, NAN);

@@ -46,6 +46,7 @@ typedef struct MpReproMaps {
                                against its noise level, a simulation's rms/noise) */
     MpFigNote note[64];     /* per layer: that in words, under the layer's panel of a residue figure */
     double z_threshold[64]; /* per layer: what block z (probes) or rms/noise (simulations) must exceed */
+    double nri_corr[64];    /* per layer: the noise-corrected NRI (probes; NaN for simulations and where none) */
     double wall_s;
 } MpReproMaps;
 

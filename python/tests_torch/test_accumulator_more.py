@@ -225,3 +225,33 @@ def test_state_file_holds_the_options(tmp_path):
                          env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")))
     assert "Error: load_state('x.bin', ...)" in out.stdout and "missing" in out.stdout, out.stdout + out.stderr
     assert "AttributeError" not in out.stderr and "Exception ignored" not in out.stderr, out.stderr
+
+
+def test_state_file_damaged_is_refused(tmp_path):
+    """Every truncation, a few byte flips in each part, and forged header lengths: one maskpos.Error
+    each, never a crash or a half-read accumulator (tests/fuzz/fuzz_acc_state.c fuzzes the same
+    reader)."""
+    acc = maskpos.Accumulator(2, 2, 12, per_head=True, probs=True, meta={"model": "m"})
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        x = rng.standard_normal((2, 2, 12, 12)).astype(np.float32)
+        acc.add(0, x, lengths=[12, 9])
+        acc.add(1, x, lengths=[12, 9])
+    good = tmp_path / "good.bin"
+    acc.save_state(good)
+    raw = good.read_bytes()
+    assert maskpos.Accumulator.load_state(good).counts == [6, 6]
+    hlen = int.from_bytes(raw[8:16], "little")
+    cases = {"cut%d" % n: raw[:n] for n in (0, 7, 8, 15, 16, 16 + hlen // 2, 16 + hlen, len(raw) - 9, len(raw) - 1)}
+    cases["long"] = raw + b"\0"
+    cases["hlen-huge"] = raw[:8] + (1 << 40).to_bytes(8, "little") + raw[16:]
+    cases["hlen-short"] = raw[:8] + (hlen - 5).to_bytes(8, "little") + raw[16:]
+    for at in (0, 20, 16 + hlen // 3, 16 + hlen + 3, len(raw) - 3):
+        b = bytearray(raw)
+        b[at] ^= 0x40
+        cases["flip%d" % at] = bytes(b)
+    for name, data in cases.items():
+        p = tmp_path / (name + ".bin")
+        p.write_bytes(data)
+        with pytest.raises(maskpos.Error):
+            maskpos.Accumulator.load_state(p)

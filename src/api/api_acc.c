@@ -8,15 +8,20 @@
  * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
  * probabilities through its probs hook (given, or from the scores with the forward pass's own
  * softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a GPU) added array by array;
- * merging two accumulators (mp_probe_acc_merge); the state as named arrays and as the probe's
- * checkpoint file; the result (mp_probe_result_fill) and a forward pass's scores of one sequence
- * (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.
+ * merging two accumulators (mp_probe_acc_merge; of different S, mp_probe_acc_embed after the shorter
+ * grows: acc_grow); sequences shorter than S (maskpos_acc_add_lengths: the probe's per-position
+ * counts, mp_probe_acc_lengths_on) and each sequence's block means from a GPU (add_sums'
+ * "block_means"); the input check (api_acc_check.c: mask and padding values named); the state as
+ * named arrays and as one file holding the options, meta and counts ("MPACCST1": JSON header,
+ * sums, checksum; maskpos_acc_open_state reads it alone; the probe's checkpoint format still
+ * loads with options); the result (mp_probe_result_fill) and a forward pass's scores of one
+ * sequence (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.
  * Every input is checked before anything is added: a failed call leaves the state unchanged.
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests_torch/test_accumulator.py (tests/test_pyapi.c): equality with `maskpos probe`
- * byte for byte, merge, state, bad input.
+ * Tested by: python/tests_torch/test_accumulator.py and test_accumulator_more.py (tests/test_pyapi.c):
+ * equality with `maskpos probe` byte for byte, merge, lengths, state, bad input; tests/fuzz/fuzz_acc_state.c.
  */
 #include <errno.h>
 #include <math.h>

@@ -159,18 +159,23 @@ int mp_cmd_probe(int argc, char **argv) {
     if (rc != MP_EXIT_OK || done) return rc;
     MpProbeResult res;
     ProbeBar bar = {.res = &res};
-    c.log = quiet ? NULL : stdout; /* --quiet: not the set-up lines either */
+    /* --quiet: the set-up lines go nowhere (its warnings, which the job prints to stderr when it has a
+     * log, still show) */
+    FILE *sink = quiet ? fopen("/dev/null", "w") : NULL;
+    c.log = quiet ? sink : stdout;
     if (!quiet && mp_mpi_rank() == 0) {
         c.progress = probe_bar;
         c.progress_ctx = &bar;
     }
     MpErr e;
     if (mp_probe_run(&res, &c, &e) != MP_OK) {
+        if (sink) fclose(sink);
         if (!e.msg[0]) return MP_EXIT_ERROR; /* another rank said why */
         return mp_cli_error(cmd, "%s", e.msg);
     }
     if (bar.started) mp_progress_finish(&bar.pg);
     if (mp_mpi_rank() == 0) rc = probe_report(cmd, &res, c.out, plot, quiet, t_start, argc, argv);
     mp_probe_result_free(&res);
+    if (sink) fclose(sink);
     return rc;
 }

@@ -140,6 +140,17 @@ def test_padding_and_window_values_named():
     w = maskpos.Accumulator(1, 2, 20, window=6)
     w.add(0, np.where(i - j >= 6, -np.inf, x).astype(np.float32))  # with its window: fine
     assert w.n == 2
+    # finite scores (before the mask) with the model's probabilities: exactly 0 in the window's band
+    pm = np.where((i - j >= 6) | (j > i), -np.inf, x)
+    pr = np.exp(pm - pm.max(-1, keepdims=True))
+    pr = (pr / pr.sum(-1, keepdims=True)).astype(np.float32)
+    pa = maskpos.Accumulator(1, 2, 20, probs=True)
+    with pytest.raises(maskpos.Error, match=r"probs\[0, 0\] is exactly 0 at every entry with i - j >= 6: the model masks "
+                                            r"a sliding window of 6 .*give window=6"):
+        pa.add(0, x, probs=pr)
+    pw = maskpos.Accumulator(1, 2, 20, probs=True, window=6)
+    pw.add(0, x, probs=pr)
+    assert pa.n == 0 and pw.n == 2
 
 
 def test_ids_decide_bos_and_warn(tmp_path):

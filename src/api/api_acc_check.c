@@ -7,7 +7,8 @@
  * additive masks leave finfo.min, -1e9 or -10000 in masked entries: a padding value is not a score),
  * probabilities finite in [0, 1]; on the first bad entry, its sequence and head are read whole and
  * the bad entries matched against three patterns: positions past a length (right padding),
- * keys before a start (left padding), offsets i − j from a width on (a sliding window).
+ * keys before a start (left padding), offsets i − j from a width on (a sliding window). Given
+ * probabilities exactly 0 in a band i − j >= W the accumulator observes: a window it lacks.
  * Does not: add anything (api_acc.c), nor decide the options (the caller's).
  * Tested by: python/tests_torch/test_accumulator_more.py (padding, windows, large values).
  *
@@ -104,6 +105,28 @@ static int chk_fail(const MpProbeAcc *a, int li, const void *x, int dt, int64_t 
     return mp_api_failf("%s is not finite in an observed entry; nothing was added", where);
 }
 
+/* Probabilities exactly 0 at every observed entry with i - j >= W and nowhere else (W from 1): the
+ * model masked a sliding window of W that the accumulator does not have (its scores, finite there,
+ * would be counted). Checked on the first sequence's first head; W, or 0 when there is no such band. */
+static int chk_prob_window(const MpProbeAcc *a, int li, const void *x, int dt, int len) {
+    const int S = a->S;
+    int W = S;
+    for (int i = 0; i < len; i++) {
+        int lo, hi;
+        chk_keys(a, li, i, len, &lo, &hi);
+        for (int j = lo; j < hi; j++)
+            if (chk_value(x, dt, (size_t)i * S + j) == 0.0 && i - j < W) W = i - j;
+    }
+    if (W < 1 || W >= len) return 0;
+    for (int i = 0; i < len; i++) {
+        int lo, hi;
+        chk_keys(a, li, i, len, &lo, &hi);
+        for (int j = lo; j < hi; j++)
+            if ((chk_value(x, dt, (size_t)i * S + j) == 0.0) != (i - j >= W)) return 0;
+    }
+    return W;
+}
+
 int mp_api_acc_check(const MpProbeAcc *a, int li, const void *x, int dt, int64_t B, const int32_t *lens, const char *what,
                      int probs) {
     const int H = a->H, S = a->S;
@@ -119,5 +142,11 @@ int mp_api_acc_check(const MpProbeAcc *a, int li, const void *x, int dt, int64_t
                     if (chk_bad(chk_value(x, dt, base + j), probs)) return chk_fail(a, li, x, dt, b, h, i, j, len, what, probs);
             }
     }
+    const int W = probs && B > 0 ? chk_prob_window(a, li, x, dt, lens ? lens[0] : S) : 0;
+    if (W)
+        return mp_api_failf("accumulator: layer %d: %s[0, 0] is exactly 0 at every entry with i - j >= %d: the model masks a "
+                            "sliding window of %d that this layer slot does not have (window %d; 0: none), so its scores "
+                            "there would be counted: give window=%d; nothing was added",
+                            li, what, W, W, a->window[li], W);
     return MP_OK;
 }

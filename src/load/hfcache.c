@@ -48,7 +48,7 @@ static int is_commit(const char *s) {
 }
 
 int mp_hfcache_resolve(const char *id, char *out, size_t cap, MpErr *e) {
-    char cache[3072], repo[4096], org[128], name[128], rev[128] = "main", ref[4200], commit[128];
+    char cache[3072], repo[3400], org[128], name[128], rev[128] = "main", ref[3600], commit[128];
     const char *from;
     if (!mp_hfcache_is_id(id)) return mp_err_set(e, "%s: not a file, a folder or a hub id (org/name)", id);
     const char *slash = strchr(id, '/'), *at = strchr(id, '@');
@@ -56,14 +56,16 @@ int mp_hfcache_resolve(const char *id, char *out, size_t cap, MpErr *e) {
     snprintf(name, sizeof name, "%.*s", (int)((at ? at : id + strlen(id)) - slash - 1), slash + 1);
     if (at) snprintf(rev, sizeof rev, "%s", at + 1);
     mp_hfcache_dir(cache, sizeof cache, &from);
-    snprintf(repo, sizeof repo, "%s/models--%s--%s", cache, org, name);
+    if (snprintf(repo, sizeof repo, "%s/models--%s--%s", cache, org, name) >= (int)sizeof repo)
+        return mp_err_set(e, "%s: the HF cache folder's path is too long (%s)", id, cache);
     if (!is_dir(repo))
         return mp_err_set(e, "%s: no such file or folder, and not in the local HF cache (%s, from %s: no models--%s--%s); "
                              "maskpos reads models offline: download it first (huggingface-cli download %s%s%s) or give "
                              "its folder", id, cache, from, org, name, id, at ? " --revision " : "", at ? at + 1 : "");
     if (is_commit(rev)) snprintf(commit, sizeof commit, "%s", rev);
     else {
-        snprintf(ref, sizeof ref, "%s/refs/%s", repo, rev);
+        if (snprintf(ref, sizeof ref, "%s/refs/%s", repo, rev) >= (int)sizeof ref)
+            return mp_err_set(e, "%s: the HF cache folder's path is too long (%s)", id, cache);
         FILE *f = fopen(ref, "r");
         size_t n = f ? fread(commit, 1, sizeof commit - 1, f) : 0;
         if (f) fclose(f);

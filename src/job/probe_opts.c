@@ -114,7 +114,8 @@ const MpProbeOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              .help = "refuse to start when the expected peak exceeds G GiB (default: the\n"
                      "memory available now)"},
     [MP_PROBE_OPT_QUIET] = {"quiet", MP_PROBE_KIND_BOOL, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, MP_PROBE_OPT_NO_FIELD,
-             .help = "no progress bar and no tables (meta.json holds every statistic)"},
+             .help = "print nothing but warnings (on stderr): no set-up lines, progress bar or tables\n"
+                     "(meta.json holds every statistic)"},
     [MP_PROBE_OPT_HELP] = {"help", MP_PROBE_KIND_BOOL, MP_PROBE_OPT_CLI | MP_PROBE_OPT_RUN, MP_PROBE_OPT_NO_FIELD,
              .help = "this text"},
 };

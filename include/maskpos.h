@@ -142,6 +142,19 @@ MASKPOS_API int maskpos_generate(MaskposModel *m, int64_t n, int len, double tem
  * replaced only with force; the file is written atomically. */
 MASKPOS_API int maskpos_plot(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
                              const char *preset, const char *cmap, int diagnorm, const char *title, int force);
+/* The same for the maps of a run, with its meta.json (meta_json; NULL: none) saying under each
+ * panel's title whether that layer's residue is resolved at this N, as `maskpos plot` of the
+ * run's folder does; residue (or diagnorm, or a preset that normalises): unresolved panels are
+ * marked (washed out, framed in red dashes). */
+MASKPOS_API int maskpos_plot_run(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
+                                 const char *preset, const char *cmap, int diagnorm, const char *title, int force,
+                                 const char *meta_json, int residue);
+
+/* The page `maskpos view` writes (one self-contained HTML file, written atomically) from n run
+ * folders dirs[n] (1..8; labels[n] or NULL: the folder names), with a title (NULL: from the
+ * runs). An existing file is replaced only with force. */
+MASKPOS_API int maskpos_view(const char *out, const char *const *dirs, const char *const *labels, int n, const char *title,
+                             int force);
 
 /* A finished run folder written by maskpos (its meta.json marks it complete): every .npy the
  * meta lists, and the meta. */
@@ -208,13 +221,33 @@ MASKPOS_API int maskpos_acc_set_meta(MaskposAcc *a, const char *json);
  * finite (probabilities in [0, 1]). */
 MASKPOS_API int maskpos_acc_add(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
                                 const void *probs);
+/* The same for sequences of several lengths: lengths [batch] (NULL: every one S) in
+ * [first + 2, S]; a sequence of length S' adds the top-left S' x S' block of its maps (entries past
+ * it are never read: padding), each entry's standard error counts the sequences that reached it,
+ * and its block test is its own residue on its own grid (docs/python.md, "lengths"). Not with
+ * recency. A score of magnitude 1e4 or more in an observed entry is refused as a padding or mask
+ * value; the message names the pattern of the bad entries (padding, a sliding window). */
+MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
+                                        const void *probs, const int32_t *lengths);
+/* The check maskpos_acc_add_lengths makes, adding nothing (for sums reduced elsewhere: a GPU).
+ * (maskpos_acc_check checks the options before an accumulator exists.) */
+MASKPOS_API int maskpos_acc_check_add(const MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
+                                      const void *probs, const int32_t *lengths);
+/* Counts lengths from now on (what a sequence shorter than S switches on; a state with them needs
+ * it before its sums are set). Not with recency. */
+MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *a);
+/* The meta keys set with maskpos_acc_set_meta (or read from a state file) as a JSON object
+ * (malloc'd, maskpos_free), or NULL when none. */
+MASKPOS_API char *maskpos_acc_meta(const MaskposAcc *a);
 /* Sums computed elsewhere (a GPU) for `count` sequences of one layer slot: k arrays named as
  * maskpos_acc_state_array names them, each that array's slot `layer` (its length / n_layers
  * doubles), every sum of the accumulator given. Not with recency. */
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *a, int layer, int64_t count, int k, const char *const *names,
                                      const double *const *data);
-/* dst += src (same options): sum by sum, entry by entry; counts per layer added. Merging in a fixed
- * order gives fixed bits: one-sequence accumulators merged in sequence order give those of one. */
+/* dst += src (same options but seq): sum by sum, entry by entry; counts per layer added. Merging in
+ * a fixed order gives fixed bits: one-sequence accumulators merged in sequence order give those of
+ * one. Of different S, the shorter one's sums enter the top-left block of the longer (dst grows to
+ * the longer S), as sequences of that length would (maskpos_acc_add_lengths); not with recency. */
 MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src);
 /* The state: i < narrays sums (doubles, C order, first index the layer slot except lbsum and
  * lbsumsq [lengths, L, 16, 16]), named; the pointer is into a (read and write). With
@@ -222,10 +255,14 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src);
 MASKPOS_API int maskpos_acc_state_narrays(const MaskposAcc *a);
 MASKPOS_API double *maskpos_acc_state_array(MaskposAcc *a, int i, const char **name, int64_t *len);
 MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *a, const int64_t *counts);
-/* The state as one file (the probe's checkpoint format, written atomically; needs every layer to
- * hold the same count), and back into a new accumulator of the same options. */
+/* The state as one file, written atomically: its options, meta, counts per layer and every sum,
+ * with a checksum. maskpos_acc_open_state makes a new accumulator from the file alone;
+ * maskpos_acc_load_state loads it into a new accumulator of the same options (also the probe's
+ * checkpoint format, which older versions wrote and which holds no options; of this version's
+ * checkpoint layout only: older ones are refused, see probe_ckpt.c). */
 MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *a, const char *path);
 MASKPOS_API int maskpos_acc_load_state(MaskposAcc *a, const char *path);
+MASKPOS_API int maskpos_acc_open_state(const char *path, MaskposAcc **out);
 /* The result maskpos_probe gives (arrays, meta, stats; maskpos_result_save writes the folder
  * `maskpos probe --out` writes). Needs every layer to hold the same count, at least 1. */
 MASKPOS_API int maskpos_acc_result(const MaskposAcc *a, MaskposResult **out);

@@ -35,6 +35,10 @@ test_pkgs=(
   clang libclang-rt-14-dev              # libFuzzer runs of the parsers (tests/fuzz)
   strace                                # tests/test_core.c: atomic writes fsync file and folder
   python3-pytest python3-pip python3-setuptools  # python/tests (tests/test_pyapi.c), offline pip install (tests/test_install.c)
+  python3-venv                          # tests/test_install.c: the README's install line in a fresh venv
+  python3-pandas python3-xarray         # python/tests: Result.to_pandas() and to_xarray() (optional for users)
+  python3-yaml                          # python/tests/test_release_files.py: CITATION.cff is valid YAML
+  jupyter-nbconvert python3-ipykernel   # python/tests: the example notebook (examples/notebook.ipynb) executed
 )
 if [ "$with_tests" = 1 ]; then pkgs+=("${test_pkgs[@]}"); fi
 if [ "$with_bench" = 1 ]; then pkgs+=(libopenblas0-pthread libdnnl-dev); fi

@@ -573,12 +573,12 @@ static void test_resume_keeps_other_model_run(void **state) {
     if (rc2 != 2 || !strstr(out, "a checkpoint of an older maskpos (version 2") || !strstr(out, "run again without --resume"))
         fail_msg("an old-version checkpoint: exit %d (want 2 and a line saying to run again): %s", rc2, out);
     /* this version with another header size: the line says both ("checkpoint version 2 is not 2" before) */
-    snprintf(cmd, sizeof cmd, "printf '\\004\\000\\000\\000\\050\\000\\000\\000' | dd of=o-old/checkpoint.bin bs=1 seek=8 "
+    snprintf(cmd, sizeof cmd, "printf '\\010\\000\\000\\000\\050\\000\\000\\000' | dd of=o-old/checkpoint.bin bs=1 seek=8 "
                               "conv=notrunc 2>/dev/null && "
                               "$M probe %s --tokens rope.npy --checkpoint-every 1 --resume --quiet --out o-old",
              rope);
     const int rc3 = sh(out, sizeof out, cmd);
-    if (rc3 != 2 || !strstr(out, "checkpoint version 4 with a 40-byte header; this run reads version 4 (56 bytes)"))
+    if (rc3 != 2 || !strstr(out, "checkpoint version 8 with a 40-byte header; this run reads version 8 (56 bytes)"))
         fail_msg("a checkpoint header of another size: exit %d (want 2 and both sizes): %s", rc3, out);
 }
 

@@ -5,8 +5,8 @@
  * for byte; the shared library exports the public API and nothing else; the installed Python
  * package finds the installed library; `pip install --no-build-isolation --no-index ./python`
  * works offline with Debian's pip and setuptools and bundles the library (python/setup.py); the
- * README's install line, run as written in a fresh venv, gives a package that imports from any
- * folder with its own copy of the library.
+ * README's install line, run as written in a fresh venv (whichever python3 is first on PATH),
+ * gives a package that imports from any folder with its own copy of the library.
  */
 #include "testutil.h"
 
@@ -99,40 +99,59 @@ static void test_pip_install_offline(void **state) {
 }
 
 /* README.md's install line, as written (its ".venv" put in a temporary folder), run at the
- * repository's root: a venv seeing Debian's numpy, the package with the library inside, importable
- * from / without MASKPOS_LIB or PYTHONPATH. */
+ * repository's root with the PATH a user has: on this project's machines `python3` is a pyenv 3.11
+ * without Debian's packages (the line before issue 39, `python3 -m venv ...`, failed there with
+ * "invalid command 'bdist_wheel'"), so the line names Debian's python3; it is run twice, with the
+ * test's PATH as it is and with a `python3` first on PATH that is not Debian's at all. Then: a venv
+ * seeing Debian's numpy, the package with the library inside, importable from / without
+ * MASKPOS_LIB or PYTHONPATH. */
+static void readme_line_run(const char *line, const char *path_prefix, const char *tmp, const char *venv) {
+    char out[1 << 16];
+    const char *b = strrchr(build, '/') ? strrchr(build, '/') + 1 : build; /* BUILD for setup.py's make */
+    int rc = mp_test_shell(out, sizeof out,
+                           "cd %s && rm -rf python/build python/maskpos.egg-info && "
+                           "(PATH=%s$PATH BUILD=%s env -u MASKPOS_LIB sh -c \"$(echo '%s' | sed 's#\\.venv#%s/%s#g')\"); "
+                           "rc=$?; rm -rf python/build python/maskpos.egg-info; exit $rc",
+                           MP_SOURCE_DIR, path_prefix, b, line, tmp, venv);
+    if (rc) fail_msg("README's install line failed with PATH=%s$PATH (%d): %s\n%s", path_prefix, rc, line, out);
+    rc = mp_test_shell(out, sizeof out,
+                       "cd / && env -u MASKPOS_LIB -u PYTHONPATH %s/%s/bin/python -c 'import maskpos; "
+                       "print(maskpos.library_path); print(maskpos.theory(n=3).scores[2, 1]); print(maskpos.Accumulator(1, 2, 4))'",
+                       tmp, venv);
+    if (rc) fail_msg("the venv's package does not load (%d): %s", rc, out);
+    char want[4200];
+    snprintf(want, sizeof want, "%s/%s/lib/", tmp, venv);
+    assert_non_null(strstr(out, want));
+    assert_non_null(strstr(out, "maskpos/libmaskpos.so.0"));
+    assert_non_null(strstr(out, "0.1508177"));
+}
+
 static void test_readme_venv_install(void **state) {
     (void)state;
-    char out[1 << 16], line[2048];
+    char out[1 << 16], line[2048], stub[4200];
     set_build();
     if (mp_test_shell(out, sizeof out, "/usr/bin/python3 -c 'import numpy, ensurepip, setuptools'") != 0) {
         print_message("python3 with numpy, venv (ensurepip) and setuptools is needed: %s\n", out);
         skip();
     }
     if (MP_TEST_SANITIZED) skip(); /* the library the line builds would be the sanitizer build's */
-    int rc = mp_test_shell(line, sizeof line, "grep -m1 -E '^    python3 -m venv --system-site-packages' %s/README.md",
+    int rc = mp_test_shell(line, sizeof line, "grep -m1 -E '^    [^ ]*python3 -m venv --system-site-packages' %s/README.md",
                            MP_SOURCE_DIR);
     if (rc || !strstr(line, ".venv/bin/pip install")) fail_msg("README.md has no venv install line: %s", line);
     line[strcspn(line, "\n")] = '\0';
     const char *tmp = mp_test_tmpdir();
-    const char *b = strrchr(build, '/') ? strrchr(build, '/') + 1 : build; /* BUILD for setup.py's make */
-    /* Debian's python3 first (a pyenv shim ahead of it on PATH would make a venv without numpy) */
-    rc = mp_test_shell(out, sizeof out,
-                       "cd %s && rm -rf python/build python/maskpos.egg-info && "
-                       "(PATH=/usr/bin:$PATH BUILD=%s env -u MASKPOS_LIB sh -c \"$(echo '%s' | sed 's#\\.venv#%s/venv#g')\"); "
-                       "rc=$?; rm -rf python/build python/maskpos.egg-info; exit $rc",
-                       MP_SOURCE_DIR, b, line, tmp);
-    if (rc) fail_msg("README's install line failed (%d): %s\n%s", rc, line, out);
-    rc = mp_test_shell(out, sizeof out,
-                       "cd / && env -u MASKPOS_LIB -u PYTHONPATH %s/venv/bin/python -c 'import maskpos; "
-                       "print(maskpos.library_path); print(maskpos.theory(n=3).scores[2, 1]); print(maskpos.Accumulator(1, 2, 4))'",
-                       tmp);
-    if (rc) fail_msg("the venv's package does not load (%d): %s", rc, out);
-    char want[4200];
-    snprintf(want, sizeof want, "%s/venv/lib/", tmp);
-    assert_non_null(strstr(out, want));
-    assert_non_null(strstr(out, "maskpos/libmaskpos.so.0"));
-    assert_non_null(strstr(out, "0.1508177"));
+    mp_test_shell(out, sizeof out, "command -v python3");
+    print_message("python3 first on this PATH: %s", out);
+    readme_line_run(line, "", tmp, "venv1");
+    /* a python3 first on PATH that is not Debian's (a pyenv, a conda, ...): here one that refuses */
+    snprintf(stub, sizeof stub, "%s/stub", tmp);
+    assert_int_equal(mp_test_shell(out, sizeof out, "mkdir -p %s && printf '#!/bin/sh\\necho not Debian python3 >&2\\nexit 9\\n' > %s/python3 "
+                                                    "&& chmod +x %s/python3 && PATH=%s:$PATH python3; test $? = 9",
+                                   stub, stub, stub, stub),
+                     0);
+    char prefix[4300];
+    snprintf(prefix, sizeof prefix, "%s:", stub);
+    readme_line_run(line, prefix, tmp, "venv2");
     mp_test_shell(NULL, 0, "rm -rf %s", tmp);
 }
 

@@ -140,7 +140,7 @@ static void test_reset_table_and_refusals(void **state) {
     feed(&a, 0, 1);
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&a, t);
-    assert_int_equal(n, 6); /* sum, sumsq, bsum, bsumsq, sum_heads, sumsq_heads */
+    assert_int_equal(n, 9); /* sum, sumsq, bsum, bsumsq, sum_heads, sumsq_heads, bflip, rsq, csq */
     assert_int_equal(t[0].n, (size_t)2 * S * S);
     assert_int_equal(t[4].n, (size_t)2 * H * S * S);
     assert_int_equal(t[5].n, (size_t)2 * H * S * S);
@@ -151,7 +151,7 @@ static void test_reset_table_and_refusals(void **state) {
             if (t[k].p[i] != 0) fail_msg("%s[%zu] = %g after reset", t[k].name, i, t[k].p[i]);
     MpErr e;
     init(&b, 1, 0, 0); /* no per-head sums */
-    assert_int_equal(mp_probe_acc_arrays(&b, t), 4);
+    assert_int_equal(mp_probe_acc_arrays(&b, t), 7);
     assert_int_equal(mp_probe_acc_merge(&a, &b, &e), MP_ERR);
     assert_non_null(strstr(e.msg, "different runs"));
     mp_probe_acc_free(&b);
@@ -177,16 +177,18 @@ static void test_table_all_options_and_checkpoint_layout(void **state) {
     const int n = mp_probe_acc_arrays(&a, t);
     /* L = 2 kept layers, nb = S = 9 < 16, nlen = 1 (S = 9 < 16: the only length is S) */
     const size_t L = 2, SS = (size_t)S * S;
-    static const char *const names[] = {"sum",  "sumsq",  "bsum",   "bsumsq", "sum_heads", "sumsq_heads", "psum", "psum_heads",
-                                        "sink", "entropy", "rp_row", "rp_lsq", "rp_hsq",    "lbsum",       "lbsumsq"};
-    const size_t lens[] = {L * SS,    L * SS,    L * 81, L * 81, L * H * SS, L * H * SS, L * SS,  L * H * SS,
-                           L * H,     L * H,     L * H * S, L * 1,  L * H,      1 * L * 256, 1 * L * 256};
-    assert_int_equal(n, 15);
+    static const char *const names[] = {"sum",  "sumsq",   "bsum",  "bsumsq", "sum_heads", "sumsq_heads", "bflip",
+                                        "rsq",  "csq",     "psum",  "psum_heads", "sink",  "entropy",     "rp_row",
+                                        "rp_lsq", "rp_hsq", "lbsum", "lbsumsq"};
+    const size_t lens[] = {L * SS, L * SS, L * 81, L * 81, L * H * SS, L * H * SS, L * MP_PROBE_FLIPS * 81,
+                           L,      L,      L * SS, L * H * SS, L * H, L * H,      L * H * S,
+                           L * 1,  L * H,  1 * L * 256, 1 * L * 256};
+    assert_int_equal(n, 18);
     size_t total = 0;
     for (int k = 0; k < n; k++) {
         if (strcmp(t[k].name, names[k])) fail_msg("array %d is %s, the checkpoint's order has %s", k, t[k].name, names[k]);
         if (t[k].n != lens[k]) fail_msg("%s: %zu doubles, expected %zu", names[k], t[k].n, lens[k]);
-        assert_int_equal(t[k].by_layer, k < 13);
+        assert_int_equal(t[k].by_layer, k < 16); /* lbsum, lbsumsq: [nlen, L, 16, 16] */
         total += t[k].n;
     }
     char path[256];

@@ -108,7 +108,7 @@ static void test_estimate_is_the_allocation(void **state) {
         acc_with(&a, known_stats(), ph);
         MpProbeArray t[MP_PROBE_MAX_ARRAYS];
         const int n = mp_probe_acc_arrays(&a, t);
-        assert_int_equal(n, ph ? 15 : 12); /* the checkpoint's arrays: 6 + 4 + 5 with --per-head */
+        assert_int_equal(n, ph ? 18 : 15); /* the checkpoint's arrays: 9 + 4 + 5 with --per-head */
         uint64_t have = 0, sums, scratch, outs;
         for (int k = 0; k < n; k++) have += 8 * (uint64_t)t[k].n;
         /* the estimate knows nothing of skip: its recency lengths are those of skip 0 (the same at S = 40) */
@@ -116,9 +116,10 @@ static void test_estimate_is_the_allocation(void **state) {
         print_message("per_head %d: %d sums, %llu bytes; estimate %llu (+ scratch %llu, outputs %llu)\n", ph, n,
                       (unsigned long long)have, (unsigned long long)sums, (unsigned long long)scratch, (unsigned long long)outs);
         assert_int_equal(sums, have);
-        /* scratch: the maps' three [S,S] maps, --probs' [H,S] entropies, --recency's counts and corners */
+        /* scratch: the maps' three [S,S] maps and one sequence's [16,16] block means, --probs' [H,S]
+         * entropies, --recency's counts and corners */
         const uint64_t S = 40, H = 3;
-        assert_int_equal(scratch, 8 * (3 * S * S + H * S + (H * S + 3 * 2 * S + 2 * S * S)));
+        assert_int_equal(scratch, 8 * (3 * S * S + 16 * 16 + H * S + (H * S + 3 * 2 * S + 2 * S * S)));
         /* outputs: the maps' (mean, diagnorm, se, and per head 2 more, and three scratch maps), probs.npy
          * [L,S,S] and probs_heads.npy [L,H,S,S] */
         assert_int_equal(outs, 8 * S * S * (2 * (ph ? 3 + 2 * H : 3) + 3) + 8 * S * S * 2 * (ph ? 1 + H : 1));
@@ -229,7 +230,7 @@ static void test_checkpoint_of_other_statistics(void **state) {
     rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --stats probs,recency --resume --quiet", model, ids, d);
     if (rc != 2 || !strstr(out, "checkpoint holds the sums of the statistics {probs}, this run {probs,recency}"))
         fail_msg("resume with another statistic: want exit 2 naming both sets, got %d: %s", rc, out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --stats probs --checkpoint-every 2 --resume --quiet",
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --stats probs --checkpoint-every 2 --resume",
                      model, ids, d);
     if (rc != 0 || !strstr(out, "2 of 5 sequences already done")) fail_msg("resume by name: %d: %s", rc, out);
 }
@@ -247,7 +248,7 @@ static void test_api_accumulator_by_name(void **state) {
     assert_int_equal(back.probs, 1);
     assert_int_equal(back.recency, 0);
     assert_string_equal(back.stats, "probs");
-    assert_int_equal(maskpos_acc_state_narrays(y), 4 + 3); /* the maps' 4, the probabilities' 3 (no heads) */
+    assert_int_equal(maskpos_acc_state_narrays(y), 7 + 3); /* the maps' 7, the probabilities' 3 (no heads) */
     assert_int_equal(maskpos_acc_merge(x, y), MASKPOS_OK);  /* the same statistics either way */
     maskpos_acc_free(y);
     y = NULL;
@@ -334,7 +335,7 @@ static void test_every_statistic_end_to_end(void **state) {
     rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/r --per-head --stats %s "
                                         "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, names);
     if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/r --per-head --stats %s --checkpoint-every 2 --resume --quiet",
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/r --per-head --stats %s --checkpoint-every 2 --resume",
                      model, ids, d, names);
     if (rc != 0 || !strstr(out, "2 of 5 sequences already done")) fail_msg("resume: %d: %s", rc, out);
     snprintf(b, sizeof b, "%s/r", d);

@@ -273,7 +273,7 @@ static void test_windowed_probe_tool(void **state) {
     char full[300];
     snprintf(full, sizeof full, "%s/full", d);
     if (probe_run(out, sizeof out, model, ids, full, "--probs --recency") != 0) fail_msg("probe failed: %s", out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --layers all --per-head --probs --recency --checkpoint-every 2 --resume --quiet",
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --layers all --per-head --probs --recency --checkpoint-every 2 --resume",
                      model, ids, d);
     if (rc != 0 || !strstr(out, "2 of 5 sequences already done")) fail_msg("resume: %d: %s", rc, out);
     const char *rfiles[] = {"scores.npy", "scores_heads.npy", "scores_diagnorm.npy", "scores_se.npy", "probs.npy"};

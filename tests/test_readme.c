@@ -47,7 +47,9 @@ static const struct {
     {"--n 100 ", "--n 8 "},
     {"--steps 20 --checkpoint-every 20", "--steps 4 --checkpoint-every 4"},
     {"batch=20000", "batch=500"}, /* the Python session: never longer than what they replace */
-    {"400 * 128), np.uint8).reshape(400,", "16 * 128), np.uint8).reshape(16,"},
+    {"2000 * 127), np.uint8).reshape(2000,", "16 * 127), np.uint8).reshape(16,"},
+    {"np.full((2000, 1)", "np.full((16, 1)"},
+    {"ids[:400]", "ids[:8]"},
 };
 
 /* Applies the cuts to cmd (capacity cap) in the sanitizer build; returns how many applied. */

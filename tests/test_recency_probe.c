@@ -286,7 +286,8 @@ static void test_threads_and_resume(void **state) {
     int rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/res --checkpoint-every 2 %s",
                            MP_TEST_BIN, model, ids, d, flags);
     assert_int_equal(rc, 128 + SIGKILL);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --checkpoint-every 2 --resume %s", model, ids, d, flags);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/res --checkpoint-every 2 --resume --layers all --per-head --probs "
+                     "--recency", model, ids, d); /* not --quiet: the resume line is a set-up line */
     if (rc != 0 || !strstr(out, "resume: 2 of 6")) fail_msg("resume failed: %s", out);
     const char *files[] = {"probs.npy", "probs_heads.npy", "scores.npy"};
     for (int f = 0; f < 3; f++)

@@ -260,9 +260,16 @@ static void test_user_model(void **state) {
     assert_null(strstr(rep, "Llama-3.1-8B"));
     assert_null(strstr(rep, "embedded RoPE model"));
     assert_null(strstr(rep, "Model stages: the embedded models"));
-    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layer 1: non-relative residue | noise only"));
-    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4: non-relative residue, causal mask | above noise"));
-    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4: where the residue sits (regional block test, causal)"));
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layer 1: non-relative residue | not resolved (noise only)"));
+    assert_non_null(strstr(rep, "| Fig. 5 mymodel, layers 2–4: non-relative residue, causal mask | resolved: block z above its noise level"));
+    /* 30 sequences resolve no residue of this model (block z about 1): where it sits is not judged,
+     * and the row says why (before issue 39 it ticked "the first keys" on noise) */
+    const char *where = strstr(rep, "| Fig. 5 mymodel, layers 2–4: where the residue sits (regional block test, causal)");
+    assert_non_null(where);
+    const char *eol = strchr(where, '\n');
+    const char *tick = strstr(where, "✓ agrees"), *nr = strstr(where, "not resolved at N = 30");
+    if (!nr || nr > eol || (tick && tick < eol))
+        fail_msg("the where-row of 30 sequences judged noise: %.*s", (int)(eol - where), where);
     assert_non_null(strstr(rep, "| Fig. 5 counterfactual (ours): mymodel without the mask, layers 2–4 | the residue falls"));
     assert_non_null(strstr(rep, " of 4 rows agree"));
     assert_non_null(strstr(rep, "![Figure 5: mymodel"));

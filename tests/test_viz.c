@@ -842,7 +842,7 @@ static void test_residue_figures_centred(void **state) {
     /* probe --plot: every probed layer of a 5-layer model */
     char model[256], ids[256], outd[256];
     probe_fixture(d, model, ids, outd);
-    assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers all --plot --quiet --out %s", model, ids, outd), 0);
+    assert_int_equal(mp_test_run(buf, sizeof buf, "probe %s --tokens %s --layers all --plot --out %s", model, ids, outd), 0);
     snprintf(png, sizeof png, "%s/scores_diagnorm.png", outd);
     assert_int_equal(png_expect_symmetric(png, "vlag", 1e30), L);
     if (!strstr(buf, "scores_diagnorm.png: ") || !strstr(buf, "layer 5 +-")) fail_msg("probe's last lines name no limits: %s", buf);
@@ -929,6 +929,51 @@ static void test_report_figure_layout(void **state) {
  * and dropped the rest without a word), a figure keeps 9 viewer folders (8 before), and a
  * statistics table of 9 columns holds 9, while a row of another width is refused with one line
  * (a 9th cell used to overwrite the next row's first). */
+/* Issue 39: a panel whose residue is not resolved is marked: its note under the title (red) and in
+ * the PNG's text as a fifth field, its map washed out (a cell of rocket's darkest anchor drawn
+ * lighter than the same cell of a resolved panel, about 55% of the way to white) and framed in red
+ * dashes (a red pixel just outside the heat box); the resolved panel's colours are exact. */
+static void test_unresolved_panel_marked(void **state) {
+    (void)state;
+    const char *d = mp_test_tmpdir();
+    char path[256];
+    snprintf(path, sizeof path, "%s/marked.png", d);
+    double map[4] = {0, 1, 1, 0};
+    MpPlotPanel p[2] = {panel_of(map, 2, 2, "Layer 1"), panel_of(map, 2, 2, "Layer 2")};
+    snprintf(p[0].note, sizeof p[0].note, "block z 3.10 > 1.50: resolved (N = 400)");
+    snprintf(p[1].note, sizeof p[1].note, "block z 1.10 < 1.50: not resolved at N = 400");
+    p[1].unresolved = 1;
+    MpPlotOptions o;
+    mp_plot_options_default(&o);
+    o.vmin = 0;
+    o.vmax = 1;
+    MpErr e;
+    assert_int_equal(mp_plot_render(path, p, 2, &o, &e), MP_OK);
+    MpPlotLayout lay;
+    assert_int_equal(mp_plot_layout_compute(&lay, p, 2, &o, &e), MP_OK);
+    cairo_surface_t *s = png_load(path);
+    const Rgb dark = hex_rgb(rocket_hex[0]);
+    expect_rgb(cell_pixel(s, &lay, 0, 2, 2, 0, 0), dark, 0, "resolved panel: exact colour");
+    const Rgb veiled = cell_pixel(s, &lay, 1, 2, 2, 0, 0);
+    const Rgb want = {(int)lround(dark.r + 0.55 * (255 - dark.r)), (int)lround(dark.g + 0.55 * (255 - dark.g)),
+                      (int)lround(dark.b + 0.55 * (255 - dark.b))};
+    expect_rgb(veiled, want, 2, "unresolved panel: washed out");
+    const MpPlotRect *h = &lay.heat[1];
+    int red = 0; /* the dashed frame: red pixels along the box's top edge, just outside it */
+    for (int x = (int)h->x; x < (int)(h->x + h->w); x++)
+        for (int y = (int)h->y - 4; y < (int)h->y; y++) {
+            const Rgb c = png_pixel(s, x, y);
+            red += c.r > 150 && c.g < 80 && c.b < 80;
+        }
+    assert_true(red > 10);
+    cairo_surface_destroy(s);
+    char *t = png_panels_text(path);
+    assert_non_null(t);
+    assert_non_null(strstr(t, "Layer 1\trocket\t0\t1\tblock z 3.10 > 1.50: resolved (N = 400)\n"));
+    assert_non_null(strstr(t, "Layer 2\trocket\t0\t1\tblock z 1.10 < 1.50: not resolved at N = 400\n"));
+    free(t);
+}
+
 static void test_report_grows(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
@@ -1029,6 +1074,7 @@ int main(void) {
         cmocka_unit_test(test_sink_rows_are_model_layers),
         cmocka_unit_test(test_report_figure_layout),
         cmocka_unit_test(test_report_grows),
+        cmocka_unit_test(test_unresolved_panel_marked),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     mp_plot_release(); /* font caches: keeps LeakSanitizer quiet under make asan */

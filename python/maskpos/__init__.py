@@ -31,8 +31,9 @@ import numpy as _np
 
 from . import _lib
 
-__all__ = ["Error", "Result", "Model", "theory", "simulate", "probe", "probe_options", "load", "tokenize", "detokenize",
-           "logits", "generate", "plot", "Accumulator", "model_scores", "hf", "library_path", "version", "__version__"]
+__all__ = ["Error", "MaskposWarning", "Result", "Model", "theory", "simulate", "probe", "probe_options", "load", "tokenize",
+           "detokenize", "logits", "generate", "plot", "view", "Accumulator", "model_scores", "hf", "library_path", "version",
+           "__version__"]
 
 library_path = _lib.path
 
@@ -50,7 +51,8 @@ class Error(Exception):
     `layers=[7]: layer 7 does not exist (the model has 5)` (the command line says `--layers: ...`)."""
 
 
-_FLAG = _re.compile(r"--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+# a flag: "--" not inside a word ("models--org--name" of the HF cache is a name, not two flags)
+_FLAG = _re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
 
 def _pythonic(msg, given=None, texts=None):
@@ -244,6 +246,7 @@ class Result:
 
     def __init__(self, handle):
         self._handle = handle
+        self.folder = None  # the run folder it was read from (maskpos.load), else None
         lib = _lib.lib
         self.kind = lib.maskpos_result_kind(handle).decode()
         self.arrays = {}
@@ -308,6 +311,13 @@ class Result:
         return self._get("scores_diagnorm")
 
     @property
+    def resolved(self):
+        """Per layer: is the residue resolved at this N (block z above its noise level; simulations:
+        rms/noise above 1.3; docs/metrics.md) — bool ndarray [L], None when the run does not say."""
+        v = self.meta.get("residue_resolved")
+        return _np.array(v, dtype=bool) if isinstance(v, list) else None
+
+    @property
     def probs(self):
         """Mean post-softmax attention probabilities [L,S,S]; None unless the run computed them."""
         return self._get("probs")
@@ -318,19 +328,162 @@ class Result:
         if _lib.lib.maskpos_result_save(self._handle, _os.fsencode(folder), 1 if force else 0) != _lib.OK:
             raise _fail(dict(folder=_os.fspath(folder), force=force))
 
-    def plot(self, path, array=None, layers=None, preset=None, cmap=None, diagnorm=False, title=None,
-             force=False):
-        """Draws one of the result's [L,S,S] arrays (default: scores_diagnorm when the run has it,
-        else scores) as a figure with the library's plot code (`maskpos plot`), one panel per layer
-        titled with its 1-based number; path ends in .png, .pdf or .svg. layers: 1-based numbers
-        of the panels to draw (default all). See maskpos.plot for the other arguments."""
+    def _title(self):
+        """The figure title of this run: its model (or kind), the mask, N and S."""
+        m = self.meta
+        name = m.get("model")
+        name = _os.path.basename(str(name).rstrip("/")) if name else self.kind
+        parts = [name]
+        if m.get("causal") is False:
+            parts.append("bidirectional")
+        n = m.get("n", m.get("batch"))
+        if isinstance(n, int):
+            parts.append("N = %d" % n)
+        if isinstance(m.get("seq"), int):
+            parts.append("S = %d" % m["seq"])
+        return ", ".join(parts)
+
+    def plot(self, path=None, array=None, layers=None, preset=None, cmap=None, diagnorm=False, title=None,
+             force=False, format=None):
+        """Draws the run's maps as a figure with the library's plot code (`maskpos plot`), one panel
+        per layer titled with its 1-based number and, under it, whether that layer's residue is
+        resolved at this N (a residue panel that is not is washed out and framed in red).
+
+        Default (array=None): the residue, as `maskpos probe --plot` draws it: the mean scores
+        diagonal-mean normalised, vlag centred on 0, limits +-max(|1st|, |99th| percentile) per panel
+        (preset "fig5"), titled with the run. array= names another array (scores_diagnorm and
+        other residues get the same look unless preset= or cmap= say otherwise). path: a file name
+        (.png, .pdf, .svg), a binary file object (format= "png", "pdf" or "svg"; default its name's
+        extension, else png), or None: the PNG's bytes. layers: 1-based panels (default all).
+        Returns path (or the bytes)."""
         if array is None:
-            array = "scores_diagnorm" if "scores_diagnorm" in self.arrays else "scores"
+            array = "scores" if "scores" in self.arrays else "layer2_scores" if "layer2_scores" in self.arrays else None
+            if array == "scores" and preset is None and cmap is None and not diagnorm:
+                preset = "fig5"
         if array not in self.arrays:
             raise Error("array=%r: this %s result has no such array (it has %s)" % (
                 array, self.kind, ", ".join(self.arrays)))
-        return plot(self.arrays[array], path, layers=layers, preset=preset, cmap=cmap, diagnorm=diagnorm, title=title,
-                    force=force)
+        residue = array.startswith("scores_diagnorm")
+        if residue and preset is None and cmap is None:
+            preset = "fig5"  # the signed residue: vlag centred on 0 (re-normalising a residue leaves it)
+        if title is None and self.kind != "theory":
+            title = self._title()
+        maps = self.arrays[array]
+        meta = _json.dumps(self.meta) if maps.ndim == 3 and array.startswith("scores") else None
+        return _plot_to(maps, path, layers, preset, cmap, diagnorm, title, force, format, meta, residue)
+
+    def _repr_png_(self):
+        """The figure plot() draws, for notebooks (None when the run has no map to draw)."""
+        try:
+            return self.plot()
+        except Error:
+            return None
+
+    def table(self):
+        """Per-layer statistics as a tidy pandas DataFrame, one row per layer: the meta.json "stats"
+        columns, block z, its noise level and threshold, resolved, the N needed and the
+        noise-corrected NRI (where the run has them). Needs pandas (Debian: python3-pandas)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise Error("table() needs pandas (Debian: apt install python3-pandas); the same numbers are in r.stats and "
+                        "r.meta")
+        return pd.DataFrame(self._rows())
+
+    to_pandas = table
+
+    def _rows(self):
+        """[{column: value}] per layer: stats and significance (the table and _repr_html_)."""
+        rows = self.meta.get("stats") if isinstance(self.meta.get("stats"), list) else []
+        m = self.meta
+        noise = m.get("residue_noise") or {}
+        series = {"block_z": m.get("residue_block_z"), "block_z_noise": noise.get("block_z"),
+                  "z_needed": noise.get("block_z_threshold"), "resolved": m.get("residue_resolved"),
+                  "n_needed": m.get("residue_n_needed"), "nri_corrected": m.get("nri_corrected"),
+                  "map_noise_share": m.get("map_noise_share")}
+        out = []
+        for k, row in enumerate(rows):
+            r = {key: (_np.nan if v is None else v) for key, v in row.items()}
+            for key, v in series.items():
+                if isinstance(v, list) and k < len(v):
+                    r[key] = _np.nan if v[k] is None else v[k]
+            if isinstance(m.get("n", m.get("batch")), int):
+                r["n"] = m.get("n", m.get("batch"))
+            out.append(r)
+        return out
+
+    def _repr_html_(self):
+        """A notebook's view of the run: what it is, each layer's statistics and whether its residue is
+        resolved (unresolved in red), warnings, and the figure."""
+        import base64
+        import html
+        rows = self._rows()
+        cols = [c for c in ("layer", "nri", "nri_corrected", "residue_min", "residue_max", "residue_z_rms", "block_z",
+                            "z_needed", "resolved", "n_needed") if any(c in r for r in rows)]
+        h = ["<div class=\"maskpos-result\"><b>%s</b>" % html.escape(repr(self))]
+        if self._title():
+            h.append("<div>%s</div>" % html.escape(self._title()))
+        for w in ([self.meta["warning"]] if isinstance(self.meta.get("warning"), str) else []) + list(
+                self.meta.get("warnings") or []):
+            h.append("<div style=\"color:#c41414\">warning: %s</div>" % html.escape(str(w)))
+        if rows:
+            h.append("<table><tr>%s</tr>" % "".join("<th>%s</th>" % html.escape(c) for c in cols))
+            for r in rows:
+                bad = r.get("resolved") is False
+                cells = []
+                for c in cols:
+                    v = r.get(c, "")
+                    t = ("yes" if v else "NO") if isinstance(v, bool) else ("%.4g" % v if isinstance(v, float) else str(v))
+                    cells.append("<td>%s</td>" % html.escape(t))
+                h.append("<tr%s>%s</tr>" % (" style=\"color:#c41414\"" if bad else "", "".join(cells)))
+            h.append("</table>")
+        png = self._repr_png_()
+        if png:
+            h.append("<img src=\"data:image/png;base64,%s\"/>" % base64.b64encode(png).decode())
+        h.append("</div>")
+        return "\n".join(h)
+
+    def to_xarray(self):
+        """The run's arrays as an xarray.Dataset with named dimensions (layer, head, query, key; the
+        layer and head coordinates 1-based as the model numbers them, positions from 0) and the
+        per-layer statistics as variables over layer; meta.json in .attrs["meta"] (as JSON). Needs
+        xarray (Debian: python3-xarray)."""
+        try:
+            import xarray as xr
+        except ImportError:
+            raise Error("to_xarray() needs xarray (Debian: apt install python3-xarray); the arrays are in r.arrays")
+        m = self.meta
+        lay = m.get("layers")
+        data = {}
+        for name, a in self.arrays.items():
+            if a.ndim == 3 and a.shape[1] == a.shape[2]:
+                data[name] = (("layer", "query", "key"), a)
+            elif a.ndim == 4 and a.shape[2] == a.shape[3]:
+                data[name] = (("layer", "head", "query", "key"), a)
+            elif a.ndim == 2 and a.shape[0] == a.shape[1]:
+                data[name] = (("query", "key"), a)
+        L = next((v[1].shape[0] for v in data.values() if v[0][0] == "layer"), None)
+        coords = {}
+        if L is not None:
+            coords["layer"] = list(lay) if isinstance(lay, list) and len(lay) == L else list(range(1, L + 1))
+            rows = self._rows()
+            if len(rows) == L:
+                for c in rows[0]:
+                    if c != "layer" and all(isinstance(r.get(c), (int, float, bool)) for r in rows):
+                        data[c] = (("layer",), _np.array([r[c] for r in rows]))
+        H = next((v[1].shape[1] for v in data.values() if len(v[0]) == 4), None)
+        if H is not None:
+            coords["head"] = list(range(1, H + 1))
+        S = next((v[1].shape[-1] for v in data.values() if "key" in v[0]), None)
+        if S is not None:
+            coords["query"] = coords["key"] = list(range(S))
+        return xr.Dataset(data, coords=coords, attrs={"kind": self.kind, "meta": _json.dumps(m)})
+
+    def view(self, path, title=None, force=False):
+        """Writes the page `maskpos view` writes for this run (one self-contained HTML file: layer,
+        head and view selectors, hover, zoom, profiles), opening on the residue; returns path. A
+        run not read from a folder is saved to a temporary one first (removed afterwards)."""
+        return view([self], path, title=title, force=force)
 
     def close(self):
         if self._handle:
@@ -559,7 +712,9 @@ def load(folder):
     out = _ctypes.c_void_p()
     if _lib.lib.maskpos_load(_os.fsencode(folder), _ctypes.byref(out)) != _lib.OK:
         raise _fail()
-    return Result(out)
+    r = Result(out)
+    r.folder = _os.fspath(folder)
+    return r
 
 
 # ---------------------------------------------------------------- tokens, logits, samples, figures
@@ -674,15 +829,46 @@ def generate(model, n=1, length=64, temperature=1.0, greedy=False, top_k=0, top_
             m.close()
 
 
-def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=None, force=False):
+def plot(maps, path=None, layers=None, preset=None, cmap=None, diagnorm=False, title=None, force=False, format=None):
     """Draws score maps as a figure with the library's plot code (`maskpos plot`).
 
     maps: [S, S] (one panel) or [L, S, S] (one panel per layer, titled "Layer 1", "Layer 2", ...:
-    1-based, as every figure of maskpos); NaN cells are left blank. path: .png, .pdf or .svg.
-    layers: 1-based numbers of the layers to draw (default all). preset: "fig1".."fig5" (the
-    paper's figures, as `maskpos plot --preset`); cmap: "rocket", "vlag", "RdBu" (+ "_r");
-    diagnorm: divide each map by its diagonal mean first; title: the figure's title. An existing
-    file is replaced only with force=True. Returns path."""
+    1-based, as every figure of maskpos); NaN cells are left blank. path: .png, .pdf or .svg, a
+    binary file object (format= "png", "pdf", "svg"; default its name's extension, else png), or
+    None (the PNG's bytes are returned). layers: 1-based numbers of the layers to draw (default
+    all). preset: "fig1".."fig5" (the paper's figures, as `maskpos plot --preset`); cmap:
+    "rocket", "vlag", "RdBu" (+ "_r"); diagnorm: subtract each diagonal's mean first (the
+    residue); title: the figure's title. An existing file is replaced only with force=True.
+    Returns path (or the bytes). A run's maps with their significance: Result.plot."""
+    return _plot_to(maps, path, layers, preset, cmap, diagnorm, title, force, format, None, False)
+
+
+def _plot_to(maps, path, layers, preset, cmap, diagnorm, title, force, format, meta, residue):
+    """plot() into a path, a file object or bytes; meta: the run's meta.json text (each panel's
+    significance) or None."""
+    if path is None or hasattr(path, "write"):
+        name = getattr(path, "name", None)
+        fmt = (format or (_os.path.splitext(name)[1][1:] if isinstance(name, str) else "") or "png").lower()
+        if fmt not in ("png", "pdf", "svg"):
+            raise Error("format=%r: png, pdf or svg" % fmt)
+        d = _tempfile.mkdtemp(prefix="maskpos-plot-")
+        tmp = _os.path.join(d, "figure." + fmt)
+        try:
+            _plot_file(maps, tmp, layers, preset, cmap, diagnorm, title, True, meta, residue)
+            with open(tmp, "rb") as f:
+                data = f.read()
+        finally:
+            if _os.path.exists(tmp):
+                _os.unlink(tmp)
+            _os.rmdir(d)
+        if path is None:
+            return data
+        path.write(data)
+        return path
+    return _plot_file(maps, path, layers, preset, cmap, diagnorm, title, force, meta, residue)
+
+
+def _plot_file(maps, path, layers, preset, cmap, diagnorm, title, force, meta, residue):
     a = _np.asarray(maps, dtype=_np.float64)
     if a.ndim == 2:
         a = a[None]
@@ -694,17 +880,52 @@ def plot(maps, path, layers=None, preset=None, cmap=None, diagnorm=False, title=
         sel = _np.ascontiguousarray([_lib.whole(x, "layers") for x in ([layers] if isinstance(layers, int) else list(layers))],
                                     dtype=_np.intc)
     enc = lambda v: v.encode() if v is not None else None  # noqa: E731
-    rc = _lib.lib.maskpos_plot(_os.fsencode(path), a.ctypes.data, a.shape[0], a.shape[1],
-                               sel.ctypes.data if sel is not None and sel.size else None,
-                               int(sel.size) if sel is not None else 0, enc(preset), enc(cmap), 1 if diagnorm else 0,
-                               enc(title), 1 if force else 0)
+    rc = _lib.lib.maskpos_plot_run(_os.fsencode(path), a.ctypes.data, a.shape[0], a.shape[1],
+                                   sel.ctypes.data if sel is not None and sel.size else None,
+                                   int(sel.size) if sel is not None else 0, enc(preset), enc(cmap), 1 if diagnorm else 0,
+                                   enc(title), 1 if force else 0, enc(meta), 1 if residue else 0)
     if rc != _lib.OK:
         raise _fail(dict(layers=layers, preset=preset, cmap=cmap, title=title))
     return path
 
 
-# ---------------------------------------------------------------- scores from elsewhere (issue 26)
-from ._accumulator import Accumulator, model_scores  # noqa: E402
-from . import hf  # noqa: E402  (imports neither torch nor transformers)
+def view(runs, path, labels=None, title=None, force=False):
+    """Writes the page `maskpos view` writes (one self-contained HTML file) for up to 8 runs: run
+    folders (str or path) or Results (saved to temporary folders first, removed afterwards);
+    labels: one per run (default the folder names). It opens on the residue, says per layer whether
+    it is resolved at this N, and compares the runs side by side. An existing file is replaced only
+    with force=True. Returns path."""
+    import shutil
+    runs = list(runs) if isinstance(runs, (list, tuple)) else [runs]
+    tmp, dirs = [], []
+    try:
+        for k, r in enumerate(runs):
+            if isinstance(r, Result):
+                if getattr(r, "folder", None):
+                    dirs.append(r.folder)
+                    continue
+                d = _tempfile.mkdtemp(prefix="maskpos-view-")
+                tmp.append(d)
+                r.save(_os.path.join(d, "run%d" % (k + 1)))
+                dirs.append(_os.path.join(d, "run%d" % (k + 1)))
+            else:
+                dirs.append(_os.fspath(r))
+        if labels is None and any(isinstance(r, Result) and not getattr(r, "folder", None) for r in runs):
+            labels = [r._title() if isinstance(r, Result) else _os.path.basename(_os.fspath(r).rstrip("/"))
+                      for r in runs]
+        cd = (_ctypes.c_char_p * len(dirs))(*[_os.fsencode(d) for d in dirs])
+        cl = (_ctypes.c_char_p * len(dirs))(*[str(x).encode() for x in labels]) if labels is not None else None
+        if labels is not None and len(labels) != len(dirs):
+            raise Error("labels: %d for %d runs" % (len(labels), len(dirs)))
+        if _lib.lib.maskpos_view(_os.fsencode(path), cd, cl, len(dirs), title.encode() if title else None,
+                                 1 if force else 0) != _lib.OK:
+            raise _fail(dict(title=title))
+    finally:
+        for d in tmp:
+            shutil.rmtree(d, ignore_errors=True)
+    return path
 
-__all__ += ["Accumulator", "model_scores", "hf"]
+
+# ---------------------------------------------------------------- scores from elsewhere (issue 26)
+from ._accumulator import Accumulator, MaskposWarning, model_scores  # noqa: E402
+from . import hf  # noqa: E402  (imports neither torch nor transformers)

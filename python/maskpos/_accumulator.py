@@ -4,7 +4,8 @@ computed yourself (PyTorch, HF transformers, numpy), with the result `maskpos pr
     acc = maskpos.Accumulator(n_layers=4, n_heads=32, seq=1024, per_head=True, probs=True)
     for batch in loader:
         ...                                   # your forward pass; for each layer l (0-based):
-        acc.add(l, scores)                    # [B, H, S, S] or [H, S, S], pre-softmax
+        acc.add(l, scores, ids=input_ids,     # [B, H, S, S] or [H, S, S], pre-softmax; ids: BOS detected
+                lengths=attention_mask.sum(1))  # padded sequences: their lengths (padding never read)
     r = acc.result()                          # a maskpos.Result, as maskpos.probe returns
     r.save("runs/mine")                       # the folder `maskpos probe --out` writes
 
@@ -21,7 +22,9 @@ Tests: python/tests_torch/test_accumulator.py.
 """
 import ctypes
 import json
+import os
 import threading
+import warnings
 
 import numpy as np
 
@@ -47,6 +50,13 @@ _SIGNATURES = {
     "maskpos_acc_count": (ctypes.c_int64, [_P, ctypes.c_int], "acc layer"),
     "maskpos_acc_set_meta": (ctypes.c_int, [_P, ctypes.c_char_p], "acc meta"),
     "maskpos_acc_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P], "acc layer batch dtype"),
+    "maskpos_acc_add_lengths": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P, _P],
+                                "acc layer batch dtype"),
+    "maskpos_acc_check_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P, _P],
+                              "acc layer batch dtype"),
+    "maskpos_acc_lengths_on": (ctypes.c_int, [_P]),
+    "maskpos_acc_meta": (_P, [_P]),
+    "maskpos_acc_open_state": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P)], "path"),
     "maskpos_acc_add_sums": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
                                             ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_P)], "acc layer count len(sums)"),
     "maskpos_acc_merge": (ctypes.c_int, [_P, _P]),
@@ -84,66 +94,116 @@ def _windows(window, n_layers):
     return [0 if v is None else _lib.whole(v, "window[%d]" % i, 0) for i, v in enumerate(window)]
 
 
+class MaskposWarning(UserWarning):
+    """What maskpos reports without refusing: an input that is probably not what was meant (a BOS
+    column counted at first=0, too few sequences); also recorded in the result's meta["warnings"]."""
+
+
+def _int_rows(x, what, n=None):
+    """x (numpy, torch, list) as an int64 numpy array, [n] rows when n is given."""
+    from . import Error
+    if _is_torch(x):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.size and not np.issubdtype(a.dtype, np.integer):
+        if np.issubdtype(a.dtype, np.floating) and np.all(a == np.round(a)):
+            a = a.astype(np.int64)
+        else:
+            raise Error("accumulator: %s must be integers, not %s" % (what, a.dtype))
+    a = a.astype(np.int64)
+    if n is not None and (a.ndim < 1 or a.shape[0] != n):
+        raise Error("accumulator: %s has %s rows for a batch of %d" % (what, list(a.shape)[:1] or "no", n))
+    return a
+
+
+# a first column this many times the spread of the rest of its rows above them: a BOS or sink (result())
+_SINK_SPREADS = 3.0
+
+
 class Accumulator:
     """Streaming sums of pre-softmax attention scores, as `maskpos probe` keeps them.
 
-    n_layers, n_heads, seq: the layer slots (0-based in add()), query heads and S.
+    n_layers, n_heads, seq: the layer slots (0-based in add()), query heads and S (the longest
+    sequence; shorter ones through add(..., lengths=)).
     causal: query i observes keys j <= i only (False: a bidirectional run).
     window: sliding window W (int for every layer, or a list per layer; None/0: none); query i
         observes key j when i - j < W (and j - i < W without the causal mask), as HF applies it.
     per_head, probs, recency: the probe's --per-head, --probs and --recency outputs.
     stats: more statistics by name, a list or "a,b" (the probe's --stats; probs and recency are two of
         them); options["stats"] lists every optional statistic on.
-    first: the statistics cover positions first..S-1 (1 when every sequence starts with BOS, as
-        the probe decides from the token ids; the maps always cover every position).
+    first: the statistics cover positions first..S-1 (the maps always cover every position).
+        None (default): decided by the first add() that gives ids=, as the probe decides it: 1
+        when every sequence starts with BOS (bos_id, or without it the same first id in every
+        sequence of that batch), else 0; 0 when no ids are ever given.
+    bos_id: the model's BOS token id (for ids=; None: inferred as above).
     layer_ids: 1-based model layer numbers for meta.json (default 1..n_layers).
     meta: dict of keys put into the result's meta.json (e.g. {"model": "gpt2"}).
     heads_f64: per-head maps as float64 (default float32, as `maskpos probe` without --heads-f64;
         summed in double either way).
     """
 
+    _h = None  # a half-made accumulator (a bad argument) has nothing to free in __del__
+
     def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
-                 recency=False, first=0, layer_ids=None, meta=None, heads_f64=False, stats=None):
-        self._h = None
+                 recency=False, first=None, layer_ids=None, meta=None, heads_f64=False, bos_id=None, stats=None):
+        from . import Error
         # one lock per accumulator around every call into C: add() from several threads (a data
         # loader's workers) adds every batch once (issue 40: 4 threads lost updates, 1 try in 6)
         self._lock = threading.RLock()
         # the sizes as C ints, checked by the library (nothing allocated) before the per-layer lists
         # are built from them (Accumulator(2**31, 2, 8) built lists until the OOM killer came)
-        L, H, S, first = (_lib.whole(v, k) for v, k in ((n_layers, "n_layers"), (n_heads, "n_heads"), (seq, "seq"),
-                                                        (first, "first")))
-        flags = [1 if f else 0 for f in (per_head, probs, recency, heads_f64)]
+        L, H, S, f0 = (_lib.whole(v, k) for v, k in ((n_layers, "n_layers"), (n_heads, "n_heads"), (seq, "seq"),
+                                                     (0 if first is None else first, "first")))
         words = stats if isinstance(stats, (str, bytes)) or stats is None else ",".join(str(x) for x in stats)
-        o = _Options(L, H, S, 1 if causal else 0, None, None, first, *flags,
-                     words.encode() if isinstance(words, str) else words)
+        words = _lib.text(words, "stats") if words is not None else None
+        o = _Options(L, H, S, 1 if causal else 0, None, None, f0, *[1 if f else 0 for f in (per_head, probs, recency, heads_f64)],
+                     words)
         if _lib.lib.maskpos_acc_check(ctypes.byref(o)) != _lib.OK:
             raise _error()
         w = _windows(window, L)
         if layer_ids is not None and len(layer_ids) != L:
-            from . import Error
             raise Error("accumulator: layer_ids has %d entries for %d layers" % (len(layer_ids), L))
         ids = list(range(1, L + 1)) if layer_ids is None else [_lib.whole(x, "layer_ids[%d]" % i)
                                                               for i, x in enumerate(layer_ids)]
-        self._wbuf = (ctypes.c_int * L)(*w)
-        self._ibuf = (ctypes.c_int * L)(*ids)
-        o.windows, o.layer_ids = self._wbuf, self._ibuf
-        h = _P()
-        if _lib.lib.maskpos_acc_new(ctypes.byref(o), ctypes.byref(h)) != _lib.OK:
-            raise _error()
-        self._h = h
-        on = _Options()  # the statistics on, as the library reads them (probs and recency included)
-        if _lib.lib.maskpos_acc_options(h, ctypes.byref(on)) != _lib.OK:
-            raise _error()
-        names = [x for x in (on.stats or b"").decode().split(",") if x]
-        self.options = dict(n_layers=L, n_heads=H, seq=S, causal=bool(causal), window=w, per_head=bool(per_head),
-                            probs=bool(on.probs), recency=bool(on.recency), first=first, layer_ids=ids,
-                            heads_f64=bool(heads_f64), stats=names)
         if meta is not None and not isinstance(meta, dict):
-            from . import Error
             raise Error("accumulator: meta must be a dict of keys for meta.json, not %s" % type(meta).__name__)
+        self._first_auto = first is None
+        self.options = dict(n_layers=L, n_heads=H, seq=S, causal=bool(causal), window=w, per_head=bool(per_head),
+                            probs=bool(probs), recency=bool(recency), first=f0, layer_ids=ids, heads_f64=bool(heads_f64),
+                            stats=words.decode() if words else "")
+        self.bos_id = None if bos_id is None else _lib.whole(bos_id, "bos_id", 0)
+        self._make()
         self.meta = dict(meta or {})
+        self.warnings = []
         if self.meta:
             self._set_meta()
+
+    def _make(self):
+        """The C accumulator of self.options (replacing an empty one); options["probs"], ["recency"]
+        and ["stats"] (every optional statistic on, as a list) as the library reads them."""
+        o = self.options
+        st = o["stats"] if isinstance(o["stats"], str) else ",".join(o["stats"])
+        self._wbuf = (ctypes.c_int * len(o["window"]))(*o["window"])
+        self._ibuf = (ctypes.c_int * len(o["layer_ids"]))(*o["layer_ids"])
+        opts = _Options(o["n_layers"], o["n_heads"], o["seq"], 1 if o["causal"] else 0, self._wbuf, self._ibuf, o["first"],
+                        1 if o["per_head"] else 0, 1 if o["probs"] else 0, 1 if o["recency"] else 0,
+                        1 if o["heads_f64"] else 0, st.encode() if st else None)
+        h = _P()
+        if _lib.lib.maskpos_acc_new(ctypes.byref(opts), ctypes.byref(h)) != _lib.OK:
+            raise _error()
+        self.close()
+        with self._lock:
+            self._h = h
+        self._read_stats()
+
+    def _read_stats(self):
+        """options' probs, recency and stats from the library (the statistics on, however asked for)."""
+        on = _Options()
+        with self._lock:
+            if _lib.lib.maskpos_acc_options(self._h, ctypes.byref(on)) != _lib.OK:
+                raise _error()
+        self.options.update(probs=bool(on.probs), recency=bool(on.recency),
+                            stats=[x for x in (on.stats or b"").decode().split(",") if x])
 
     # ------------------------------------------------------------ basics
     def _set_meta(self):
@@ -177,8 +237,8 @@ class Accumulator:
 
     def __repr__(self):
         o = self.options
-        return "<maskpos.Accumulator %d layers, %d heads, S=%d, %s, n=%d>" % (
-            o["n_layers"], o["n_heads"], o["seq"], "causal" if o["causal"] else "bidirectional", self.n)
+        return "<maskpos.Accumulator %d layers, %d heads, S=%d, %s, first=%d, n=%d>" % (
+            o["n_layers"], o["n_heads"], o["seq"], "causal" if o["causal"] else "bidirectional", o["first"], self.n)
 
     # ------------------------------------------------------------ adding
     def _shape_error(self, what, shape):
@@ -219,21 +279,81 @@ class Accumulator:
         if not 0 <= layer < self.options["n_layers"]:
             raise Error("accumulator: layer %d is out of range [0, %d)" % (layer, self.options["n_layers"]))
 
-    def add(self, layer, scores, probs=None):
+    def _batch(self, scores):
+        shape = tuple(scores.shape)
+        return 1 if len(shape) == 3 else shape[0] if len(shape) == 4 else None
+
+    def _lengths(self, lengths, B):
+        """lengths as int32 [B] (None stays None)."""
+        if lengths is None:
+            return None
+        a = _int_rows(lengths, "lengths", B).reshape(-1)
+        if a.size != B:
+            raise self._shape_error("lengths", a.shape)
+        return np.ascontiguousarray(a.astype(np.int32))
+
+    def _warn(self, msg):
+        if msg not in self.warnings:
+            self.warnings.append(msg)
+            warnings.warn(msg, MaskposWarning, stacklevel=3)
+
+    def _ids(self, ids, B):
+        """BOS from the token ids, as the probe decides it (docs/python.md, "ids")."""
+        from . import Error
+        a = _int_rows(ids, "ids")
+        if a.ndim == 1:  # one sequence's ids [S] (B = 1), or the first id of each [B]
+            a = a[None, :] if B == 1 else a[:, None]
+        if a.ndim != 2 or a.shape[1] < 1 or a.shape[0] != B:
+            raise Error("accumulator: ids must be [B, S] token ids for a batch of %d, not %s" % (B, list(a.shape)))
+        col = a[:, 0]
+        empty = not any(self.counts)
+        if self._first_auto and empty:
+            bos, given = self.bos_id, self.bos_id is not None
+            if bos is None and B >= 2 and (col == col[0]).all():
+                bos = int(col[0])  # every sequence opens with the same token: the BOS
+            if bos is not None and (col == bos).all() and self.options["seq"] >= 3:
+                self.options["first"] = 1
+                self.bos_id = int(bos)
+                self._make()
+                self.meta["stats_first_from"] = ("ids: every sequence starts with BOS id %d (%s): the statistics skip "
+                                                 "position 0" % (bos, "given" if given else "the same first id in every sequence"))
+                self._set_meta()
+            self._first_auto = False
+            return
+        if self.options["first"] == 1 and self.bos_id is not None and not (col == self.bos_id).all():
+            k = int(np.nonzero(col != self.bos_id)[0][0])
+            raise Error("accumulator: ids[%d] starts with id %d, not BOS %d: the statistics skip position 0 (first=1) of "
+                        "sequences that start with BOS; nothing was added" % (k, int(col[k]), self.bos_id))
+        if self.options["first"] == 0 and self.bos_id is not None and (col == self.bos_id).all():
+            self._warn("every sequence starts with BOS id %d but first=0: its column enters every statistic (a false "
+                       "'non-relative' layer 1); make the accumulator with first=1 (or first=None and ids=)" % self.bos_id)
+
+    def add(self, layer, scores, probs=None, lengths=None, ids=None):
         """Adds one layer's pre-softmax scores for a batch: [B, H, S, S] or [H, S, S] (numpy, or a
         torch tensor on any device). Entries outside the causal mask or window are never read
         (-inf, NaN or anything). probs: the post-softmax probabilities in the same layout (needs
         probs=True), or None: computed from the scores with the probe's own softmax (host) or
-        torch.softmax in float32 (CUDA). A bad input raises maskpos.Error and adds nothing."""
+        torch.softmax in float32 (CUDA). lengths: [B] each sequence's length S' <= S (padded
+        batches, e.g. attention_mask.sum(1) of right-padded ones): its top-left S' x S' block is
+        added, padding never read. ids: [B, S] token ids: the first add() with them decides first
+        (BOS) when the accumulator was made with first=None; later ones are checked against it.
+        A score of magnitude 1e4 or more in an observed entry is refused as a padding or mask
+        value. A bad input raises maskpos.Error and adds nothing."""
         from . import Error
         self._check_layer(layer)
         if probs is not None and not self.options["probs"]:
             raise Error("accumulator: probabilities given but the accumulator was made without probs=True")
+        B = self._batch(scores)
+        if B is None:
+            raise self._shape_error("scores", scores.shape)
+        lens = self._lengths(lengths, B)
+        if ids is not None:
+            self._ids(ids, B)
         if _is_torch(scores) and scores.device.type != "cpu" and set(self.options["stats"]) <= {"probs"}:
             # the sums maskpos._torch computes on the device: the maps' and the probabilities'; any
             # other statistic takes the scores on the host
             from . import _torch
-            _torch.add_on_device(self, int(layer), scores, probs)
+            _torch.add_on_device(self, int(layer), scores, probs, lens)
             return
         s = self._host(scores, "scores")
         p = None
@@ -245,14 +365,30 @@ class Accumulator:
                 p = p.astype(s.dtype)
         dt = _DT_F32 if s.dtype == np.float32 else _DT_F64
         with self._lock:
-            rc = _lib.lib.maskpos_acc_add(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
-                                          p.ctypes.data if p is not None else None)
+            rc = _lib.lib.maskpos_acc_add_lengths(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
+                                                  p.ctypes.data if p is not None else None,
+                                                  lens.ctypes.data if lens is not None else None)
             if rc != _lib.OK:
+                raise _error()
+
+    def check(self, layer, scores, probs=None, lengths=None):
+        """The check add() makes, adding nothing (scores a host array [B, H, S, S])."""
+        s = self._host(scores, "scores")
+        lens = self._lengths(lengths, s.shape[0])
+        p = None if probs is None else self._host(probs, "probs").astype(s.dtype)
+        dt = _DT_F32 if s.dtype == np.float32 else _DT_F64
+        self._check_layer(layer)
+        with self._lock:
+            if _lib.lib.maskpos_acc_check_add(self._h, int(layer), s.shape[0], dt, s.ctypes.data,
+                                              p.ctypes.data if p is not None else None,
+                                              lens.ctypes.data if lens is not None else None) != _lib.OK:
                 raise _error()
 
     def add_sums(self, layer, count, sums):
         """Adds sums computed elsewhere for `count` sequences of one layer: {name: float64 array}
-        for every name of state_dict()["arrays"], each that array's slice of this layer."""
+        for every name of state_dict()["arrays"], each that array's slice of this layer; or, for
+        the block test, "block_means" [count, nb, nb] (each sequence's, NaN for a block it does
+        not observe) in place of bsum, bsumsq, bflip and bcnt."""
         self._check_layer(layer)
         count = _lib.whole(count, "count", 0, 2 ** 53)
         if not isinstance(sums, dict):
@@ -273,9 +409,19 @@ class Accumulator:
                 raise _error()
 
     # ------------------------------------------------------------ combining and state
+    def _sync_options(self):
+        """self.options["seq"] from the library (a merge grows it to the longer accumulator's)."""
+        o = _Options()
+        with self._lock:
+            if _lib.lib.maskpos_acc_options(self._h, ctypes.byref(o)) != _lib.OK:
+                raise _error()
+        self.options["seq"] = int(o.seq)
+
     def merge(self, other):
-        """self += other (same options): the sums added entry by entry, counts per layer. Merging
-        in a fixed order gives fixed bits."""
+        """self += other (the same options but seq): the sums added entry by entry, counts per layer.
+        Merging in a fixed order gives fixed bits. Of different S, the shorter one's sums enter the
+        longer one's top-left block, as sequences of that length would (add(..., lengths=)); self
+        takes the longer S."""
         if not isinstance(other, Accumulator):
             from . import Error
             raise Error("accumulator merge: another Accumulator is needed, not %s" % type(other).__name__)
@@ -283,6 +429,10 @@ class Accumulator:
         with first._lock, second._lock:
             if _lib.lib.maskpos_acc_merge(self._h, other._h) != _lib.OK:
                 raise _error()
+        self._sync_options()
+        for w in other.warnings:
+            if w not in self.warnings:
+                self.warnings.append(w)
         return self
 
     def _arrays(self, copy=True):
@@ -299,7 +449,7 @@ class Accumulator:
         """Everything needed to continue: options, counts per layer, meta and every sum (float64
         copies). Accumulator.from_state(d) rebuilds it; np.savez/torch.save can store it."""
         with self._lock:  # (counts and sums of the same moment)
-            return {"options": dict(self.options), "counts": self.counts, "meta": dict(self.meta),
+            return {"options": dict(self.options, bos_id=self.bos_id), "counts": self.counts, "meta": dict(self.meta),
                     "arrays": self._arrays()}
 
     @classmethod
@@ -313,8 +463,11 @@ class Accumulator:
         if missing:
             raise Error("accumulator state: options lack %s" % ", ".join(sorted(missing)))
         acc = cls(meta=state.get("meta"), **o)
-        mine = acc._arrays(copy=False)
+        acc._first_auto = False
         given = state["arrays"]
+        if "npos" in given and _lib.lib.maskpos_acc_lengths_on(acc._h) != _lib.OK:
+            raise _error()
+        mine = acc._arrays(copy=False)
         if sorted(given) != sorted(mine):
             raise Error("accumulator state: sums %s, expected %s" % (sorted(given), sorted(mine)))
         for k, a in mine.items():
@@ -337,17 +490,61 @@ class Accumulator:
         return (Accumulator.from_state, (self.state_dict(),))
 
     def save_state(self, path):
-        """The state as one file (the probe's checkpoint format: checksum, atomic write)."""
+        """The state as one file (written atomically, with a checksum): the options, meta, counts per
+        layer and every sum. Accumulator.load_state(path) reads it back alone."""
+        if self.meta:
+            self._set_meta()
         with self._lock:
             if _lib.lib.maskpos_acc_save_state(self._h, _lib.text(path, "path")) != _lib.OK:
                 raise _error()
 
     @classmethod
-    def load_state(cls, path, **options):
-        """A new accumulator made with `options` (the same as the saved one's) holding the file's state."""
-        acc = cls(**options)
-        if _lib.lib.maskpos_acc_load_state(acc._h, _lib.text(path, "path")) != _lib.OK:
+    def _from_handle(cls, h):
+        """An Accumulator around a library accumulator h (options and meta read from it)."""
+        acc = cls.__new__(cls)
+        acc._lock = threading.RLock()
+        acc._h = h
+        o = _Options()
+        if _lib.lib.maskpos_acc_options(h, ctypes.byref(o)) != _lib.OK:
             raise _error()
+        L = int(o.n_layers)
+        acc.options = dict(n_layers=L, n_heads=int(o.n_heads), seq=int(o.seq), causal=bool(o.causal),
+                           window=[int(o.windows[l]) for l in range(L)], per_head=bool(o.per_head), probs=bool(o.probs),
+                           recency=bool(o.recency), first=int(o.first), layer_ids=[int(o.layer_ids[l]) for l in range(L)],
+                           heads_f64=bool(o.heads_f64), stats=[x for x in (o.stats or b"").decode().split(",") if x])
+        acc._wbuf = (ctypes.c_int * L)(*acc.options["window"])
+        acc._ibuf = (ctypes.c_int * L)(*acc.options["layer_ids"])
+        p = _lib.lib.maskpos_acc_meta(h)
+        acc.meta = {}
+        if p:
+            try:
+                acc.meta = json.loads(ctypes.string_at(p).decode())
+            finally:
+                _lib.lib.maskpos_free(p)
+        acc.bos_id = acc.meta.get("bos_id") if isinstance(acc.meta.get("bos_id"), int) else None
+        acc._first_auto = False
+        acc.warnings = []
+        return acc
+
+    @classmethod
+    def load_state(cls, path, **options):
+        """The accumulator saved in path (save_state): its options, meta, counts and sums. With
+        options (also for a state file of an older maskpos, which did not store them), they must
+        be the saved ones."""
+        from . import Error
+        if not options:
+            h = _P()
+            if _lib.lib.maskpos_acc_open_state(_lib.text(path, "path"), ctypes.byref(h)) != _lib.OK:
+                raise _error()
+            return cls._from_handle(h)
+        try:
+            acc = cls(**options)
+        except TypeError as e:
+            raise Error("load_state(%r, ...): %s" % (os.fspath(path), e))
+        with acc._lock:
+            if _lib.lib.maskpos_acc_load_state(acc._h, _lib.text(path, "path")) != _lib.OK:
+                raise _error()
+        acc._first_auto = False
         return acc
 
     def reduce_distributed(self, dst=0, group=None):
@@ -359,10 +556,50 @@ class Accumulator:
         return _torch.reduce_distributed(self, dst, group)
 
     # ------------------------------------------------------------ result
+    def _first_column(self):
+        """A warning when, with first=0, the first key's column stands far above the rest of its rows
+        in some layer (a BOS or an attention sink: content, not position), else None."""
+        o = self.options
+        if o["first"] != 0 or not self.n:
+            return None
+        S, L, H = o["seq"], o["n_layers"], o["n_heads"]
+        st = self._arrays(copy=False)
+        cnt = np.asarray(self.counts, dtype=np.float64)
+        if "npos" in st:
+            cnt = st["npos"].reshape(L, S)[:, :1].ravel()
+        sums = st["sum"].reshape(L, S, S)
+        i, j = np.arange(S)[:, None], np.arange(S)[None, :]
+        seen = (j <= i) if o["causal"] else np.ones((S, S), bool)
+        worst = None
+        for l in range(L):
+            if cnt[l] < 1:
+                continue
+            m = sums[l] / (cnt[l] * H)
+            rows = np.where(seen & (j >= 1), m, np.nan)[1:]            # queries 1.., keys 1..
+            mu = np.nanmean(rows, axis=1, keepdims=True)
+            spread = np.nanstd(rows - mu)
+            excess = float(np.mean(m[1:, 0] - mu[:, 0]))
+            if spread > 0 and excess > _SINK_SPREADS * spread and (worst is None or excess / spread > worst[2]):
+                worst = (l, excess, excess / spread)
+        if worst is None:
+            return None
+        return ("layer slot %d: the first key's column stands %.3g above the rest of its rows (%.1f times their spread) "
+                "while first=0: a BOS or attention-sink token at position 0? It then enters every statistic (layer 1 "
+                "reads as non-relative); give add(..., ids=) so BOS is detected, or first=1" % worst)
+
     def result(self):
         """The maskpos.Result that maskpos.probe returns for these sums (scores, scores_se,
-        scores_diagnorm, scores_heads, probs..., stats, meta)."""
+        scores_diagnorm, scores_heads, probs..., stats, meta). What add() and this call noticed
+        without refusing (a BOS column at first=0) is warned about (MaskposWarning) and recorded in
+        meta["warnings"]."""
         from . import Result
+        w = self._first_column()
+        if w:
+            self._warn(w)
+        if self.warnings:
+            self.meta["warnings"] = list(self.warnings)
+        if self.bos_id is not None:
+            self.meta["bos_id"] = self.bos_id
         if self.meta:
             self._set_meta()
         out = _P()

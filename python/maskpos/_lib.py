@@ -208,6 +208,12 @@ _SIGNATURES = {
     "maskpos_plot": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
                                     ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                                     ctypes.c_int], "path maps len(maps) S layers len(layers) preset cmap diagnorm title force"),
+    "maskpos_plot_run": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_void_p,
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                        ctypes.c_int, ctypes.c_char_p, ctypes.c_int],
+                         "path maps len(maps) S layers len(layers) preset cmap diagnorm title force meta residue"),
+    "maskpos_view": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p),
+                                    ctypes.c_int, ctypes.c_char_p, ctypes.c_int], "out dirs labels len(dirs) title force"),
 }
 
 declare(_SIGNATURES)

@@ -14,11 +14,19 @@ switches the model to it for the call and back afterwards. The function computes
 (scores = q·kᵀ·scaling, soft-capped by kwargs["softcap"] when the model passes one, the mask, a
 float32 softmax, the values) and hands each selected layer's pre-softmax scores to a
 maskpos.Accumulator (reduced on the GPU when the tensors live there). The mask is the model's
-causal mask and sliding window, rebuilt from the layer (module.sliding_window or
-kwargs["sliding_window"]); bidirectional=True drops the causal part (the window stays, both ways,
-as maskpos' --bidirectional). The forward pass stops after the deepest selected layer.
-Sequences must all have S tokens (no padding: a padded row of attention_mask is refused, the
-maps are [S, S]); texts are tokenized and those shorter than seq dropped, as `maskpos corpus`.
+causal mask and sliding window (one window per layer, decided before the run from the module or
+config and checked against what the model passes: the mask and the statistics always use the same
+one), and each sequence's length; bidirectional=True drops the causal part (the window stays, both
+ways, as maskpos' --bidirectional). The forward pass stops after the deepest selected layer.
+Padded batches (right padding: attention_mask [N, S] of ones then zeros) are probed with each
+sequence's length (Accumulator lengths=); texts are tokenized, each a sequence of up to seq tokens,
+or packed (pack=True: concatenated and cut into rows of seq, BOS first when the tokenizer adds one,
+as `maskpos corpus --pack`).
+Attention keyword arguments are checked against the ones this capture implements or knows to
+leave the computation unchanged (ATTENTION_KWARGS); any other (attention sinks' s_aux, ...) is
+refused rather than dropped, since dropping it would change the forward pass.
+transformers >= TRANSFORMERS_MIN is needed (AttentionInterface in its top level); an older one is
+named in the error.
 
 Neither torch nor transformers is imported with maskpos: only when probe() runs. Without
 transformers, registry= takes any mapping the model looks its attention function up in (the
@@ -34,6 +42,24 @@ import numpy as np
 from ._accumulator import Accumulator
 
 NAME = "maskpos_capture"
+
+# The transformers versions this module is written for: AttentionInterface in the top-level
+# namespace (4.51) and the attention call (module, query, key, value, attention_mask, scaling,
+# dropout, **kwargs) of 4.51 .. 4.57. python/tests_hf checks real models where transformers is
+# installed (the GPU machine: scripts/gpu_check.sh prints the version it ran).
+TRANSFORMERS_MIN = (4, 51)
+TRANSFORMERS_TESTED = "4.51 - 4.57"
+
+# Attention keyword arguments: those the capture implements (softcap, sliding_window) and those
+# that leave eager attention's result unchanged (positions, caches, flash-attention's packing
+# metadata, flags), by name. Any other with a value is refused: dropping it would change the
+# forward pass (e.g. s_aux, GPT-OSS's attention sinks).
+ATTENTION_KWARGS = frozenset([
+    "softcap", "sliding_window",                                     # implemented
+    "position_ids", "cache_position", "output_attentions", "use_cache", "past_key_value", "past_key_values",
+    "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
+    "max_seqlen_k", "target_dtype", "is_causal", "query_length", "layer_idx", "position_embeddings", "kwargs",
+])
 
 
 class _Stop(Exception):
@@ -63,6 +89,37 @@ def attention_modules(model):
     return out
 
 
+def transformers_version():
+    """transformers' version as (major, minor, text); ImportError when it is not installed."""
+    import transformers
+    text = getattr(transformers, "__version__", "0.0")
+    parts = []
+    for x in text.split(".")[:2]:
+        digits = "".join(c for c in x if c.isdigit())
+        parts.append(int(digits) if digits else 0)
+    while len(parts) < 2:
+        parts.append(0)
+    return parts[0], parts[1], text
+
+
+def check_transformers():
+    """Raises maskpos.Error naming the version found when transformers is missing or older than
+    TRANSFORMERS_MIN, or lacks AttentionInterface."""
+    try:
+        major, minor, text = transformers_version()
+    except ImportError:
+        raise _error("maskpos.hf: transformers is not installed (needs >= %d.%d; tested %s), and no registry= was "
+                     "given" % (TRANSFORMERS_MIN + (TRANSFORMERS_TESTED,)))
+    if (major, minor) < TRANSFORMERS_MIN:
+        raise _error("maskpos.hf: found transformers %s, needs >= %d.%d (AttentionInterface; tested %s)" % (
+            (text,) + TRANSFORMERS_MIN + (TRANSFORMERS_TESTED,)))
+    try:
+        from transformers import AttentionInterface  # noqa: F401
+    except ImportError:
+        raise _error("maskpos.hf: found transformers %s without AttentionInterface, needs >= %d.%d (tested %s)" % (
+            (text,) + TRANSFORMERS_MIN + (TRANSFORMERS_TESTED,)))
+
+
 def layer_window(module, cfg, layer):
     """The sliding window of a layer (0: none): the module's own sliding_window, else the
     config's layer_types."""
@@ -88,17 +145,39 @@ def _mask(torch, T, causal, window, device):
 
 class Capture:
     """The attention function probe() installs: eager attention that feeds an Accumulator.
-    slots: {model layer index (0-based): accumulator slot}; stop_after: the layer index after
-    which the forward pass is stopped (None: run every layer)."""
+    slots: {model layer index (0-based): accumulator slot}; windows: {layer index: W (0 none)},
+    the one window of each layer, shared by the mask and the accumulator; stop_after: the layer
+    index after which the forward pass is stopped (None: run every layer); lengths: the current
+    batch's sequence lengths (None: all T)."""
 
     def __init__(self, acc, slots, causal, windows, stop_after=None):
         self.acc, self.slots, self.causal, self.windows = acc, slots, causal, windows
         self.stop_after = stop_after
         self.seconds = 0.0
+        self.lengths = None
+
+    def _check_kwargs(self, li, kwargs):
+        for k, v in kwargs.items():
+            if k not in ATTENTION_KWARGS and v is not None:
+                raise _error("maskpos.hf: layer %d's attention was called with %s=%s, which maskpos' capture does not "
+                             "implement (it implements softcap and sliding_window; %s): dropping it would change the "
+                             "forward pass, so the model is not probed" % (
+                                 li + 1, k, type(v).__name__, "a model with attention sinks or another variant needs "
+                                 "its own eager function"))
+        if kwargs.get("is_causal") is False and self.causal:
+            raise _error("maskpos.hf: layer %d's attention is not causal (is_causal=False); probe it with "
+                         "bidirectional=True" % (li + 1))
+        w = kwargs.get("sliding_window")
+        mine = self.windows.get(li, 0)
+        if w and int(w) != mine and not (mine == 0 and int(w) >= 1 << 30):
+            raise _error("maskpos.hf: layer %d's attention passes sliding_window=%d, but the accumulator counts %s: the "
+                         "mask and the statistics would use different windows" % (
+                             li + 1, int(w), "window %d" % mine if mine else "no window"))
 
     def __call__(self, module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
         import torch
         li = module.layer_idx
+        self._check_kwargs(li, kwargs)
         B, H, T, D = query.shape
         rep = H // key.shape[1]
         if rep > 1:  # grouped-query attention: query head h reads key/value head h // rep
@@ -108,12 +187,17 @@ class Capture:
         cap = kwargs.get("softcap")
         if cap:  # gemma2: soft-capping before the mask, as its eager function does
             scores = torch.tanh(scores / cap) * cap
-        window = self.windows.get(li) or kwargs.get("sliding_window") or 0
-        obs = _mask(torch, T, self.causal, int(window), scores.device)
+        obs = _mask(torch, T, self.causal, int(self.windows.get(li, 0)), scores.device)
+        obs = obs.view(1, 1, T, T)
+        if self.lengths is not None:  # each sequence's keys stop at its length (padding never attended)
+            ln = self.lengths.to(scores.device).view(B, 1, 1, 1)
+            obs = obs & (torch.arange(T, device=scores.device).view(1, 1, 1, T) < ln)
         probs = torch.softmax(scores.masked_fill(~obs, float("-inf")), dim=-1, dtype=torch.float32)
+        probs = torch.nan_to_num(probs, nan=0.0)  # a padded query row with no key left
         if li in self.slots:
             t0 = time.perf_counter()
-            self.acc.add(self.slots[li], scores, probs if self.acc.options["probs"] else None)
+            self.acc.add(self.slots[li], scores, probs if self.acc.options["probs"] else None,
+                         lengths=None if self.lengths is None else self.lengths.cpu().numpy())
             self.seconds += time.perf_counter() - t0
         if self.stop_after is not None and li >= self.stop_after:
             raise _Stop()
@@ -145,11 +229,8 @@ class _Installed:
         if self.registry is not None:
             self.registry[NAME] = self.fn
         else:
-            try:
-                from transformers import AttentionInterface
-            except ImportError:
-                raise _error("maskpos.hf: transformers is not installed (pip install transformers), and no "
-                             "registry= was given")
+            check_transformers()
+            from transformers import AttentionInterface
             AttentionInterface.register(NAME, self.fn)
             try:  # the mask functions are looked up by the same name in recent versions
                 from transformers.masking_utils import AttentionMaskInterface, eager_mask
@@ -187,19 +268,58 @@ class _Installed:
             self.registry.pop(NAME, None)
 
 
-def _tokens(torch, input_ids_or_texts, tokenizer, seq, attention_mask):
-    """[N, S] int64 tensor of token ids; texts tokenized (shorter than seq dropped)."""
+def _bos_added(tokenizer):
+    """The BOS id when the tokenizer puts one in front of a text, else None."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    if not isinstance(bos, int):
+        return None
+    try:
+        first = tokenizer("a")["input_ids"]
+    except Exception:  # noqa: BLE001 (a tokenizer that cannot encode a letter adds nothing we can see)
+        return None
+    return bos if first and first[0] == bos else None
+
+
+def _texts(torch, docs, tokenizer, seq, pack):
+    """Texts as ids [N, seq] and lengths [N] (None when every row is whole), and how many texts
+    were dropped: each text its first seq tokens (shorter ones padded, at least 3 tokens), or
+    packed: the texts' tokens (without special tokens) concatenated and cut into rows of seq, BOS
+    first when the tokenizer adds one (as `maskpos corpus --pack`)."""
+    if pack:
+        bos = _bos_added(tokenizer)
+        stream = []
+        for r in tokenizer(docs, add_special_tokens=False)["input_ids"]:
+            stream.extend(r)
+        per = seq - (bos is not None)
+        n = len(stream) // per
+        if n < 1:
+            raise _error("maskpos.hf.probe: the %d texts give %d tokens, fewer than one row of seq=%d" % (
+                len(docs), len(stream), seq))
+        rows = [([bos] if bos is not None else []) + stream[k * per:(k + 1) * per] for k in range(n)]
+        return torch.tensor(rows, dtype=torch.long), None, 0
+    enc = [r[:seq] for r in tokenizer(docs)["input_ids"]]
+    keep = [r for r in enc if len(r) >= 3]
+    if not keep:
+        raise _error("maskpos.hf.probe: none of the %d texts has 3 tokens" % len(docs))
+    pad = getattr(tokenizer, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) else 0
+    ids = torch.tensor([r + [pad] * (seq - len(r)) for r in keep], dtype=torch.long)
+    lens = torch.tensor([len(r) for r in keep], dtype=torch.long)
+    return ids, (None if bool((lens == seq).all()) else lens), len(docs) - len(keep)
+
+
+def _tokens(torch, input_ids_or_texts, tokenizer, seq, attention_mask, pack=False):
+    """[N, S] int64 tensor of token ids, [N] lengths (None: all S) and the texts dropped: texts
+    tokenized (or packed); a right-padded batch's lengths from attention_mask."""
     x = input_ids_or_texts
     if isinstance(x, str) or (isinstance(x, (list, tuple)) and x and isinstance(x[0], str)):
         if tokenizer is None:
             raise _error("maskpos.hf.probe: texts need tokenizer=")
         if not seq:
-            raise _error("maskpos.hf.probe: texts need seq= (every sequence has seq tokens)")
-        docs = [x] if isinstance(x, str) else list(x)
-        rows = [r[:seq] for r in tokenizer(docs)["input_ids"] if len(r) >= seq]
-        if not rows:
-            raise _error("maskpos.hf.probe: none of the %d texts has %d tokens" % (len(docs), seq))
-        return torch.tensor(rows, dtype=torch.long), len(docs) - len(rows)
+            raise _error("maskpos.hf.probe: texts need seq= (the tokens per sequence)")
+        return _texts(torch, [x] if isinstance(x, str) else list(x), tokenizer, int(seq), pack)
+    if pack:
+        raise _error("maskpos.hf.probe: pack=True packs texts; give texts and tokenizer=")
     if _is_tensor(x):
         ids = x.detach().to("cpu", torch.long)
     else:
@@ -212,14 +332,24 @@ def _tokens(torch, input_ids_or_texts, tokenizer, seq, attention_mask):
         if ids.shape[1] < seq:
             raise _error("maskpos.hf.probe: sequences have %d tokens, fewer than seq=%d" % (ids.shape[1], seq))
         ids = ids[:, :seq]
+    lens = None
     if attention_mask is not None:
         am = attention_mask.detach().cpu() if _is_tensor(attention_mask) else torch.as_tensor(np.asarray(attention_mask))
-        am = am.reshape(ids.shape[0], -1)[:, :ids.shape[1]]
-        bad = (am == 0).any(1).nonzero()
-        if len(bad):
-            raise _error("maskpos.hf.probe: sequence %d is padded (attention_mask 0); the maps need sequences of "
-                         "the same length S: truncate them to the shortest or drop the short ones" % int(bad[0]))
-    return ids, 0
+        am = (am.reshape(ids.shape[0], -1)[:, :ids.shape[1]] != 0).to(torch.long)
+        lens = am.sum(1)
+        T = ids.shape[1]
+        right = (am == (torch.arange(T).view(1, T) < lens.view(-1, 1)).to(torch.long)).all(1)
+        if not bool(right.all()):
+            k = int((~right).nonzero()[0])
+            raise _error("maskpos.hf.probe: sequence %d is not right-padded (attention_mask has a 0 before a 1): the maps "
+                         "need sequences that start at position 0; pad on the right (tokenizer.padding_side = 'right')" % k)
+        short = (lens < 3).nonzero()
+        if len(short):
+            raise _error("maskpos.hf.probe: sequence %d has %d tokens (attention_mask): at least 3 are needed" % (
+                int(short[0]), int(lens[short[0]])))
+        if bool((lens == T).all()):
+            lens = None
+    return ids, lens, 0
 
 
 def _is_tensor(x):
@@ -238,23 +368,32 @@ def _progress(show, total):
 
 def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, bidirectional=False, progress=True,
           seq=None, per_head=False, probs=False, recency=False, attention_mask=None, first=None, registry=None, stats=None,
-          stop_early=True, accumulator=None, meta=None):
+          stop_early=True, accumulator=None, meta=None, pack=False):
     """Mean pre-softmax attention-score maps of an HF model over token sequences → maskpos.Result
     (the same arrays, statistics and meta keys as maskpos.probe).
 
     input_ids_or_texts: ids [N, S] (tensor, array or lists), or a str / list of str with tokenizer
-    and seq. layers: 1-based model layers (default 1-4, all when fewer). batch_size: sequences per
-    forward pass. bidirectional: the counterfactual without the causal mask. per_head, probs,
-    recency, stats: as maskpos.probe. first: the position the statistics start from (default: 1 when
-    every sequence starts with the tokenizer's / config's BOS, as the probe decides, else 0).
-    attention_mask: checked only (padding is refused). registry: the mapping the model looks its
-    attention function up in, when it is not transformers'. accumulator: an Accumulator to add to
-    (e.g. to continue a run; its options must fit), returned sums in .accumulator of the result.
+    and seq (each text its first seq tokens, shorter ones padded; pack=True: the texts
+    concatenated and cut into rows of seq, BOS first when the tokenizer adds one). layers: 1-based
+    model layers (default 1-4, all when fewer). batch_size: sequences per forward pass.
+    bidirectional: the counterfactual without the causal mask. per_head, probs, recency, stats:
+    as maskpos.probe (recency needs whole sequences). first: the position the statistics start from
+    (default: 1 when every sequence starts with the tokenizer's / config's BOS, as the probe
+    decides, else 0). attention_mask: [N, S] of a right-padded batch: each sequence is probed over
+    its own length (its top-left block of the maps; padding never read). registry: the mapping the
+    model looks its attention function up in, when it is not transformers' (then no transformers
+    version is needed). accumulator: an Accumulator to add to (e.g. to continue a run; its
+    options must fit), returned sums in .accumulator of the result.
     """
     import torch
+    if registry is None:
+        check_transformers()
     cfg = _text_config(model)
-    ids, dropped = _tokens(torch, input_ids_or_texts, tokenizer, seq, attention_mask)
+    ids, lens, dropped = _tokens(torch, input_ids_or_texts, tokenizer, seq, attention_mask, pack)
     N, S = ids.shape
+    if lens is not None and recency:
+        raise _error("maskpos.hf.probe: recency=True needs sequences of one length (its triple counts); this batch is "
+                     "padded")
     L_model = int(getattr(cfg, "num_hidden_layers"))
     H = int(getattr(cfg, "num_attention_heads"))
     if layers is None:
@@ -269,16 +408,19 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     missing = [l for l in layers if l - 1 not in mods]
     if missing:
         raise _error("maskpos.hf.probe: no attention module with layer_idx %d found" % (missing[0] - 1))
-    windows = {l - 1: layer_window(mods[l - 1], cfg, l - 1) for l in layers}
+    windows = {li: layer_window(m, cfg, li) for li, m in mods.items()}  # every layer: the mask of each
     if first is None:
         bos = getattr(tokenizer, "bos_token_id", None) if tokenizer is not None else None
         bos = getattr(cfg, "bos_token_id", None) if bos is None else bos
         first = 1 if isinstance(bos, int) and S >= 3 and bool((ids[:, 0] == bos).all()) else 0
+        if first and lens is not None and bool((lens < 3).any()):
+            first = 0
     if accumulator is None:
         info = {"model": str(getattr(cfg, "_name_or_path", "") or type(model).__name__),
                 "arch": str(getattr(cfg, "model_type", "")), "source": "maskpos.hf.probe: scores captured from "
                 "transformers' attention interface (eager attention, the model's dtype)",
-                "kv_heads": int(getattr(cfg, "num_key_value_heads", H) or H), "dropped_texts": dropped}
+                "kv_heads": int(getattr(cfg, "num_key_value_heads", H) or H), "dropped_texts": dropped,
+                "packed": bool(pack)}
         info.update(meta or {})
         accumulator = Accumulator(len(layers), H, S, causal=not bidirectional, window=[windows[l - 1] for l in layers],
                                   per_head=per_head, probs=probs, recency=recency, stats=stats, first=first, layer_ids=layers,
@@ -294,8 +436,11 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
         with _Installed(model, cap, registry), torch.no_grad():
             for b0 in range(0, N, batch_size):
                 x = ids[b0:b0 + batch_size].to(dev)
+                cap.lengths = None if lens is None else lens[b0:b0 + batch_size]
+                am = torch.ones_like(x) if lens is None else (
+                    torch.arange(S).view(1, S) < cap.lengths.view(-1, 1)).to(x.dtype).to(dev)
                 try:
-                    model(input_ids=x, attention_mask=torch.ones_like(x), use_cache=False)
+                    model(input_ids=x, attention_mask=am, use_cache=False)
                 except _Stop:
                     pass
                 if b0 == 0 and min(accumulator.counts) == 0:

@@ -3,6 +3,7 @@ item 3) equal the commands that do the same (`maskpos tokenize`, `tokenize --dec
 --out`, `generate --out`, `plot`) byte for byte, on the embedded byte-level model (models/rope)
 and on a GGUF with a BPE vocabulary written by `maskpos mkmodel`."""
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -69,8 +70,13 @@ def test_generate_equals_the_command(cli, tmp_path, gguf):
 
 def test_plot_draws_what_the_command_draws(cli, tmp_path):
     cli("simulate", "--batch", "50", "--seq", "8", "--dim", "8", "--layers", "3", "--quiet", "--out", tmp_path / "s")
-    cli("plot", tmp_path / "s" / "scores_diagnorm.npy", "-o", tmp_path / "c.png")
-    cli("plot", tmp_path / "s" / "scores.npy", "-o", tmp_path / "c5.png", "--preset", "fig5", "--layers", "1,3")
+    # the residue as the command draws it for a run (issue 39): vlag centred on 0, percentile limits, a
+    # title, and each layer's significance from the meta.json beside the maps
+    cli("plot", tmp_path / "s" / "scores.npy", "-o", tmp_path / "c.png", "--preset", "fig5", "--layers", "1-3",
+        "--title", "simulate, N = 50, S = 8")
+    os.makedirs(tmp_path / "bare")  # maps without their run's meta.json: no significance to show
+    shutil.copy(tmp_path / "s" / "scores.npy", tmp_path / "bare" / "scores.npy")
+    cli("plot", tmp_path / "bare" / "scores.npy", "-o", tmp_path / "c5.png", "--preset", "fig5", "--layers", "1,3")
     r = maskpos.load(tmp_path / "s")
     assert r.plot(tmp_path / "p.png") == tmp_path / "p.png"
     assert same_bytes(tmp_path / "p.png", tmp_path / "c.png")

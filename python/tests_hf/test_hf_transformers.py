@@ -77,3 +77,24 @@ def test_bidirectional_and_bf16(tmp_path):
     pc = maskpos.probe(d, tokens=ids.astype(np.int32), layers="1-2", progress=False)
     f = np.isfinite(pc.scores)
     assert np.abs(rb.scores[f] - pc.scores[f]).max() < 0.05 * max(1.0, np.abs(pc.scores[f]).max())
+
+
+def test_version_in_range_and_padded_batch(tmp_path):
+    """The installed transformers is one maskpos.hf accepts (printed: the version this run checked),
+    and a right-padded batch of a real model gives each sequence's maps: the padded run equals the
+    sequences probed alone at their lengths (merged accumulators) within the bound above."""
+    major, minor, text = maskpos.hf.transformers_version()
+    print("transformers", text, "(maskpos.hf needs >= %d.%d, tested %s)" % (maskpos.hf.TRANSFORMERS_MIN +
+                                                                           (maskpos.hf.TRANSFORMERS_TESTED,)))
+    assert (major, minor) >= maskpos.hf.TRANSFORMERS_MIN
+    d = mkmodel(tmp_path, "llama")
+    m = load(d)
+    ids = np.random.default_rng(6).integers(3, 290, size=(3, 24))
+    lens = [24, 15, 19]
+    am = (np.arange(24)[None, :] < np.array(lens)[:, None]).astype(np.int64)
+    r = maskpos.hf.probe(m, ids, layers=[1, 2], attention_mask=am, batch_size=3, progress=False)
+    acc = None
+    for s, L in enumerate(lens):
+        one = maskpos.hf.probe(m, ids[s:s + 1, :L], layers=[1, 2], progress=False)
+        acc = one.accumulator if acc is None else acc.merge(one.accumulator)
+    compare(r, acc.result(), tol_probs=1e-5)

@@ -202,7 +202,7 @@ def test_state_roundtrip(tmp_path):
         cont2 = fill(maskpos.Accumulator.load_state(tmp_path / "state.bin", **opts), m, t[4:], 4)
     same_result(cont.result(), whole.result())
     same_result(cont2.result(), whole.result())
-    with pytest.raises(maskpos.Error, match="another run"):
+    with pytest.raises(maskpos.Error, match=r"saved with other options \(probs=True, not False\)"):
         maskpos.Accumulator.load_state(tmp_path / "state.bin", **dict(opts, probs=False))
 
 

@@ -9,7 +9,14 @@ sliding window of 8 < S):
   own eager attention computes, byte for byte (layers chosen, windows, batches, early stop);
 - with the capture installed and no early stop, the model's logits equal its eager logits;
   afterwards the model's attention implementation is restored;
-- padding, layers out of range and texts without a tokenizer raise maskpos.Error;
+- right-padded batches (attention_mask) give each sequence's own maps: equal to an Accumulator fed
+  every sequence run alone at its length (lengths=), causal and bidirectional; pack=True packs
+  texts as `maskpos corpus --pack` does (BOS + seq-1 tokens of the stream);
+- attention keyword arguments outside the capture's list (s_aux: attention sinks) are refused, as
+  is a model passing another sliding window than the accumulator counts;
+- transformers older than TRANSFORMERS_MIN, or without AttentionInterface, is named with its
+  version (a stand-in module here), and a missing one as missing;
+- left padding, layers out of range and texts without a tokenizer raise maskpos.Error;
 - import maskpos imports neither torch nor transformers.
 Real transformers models: python/tests_hf (run by tests/test_pyapi.c where transformers is
 installed, and by scripts/device_check.sh).
@@ -110,8 +117,8 @@ def test_outputs_unchanged_and_errors(models):
     with maskpos.hf._Installed(m, cap, REG), torch.no_grad():
         got = m(input_ids=t)
     assert torch.allclose(got, want, rtol=0, atol=1e-12) and acc.n == 3 and sorted(seen) == [0, 1, 2]
-    with pytest.raises(maskpos.Error, match="sequence 1 is padded"):
-        maskpos.hf.probe(m, t, attention_mask=torch.tensor([[1] * 20, [1] * 19 + [0], [1] * 20]), registry=REG,
+    with pytest.raises(maskpos.Error, match="sequence 1 is not right-padded"):  # left padding: not at position 0
+        maskpos.hf.probe(m, t, attention_mask=torch.tensor([[1] * 20, [0] + [1] * 19, [1] * 20]), registry=REG,
                          progress=False)
     with pytest.raises(maskpos.Error, match="layer 4 does not exist"):
         maskpos.hf.probe(m, t, layers=[4], registry=REG, progress=False)
@@ -135,3 +142,120 @@ def test_model_that_never_calls_the_capture(models, monkeypatch):
     with pytest.raises(maskpos.Error, match="never called maskpos' attention function for layer 1"):
         maskpos.hf.probe(m, ids(n=2), registry={}, progress=False)
     assert m.config._attn_implementation == "eager"
+
+
+def _alone(m, t, lens, layers, bidi, per_head=False):
+    """An Accumulator fed each sequence's eager scores from running it alone at its length (causal:
+    the tiny model's own eager attention)."""
+    S = t.shape[1]
+    H = m.config.num_attention_heads
+    acc = maskpos.Accumulator(len(layers), H, S, causal=not bidi, window=[m.layers[l - 1].sliding_window or 0 for l in layers],
+                              per_head=per_head)
+    for s, L in enumerate(lens):
+        for att in m.layers:
+            att.capture = []
+        with torch.no_grad():
+            m(input_ids=t[s:s + 1, :L])
+        got = {li: sc for a in m.layers for li, sc in a.capture}
+        for k, l in enumerate(layers):
+            pad = torch.full((1, H, S, S), float("nan"), dtype=torch.float64)
+            pad[:, :, :L, :L] = got[l - 1]
+            acc.add(k, pad.numpy(), lengths=[L])
+    for att in m.layers:
+        att.capture = None
+    return acc
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral"])
+def test_padded_batch_is_each_sequence_alone(models, arch):
+    m = tiny_hf.TinyModel(models[arch])
+    t = torch.as_tensor(ids(n=4, s=20))
+    lens = [20, 13, 17, 9]
+    am = (torch.arange(20).view(1, 20) < torch.tensor(lens).view(-1, 1)).long()
+    r = maskpos.hf.probe(m, t, layers=[1, 2, 3], attention_mask=am, registry=REG, batch_size=3, progress=False,
+                         per_head=True)
+    want = _alone(m, t, lens, [1, 2, 3], False, per_head=True).result()
+    assert sorted(r.arrays) == sorted(want.arrays)
+    for k, v in want.arrays.items():
+        f = np.isfinite(v)
+        assert (np.isfinite(r.arrays[k]) == f).all(), k
+        assert np.abs(r.arrays[k][f] - v[f]).max() <= 1e-12 * max(1.0, np.abs(v[f]).max()), k
+    assert r.meta["n_by_position"] == [4] * 9 + [3] * 4 + [2] * 4 + [1] * 3
+    assert np.isfinite(r.scores[0, 19, 19]) and np.isnan(r.scores_se[0, 19, 19])  # one sequence there: no standard error
+
+
+def test_padded_bidirectional_masks_the_padding(models):
+    """Without the causal mask a padded key would be attended: the capture masks each sequence's keys
+    at its length, so every entry is the mean over the sequences that reach it of each one run alone
+    (bidirectionally) at its own length."""
+    m = tiny_hf.TinyModel(models["llama"])
+    t = ids(n=3, s=20)
+    lens = [20, 12, 16]
+    am = (np.arange(20)[None, :] < np.array(lens)[:, None]).astype(np.int64)
+    r = maskpos.hf.probe(m, t, layers=[1, 2], attention_mask=am, registry=REG, bidirectional=True, batch_size=3,
+                         progress=False)
+    alone = [maskpos.hf.probe(m, t[s:s + 1, :L], layers=[1, 2], registry=REG, bidirectional=True, progress=False).scores
+             for s, L in enumerate(lens)]
+    want = np.zeros((2, 20, 20))
+    cnt = np.zeros((20, 20))
+    for a, L in zip(alone, lens):
+        want[:, :L, :L] += a
+        cnt[:L, :L] += 1
+    want /= cnt
+    assert np.abs(r.scores - want).max() <= 1e-12 * np.abs(want).max()
+
+
+class _Tok:
+    """A stand-in tokenizer: ids of the letters, BOS 1 in front when asked (as HF's add_special_tokens)."""
+    bos_token_id, pad_token_id = 1, 0
+
+    def __call__(self, docs, add_special_tokens=True):
+        one = isinstance(docs, str)
+        rows = [([1] if add_special_tokens else []) + [3 + (ord(c) % 200) for c in d] for d in ([docs] if one else docs)]
+        return {"input_ids": rows[0] if one else rows}
+
+
+def test_pack_and_padded_texts(models):
+    m = tiny_hf.TinyModel(models["llama"])
+    docs = ["abcdefghij", "klmnopq", "rstuvwxyzabcdefghijklm"]
+    r = maskpos.hf.probe(m, docs, tokenizer=_Tok(), seq=8, pack=True, layers=[1], registry=REG, progress=False)
+    stream = [3 + (ord(c) % 200) for c in "".join(docs)]
+    rows = [[1] + stream[k * 7:(k + 1) * 7] for k in range(len(stream) // 7)]
+    want = maskpos.hf.probe(m, np.array(rows), layers=[1], registry=REG, progress=False)
+    assert r.meta["n"] == len(rows) == 5 and r.meta["packed"] is True
+    assert r.meta["stats_first_position"] == 1  # every packed row starts with BOS
+    assert r.scores.tobytes() == want.scores.tobytes()
+    # unpacked: each text its first 8 tokens, shorter ones padded (and probed at their length)
+    r2 = maskpos.hf.probe(m, docs, tokenizer=_Tok(), seq=12, layers=[1], registry=REG, progress=False)
+    assert r2.meta["n_by_position"][-1] == 1 and r2.meta["n_by_position"][0] == 3
+
+
+def test_attention_kwargs_and_windows_checked(models):
+    m = tiny_hf.TinyModel(models["llama"])
+    m.layers[1].extra = {"s_aux": torch.zeros(4)}  # attention sinks: not implemented by the capture
+    with pytest.raises(maskpos.Error, match=r"layer 2's attention was called with s_aux=Tensor, which maskpos' capture"):
+        maskpos.hf.probe(m, ids(n=2), layers=[1, 2], registry=REG, progress=False)
+    m.layers[1].extra = {"position_ids": torch.arange(20)}  # positions: known not to change eager attention
+    maskpos.hf.probe(m, ids(n=2), layers=[1, 2], registry=REG, progress=False)
+    w = tiny_hf.TinyModel(models["mistral"])
+    w.layers[0].extra = {"sliding_window": 6}  # the model passes another window than its module says
+    with pytest.raises(maskpos.Error, match="passes sliding_window=6, but the accumulator counts window 8"):
+        maskpos.hf.probe(w, ids(n=2), layers=[1], registry=REG, progress=False)
+
+
+def test_transformers_version_named(models, monkeypatch):
+    import types
+    m = tiny_hf.TinyModel(models["llama"])
+    old = types.ModuleType("transformers")
+    old.__version__ = "4.46.3"
+    monkeypatch.setitem(sys.modules, "transformers", old)
+    with pytest.raises(maskpos.Error, match=r"found transformers 4\.46\.3, needs >= 4\.51"):
+        maskpos.hf.probe(m, ids(n=2), progress=False)
+    new = types.ModuleType("transformers")
+    new.__version__ = "4.55.0"  # a version number new enough, but no AttentionInterface in it
+    monkeypatch.setitem(sys.modules, "transformers", new)
+    with pytest.raises(maskpos.Error, match=r"found transformers 4\.55\.0 without AttentionInterface"):
+        maskpos.hf.probe(m, ids(n=2), progress=False)
+    monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
+    with pytest.raises(maskpos.Error, match=r"transformers is not installed \(needs >= 4\.51"):
+        maskpos.hf.probe(m, ids(n=2), progress=False)

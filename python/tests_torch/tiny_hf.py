@@ -3,7 +3,8 @@ that maskpos.hf's hook can be tested where transformers is not installed: attent
 layer_idx, scaling and sliding_window, a config whose _attn_implementation names the attention
 function, looked up in ATTENTION_FUNCTIONS and called as (module, query, key, value,
 attention_mask, scaling, dropout, **kwargs) with query [B, H, T, D], key/value [B, KV, T, D] and an
-additive float mask [B, 1, T, T], returning (output [B, T, H, D], probabilities).
+additive float mask [B, 1, T, T] (causal, window, and padded keys from the model's attention_mask,
+as transformers builds it: finfo.min where masked), returning (output [B, T, H, D], probabilities).
 
 Weights: an HF folder written by `maskpos mkmodel` (llama or mistral), read with
 tests/ref/probe_ref.py's safetensors reader and RoPE tables (the project's independent torch
@@ -59,6 +60,7 @@ class Attention(torch.nn.Module):
         self.scaling = HS ** -0.5
         self.sliding_window = window or None
         self.capture = None
+        self.extra = {}  # more keyword arguments to the attention function (tests: s_aux, ...)
 
     def forward(self, h, cos, sin, rdim, mask):
         p = "model.layers.%d.self_attn." % self.layer_idx
@@ -68,7 +70,9 @@ class Attention(torch.nn.Module):
         v = (h @ self.W[p + "v_proj.weight"].T).view(B, T, self.NKV, self.HS).transpose(1, 2)
         q, k = probe_ref.rope(q, cos, sin, rdim), probe_ref.rope(k, cos, sin, rdim)
         fn = ATTENTION_FUNCTIONS[self.config._attn_implementation]
-        out, _ = fn(self, q, k, v, mask, self.scaling, 0.0, sliding_window=self.sliding_window)
+        kw = dict(sliding_window=self.sliding_window)
+        kw.update(self.extra)
+        out, _ = fn(self, q, k, v, mask, self.scaling, 0.0, **kw)
         return out.reshape(B, T, -1) @ self.W[p + "o_proj.weight"].T
 
 
@@ -94,8 +98,10 @@ class TinyModel(torch.nn.Module):
         x = self.W["model.embed_tokens.weight"][input_ids]
         for li, att in enumerate(self.layers):
             p = "model.layers.%d." % li
-            m = probe_ref.attn_mask(T, True, att.sliding_window or 0)
-            mask = torch.zeros(T, T, dtype=DT).masked_fill(~m, torch.finfo(DT).min)[None, None].expand(B, 1, T, T)
+            m = probe_ref.attn_mask(T, True, att.sliding_window or 0)[None, None].expand(B, 1, T, T)
+            if attention_mask is not None:  # padded keys masked for every query, as transformers' masks do
+                m = m & (attention_mask != 0).view(B, 1, 1, T)
+            mask = torch.zeros(B, 1, T, T, dtype=DT).masked_fill(~m, torch.finfo(DT).min)
             x = x + att(probe_ref.rmsnorm(x, self.W[p + "input_layernorm.weight"], eps), cos, sin, rdim, mask)
             h2 = probe_ref.rmsnorm(x, self.W[p + "post_attention_layernorm.weight"], eps)
             g = h2 @ self.W[p + "mlp.gate_proj.weight"].T

@@ -5,21 +5,27 @@
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
  * position of the statistics, the statistics asked for: probs, recency, stats by name, those
- * rows of the accumulator's table that scores and probabilities feed); adding [B,H,S,S] f32/f64
- * scores through the probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64,
- * mp_probe_acc_layer_done) and probabilities through its probs hook (given, or from the scores
- * with the forward pass's own softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a
- * GPU) added array by array;
- * merging two accumulators (mp_probe_acc_merge); the state as named arrays and as the probe's
- * checkpoint file; the result (mp_probe_result_fill) and a forward pass's scores of one sequence
- * (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.
+ * rows of the accumulator's table that scores and probabilities feed; maskpos_acc_check: the
+ * options' sizes alone); adding [B,H,S,S] f32/f64 scores through the
+ * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
+ * probabilities through its probs hook (given, or from the scores with the forward pass's own
+ * softmax, mp_fwd_softmax_row); partial sums computed elsewhere (a GPU) added array by array;
+ * merging two accumulators (mp_probe_acc_merge; of different S, mp_probe_acc_embed after the shorter
+ * grows: acc_grow); sequences shorter than S (maskpos_acc_add_lengths: the probe's per-position
+ * counts, mp_probe_acc_lengths_on) and each sequence's block means from a GPU (add_sums'
+ * "block_means"); the input check (api_acc_check.c: mask and padding values named); the state as
+ * named arrays and as one file holding the options, meta and counts ("MPACCST1": JSON header,
+ * sums, checksum; maskpos_acc_open_state reads it alone; the probe's checkpoint format still
+ * loads with options); the result (mp_probe_result_fill) and a forward pass's scores of one
+ * sequence (maskpos_model_scores, what the probe's hook sees) for tests and comparisons.
  * Every input is checked before anything is added: a failed call leaves the state unchanged.
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests_torch/test_accumulator.py (tests/test_pyapi.c): equality with `maskpos probe`
- * byte for byte, merge, state, bad input.
+ * Tested by: python/tests_torch/test_accumulator.py and test_accumulator_more.py (tests/test_pyapi.c):
+ * equality with `maskpos probe` byte for byte, merge, lengths, state, bad input; tests/fuzz/fuzz_acc_state.c.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +36,7 @@
 #endif
 
 #include "api/api.h"            /* MaskposResult insides, mp_api_fail* */
+#include "api/api_acc_check.h"  /* mp_api_acc_check: the input check */
 #include "core/util.h"          /* mp_try_malloc, mp_fnv1a64, mp_thread_num */
 #include "job/probe.h"          /* MpProbeResult, mp_probe_result_fill, mp_probe_result_write */
 #include "model/fwd.h"          /* MpFwd: maskpos_model_scores */
@@ -40,7 +47,7 @@ struct MaskposAcc {
     MpProbeAcc a;
     MaskposAccOptions o;     /* windows, layer_ids, stats point into the arrays below */
     int windows[256], layer_ids[256];
-    char stats[512];         /* the optional statistics on, "probs,recency" */
+    char stats[512];         /* the optional statistics on, "probs,recency" (lengths aside: switched on by the data) */
     int64_t n_layer[256];    /* sequences added per layer slot */
     float *pbuf;             /* [H,S,S] one sequence's probabilities (given or computed) */
     json_t *extra;           /* meta keys the caller set (maskpos_acc_set_meta), or NULL */
@@ -61,26 +68,17 @@ static int acc_check_options(const MaskposAccOptions *o) {
     return MP_OK;
 }
 
-/* The statistics of opt (probs, recency, stats by name) into c->a, and c->o's probs, recency and
- * stats set to match; refused: a statistic that reads more than scores and probabilities. */
-static int acc_stats_on(MaskposAcc *c, const MaskposAccOptions *opt, MpErr *e) {
-    unsigned set = (opt->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
-                   (opt->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* their switches of their own */
-    if (mp_probe_stats_parse(opt->stats, &set, e) != MP_OK) return mp_err_prefix(e, "accumulator: stats");
+/* The statistics of opt (probs, recency, stats by name) as bits of MpProbeStatId; refused: a
+ * statistic that reads more than scores and probabilities. */
+static int acc_stat_set(const MaskposAccOptions *opt, unsigned *set, MpErr *e) {
+    *set = (opt->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
+           (opt->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* their switches of their own */
+    if (mp_probe_stats_parse(opt->stats, set, e) != MP_OK) return mp_err_prefix(e, "accumulator: stats");
     for (int id = 0; id < MP_PROBE_NSTATS; id++)
-        if ((set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE))
+        if ((*set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE))
             return mp_err_set(e, "accumulator: the statistic '%s' reads the forward pass's activations, which "
                                  "maskpos_acc_add does not carry (scores and probabilities only); run maskpos_probe",
                               mp_probe_stats[id].name);
-    if (mp_probe_acc_stats_on(&c->a, set, e) != MP_OK) return MP_ERR;
-    if (mp_probe_acc_inputs(&c->a) & MP_PROBE_IN_PROBS) { /* one sequence's probabilities, given or computed */
-        c->pbuf = mp_try_malloc((size_t)opt->n_heads * opt->seq * opt->seq * sizeof(float));
-        if (!c->pbuf) return mp_err_set(e, "out of memory for one sequence's probabilities");
-    }
-    c->o.probs = mp_probe_acc_has(&c->a, MP_PROBE_STAT_PROBS);
-    c->o.recency = mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY);
-    mp_probe_stats_names(c->a.stats, c->stats, sizeof c->stats);
-    c->o.stats = c->stats;
     return MP_OK;
 }
 
@@ -88,6 +86,11 @@ MASKPOS_API int maskpos_acc_check(const MaskposAccOptions *opt) {
     if (!opt) return mp_api_failf("maskpos_acc_check: NULL argument");
     return acc_check_options(opt) == MP_OK ? MASKPOS_OK : MASKPOS_ERR;
 }
+
+static int acc_make(MpProbeAcc *a, const MaskposAccOptions *o, const int *windows, int S, unsigned set, MpErr *e);
+
+/* 1 when c's statistics read probabilities (given to maskpos_acc_add or computed from the scores). */
+static int acc_with_probs(const MaskposAcc *c) { return (mp_probe_acc_inputs(&c->a) & MP_PROBE_IN_PROBS) != 0; }
 
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *opt, MaskposAcc **out) {
     MpErr e;
@@ -104,18 +107,18 @@ MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *opt, MaskposAcc **out) 
     }
     c->o.windows = c->windows;
     c->o.layer_ids = c->layer_ids;
-    unsigned char mask[256];
-    memset(mask, 1, sizeof mask);
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
-    int rc = mp_probe_acc_init(&c->a, mask, L, opt->n_heads, opt->seq, !!opt->per_head, !!opt->causal, threads, &e);
-    if (rc == MP_OK) {
-        if (opt->first) mp_probe_acc_skip(&c->a, opt->first);
-        for (int l = 0; l < L; l++) /* as mp_probe_acc_windows: a window masks only below S */
-            c->a.window[l] = c->windows[l] > 0 && c->windows[l] < opt->seq ? c->windows[l] : 0;
-        rc = acc_stats_on(c, opt, &e);
+    unsigned set = 0;
+    int rc = acc_stat_set(opt, &set, &e);
+    if (rc == MP_OK) rc = acc_make(&c->a, &c->o, c->windows, opt->seq, set, &e);
+    if (rc == MP_OK && acc_with_probs(c)) { /* one sequence's probabilities, given or computed */
+        c->pbuf = mp_try_malloc((size_t)opt->n_heads * opt->seq * opt->seq * sizeof(float));
+        if (!c->pbuf) rc = mp_err_set(&e, "out of memory for one sequence's probabilities");
+    }
+    if (rc == MP_OK) { /* the options say what is on */
+        c->o.probs = mp_probe_acc_has(&c->a, MP_PROBE_STAT_PROBS);
+        c->o.recency = mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY);
+        mp_probe_stats_names(c->a.stats & ~MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS), c->stats, sizeof c->stats);
+        c->o.stats = c->stats;
     }
     if (rc != MP_OK) {
         maskpos_acc_free(c);
@@ -164,32 +167,6 @@ MASKPOS_API int maskpos_acc_set_meta(MaskposAcc *c, const char *json) {
 
 /* ================================================================ adding scores */
 
-/* 1 when x of dtype dt at index k is finite. */
-static int acc_finite(const void *x, int dt, size_t k) {
-    return dt == MASKPOS_F32 ? isfinite(((const float *)x)[k]) : isfinite(((const double *)x)[k]);
-}
-
-/* Every observed entry of the B sequences [B,H,S,S] finite (probs: also in [0, 1]); else a message. */
-static int acc_check_values(const MaskposAcc *c, int li, const void *x, int dt, int64_t B, const char *what, int probs) {
-    const int H = c->o.n_heads, S = c->o.seq;
-    const size_t SS = (size_t)S * S;
-    for (int64_t b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < S; i++) {
-                int lo, hi;
-                mp_probe_acc_row_keys(&c->a, li, i, &lo, &hi);
-                const size_t base = ((size_t)b * H + h) * SS + (size_t)i * S;
-                for (int j = lo; j < hi; j++) {
-                    const double v = dt == MASKPOS_F32 ? ((const float *)x)[base + j] : ((const double *)x)[base + j];
-                    if (!acc_finite(x, dt, base + j) || (probs && (v < 0 || v > 1)))
-                        return mp_api_failf("accumulator: layer %d: %s[%lld, %d, %d, %d] = %g %s; nothing was added", li,
-                                            what, (long long)b, h, i, j, v,
-                                            probs ? "is not a probability" : "is not finite in an observed entry");
-                }
-            }
-    return MP_OK;
-}
-
 /* c->pbuf [H,S,S] = one sequence's probabilities: the given ones (f32 or f64 rounded to f32) with
  * unobserved entries 0, or the softmax of the scores with the forward pass's own kernel, over the
  * row the forward pass gives it (keys j <= i when causal, every key otherwise; keys outside a
@@ -200,8 +177,8 @@ static void acc_seq_probs(MaskposAcc *c, int li, const void *sc, const void *pr,
 #pragma omp parallel for schedule(static) if ((double)H * SS > 200000.0)
     for (int hi_ = 0; hi_ < H * S; hi_++) {
         const int h = hi_ / S, i = hi_ % S;
-        int lo, hi;
-        mp_probe_acc_row_keys(&c->a, li, i, &lo, &hi);
+        int lo, hi; /* the sequence's keys (c->a.cur_len: its length; none past it) */
+        mp_probe_acc_seq_keys(&c->a, li, i, &lo, &hi);
         float *row = c->pbuf + (size_t)h * SS + (size_t)i * S;
         const size_t src = at + (size_t)h * SS + (size_t)i * S;
         const void *x = pr ? pr : sc;
@@ -210,7 +187,7 @@ static void acc_seq_probs(MaskposAcc *c, int li, const void *sc, const void *pr,
             const double v = dt == MASKPOS_F32 ? ((const float *)x)[src + j] : ((const double *)x)[src + j];
             row[j] = seen ? (float)v : pr ? 0.0f : -INFINITY;
         }
-        if (!pr) mp_fwd_softmax_row(row, c->o.causal ? i + 1 : S, S);
+        if (!pr && hi > lo) mp_fwd_softmax_row(row, c->o.causal ? i + 1 : S, S);
     }
 }
 
@@ -222,21 +199,34 @@ static void acc_rows_f64(MaskposAcc *c, int li, const double *sc) {
     mp_probe_acc_layer_done(&c->a, li);
 }
 
-MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
-                                const void *probs) {
+MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
+                                        const void *probs, const int32_t *lengths) {
+    MpErr e;
     if (!c || !scores) return mp_api_failf("maskpos_acc_add: NULL argument");
     if (layer < 0 || layer >= c->o.n_layers)
         return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
     if (dtype != MASKPOS_F32 && dtype != MASKPOS_F64) return mp_api_failf("accumulator: scores must be float32 or float64");
     if (batch < 0) return mp_api_failf("accumulator: batch %lld is negative", (long long)batch);
-    const int with_probs = (mp_probe_acc_inputs(&c->a) & MP_PROBE_IN_PROBS) != 0;
+    const int with_probs = acc_with_probs(c);
     if (probs && !with_probs) return mp_api_failf("accumulator: probabilities given but the accumulator was made without probs");
-    if (acc_check_values(c, layer, scores, dtype, batch, "scores", 0) != MP_OK ||
-        (probs && acc_check_values(c, layer, probs, dtype, batch, "probs", 1) != MP_OK))
+    int ragged = 0;
+    for (int64_t b = 0; lengths && b < batch; b++) {
+        if (lengths[b] < c->o.first + 2 || lengths[b] > c->o.seq)
+            return mp_api_failf("accumulator: lengths[%lld] = %d is outside [%d, %d] (at least two positions from first = %d, "
+                                "at most S); nothing was added", (long long)b, lengths[b], c->o.first + 2, c->o.seq, c->o.first);
+        ragged |= lengths[b] < c->o.seq;
+    }
+    if (ragged && mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY))
+        return mp_api_failf("accumulator: lengths shorter than S cannot be counted with recency=True (its triple counts and "
+                            "prefix lengths need whole sequences); nothing was added");
+    if (mp_api_acc_check(&c->a, layer, scores, dtype, batch, lengths, "scores", 0) != MP_OK ||
+        (probs && mp_api_acc_check(&c->a, layer, probs, dtype, batch, lengths, "probs", 1) != MP_OK))
         return MASKPOS_ERR;
+    if (ragged && mp_probe_acc_lengths_on(&c->a, c->n_layer, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     const size_t per = (size_t)c->o.n_heads * c->o.seq * c->o.seq;
     for (int64_t b = 0; b < batch; b++) {
         const size_t at = (size_t)b * per;
+        c->a.cur_len = lengths ? lengths[b] : 0;
         if (dtype == MASKPOS_F32) mp_probe_acc_hook(&c->a, layer, (const float *)scores + at, c->o.n_heads, c->o.seq);
         else acc_rows_f64(c, layer, (const double *)scores + at);
         if (with_probs) {
@@ -245,7 +235,40 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
         }
         c->n_layer[layer]++;
     }
+    c->a.cur_len = 0;
     return MASKPOS_OK;
+}
+
+MASKPOS_API int maskpos_acc_check_add(const MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
+                                      const void *probs, const int32_t *lengths) {
+    if (!c || !scores) return mp_api_failf("maskpos_acc_check_add: NULL argument");
+    if (layer < 0 || layer >= c->o.n_layers)
+        return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
+    if (dtype != MASKPOS_F32 && dtype != MASKPOS_F64) return mp_api_failf("accumulator: scores must be float32 or float64");
+    for (int64_t b = 0; lengths && b < batch; b++)
+        if (lengths[b] < c->o.first + 2 || lengths[b] > c->o.seq)
+            return mp_api_failf("accumulator: lengths[%lld] = %d is outside [%d, %d]; nothing was added", (long long)b, lengths[b],
+                                c->o.first + 2, c->o.seq);
+    if (mp_api_acc_check(&c->a, layer, scores, dtype, batch, lengths, "scores", 0) != MP_OK ||
+        (probs && mp_api_acc_check(&c->a, layer, probs, dtype, batch, lengths, "probs", 1) != MP_OK))
+        return MASKPOS_ERR;
+    return MASKPOS_OK;
+}
+
+MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *c) {
+    MpErr e;
+    if (!c) return mp_api_failf("maskpos_acc_lengths_on: NULL argument");
+    if (mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY)) return mp_api_failf("accumulator: lengths cannot be counted with recency=True");
+    return mp_probe_acc_lengths_on(&c->a, c->n_layer, &e) == MP_OK ? MASKPOS_OK : mp_api_fail(&e, MASKPOS_ERR);
+}
+
+MASKPOS_API char *maskpos_acc_meta(const MaskposAcc *c) {
+    return c && c->extra ? json_dumps(c->extra, JSON_COMPACT) : NULL;
+}
+
+MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dtype, const void *scores,
+                                const void *probs) {
+    return maskpos_acc_add_lengths(c, layer, batch, dtype, scores, probs, NULL);
 }
 
 /* ================================================================ state */
@@ -277,22 +300,108 @@ MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
     return MASKPOS_OK;
 }
 
-/* 1 when a and b were made with the same options. */
-static int acc_same(const MaskposAcc *a, const MaskposAcc *b) {
+/* 1 when a and b were made with the same options (seq aside when any_seq; the lengths row, which
+ * the data switches on, aside). */
+static int acc_same(const MaskposAcc *a, const MaskposAcc *b, int any_seq) {
     const MaskposAccOptions *x = &a->o, *y = &b->o;
-    return x->n_layers == y->n_layers && x->n_heads == y->n_heads && x->seq == y->seq && !x->causal == !y->causal &&
-           x->first == y->first && !x->per_head == !y->per_head && a->a.stats == b->a.stats &&
+    const unsigned len_bit = MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS);
+    return x->n_layers == y->n_layers && x->n_heads == y->n_heads && (any_seq || x->seq == y->seq) && !x->causal == !y->causal &&
+           x->first == y->first && !x->per_head == !y->per_head && (a->a.stats & ~len_bit) == (b->a.stats & ~len_bit) &&
            !memcmp(a->windows, b->windows, sizeof a->windows) && !memcmp(a->layer_ids, b->layer_ids, sizeof a->layer_ids);
+}
+
+/* The statistics named in a's stats other than those with switches of their own (probs, recency). */
+static unsigned acc_other_stats(const MaskposAcc *a) {
+    unsigned set = 0;
+    MpErr e;
+    if (mp_probe_stats_parse(a->stats, &set, &e) != MP_OK) return ~0u; /* (names this library wrote) */
+    return set & ~(MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) | MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY));
+}
+
+/* The options saved (a) that differ from c's, as "probs=True, not False, ..." into buf; 0 when none. */
+static int acc_differs(char *buf, size_t cap, const MaskposAcc *a, const MaskposAcc *c) {
+    const MaskposAccOptions *x = &a->o, *y = &c->o;
+    const struct {
+        const char *name;
+        int saved, given, flag;
+    } t[] = {{"n_layers", x->n_layers, y->n_layers, 0}, {"n_heads", x->n_heads, y->n_heads, 0}, {"seq", x->seq, y->seq, 0},
+             {"causal", !!x->causal, !!y->causal, 1},      {"first", x->first, y->first, 0},
+             {"per_head", !!x->per_head, !!y->per_head, 1}, {"probs", !!x->probs, !!y->probs, 1},
+             {"recency", !!x->recency, !!y->recency, 1},    {"heads_f64", !!x->heads_f64, !!y->heads_f64, 1},
+             {"stats", acc_other_stats(a) != acc_other_stats(c), 0, 2},
+             {"window", memcmp(a->windows, c->windows, sizeof a->windows) != 0, 0, 2},
+             {"layer_ids", memcmp(a->layer_ids, c->layer_ids, sizeof a->layer_ids) != 0, 0, 2}};
+    size_t w = 0;
+    buf[0] = 0;
+    for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
+        if (t[k].saved == t[k].given) continue;
+        int m = t[k].flag == 2 ? snprintf(buf + w, cap - w, "%s%s differs", w ? ", " : "", t[k].name)
+                : t[k].flag    ? snprintf(buf + w, cap - w, "%s%s=%s, not %s", w ? ", " : "", t[k].name,
+                                          t[k].saved ? "True" : "False", t[k].given ? "True" : "False")
+                               : snprintf(buf + w, cap - w, "%s%s=%d, not %d", w ? ", " : "", t[k].name, t[k].saved, t[k].given);
+        if (m < 0 || (size_t)m >= cap - w) break;
+        w += (size_t)m;
+    }
+    return w > 0;
+}
+
+/* The probe accumulator of c's options at length S: layers, windows (those that mask at S), first,
+ * the statistics of set (bits of MpProbeStatId; the forward pass's thread count). */
+static int acc_make(MpProbeAcc *a, const MaskposAccOptions *o, const int *windows, int S, unsigned set, MpErr *e) {
+    unsigned char mask[256];
+    memset(mask, 1, sizeof mask);
+    int threads = 1;
+#ifdef _OPENMP
+    threads = omp_get_max_threads();
+#endif
+    int rc = mp_probe_acc_init(a, mask, o->n_layers, o->n_heads, S, !!o->per_head, !!o->causal, threads, e);
+    if (rc != MP_OK) return rc;
+    if (o->first) mp_probe_acc_skip(a, o->first);
+    for (int l = 0; l < o->n_layers; l++) /* as mp_probe_acc_windows: a window masks only below S */
+        a->window[l] = windows[l] > 0 && windows[l] < S ? windows[l] : 0;
+    rc = mp_probe_acc_stats_on(a, set, e);
+    if (rc != MP_OK) mp_probe_acc_free(a);
+    return rc;
+}
+
+/* c grown to length S > its own: a new accumulator holding c's sums in its top-left block. */
+static int acc_grow(MaskposAcc *c, int S, MpErr *e) {
+    MpProbeAcc big;
+    const int with_probs = acc_with_probs(c);
+    if (acc_make(&big, &c->o, c->windows, S, c->a.stats & ~MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS), e) != MP_OK) return MP_ERR;
+    float *pbuf = with_probs ? mp_try_malloc((size_t)c->o.n_heads * S * S * sizeof(float)) : NULL;
+    if (with_probs && !pbuf) {
+        mp_probe_acc_free(&big);
+        return mp_err_set(e, "out of memory for one sequence's probabilities");
+    }
+    if (mp_probe_acc_embed(&big, &c->a, NULL, c->n_layer, e) != MP_OK) {
+        free(pbuf);
+        mp_probe_acc_free(&big);
+        return MP_ERR;
+    }
+    big.n_done = c->a.n_done;
+    mp_probe_acc_free(&c->a);
+    c->a = big;
+    c->o.seq = S;
+    if (pbuf) free(c->pbuf), c->pbuf = pbuf;
+    return MP_OK;
 }
 
 MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     MpErr e;
     if (!dst || !src) return mp_api_failf("maskpos_acc_merge: NULL argument");
-    if (!acc_same(dst, src))
-        return mp_api_failf("accumulator merge: the two were made with different options (layers, heads, seq, causal, "
+    if (!acc_same(dst, src, 1))
+        return mp_api_failf("accumulator merge: the two were made with different options (layers, heads, causal, "
                             "window, first, per_head or statistics)");
+    if (dst->o.seq != src->o.seq && mp_probe_acc_has(&dst->a, MP_PROBE_STAT_RECENCY))
+        return mp_api_failf("accumulator merge: lengths %d and %d differ, which recency=True cannot merge", dst->o.seq, src->o.seq);
+    if (src->o.seq > dst->o.seq && acc_grow(dst, src->o.seq, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     const int64_t n0 = dst->a.n_done;
-    if (mp_probe_acc_merge(&dst->a, &src->a, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
+    int rc;
+    if (dst->o.seq != src->o.seq || mp_probe_acc_has(&dst->a, MP_PROBE_STAT_LENGTHS) != mp_probe_acc_has(&src->a, MP_PROBE_STAT_LENGTHS))
+        rc = mp_probe_acc_embed(&dst->a, &src->a, dst->n_layer, src->n_layer, &e);
+    else rc = mp_probe_acc_merge(&dst->a, &src->a, &e);
+    if (rc != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     dst->a.n_done = n0; /* the API counts per layer */
     for (int l = 0; l < dst->o.n_layers; l++) dst->n_layer[l] += src->n_layer[l];
     return MASKPOS_OK;
@@ -300,15 +409,29 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
 
 /* The number of doubles one layer slot holds of array t (0: not laid out by layer, see below). */
 static size_t acc_slot_len(const MpProbeAcc *a, const MpProbeArray *t) {
-    return t->by_layer ? t->n / (size_t)a->L : 0; /* lbsum, lbsumsq: [nlen, L, 16, 16] */
+    return t->by_layer ? t->n / (size_t)a->L : 0; /* lbsum, lbsumsq: [nlen, L, 16, 16] (refused by add_sums) */
+}
+
+/* 1 for the block sums maskpos_acc_add_sums derives from "block_means" (each sequence's). */
+static int acc_from_block_means(const char *name) {
+    return !strcmp(name, "bsum") || !strcmp(name, "bsumsq") || !strcmp(name, "bflip") || !strcmp(name, "bcnt");
 }
 
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, int k, const char *const *names,
                                      const double *const *data) {
+    MpErr e;
     if (!c || (k && (!names || !data))) return mp_api_failf("maskpos_acc_add_sums: NULL argument");
     if (layer < 0 || layer >= c->o.n_layers)
         return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
     if (count < 0) return mp_api_failf("accumulator: negative count %lld", (long long)count);
+    const double *bmeans = NULL, *npos = NULL; /* [count, nb, nb] each sequence's block means; [S] */
+    for (int i = 0; i < k; i++) {
+        if (names[i] && !strcmp(names[i], "block_means")) bmeans = data[i];
+        if (names[i] && !strcmp(names[i], "npos")) npos = data[i];
+    }
+    const size_t nbb = (size_t)c->a.nb * c->a.nb;
+    for (size_t q = 0; bmeans && q < (size_t)count * nbb; q++)
+        if (isinf(bmeans[q])) return mp_api_failf("accumulator: layer %d: block_means[%zu] is infinite; nothing was added", layer, q);
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&c->a, t);
     for (int j = 0; j < n; j++)
@@ -318,12 +441,15 @@ MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, in
     const double *src[MP_PROBE_MAX_ARRAYS] = {0};
     for (int i = 0; i < k; i++) {
         int found = -1;
+        if (names[i] && (!strcmp(names[i], "block_means") || !strcmp(names[i], "npos"))) continue;
         for (int j = 0; j < n; j++)
             if (names[i] && !strcmp(names[i], t[j].name)) found = j;
         if (found < 0) return mp_api_failf("accumulator: no sum called '%s' in this accumulator", names[i] ? names[i] : "(null)");
         src[found] = data[i];
     }
     for (int j = 0; j < n; j++) {
+        if (!strcmp(t[j].name, "npos")) continue;
+        if (!src[j] && bmeans && acc_from_block_means(t[j].name)) continue;
         if (!src[j]) return mp_api_failf("accumulator: the sum '%s' is missing (every sum of the layer is needed)", t[j].name);
         const size_t m = acc_slot_len(&c->a, &t[j]);
         for (size_t q = 0; q < m; q++)
@@ -331,11 +457,21 @@ MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, in
                 return mp_api_failf("accumulator: layer %d: %s[%zu] = %g is not a finite sum; nothing was added", layer,
                                     t[j].name, q, src[j][q]);
     }
+    if (c->a.npos && !npos) return mp_api_failf("accumulator: the sum 'npos' is missing (this accumulator counts lengths)");
+    for (int p = 0; npos && p < c->o.seq; p++)
+        if (!(npos[p] >= 0 && npos[p] <= (double)count))
+            return mp_api_failf("accumulator: layer %d: npos[%d] = %g is not a count in [0, %lld]; nothing was added", layer, p,
+                                npos[p], (long long)count);
+    if (npos && !c->a.npos && mp_probe_acc_lengths_on(&c->a, c->n_layer, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     for (int j = 0; j < n; j++) {
+        if (!src[j]) continue;
         const size_t m = acc_slot_len(&c->a, &t[j]);
         double *d = t[j].p + (size_t)layer * m;
         for (size_t q = 0; q < m; q++) d[q] += src[j][q];
     }
+    if (npos)
+        for (int p = 0; p < c->o.seq; p++) c->a.npos[(size_t)layer * c->o.seq + p] += npos[p];
+    for (int64_t q = 0; bmeans && q < count; q++) mp_probe_acc_block_seq(&c->a, layer, bmeans + (size_t)q * nbb);
     c->n_layer[layer] += count;
     return MASKPOS_OK;
 }
@@ -359,13 +495,239 @@ static int acc_counts_equal(const MaskposAcc *c, const char *what) {
     return MP_OK;
 }
 
+/* ---------------------------------------------------------------- the state file
+ * "MPACCST1", u64 n, n bytes of JSON (version, options, counts per layer slot, meta, the arrays'
+ * names and lengths), every array of the table (doubles, table order), u64 FNV-1a checksum of all
+ * that precedes it. Read back with every size checked against the file's. */
+#define ACC_STATE_MAGIC "MPACCST1"
+#define ACC_STATE_MAX_JSON (1u << 20)
+
+static json_t *acc_int_array(const int *x, int n) {
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(x[i]));
+    return a;
+}
+
+/* The JSON header of c's state file. */
+static json_t *acc_state_header(const MaskposAcc *c, const MpProbeArray *t, int n) {
+    json_t *j = json_object(), *o = json_object(), *cnt = json_array(), *arr = json_array();
+    json_object_set_new(j, "version", json_integer(1));
+    json_object_set_new(o, "n_layers", json_integer(c->o.n_layers));
+    json_object_set_new(o, "n_heads", json_integer(c->o.n_heads));
+    json_object_set_new(o, "seq", json_integer(c->o.seq));
+    json_object_set_new(o, "causal", json_boolean(c->o.causal));
+    json_object_set_new(o, "window", acc_int_array(c->windows, c->o.n_layers));
+    json_object_set_new(o, "layer_ids", acc_int_array(c->layer_ids, c->o.n_layers));
+    json_object_set_new(o, "first", json_integer(c->o.first));
+    json_object_set_new(o, "per_head", json_boolean(c->o.per_head));
+    json_object_set_new(o, "probs", json_boolean(c->o.probs));
+    json_object_set_new(o, "recency", json_boolean(c->o.recency));
+    json_object_set_new(o, "stats", json_string(c->stats));
+    json_object_set_new(o, "heads_f64", json_boolean(c->o.heads_f64));
+    json_object_set_new(j, "options", o);
+    json_object_set_new(j, "lengths", json_boolean(c->a.npos != NULL));
+    for (int l = 0; l < c->o.n_layers; l++) json_array_append_new(cnt, json_integer(c->n_layer[l]));
+    json_object_set_new(j, "counts", cnt);
+    json_object_set_new(j, "meta", c->extra ? json_incref(c->extra) : json_null());
+    for (int k = 0; k < n; k++) json_array_append_new(arr, json_pack("{s:s, s:I}", "name", t[k].name, "n", (json_int_t)t[k].n));
+    json_object_set_new(j, "arrays", arr);
+    return j;
+}
+
 MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *c, const char *path) {
     MpErr e;
     if (!c || !path) return mp_api_failf("maskpos_acc_save_state: NULL argument");
-    if (acc_counts_equal(c, "state") != MP_OK) return MASKPOS_ERR;
-    MpProbeAcc a = c->a;
-    a.n_done = c->n_layer[0];
-    return mp_probe_ckpt_save(path, &a, acc_key(c), &e) == MP_OK ? MASKPOS_OK : mp_api_fail(&e, MASKPOS_ERR);
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(&c->a, t);
+    json_t *hj = acc_state_header(c, t, n);
+    char *text = json_dumps(hj, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(hj);
+    if (!text) return mp_api_failf("%s: out of memory for the state's header", path);
+    const uint64_t len = strlen(text);
+    uint64_t ck = mp_fnv1a64(ACC_STATE_MAGIC, 8, MP_FNV_INIT);
+    ck = mp_fnv1a64(&len, sizeof len, ck);
+    ck = mp_fnv1a64(text, len, ck);
+    for (int k = 0; k < n; k++) ck = mp_fnv1a64(t[k].p, t[k].n * sizeof(double), ck);
+    MpAtomicFile af;
+    if (mp_atomic_open(&af, path, &e) != MP_OK) {
+        free(text);
+        return mp_api_fail(&e, MASKPOS_ERR);
+    }
+    int ok = fwrite(ACC_STATE_MAGIC, 8, 1, af.f) == 1 && fwrite(&len, sizeof len, 1, af.f) == 1 && fwrite(text, 1, len, af.f) == len;
+    for (int k = 0; k < n && ok; k++) ok = fwrite(t[k].p, sizeof(double), t[k].n, af.f) == t[k].n;
+    ok = ok && fwrite(&ck, sizeof ck, 1, af.f) == 1;
+    free(text);
+    if (!ok) {
+        mp_atomic_abort(&af);
+        return mp_api_failf("%s: write failed: %s; HINT: is the disk full?", path, strerror(errno));
+    }
+    return mp_atomic_commit(&af, &e) == MP_OK ? MASKPOS_OK : mp_api_fail(&e, MASKPOS_ERR);
+}
+
+/* Options from the header's "options" into o (windows, layer_ids into w, ids [256]; the statistics
+ * by name, as maskpos_acc_new names them, into stats [512]; none in a file without "stats"). */
+static int acc_state_options(const char *path, json_t *oj, MaskposAccOptions *o, int *w, int *ids, char *stats) {
+    memset(o, 0, sizeof *o);
+    json_t *wa = json_object_get(oj, "window"), *ia = json_object_get(oj, "layer_ids");
+    json_int_t nl = 0, nh = 0, sq = 0, fi = 0;
+    int causal = 0, ph = 0, pr = 0, rc = 0, hf = 0;
+    if (json_unpack(oj, "{s:I, s:I, s:I, s:b, s:I, s:b, s:b, s:b, s:b}", "n_layers", &nl, "n_heads", &nh, "seq", &sq, "causal",
+                    &causal, "first", &fi, "per_head", &ph, "probs", &pr, "recency", &rc, "heads_f64", &hf) ||
+        nl < 1 || nl > 256 || nh < 1 || nh > 4096 || sq < 2 || sq > 65536 || fi < 0 || fi > sq || !json_is_array(wa) ||
+        !json_is_array(ia) || json_array_size(wa) != (size_t)nl || json_array_size(ia) != (size_t)nl)
+        return mp_api_failf("%s: the state's options are malformed", path);
+    for (int l = 0; l < nl; l++) {
+        json_t *a = json_array_get(wa, (size_t)l), *b = json_array_get(ia, (size_t)l);
+        if (!json_is_integer(a) || !json_is_integer(b) || json_integer_value(a) < 0 || json_integer_value(a) > 1 << 30 ||
+            json_integer_value(b) < 1 || json_integer_value(b) > 1 << 30)
+            return mp_api_failf("%s: the state's options are malformed (window or layer_ids)", path);
+        w[l] = (int)json_integer_value(a), ids[l] = (int)json_integer_value(b);
+    }
+    json_t *sj = json_object_get(oj, "stats");
+    unsigned set = (pr ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) | (rc ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0);
+    MpErr e;
+    if ((sj && !json_is_string(sj)) || mp_probe_stats_parse(json_string_value(sj), &set, &e) != MP_OK)
+        return mp_api_failf("%s: the state's options are malformed (stats)", path);
+    mp_probe_stats_names(set & ~MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS), stats, 512);
+    *o = (MaskposAccOptions){(int)nl, (int)nh, (int)sq, causal, w, ids, (int)fi, ph, pr, rc, hf, stats};
+    return MP_OK;
+}
+
+typedef struct AccStateFile {
+    FILE *f;
+    int64_t size;
+    json_t *hd;   /* the header */
+    uint64_t ck;  /* the running checksum after the header */
+    int64_t data; /* bytes after the header */
+} AccStateFile;
+
+/* Opens path and reads its header: MP_OK, MP_ERR with a message, or 1 when it is the probe's
+ * checkpoint format (an older state file; f closed). */
+static int acc_state_open(AccStateFile *sf, const char *path) {
+    MpErr e;
+    memset(sf, 0, sizeof *sf);
+    sf->f = mp_input_open(path, &sf->size, &e);
+    if (!sf->f) return mp_api_fail(&e, MASKPOS_ERR);
+    char magic[8];
+    uint64_t len = 0;
+    if (fread(magic, 8, 1, sf->f) != 1) magic[0] = 0;
+    if (!memcmp(magic, "MPPRBCK1", 8)) {
+        fclose(sf->f);
+        sf->f = NULL;
+        return 1;
+    }
+    int rc = MP_OK;
+    char *text = NULL;
+    if (memcmp(magic, ACC_STATE_MAGIC, 8)) rc = mp_api_failf("%s: not a maskpos accumulator state (Accumulator.save_state)", path);
+    else if (fread(&len, sizeof len, 1, sf->f) != 1 || len < 2 || len > ACC_STATE_MAX_JSON || (int64_t)len > sf->size - 24)
+        rc = mp_api_failf("%s: truncated or corrupt accumulator state (header of %llu bytes in a file of %lld)", path,
+                          (unsigned long long)len, (long long)sf->size);
+    else if (!(text = malloc(len + 1)) || fread(text, 1, len, sf->f) != len)
+        rc = mp_api_failf("%s: truncated accumulator state", path);
+    if (rc == MP_OK) {
+        text[len] = 0;
+        json_error_t je;
+        sf->hd = json_loads(text, 0, &je);
+        if (!json_is_object(sf->hd)) rc = mp_api_failf("%s: the state's header is not a JSON object (%s)", path, je.text);
+        else if (json_integer_value(json_object_get(sf->hd, "version")) != 1)
+            rc = mp_api_failf("%s: accumulator state version %lld; this maskpos reads version 1", path,
+                              (long long)json_integer_value(json_object_get(sf->hd, "version")));
+        sf->ck = mp_fnv1a64(ACC_STATE_MAGIC, 8, MP_FNV_INIT);
+        sf->ck = mp_fnv1a64(&len, sizeof len, sf->ck);
+        sf->ck = mp_fnv1a64(text, len, sf->ck);
+        sf->data = sf->size - 16 - (int64_t)len;
+    }
+    free(text);
+    if (rc != MP_OK) {
+        if (sf->hd) json_decref(sf->hd);
+        fclose(sf->f);
+        memset(sf, 0, sizeof *sf);
+    }
+    return rc;
+}
+
+static void acc_state_close(AccStateFile *sf) {
+    if (sf->f) fclose(sf->f);
+    if (sf->hd) json_decref(sf->hd);
+    memset(sf, 0, sizeof *sf);
+}
+
+/* The file's sums, counts and meta into c (made with the file's options, empty). */
+static int acc_state_read(AccStateFile *sf, MaskposAcc *c, const char *path) {
+    MpErr e;
+    if (json_is_true(json_object_get(sf->hd, "lengths")) && mp_probe_acc_lengths_on(&c->a, c->n_layer, &e) != MP_OK)
+        return mp_api_fail(&e, MASKPOS_ERR);
+    MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+    const int n = mp_probe_acc_arrays(&c->a, t);
+    json_t *arr = json_object_get(sf->hd, "arrays"), *cnt = json_object_get(sf->hd, "counts");
+    int64_t bytes = 8;
+    if (!json_is_array(arr) || json_array_size(arr) != (size_t)n || !json_is_array(cnt) || json_array_size(cnt) != (size_t)c->o.n_layers)
+        return mp_api_failf("%s: the state's sums do not fit its options", path);
+    for (int k = 0; k < n; k++) {
+        json_t *a = json_array_get(arr, (size_t)k);
+        const char *nm = json_string_value(json_object_get(a, "name"));
+        if (!nm || strcmp(nm, t[k].name) || json_integer_value(json_object_get(a, "n")) != (json_int_t)t[k].n)
+            return mp_api_failf("%s: the state's sum %d is %s, this accumulator's %s of %zu values", path, k, nm ? nm : "(none)",
+                                t[k].name, t[k].n);
+        bytes += (int64_t)t[k].n * 8;
+    }
+    if (bytes != sf->data) return mp_api_failf("%s: truncated or oversized accumulator state (%lld bytes of sums, %lld expected)", path,
+                                              (long long)sf->data - 8, (long long)bytes - 8);
+    int ok = 1;
+    for (int k = 0; k < n && ok; k++) {
+        ok = fread(t[k].p, sizeof(double), t[k].n, sf->f) == t[k].n;
+        sf->ck = mp_fnv1a64(t[k].p, t[k].n * sizeof(double), sf->ck);
+    }
+    uint64_t stored;
+    int rc = MP_OK;
+    if (!ok || fread(&stored, sizeof stored, 1, sf->f) != 1) rc = mp_api_failf("%s: truncated accumulator state", path);
+    else if (stored != sf->ck) rc = mp_api_failf("%s: accumulator state checksum mismatch", path);
+    for (int k = 0; rc == MP_OK && k < n; k++)
+        for (size_t i = 0; t[k].check && i < t[k].n; i++)
+            if (!isfinite(t[k].p[i]) || (t[k].check == 2 && t[k].p[i] < 0)) {
+                rc = mp_api_failf("%s: corrupt accumulator state (%s[%zu] = %g)", path, t[k].name, i, t[k].p[i]);
+                break;
+            }
+    for (int l = 0; rc == MP_OK && l < c->o.n_layers; l++) {
+        json_t *v = json_array_get(cnt, (size_t)l);
+        if (!json_is_integer(v) || json_integer_value(v) < 0) rc = mp_api_failf("%s: the state's counts are malformed", path);
+        else c->n_layer[l] = json_integer_value(v);
+    }
+    json_t *meta = json_object_get(sf->hd, "meta");
+    if (rc == MP_OK && json_is_object(meta)) {
+        if (c->extra) json_decref(c->extra);
+        c->extra = json_incref(meta);
+    }
+    if (rc != MP_OK) {
+        mp_probe_acc_reset(&c->a);
+        memset(c->n_layer, 0, sizeof c->n_layer);
+    }
+    return rc;
+}
+
+MASKPOS_API int maskpos_acc_open_state(const char *path, MaskposAcc **out) {
+    if (!path || !out) return mp_api_failf("maskpos_acc_open_state: NULL argument");
+    *out = NULL;
+    AccStateFile sf;
+    const int rc = acc_state_open(&sf, path);
+    if (rc == 1)
+        return mp_api_failf("%s: a state file of an older maskpos (the probe's checkpoint format, without the options): load "
+                            "it with the options it was made with (Accumulator.load_state(path, **options))", path);
+    if (rc != MP_OK) return MASKPOS_ERR;
+    MaskposAccOptions o;
+    int w[256], ids[256];
+    char stats[512];
+    MaskposAcc *c = NULL;
+    int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, stats);
+    if (r == MP_OK) r = maskpos_acc_new(&o, &c);
+    if (r == MP_OK) r = acc_state_read(&sf, c, path);
+    acc_state_close(&sf);
+    if (r != MP_OK) {
+        maskpos_acc_free(c);
+        return MASKPOS_ERR;
+    }
+    *out = c;
+    return MASKPOS_OK;
 }
 
 MASKPOS_API int maskpos_acc_load_state(MaskposAcc *c, const char *path) {
@@ -374,6 +736,31 @@ MASKPOS_API int maskpos_acc_load_state(MaskposAcc *c, const char *path) {
     if (!c || !path) return mp_api_failf("maskpos_acc_load_state: NULL argument");
     for (int l = 0; l < c->o.n_layers; l++)
         if (c->n_layer[l]) return mp_api_failf("%s: the accumulator already holds sequences; load a state into a new one", path);
+    AccStateFile sf;
+    const int rc = acc_state_open(&sf, path);
+    if (rc == MP_OK) { /* the options must be these */
+        MaskposAccOptions o;
+        int w[256], ids[256];
+        MaskposAcc tmp;
+        int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, tmp.stats);
+        if (r == MP_OK) {
+            char st[512];
+            memcpy(st, tmp.stats, sizeof st);
+            memset(&tmp, 0, sizeof tmp);
+            memcpy(tmp.stats, st, sizeof st);
+            tmp.o = o;
+            memcpy(tmp.windows, w, sizeof(int) * (size_t)o.n_layers);
+            memcpy(tmp.layer_ids, ids, sizeof(int) * (size_t)o.n_layers);
+            char d[256];
+            if (acc_differs(d, sizeof d, &tmp, c))
+                r = mp_api_failf("%s: the state was saved with other options (%s): open it alone "
+                                 "(Accumulator.load_state(path)) to get them", path, d);
+        }
+        if (r == MP_OK) r = acc_state_read(&sf, c, path);
+        acc_state_close(&sf);
+        return r == MP_OK ? MASKPOS_OK : MASKPOS_ERR;
+    }
+    if (rc != 1) return MASKPOS_ERR;
     if (mp_probe_ckpt_load(path, &c->a, acc_key(c), &missing, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     for (int l = 0; l < c->o.n_layers; l++) c->n_layer[l] = c->a.n_done;
     c->a.n_done = 0;
@@ -400,6 +787,13 @@ static json_t *acc_meta_run(const MaskposAcc *c, const MpProbeResult *res) {
     for (int l = 0; l < res->L; l++) windowed |= c->windows[l] > 0;
     if (windowed) mp_probe_meta_windows(j, c->windows, res->L);
     json_object_set_new(j, "per_head", json_boolean(res->per_head));
+    if (c->a.npos) { /* sequences of several lengths: how many reached each position (layer slot 0) */
+        json_t *np = json_array();
+        for (int p = 0; p < res->S; p++) json_array_append_new(np, json_integer((json_int_t)c->a.npos[p]));
+        json_object_set_new(j, "n_by_position", np);
+        json_object_set_new(j, "n_by_position_of", json_string("sequences of the accumulator that reached each position "
+                                                               "(their lengths; each entry (i, j) averages n_by_position[max(i, j)])"));
+    }
     if (c->extra) json_object_update(j, c->extra);
     return j;
 }

@@ -22,6 +22,7 @@
 #include "model/generate.h" /* mp_gen_run, mp_gen_log_softmax */
 #include "tok/tok.h"        /* MpTok, mp_tok_encode, mp_tok_decode */
 #include "viz/plot.h"       /* mp_plot_render, mp_plot_panels_add_stack */
+#include "viz/signif.h"     /* mp_signif_note_meta: each panel's significance */
 
 MASKPOS_API void maskpos_free(void *p) { free(p); }
 
@@ -138,6 +139,30 @@ MASKPOS_API int maskpos_generate(MaskposModel *mh, int64_t n, int len, double te
 
 MASKPOS_API int maskpos_plot(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
                              const char *preset, const char *cmap, int diagnorm, const char *title, int force) {
+    return maskpos_plot_run(path, maps, n, rows, layers, n_layers, preset, cmap, diagnorm, title, force, NULL, 0);
+}
+
+/* Each panel's significance from a run's meta.json (meta_json), as `maskpos plot` of its folder. */
+static int plot_notes(MpPlotPanel *pp, int np, const unsigned char *mask, int n, const char *meta_json, int residue, MpErr *e) {
+    json_error_t je;
+    json_t *meta = json_loads(meta_json, 0, &je);
+    if (!json_is_object(meta)) {
+        if (meta) json_decref(meta);
+        return mp_err_set(e, "plot: meta is not a JSON object (%s)", je.text);
+    }
+    for (int l = 1, k = 0; l <= n && k < np; l++) {
+        if (!mask[l]) continue;
+        const int r = mp_signif_note_meta(pp[k].note, sizeof pp[k].note, meta, l - 1);
+        pp[k].unresolved = r == 1 && residue;
+        k++;
+    }
+    json_decref(meta);
+    return MP_OK;
+}
+
+MASKPOS_API int maskpos_plot_run(const char *path, const double *maps, int n, int rows, const int *layers, int n_layers,
+                                 const char *preset, const char *cmap, int diagnorm, const char *title, int force,
+                                 const char *meta_json, int residue) {
     MpErr e;
     if (!path || !maps || (!layers && n_layers)) return mp_api_failf("maskpos_plot: NULL argument");
     if (n < 1 || n > 65536 || rows < 1 || rows > 65536)
@@ -166,6 +191,7 @@ MASKPOS_API int maskpos_plot(const char *path, const double *maps, int n, int ro
     if (title) snprintf(o.title, sizeof o.title, "%s", title);
     int np = 0;
     if (rc == MP_OK) rc = mp_plot_panels_add_stack(pp, &np, MP_PLOT_MAX_PANELS, maps, n, rows, mask, "Layer %d", 0, 0, NULL, &e);
+    if (rc == MP_OK && meta_json) rc = plot_notes(pp, np, mask, n, meta_json, residue || diagnorm || o.diagnorm, &e);
     if (rc == MP_OK) rc = mp_outfile_claim(path, force, &e);
     if (rc == MP_OK) rc = mp_plot_render(path, pp, np, &o, &e);
     free(mask);

@@ -20,6 +20,8 @@
 #include "core/npy.h"   /* mp_npy_read, mp_npy_to_f64 */
 #include "core/util.h"  /* mp_parse_range_list, mp_parse_double_list, mp_input_open */
 #include "core/files.h" /* mp_outfile_claim */
+#include "core/json.h"  /* mp_json_read: the run's meta.json beside the map */
+#include "viz/signif.h" /* mp_signif_note_meta: each layer's significance */
 #include "viz/cmap.h"   /* mp_plot_cmap_find */
 #include "viz/plot.h"   /* MpPlotPanel, MpPlotOptions, mp_plot_render_ex */
 
@@ -416,6 +418,31 @@ static int plot_add_panel(PlotGrid *g, const PlotFlags *fl, const PlotInput *x, 
     return MP_EXIT_OK;
 }
 
+/* The significance of each layer under its panel's title, when the input is a run's map with its
+ * meta.json beside it (probe, simulate, the Accumulator): a residue panel whose layer is not
+ * resolved is washed out and framed in red (docs/plot.md). Panels [from, g->np) of input x, one per layer. */
+static void plot_notes(PlotGrid *g, int from, const PlotInput *x, const PlotFlags *fl) {
+    char dir[4096], mp[4200];
+    snprintf(dir, sizeof dir, "%s", x->path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    snprintf(mp, sizeof mp, "%s/meta.json", slash ? dir : ".");
+    MpErr e;
+    json_t *meta = mp_file_exists(mp) ? mp_json_read(mp, &e) : NULL;
+    const json_t *ly = json_object_get(meta, "layers");
+    const int L = json_is_array(ly) ? (int)json_array_size(ly) : json_is_integer(ly) ? (int)json_integer_value(ly) : -1;
+    const char *base = slash ? slash + 1 : x->path;
+    const int residue = !strncmp(base, "scores_diagnorm", 15);
+    if (meta && L == x->L && x->rank == 3 && !strncmp(base, "scores", 6))
+        for (int k = from; k < g->np; k++) {
+            MpPlotPanel *p = &g->panels[k];
+            const int l = (int)((p->map - x->data) / ((size_t)x->S * x->S)); /* the panel's layer slot */
+            const int r = mp_signif_note_meta(p->note, sizeof p->note, meta, l);
+            p->unresolved = r == 1 && (residue || p->diagnorm || fl->diagnorm || (fl->preset && !strcmp(fl->preset, "fig5")));
+        }
+    if (meta) json_decref(meta);
+}
+
 /* Reads input f (path) into x and adds its panels to g. Returns MP_EXIT_OK or an exit status. */
 static int plot_input_panels(PlotGrid *g, PlotInput *x, const PlotFlags *fl, const char *path, int f, int ninputs) {
     const char *cmd = "plot";
@@ -462,6 +489,7 @@ static int plot_input_panels(PlotGrid *g, PlotInput *x, const PlotFlags *fl, con
         else if (g->rowlen != len) g->rows_consistent = 0;
     }
     if (g->np == before) return mp_cli_error(cmd, "%s: no panel selected", path);
+    plot_notes(g, before, x, fl);
     return MP_EXIT_OK;
 }
 

@@ -80,22 +80,28 @@ static void probe_wrote(const char *out, int plot) {
     if (m) json_decref(m);
 }
 
-/* After the run: the speed (and the MPI figures), the tables (not with --quiet), the folder. */
+/* After the run: the speed (and the MPI figures), the tables, the folder; with --quiet nothing
+ * on stdout (a warning of too few sequences goes to stderr). */
 static int probe_report(const char *cmd, const MpProbeResult *res, const char *out, int plot, int quiet, double t_start,
                         int argc, char **argv) {
     const int64_t ran = res->n - res->first;
     const double toks = (double)ran * res->S, cs = res->compute_s;
-    printf("ran %lld sequence%s (%.0f tokens) in %.2f s: %.1f tokens/s, %.2f GFLOP/s\n", (long long)ran,
-           ran == 1 ? "" : "s", toks, cs, cs > 0 ? toks / cs : 0.0, cs > 0 ? res->gflop / cs : 0.0);
-    if (res->nranks > 1)
-        printf("MPI: %d ranks; rank 0 received %lld sequences (%.1f MiB) in %.3f s and merged them in %.3f s\n",
-               res->nranks, (long long)res->ranks.received, res->ranks.bytes / 1048576.0, res->ranks.wait_s,
-               res->ranks.merge_s);
-    if (!quiet) mp_probe_result_print(stdout, res);
+    if (!quiet) {
+        printf("ran %lld sequence%s (%.0f tokens) in %.2f s: %.1f tokens/s, %.2f GFLOP/s\n", (long long)ran,
+               ran == 1 ? "" : "s", toks, cs, cs > 0 ? toks / cs : 0.0, cs > 0 ? res->gflop / cs : 0.0);
+        if (res->nranks > 1)
+            printf("MPI: %d ranks; rank 0 received %lld sequences (%.1f MiB) in %.3f s and merged them in %.3f s\n",
+                   res->nranks, (long long)res->ranks.received, res->ranks.bytes / 1048576.0, res->ranks.wait_s,
+                   res->ranks.merge_s);
+        mp_probe_result_print(stdout, res);
+    } else {
+        char w[512];
+        if (mp_probe_n_warning(w, sizeof w, res->n)[0]) fprintf(stderr, "maskpos %s: warning: %s\n", cmd, w);
+    }
     MpErr e;
     const MpJobWriteOptions wo = {.plot = plot, .argc = argc, .argv = argv, .wall_s = mp_time_now() - t_start};
     if (mp_probe_result_write(res, out, &wo, &e) != MP_OK) return mp_cli_error(cmd, "%s", e.msg);
-    probe_wrote(out, plot);
+    if (!quiet) probe_wrote(out, plot);
     return MP_EXIT_OK;
 }
 
@@ -135,18 +141,23 @@ int mp_cmd_probe(int argc, char **argv) {
     rc = MP_EXIT_OK; /* the ranks but 0 (under mpirun) return it as it is */
     MpProbeResult res;
     ProbeBar bar = {.res = &res};
-    c.log = stdout;
+    /* --quiet: the set-up lines go nowhere (its warnings, which the job prints to stderr when it has a
+     * log, still show) */
+    FILE *sink = quiet ? fopen("/dev/null", "w") : NULL;
+    c.log = quiet ? sink : stdout;
     if (!quiet && mp_mpi_rank() == 0) {
         c.progress = probe_bar;
         c.progress_ctx = &bar;
     }
     MpErr e;
     if (mp_probe_run(&res, &c, &e) != MP_OK) {
+        if (sink) fclose(sink);
         if (!e.msg[0]) return MP_EXIT_ERROR; /* another rank said why */
         return mp_cli_error(cmd, "%s", e.msg);
     }
     if (bar.started) mp_progress_finish(&bar.pg);
     if (mp_mpi_rank() == 0) rc = probe_report(cmd, &res, c.out, plot, quiet, t_start, argc, argv);
     mp_probe_result_free(&res);
+    if (sink) fclose(sink);
     return rc;
 }

@@ -35,6 +35,7 @@
 #include "model/probe.h"         /* MP_PROBE_NREGIONS */
 #include "model/probe_ranks.h"   /* MpProbeRanksStats */
 #include "model/probe_recency.h" /* MpProbeRecencyOut */
+#include "model/probe_signif.h"  /* MpProbeSignif */
 
 /* Every pointer is borrowed for the duration of mp_probe_run. Start from mp_probe_config_init. */
 typedef struct MpProbeConfig {
@@ -104,6 +105,8 @@ typedef struct MpProbeResult {
     MpPosStats *stats;       /* [L] NRI, residue, ... over positions skip..S-1 */
     double *block_z;         /* [L] the residue's block test */
     double *block_z_regions; /* [MP_PROBE_NREGIONS, L] per region (row 0 unused: NaN) */
+    MpProbeSignif *sig;      /* [L] resolved at this N?, the noise levels, N needed, corrected NRI */
+    int lengths;             /* 1: sequences of several lengths (maskpos_acc_add with lengths) */
     int skip;                /* 1 when every sequence starts with BOS */
     int bos_id;
     int causal, rope, per_head, compute, threads, nranks;
@@ -152,6 +155,8 @@ const double *mp_probe_result_out(const MpProbeResult *res, int stat, int k);
 int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_run, MpErr *e);
 /* meta.json keys shared by the probe and the accumulator: stats_first_position (and its
  * description); layer_windows w [L] (<= 0: null) and its description. */
+/* The line that warns of too few sequences (N < MP_SIGNIF_MIN_N) into buf, or "" (returns buf). */
+const char *mp_probe_n_warning(char *buf, size_t cap, int64_t n);
 void mp_probe_meta_first(json_t *j, int skip);
 void mp_probe_meta_windows(json_t *j, const int *w, int L);
 

@@ -23,6 +23,13 @@ static json_t *len_json_2d(const double *v, int rows, int cols) {
     return arr;
 }
 
+/* [n] doubles as a JSON array (non-finite: null): a per-layer series, as simulate writes them. */
+static json_t *len_json_1d(const double *v, int n) {
+    json_t *arr = json_array();
+    for (int k = 0; k < n; k++) json_array_append_new(arr, len_real(v[k]));
+    return arr;
+}
+
 /* One line per layer (at most 8) of y [L, n] against x [n]. */
 static int len_plot(const char *dir, const char *file, const char *title, const char *xlabel, const char *ylabel,
                     const double *x, const double *y, int L, int n, const int *layers, MpErr *e) {
@@ -84,11 +91,11 @@ void mp_probe_len_print(FILE *f, const MpProbeRecencyOut *o, const int *layers) 
 
 void mp_probe_len_meta(json_t *meta, const MpProbeRecencyOut *o) {
     const int L = o->L, H = o->H, K = o->K;
-    json_object_set_new(meta, "recency_probability", len_json_2d(o->rp, 1, L));
-    json_object_set_new(meta, "recency_probability_se", len_json_2d(o->rp_se, 1, L));
+    json_object_set_new(meta, "recency_probability", len_json_1d(o->rp, L)); /* [L] (was [[L]] before issue 39) */
+    json_object_set_new(meta, "recency_probability_se", len_json_1d(o->rp_se, L));
     json_object_set_new(meta, "recency_probability_heads", len_json_2d(o->rp_heads, L, H));
     json_object_set_new(meta, "recency_probability_heads_se", len_json_2d(o->rp_heads_se, L, H));
-    json_object_set_new(meta, "recency_probability_mean_map", len_json_2d(o->rp_map, 1, L));
+    json_object_set_new(meta, "recency_probability_mean_map", len_json_1d(o->rp_map, L));
     if (o->rp_map_heads) json_object_set_new(meta, "recency_probability_mean_map_heads", len_json_2d(o->rp_map_heads, L, H));
     json_object_set_new(meta, "recency_first_position", json_integer(o->first));
     json_object_set_new(meta, "recency_probability_of",

@@ -99,7 +99,8 @@ const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              .help = "refuse to start when the expected peak exceeds G GiB (default: the\n"
              "memory available now)", .dlo = 1e-6, .dhi = 1e6), F(max_mem_gib), MP_OPT_RUN},
     [MP_PROBE_OPT_QUIET] = {MP_OPT_DECL("quiet", MP_OPT_BOOL, NULL,
-             .help = "no progress bar and no tables (meta.json holds every statistic)"), MP_OPT_NO_FIELD, MP_OPT_CLI | MP_OPT_RUN},
+             .help = "print nothing but warnings (on stderr): no set-up lines, progress bar\n"
+             "or tables (meta.json holds every statistic)"), MP_OPT_NO_FIELD, MP_OPT_CLI | MP_OPT_RUN},
     [MP_PROBE_OPT_HELP] = {MP_OPT_DECL("help", MP_OPT_BOOL, NULL, .help = "this text"), MP_OPT_NO_FIELD,
              MP_OPT_CLI | MP_OPT_RUN | MP_OPT_HELP | MP_OPT_HIDE},
 };

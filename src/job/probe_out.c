@@ -16,6 +16,7 @@
 #include "job/probe.h"
 
 #include <math.h>
+#include <stddef.h> /* offsetof */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,6 +26,7 @@
 #include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_meta, mp_probe_len_write */
 #include "job/probe_probs.h" /* mp_probe_probs_results, _print, _meta, _figures */
 #include "job/sim_out.h"     /* mp_job_stats_json */
+#include "viz/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
 /* ================================================================ statistics */
@@ -98,6 +100,64 @@ static int probe_outs_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
 
 static json_t *probe_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
 
+const char *mp_probe_n_warning(char *buf, size_t cap, int64_t n) {
+    if (n >= MP_SIGNIF_MIN_N) snprintf(buf, cap, "%s", "");
+    else snprintf(buf, cap, "N = %lld sequences is too few for the standard errors to mean much (block z, rms/noise and "
+                            "the noise levels are rough below %d): no residue is called resolved", (long long)n, MP_SIGNIF_MIN_N);
+    return buf;
+}
+
+/* [L] numbers of the significance table as a JSON array (non-finite: null). */
+static json_t *signif_series(const MpProbeResult *res, size_t off, int region) {
+    json_t *a = json_array();
+    for (int l = 0; l < res->L; l++) {
+        const char *sg = (const char *)&res->sig[l];
+        const double v = region < 0 ? *(const double *)(sg + off) : ((const double *)(sg + off))[region];
+        json_array_append_new(a, probe_real(v));
+    }
+    return a;
+}
+
+/* meta.json: is each layer's residue resolved at this N (and where), the noise levels of the block
+ * tests, N needed, the noise-corrected NRI (docs/metrics.md, "Is a residue resolved?"). */
+static void probe_meta_signif(json_t *j, const MpProbeResult *res) {
+    static const char *rname[MP_PROBE_NREGIONS] = {NULL, "first_keys", "last_queries", "last_keys", "interior"};
+    const int L = res->L;
+    json_t *rv = json_array(), *rr = json_object();
+    for (int l = 0; l < L; l++) json_array_append_new(rv, json_boolean(res->sig[l].resolved[0]));
+    json_object_set_new(j, "residue_resolved", rv);
+    json_t *nz = json_object();
+    json_object_set_new(nz, "block_z", signif_series(res, offsetof(MpProbeSignif, noise), 0));
+    json_object_set_new(nz, "block_z_spread", signif_series(res, offsetof(MpProbeSignif, spread), 0));
+    json_object_set_new(nz, "block_z_threshold", signif_series(res, offsetof(MpProbeSignif, threshold), 0));
+    json_t *reg = json_object();
+    for (int g = 1; g < MP_PROBE_NREGIONS; g++) {
+        json_t *o = json_object(), *b = json_array();
+        json_object_set_new(o, "block_z", signif_series(res, offsetof(MpProbeSignif, noise), g));
+        json_object_set_new(o, "block_z_threshold", signif_series(res, offsetof(MpProbeSignif, threshold), g));
+        json_object_set_new(reg, rname[g], o);
+        for (int l = 0; l < L; l++) json_array_append_new(b, json_boolean(res->sig[l].resolved[g]));
+        json_object_set_new(rr, rname[g], b);
+    }
+    json_object_set_new(nz, "regions", reg);
+    json_object_set_new(j, "residue_noise", nz);
+    json_object_set_new(j, "residue_regions_resolved", rr);
+    json_object_set_new(j, "residue_n_needed", signif_series(res, offsetof(MpProbeSignif, n_needed), -1));
+    json_object_set_new(j, "nri_corrected", signif_series(res, offsetof(MpProbeSignif, nri_corr), -1));
+    json_object_set_new(j, "map_noise_share", signif_series(res, offsetof(MpProbeSignif, map_noise), -1));
+    char d[512];
+    snprintf(d, sizeof d,
+             "residue_resolved: block z above its noise level (block_z: rms of the block z of %d sign-flipped sums, each "
+             "sequence's block means times its own sign; spread: their standard deviation; threshold = noise + %g spreads) "
+             "with N >= %d; a region likewise within a resolved layer; residue_n_needed: N at which block z would cross the "
+             "threshold (z^2 - noise^2 grows like N); nri_corrected: the NRI with the noise power of the mean map taken out "
+             "of numerator and denominator (docs/metrics.md)",
+             MP_PROBE_FLIPS, MP_SIGNIF_SIGMAS, MP_SIGNIF_MIN_N);
+    json_object_set_new(j, "residue_resolved_of", json_string(d));
+    if (mp_probe_n_warning(d, sizeof d, res->n)[0]) json_object_set_new(j, "warning", json_string(d));
+}
+
+
 /* The result's half of meta.json: the files, the statistics, block tests, and each statistic's. */
 static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     const int L = res->L;
@@ -134,6 +194,7 @@ static void probe_meta_stats(json_t *j, const MpProbeResult *res) {
     json_object_set_new(j, "residue_block_z_of",
                         json_string("per layer: sqrt(mean over a 16x16 grid of blocks of (block mean of the diagonal-mean "
                                     "normalised residue / its standard error over sequences)^2); about 1 for noise"));
+    probe_meta_signif(j, res);
     for (int id = 0; id < MP_PROBE_NSTATS; id++) { /* each statistic's outputs, then its own keys */
         if (!res_has(res, id)) continue;
         for (int i = 0; i < res->n_outs; i++)
@@ -153,9 +214,10 @@ int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_r
     res->stats = mp_try_calloc((size_t)L, sizeof *res->stats);
     res->block_z = mp_try_malloc((size_t)L * sizeof(double));
     res->block_z_regions = mp_try_malloc((size_t)L * MP_PROBE_NREGIONS * sizeof(double));
+    res->sig = mp_try_calloc((size_t)L, sizeof *res->sig);
     double *scratch = a->skip ? mp_try_malloc(3 * SS * sizeof(double)) : NULL;
     if (!res->mean || !res->diagnorm || !res->se || (a->per_head && (!res->heads || !res->heads_se)) || !res->stats || !res->block_z ||
-        !res->block_z_regions || (a->skip && !scratch)) {
+        !res->block_z_regions || !res->sig || (a->skip && !scratch)) {
         free(scratch);
         json_decref(meta_run);
         return mp_err_set(e, "out of memory for the result maps (%d layers, S=%d)", L, S);
@@ -169,7 +231,9 @@ int mp_probe_result_fill(MpProbeResult *res, const MpProbeAcc *a, json_t *meta_r
         res->block_z[l] = mp_probe_acc_block_z(a, l);
         res->block_z_regions[l] = NAN;
         for (int g = 1; g < MP_PROBE_NREGIONS; g++) res->block_z_regions[(size_t)g * L + l] = mp_probe_acc_block_z_region(a, l, g);
+        mp_probe_signif(&res->sig[l], a, l, &res->stats[l]);
     }
+    res->lengths = mp_probe_acc_has(a, MP_PROBE_STAT_LENGTHS);
     res->meta = meta_run;
     res->stat_set = a->stats;
     if (probe_outs_fill(res, a, e) != MP_OK) return MP_ERR;
@@ -189,6 +253,7 @@ void mp_probe_result_free(MpProbeResult *res) {
     free(res->stats);
     free(res->block_z);
     free(res->block_z_regions);
+    free(res->sig);
     for (int i = 0; i < res->n_outs; i++) free(res->outs[i].x);
     for (int id = 0; id < MP_PROBE_NSTATS; id++) /* each accepts its zeroed results */
         if (probe_stat_outs[id].free) probe_stat_outs[id].free(res);
@@ -198,19 +263,36 @@ void mp_probe_result_free(MpProbeResult *res) {
 
 /* ================================================================ print */
 
+/* "N ≈ 1234" (or "—") into buf: the sequences a layer's residue needs. */
+static const char *probe_n_needed(char *buf, size_t cap, const MpProbeSignif *sg) {
+    if (!isfinite(sg->n_needed)) snprintf(buf, cap, "-");
+    else if (sg->n_needed > 1e9) snprintf(buf, cap, ">1e9");
+    else snprintf(buf, cap, "%.0f", sg->n_needed);
+    return buf;
+}
+
 void mp_probe_result_print(FILE *f, const MpProbeResult *res) {
     const int L = res->L, S = res->S;
     const MpPosStats *st = res->stats;
+    char w[512], nn[32];
+    if (mp_probe_n_warning(w, sizeof w, res->n)[0]) fprintf(f, "warning: %s\n", w);
     if (res->skip)
         fprintf(f, "every sequence starts with BOS (id %d): the statistics below are over positions 1..%d (the maps "
                    "keep BOS)\n", res->bos_id, S - 1);
-    fprintf(f, "%6s %10s %13s %13s %12s %10s %8s %11s %12s\n", "layer", "NRI", "residue min", "residue max", "residue rms",
-            "rms/noise", "block z", "rising rows", "mean slope");
-    for (int l = 0; l < L; l++)
+    fprintf(f, "%6s %10s %9s %13s %13s %12s %10s %8s %9s %9s %9s %11s %12s\n", "layer", "NRI", "NRI corr", "residue min",
+            "residue max", "residue rms", "rms/noise", "block z", "z needed", "resolved", "N needed", "rising rows",
+            "mean slope");
+    for (int l = 0; l < L; l++) {
+        const MpProbeSignif *sg = &res->sig[l];
         if (!st[l].observed) fprintf(f, "%6d %10s  no finite entries: no statistic\n", res->layers[l] + 1, "nan");
-        else fprintf(f, "%6d %10.6f %13.5f %13.5f %12.6f %10.2f %8.2f %10.1f%% %12.3e\n", res->layers[l] + 1, st[l].nri,
-                     st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l], 100 * st[l].rise_share,
-                     st[l].mean_slope);
+        else fprintf(f, "%6d %10.6f %9.4f %13.5f %13.5f %12.6f %10.2f %8.2f %9.2f %9s %9s %10.1f%% %12.3e\n", res->layers[l] + 1,
+                     st[l].nri, sg->nri_corr, st[l].res_min, st[l].res_max, st[l].res_rms, st[l].z_rms, res->block_z[l],
+                     sg->threshold[0], sg->resolved[0] ? "yes" : "NO", probe_n_needed(nn, sizeof nn, sg),
+                     100 * st[l].rise_share, st[l].mean_slope);
+    }
+    fprintf(f, "resolved: block z above its noise level at N = %lld (z needed = the noise level of %d sign-flipped sums + "
+               "%g spreads); N needed: where a residue of this size would cross it (docs/metrics.md)\n",
+            (long long)res->n, MP_PROBE_FLIPS, MP_SIGNIF_SIGMAS);
     for (int id = 0; id < MP_PROBE_NSTATS; id++)
         if (res_has(res, id) && probe_stat_outs[id].print) probe_stat_outs[id].print(f, res);
 }
@@ -237,6 +319,9 @@ static int probe_plot(const MpProbeResult *res, const char *dir, json_t *files, 
         pn[l].map = res->mean + l * SS;
         pn[l].rows = pn[l].cols = res->S;
         snprintf(pn[l].title, sizeof pn[l].title, "Layer %d", res->layers[l] + 1);
+        const MpProbeSignif *sg = &res->sig[l];
+        pn[l].unresolved = mp_signif_note(pn[l].note, sizeof pn[l].note, "block z", res->block_z[l], sg->threshold[0],
+                                          sg->resolved[0], res->n, sg->n_needed);
     }
     snprintf(o.title, sizeof o.title, "%.200s%s%s", res->title, res->causal ? "" : ", bidirectional",
              res->rope ? "" : ", no RoPE");

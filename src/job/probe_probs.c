@@ -39,7 +39,7 @@ static int probs_figures(const char *dir, const MpProbeProbsOut *po, const doubl
     int rows[256];
     for (int l = 0; l < L && l < 256; l++) rows[l] = layers[l] + 1;
     char path[4096], t[300];
-    MpFigRow row = {probs, L, S, "mean attention probability", 0};
+    MpFigRow row = {probs, L, S, "mean attention probability", 0, NULL};
     snprintf(t, sizeof t, "%.200s: mean attention probabilities", title);
     if (mp_path_join(path, sizeof path, dir, "probs.png", e) || mp_fig_rows_clip(path, t, &row, 1, 0, 99, e) != MP_OK)
         return MP_ERR;

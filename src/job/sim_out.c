@@ -2,11 +2,13 @@
 #include "job/sim_out.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/json.h" /* meta.json */
 #include "core/npy.h"  /* mp_npy_write */
 #include "core/util.h" /* mp_mkdir_p, mp_path_join */
+#include "viz/signif.h" /* mp_signif_sim_meta, mp_signif_note */
 #include "viz/figs.h" /* mp_fig_rows */
 
 void mp_sim_print_stats(FILE *f, const MpPosStats *st, int layers) {
@@ -78,6 +80,7 @@ json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const M
     if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
     json_object_set_new(m, "stats", mp_job_stats_json(r->stats, NULL, r->layers));
+    mp_signif_sim_meta(m, r->stats, r->layers, c->batch);
     if (c->form == MP_SIM_FORM_RECENCY) { /* only here, so the paper form's meta.json is unchanged */
         json_object_set_new(m, "layer_form", json_string("recency"));
         json_object_set_new(m, "residual", json_boolean(c->residual));
@@ -122,9 +125,15 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
         snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",
                  c->norm == MP_NORM_L2 ? "L2 norm" : c->norm == MP_NORM_LAYERNORM ? "LayerNorm" : "no norm", c->causal ? "causal" : "bidirectional",
                  c->alpha, c->rope ? ", RoPE" : "", (long long)c->batch, c->seq, c->dim);
-        MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0}, {r->scores, r->layers, r->seq, "Normalised", 1}};
-        if (mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK)
-            return MP_ERR;
+        MpFigNote *notes = calloc((size_t)r->layers, sizeof *notes);
+        if (!notes) return mp_err_set(e, "%s: out of memory for the figure", dir);
+        for (int l = 0; l < r->layers; l++)
+            notes[l].unresolved = mp_signif_note(notes[l].text, sizeof notes[l].text, "rms/noise", r->stats[l].z_rms, MP_SIGNIF_SIM_Z,
+                                                 mp_signif_sim_resolved(&r->stats[l], c->batch), c->batch, NAN);
+        MpFigRow rows[2] = {{r->scores, r->layers, r->seq, "Raw", 0, NULL}, {r->scores, r->layers, r->seq, "Normalised", 1, notes}};
+        const int rc = mp_path_join(path, sizeof path, dir, "scores.png", e) || mp_fig_rows(path, title, rows, 2, e) != MP_OK;
+        free(notes);
+        if (rc) return MP_ERR;
     }
     json_t *m = mp_sim_result_meta(c, scale_word, r, plot, argc, argv);
     int rc = mp_path_join(path, sizeof path, dir, "meta.json", e) == MP_OK ? mp_json_write_atomic(path, m, e) : MP_ERR;

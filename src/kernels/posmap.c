@@ -98,6 +98,8 @@ void mp_posmap_stats(MpPosStats *st, const double *map, const double *resid, con
             }
         }
     st->observed = cnt;
+    st->nri_num = num;
+    st->nri_den = den;
     /* a map with no finite entry has no NRI: NaN, never 0 ("purely relative") */
     st->nri = cnt == 0 ? NAN : den > 0 ? num / den : 0.0;
     st->res_min = noff ? rmin : NAN;

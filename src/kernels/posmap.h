@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 typedef struct MpPosStats {
+    double nri_num, nri_den; /* NRI = nri_num / nri_den: Σ Ŝ² and Σ (S − mean S)² over finite entries */
     double nri;          /* non-relative index in [0,1]; 0 for a purely relative map; NaN when
                             the map has no finite entry (observed == 0) */
     double res_min;      /* min of Ŝ over finite off-diagonal entries */

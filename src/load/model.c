@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "core/json.h" /* mp_json_read: model.safetensors.index.json */
+#include "load/hfcache.h"  /* mp_hfcache_resolve: hub ids in the local HF cache */
 #include "load/hfconfig.h" /* mp_hfconfig_parse */
 #include "load/mapfile.h"  /* MpLoadMap */
 #include "core/util.h"     /* mp_path_join */
@@ -707,6 +708,12 @@ int mp_model_open(MpModel *m, const char *path, MpErr *e) {
     memset(m, 0, sizeof *m);
     snprintf(m->path, sizeof m->path, "%s", path);
     struct stat sb;
+    char snap[4096]; /* a hub id ("org/name") names its snapshot in the local HF cache (load/hfcache.h) */
+    if (stat(path, &sb) != 0 && errno == ENOENT && mp_hfcache_is_id(path)) {
+        if (mp_hfcache_resolve(path, snap, sizeof snap, e) != MP_OK) return MP_ERR;
+        path = snap;
+        snprintf(m->path, sizeof m->path, "%s", path);
+    }
     if (stat(path, &sb) != 0) return mp_err_set(e, "%s: %s", path, strerror(errno));
     int rc;
     if (S_ISDIR(sb.st_mode)) {

@@ -95,6 +95,23 @@ typedef struct MpProbeAcc {
     uint64_t *rp_seq;     /* [H, S] scratch: this sequence's row counts */
     double *rp_scratch;   /* [threads, 3S] scratch of the triple count */
     double *lsub, *lres;  /* [S, S] scratch: a corner and its residue */
+    /* the noise level of the block test (docs/metrics.md, "Is a residue resolved?"): the block sums
+     * once more for each of MP_PROBE_FLIPS signs ε = ±1 per sequence (bits of a hash of the
+     * sequence's own block means, mp_probe_flip_bits), whose block z is a draw of the test under
+     * pure noise with the data's own tails and correlations between blocks (the squares are bsumsq) */
+    double *bflip;        /* [L, F, nb, nb] Σ_seq ε_f · block mean, F = MP_PROBE_FLIPS */
+    /* the noise-corrected NRI (docs/metrics.md): per sequence, the squared norms of its own residue
+     * and of its own centred map (positions skip..S-1, the entries the NRI sums) */
+    double *rsq;          /* [L] Σ_seq Σ_ij Ŝ_s[i,j]² */
+    double *csq;          /* [L] Σ_seq Σ_ij (x_s[i,j] − mean x_s)² */
+    /* sequences shorter than S (mp_probe_acc_lengths_on; maskpos_acc_add with lengths): a sequence
+     * of length S' adds the top-left S' × S' block of the maps; NULL when every sequence has S */
+    double *npos;         /* [L, S] Σ_seq [p < the sequence's length]: the sequences entry (i, j)
+                             has seen are npos[max(i, j)] */
+    double *bcnt;         /* [L, nb, nb] sequences in each block's test (those with ≥ nb positions
+                             from skip: a sequence's own residue on its own nb × nb grid) */
+    int cur_len;          /* the length of the sequence being added (0 = S; set by the caller) */
+    double *bmeans;       /* [nb, nb] scratch: one sequence's block means */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -119,9 +136,12 @@ typedef struct MpProbeAcc {
  * marks an optional statistic by bit id - 1 of its header's flags. */
 typedef enum MpProbeStatId {
     MP_PROBE_STAT_MAPS = 0, /* always on: the score maps' sums and squares (per head with per_head), the
-                               block residue sums */
+                               block residue sums, their sign-flipped copies (the block test's noise
+                               level) and the noise-corrected NRI's per-sequence norms */
     MP_PROBE_STAT_PROBS,    /* "probs": post-softmax probabilities, first-token mass, entropy */
     MP_PROBE_STAT_RECENCY,  /* "recency": recent triples and the statistics by length (probe_recency.h) */
+    MP_PROBE_STAT_LENGTHS,  /* "lengths": per-position and per-block counts of sequences shorter than S
+                               (mp_probe_acc_lengths_on; with recency only while every sequence is whole) */
     MP_PROBE_NSTATS
 } MpProbeStatId;
 #define MP_PROBE_STAT_BIT(id) (1u << (id))
@@ -149,6 +169,7 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_NL1616, /* [nlen, L, 16, 16] (not by layer slot) */
     MP_PROBE_SH_L,      /* [L] */
     MP_PROBE_SH_LS,     /* [L, S] */
+    MP_PROBE_SH_LFBB,   /* [L, F, nb, nb], F = MP_PROBE_FLIPS */
 } MpProbeShape;
 
 /* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
@@ -171,7 +192,7 @@ typedef struct MpProbeOutSpec {
     void (*fill)(const MpProbeAcc *a, double *out); /* out [shape] from a's sums (a->n_done >= 1) */
 } MpProbeOutSpec;
 
-#define MP_PROBE_STAT_ARRAYS 8 /* sums per statistic (an initialiser with more does not compile) */
+#define MP_PROBE_STAT_ARRAYS 10 /* sums per statistic (an initialiser with more does not compile) */
 #define MP_PROBE_STAT_OUTS 4   /* outputs per statistic */
 
 typedef struct MpProbeStat {
@@ -285,6 +306,19 @@ static inline void mp_probe_acc_row_keys(const MpProbeAcc *a, int li, int i, int
     *lo = W && i - W + 1 > 0 ? i - W + 1 : 0;
     *hi = a->causal ? i + 1 : W && i + W < a->S ? i + W : a->S;
 }
+/* The keys [*lo, *hi) query row i of layer slot li observes in the sequence being added (those of
+ * mp_probe_acc_row_keys within its length a->cur_len; none for rows past it). Inline, as row_keys. */
+static inline void mp_probe_acc_seq_keys(const MpProbeAcc *a, int li, int i, int *lo, int *hi) {
+    mp_probe_acc_row_keys(a, li, i, lo, hi);
+    const int len = a->cur_len > 0 ? a->cur_len : a->S;
+    if (i >= len) *lo = *hi = 0;
+    else if (*hi > len) *hi = len;
+}
+/* The sequences entry (i, j) of layer slot l has seen (n_done unless lengths are on: npos). */
+static inline double mp_probe_acc_entry_count(const MpProbeAcc *a, int l, int i, int j) {
+    if (!a->npos) return (double)a->n_done;
+    return a->npos[(size_t)l * a->S + (size_t)(i > j ? i : j)];
+}
 /* Ends one sequence: n_done += 1, once the hook has seen every selected layer of it (the loop of
  * model/probe_ranks.c calls it; the accumulator owns its count). */
 void mp_probe_acc_seq_end(MpProbeAcc *a);
@@ -311,6 +345,24 @@ void mp_probe_acc_layer_done(void *ctx, int layer);
 /* MpFwdHook: adds one sequence's whole scores [H, S, S] of model layer `layer` (ctx = MpProbeAcc*):
  * mp_probe_acc_rows over every row (in parallel), then mp_probe_acc_layer_done. */
 void mp_probe_acc_hook(void *ctx, int layer, const float *scores, int n_heads, int T);
+/* Sequences of fewer than S tokens (docs/python.md, "lengths"): allocates npos and bcnt and fills
+ * them with what the sequences already added count (every one of length S), so a run may switch
+ * on at any time. Set a->cur_len before a sequence's rows (0 or S: full length). The sums of a
+ * sequence of length S' are those of its top-left S' × S' block; its block test is its own residue
+ * (positions skip..S'-1) on its own nb × nb grid (sequences with fewer than nb positions there
+ * count in the maps only). Not with --recency. MP_ERR when out of memory. */
+int mp_probe_acc_lengths_on(MpProbeAcc *a, const int64_t *counts, MpErr *e); /* counts [L]: sequences per slot (NULL: n_done) */
+/* dst += src where src->S <= dst->S (same layers, heads, flags, skip, block grid; no --recency):
+ * src's maps enter dst's top-left block, its counts dst's per-position counts (lengths are
+ * switched on in dst). dcounts, scounts [L]: the sequences per slot of each (NULL: n_done; the C
+ * API counts per slot). MP_ERR naming what differs. */
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e);
+/* F sign bits (bit f: ε_f = −1) of one sequence's block means bm [nb·nb] (NaN: no entry): a hash
+ * of their bytes rounded to float, so every sequence draws its own signs whatever the order, thread,
+ * rank or device that summed them. */
+#define MP_PROBE_FLIPS 32
+uint32_t mp_probe_flip_bits(const double *bm, int nb);
+
 /* MpFwdHook for MpFwd.probs_hook (ctx = MpProbeAcc*): one sequence's probabilities [H, S, S] of
  * model layer `layer` (MP_PROBE_IN_PROBS). The probabilities' own sums (psum, psum_heads, sink,
  * entropy) are in double in a fixed order (rows in parallel, each entry over heads ascending;
@@ -339,8 +391,19 @@ double mp_probe_acc_block_z(const MpProbeAcc *a, int l);
 /* Adds one residue map res [P,P]'s block means (nb × nb grid, only j ≤ i when causal; NaN entries,
  * outside a sliding window, are not observed) and their squares to bs, bq [nb, nb]. */
 void mp_probe_block_add(double *bs, double *bq, const double *res, int P, int nb, int causal);
+/* One sequence's block means bm [nb, nb] (NaN: no entry) into layer slot li's block sums, their
+ * squares, the sign-flipped sums and (lengths on) the block counts: what mp_probe_acc_layer_done
+ * does with them (maskpos_acc_add_sums takes block means a GPU computed). */
+void mp_probe_acc_block_seq(MpProbeAcc *a, int li, const double *bm);
+/* The block means themselves: bm [nb, nb], NaN for a block without an observed entry. */
+void mp_probe_block_means(double *bm, const double *res, int P, int nb, int causal);
 /* The block test from block sums bs, bq [nb, nb] over n_done sequences, over one MpProbeRegion. */
 double mp_probe_block_z(const double *bs, const double *bq, int nb, int64_t n_done, int region);
+/* The same with a count per block bn [nb, nb] (NULL: n_done for every block). */
+double mp_probe_block_z_n(const double *bs, const double *bq, const double *bn, int nb, int64_t n_done, int region);
+/* The block test's noise level for layer slot l and one region: the block z of each of the
+ * MP_PROBE_FLIPS sign-flipped sums into z [MP_PROBE_FLIPS] (NaN with fewer than 2 sequences). */
+void mp_probe_acc_block_z_null(const MpProbeAcc *a, int l, int region, double *z);
 /* Regions of the block grid, to say where a residue sits: the first column of blocks (the first
  * keys), the last row (the last queries), the last column (the last keys; only observed without
  * the mask), and the interior (none of these, nor the first row). */

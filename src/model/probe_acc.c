@@ -2,9 +2,11 @@
  * one row per statistic: name, inputs, sums, scratch, update functions, outputs) and everything
  * that reads the table (allocation, freeing, reset, merge, the one-sequence parts of MPI ranks and
  * worker threads, the inputs and capture points asked of the forward pass, the memory estimate),
- * the forward pass's callbacks that hand each input to the statistics that read it, and two
- * statistics of its own: the score maps (always on) and the probabilities (--probs), with the
- * means and standard errors read from the maps' sums.
+ * the forward pass's callbacks that hand each input to the statistics that read it, and three
+ * statistics of its own: the score maps (always on; with the block test's sign-flipped sums and
+ * the noise-corrected NRI's norms), the probabilities (--probs) and the counts of sequences
+ * shorter than S (lengths: mp_probe_acc_lengths_on, merging accumulators of different S:
+ * mp_probe_acc_embed), with the means and standard errors read from the maps' sums.
  * Does not: read tokens (probe_tokens.c), test blocks (probe_block.c), save or load
  * (probe_ckpt.c), count recent triples (probe_recency.c, a row of the table), write results
  * (src/job/probe_out.c reads the rows' outputs).
@@ -14,8 +16,10 @@
  * ================================================================ layout
  *   maps        the score maps' row functions (MP_PROBE_STAT_MAPS)
  *   probs       the probabilities' functions (MP_PROBE_STAT_PROBS)
+ *   lengths     the per-position counts' function (MP_PROBE_STAT_LENGTHS)
  *   table       mp_probe_stats, and its check
  *   engine      what reads the table: arrays, init, free, reset, merge, parts, inputs, names, bytes
+ *   sequences shorter than S: lengths on, embed (merging a shorter accumulator into a longer)
  *   callbacks   the forward pass's hooks, dispatched to the rows
  *   results     means and standard errors of the maps
  *
@@ -78,8 +82,8 @@ static void probe_row_finish(MpProbeAcc *a, int li, int i, int j0, int n) {
 static void probe_row(MpProbeAcc *a, int li, const float *f32, const double *f64, int i) {
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    int j0, n; /* observed keys [j0, n): the causal mask's and a sliding window's */
-    mp_probe_acc_row_keys(a, li, i, &j0, &n);
+    int j0, n; /* observed keys [j0, n): the causal mask's, a sliding window's, the sequence's length */
+    mp_probe_acc_seq_keys(a, li, i, &j0, &n);
     double *sm = a->seqmap + (size_t)i * S;
     for (int j = j0; j < n; j++) sm[j] = 0.0;
     for (int h = 0; h < H; h++) {
@@ -105,7 +109,7 @@ static void maps_headsum(MpProbeAcc *a, int li, const double *hs, int i0, int i1
     const int S = a->S;
     for (int i = i0; i < i1; i++) {
         int j0, n;
-        mp_probe_acc_row_keys(a, li, i, &j0, &n);
+        mp_probe_acc_seq_keys(a, li, i, &j0, &n);
         const double *src = hs + (size_t)(i - i0) * S;
         double *sm = a->seqmap + (size_t)i * S;
         for (int j = j0; j < n; j++) sm[j] = src[j]; /* the sum probe_row forms: the same bits */
@@ -113,17 +117,74 @@ static void maps_headsum(MpProbeAcc *a, int li, const double *hs, int i0, int i1
     }
 }
 
-/* Once every row of slot li is in: this sequence's residue (of positions skip..S-1), averaged per
- * block. seqmap keeps the head-mean map for the rows after this one (--recency's corners). */
+/* Σ over the finite entries of one sequence's map x [P,P] of its residue r squared (into *rs) and of
+ * (x − its mean)² (into *cs): the numerator and denominator of its own NRI (mp_posmap_stats). */
+static void probe_seq_norms(const double *x, const double *r, int P, double *rs, double *cs) {
+    const size_t n = (size_t)P * P;
+    double sum = 0, num = 0, den = 0;
+    int64_t cnt = 0;
+    for (size_t k = 0; k < n; k++)
+        if (isfinite(x[k])) sum += x[k], cnt++;
+    const double mean = cnt ? sum / (double)cnt : 0;
+    for (size_t k = 0; k < n; k++)
+        if (isfinite(x[k])) {
+            num += r[k] * r[k];
+            den += (x[k] - mean) * (x[k] - mean);
+        }
+    *rs = num, *cs = den;
+}
+
+uint32_t mp_probe_flip_bits(const double *bm, int nb) {
+    float r[16 * 16]; /* the means rounded to float: the same signs for the same means summed in another order
+                         (a GPU's reduction), but for a rounding boundary crossed (about 1e-8 per mean) */
+    for (int k = 0; k < nb * nb; k++) r[k] = isnan(bm[k]) ? NAN : (float)bm[k];
+    uint64_t h = mp_fnv1a64(r, (size_t)nb * nb * sizeof(float), MP_FNV_INIT);
+    h ^= h >> 33; /* the murmur3 finaliser: every output bit depends on every input bit */
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+void mp_probe_acc_block_seq(MpProbeAcc *a, int li, const double *bm) {
+    const int nb = a->nb, nbb = nb * nb;
+    double *bs = a->bsum + (size_t)li * nbb, *bq = a->bsumsq + (size_t)li * nbb;
+    double *bf = a->bflip + (size_t)li * MP_PROBE_FLIPS * nbb;
+    const uint32_t bits = mp_probe_flip_bits(bm, nb);
+    for (int k = 0; k < nbb; k++) {
+        if (isnan(bm[k])) continue;
+        bs[k] += bm[k];
+        bq[k] += bm[k] * bm[k];
+        for (int f = 0; f < MP_PROBE_FLIPS; f++) bf[(size_t)f * nbb + k] += (bits >> f & 1u) ? -bm[k] : bm[k];
+        if (a->bcnt) a->bcnt[(size_t)li * nbb + k] += 1.0; /* the lengths row's block counts */
+    }
+}
+
+/* Once every row of slot li is in: this sequence's residue (of positions skip..len-1, len its length),
+ * averaged per block, into the block sums and their sign-flipped copies; full-length sequences'
+ * squared norms of residue and centred map (rsq, csq). seqmap keeps the head-mean map for the rows
+ * after this one (--recency's corners). */
 static void maps_layer(MpProbeAcc *a, int li) {
-    const int S = a->S, P = S - a->skip, nb = a->nb;
+    const int S = a->S, len = a->cur_len > 0 ? a->cur_len : S, P = len - a->skip;
+    if (P < 1) return;
     const double *src = a->seqmap;
-    if (a->skip) {
-        mp_posmap_sub(a->seqsub, a->seqmap, S, a->skip);
+    if (a->skip || len < S) {
+        for (int i = 0; i < P; i++) /* its [P, P] corner from position skip (mp_posmap_sub when len = S) */
+            memcpy(a->seqsub + (size_t)i * P, a->seqmap + (size_t)(i + a->skip) * S + a->skip, (size_t)P * sizeof(double));
         src = a->seqsub;
     }
     mp_posmap_diagnorm(a->seqres, src, P);
-    mp_probe_block_add(a->bsum + (size_t)li * nb * nb, a->bsumsq + (size_t)li * nb * nb, a->seqres, P, nb, a->causal);
+    if (P >= a->nb) {
+        mp_probe_block_means(a->bmeans, a->seqres, P, a->nb, a->causal);
+        mp_probe_acc_block_seq(a, li, a->bmeans);
+    }
+    if (len == S) { /* the noise-corrected NRI's sums: sequences of the full length only */
+        double rs, cs;
+        probe_seq_norms(src, a->seqres, P, &rs, &cs);
+        a->rsq[li] += rs;
+        a->csq[li] += cs;
+    }
 }
 
 static int maps_scratch(MpProbeAcc *a) {
@@ -131,16 +192,18 @@ static int maps_scratch(MpProbeAcc *a) {
     a->seqmap = mp_try_malloc(SS * sizeof(double));
     a->seqres = mp_try_malloc(SS * sizeof(double));
     a->seqsub = mp_try_malloc(SS * sizeof(double));
-    return a->seqmap && a->seqres && a->seqsub ? MP_OK : MP_ERR;
+    a->bmeans = mp_try_malloc(16 * 16 * sizeof(double));
+    return a->seqmap && a->seqres && a->seqsub && a->bmeans ? MP_OK : MP_ERR;
 }
 
 static void maps_off(MpProbeAcc *a) {
     free(a->seqmap);
     free(a->seqres);
     free(a->seqsub);
+    free(a->bmeans);
 }
 
-static uint64_t maps_scratch_bytes(const MpProbeAcc *a) { return 3 * 8 * (uint64_t)a->S * a->S; }
+static uint64_t maps_scratch_bytes(const MpProbeAcc *a) { return 3 * 8 * (uint64_t)a->S * a->S + 8 * 16 * 16; }
 
 /* The result's maps (job/probe_out.c): mean, diagonal-normalised and standard error per layer (and
  * the heads' means and standard errors), and three [S,S] maps of the statistics' scratch. */
@@ -159,7 +222,10 @@ static void probs_add(MpProbeAcc *a, int li, const float *probs) {
     double *psum = a->psum + (size_t)li * SS;
 #pragma omp parallel for schedule(dynamic, 8) num_threads(a->threads) if ((double)S * S * H > 200000.0)
     for (int i = 0; i < S; i++) {
-        const int n = a->causal ? i + 1 : S;
+        int j0, n; /* the sequence's keys (a causal row's are 0..i; rows past its length none) */
+        mp_probe_acc_seq_keys(a, li, i, &j0, &n);
+        if (!a->npos) j0 = 0, n = a->causal ? i + 1 : S; /* every row whole, as before lengths */
+        (void)j0;
         double *out = psum + (size_t)i * S;
         for (int h = 0; h < H; h++) {
             const float *row = probs + (size_t)h * SS + (size_t)i * S;
@@ -181,9 +247,10 @@ static void probs_add(MpProbeAcc *a, int li, const float *probs) {
             out[j] += t;
         }
     }
-    for (int h = 0; h < H; h++) { /* queries 1..S-1: query 0 sees only itself */
+    const int len = a->cur_len > 0 ? a->cur_len : S;
+    for (int h = 0; h < H; h++) { /* queries 1..len-1: query 0 sees only itself */
         double sk = 0, en = 0;
-        for (int i = 1; i < S; i++) {
+        for (int i = 1; i < len; i++) {
             sk += (double)probs[(size_t)h * SS + (size_t)i * S];
             en += a->pent[(size_t)h * S + i];
         }
@@ -201,25 +268,61 @@ static void probs_off(MpProbeAcc *a) { free(a->pent); }
 
 static uint64_t probs_scratch_bytes(const MpProbeAcc *a) { return 8 * (uint64_t)a->H * a->S; }
 
-/* probs.npy [L,S,S] = psum / (n_done·H): rows sum to 1, 0 where masked. */
+/* probs.npy [L,S,S] = psum / (n_done·H): rows sum to 1, 0 where masked (lengths on: over the
+ * sequences each entry has seen, NaN where none has). */
 static void probs_out_mean(const MpProbeAcc *a, double *out) {
+    const int S = a->S;
+    const size_t SS = (size_t)S * S;
     const double dnh = (double)a->n_done * a->H;
-    for (size_t k = 0; k < (size_t)a->S * a->S * a->L; k++) out[k] = a->psum[k] / dnh;
+    for (size_t k = 0; k < SS * a->L; k++) {
+        if (!a->npos) {
+            out[k] = a->psum[k] / dnh;
+            continue;
+        }
+        const double c = mp_probe_acc_entry_count(a, (int)(k / SS), (int)(k / S % S), (int)(k % S));
+        out[k] = c > 0 ? a->psum[k] / (c * a->H) : NAN;
+    }
 }
 
-/* probs_heads.npy [L,H,S,S] = psum_heads / n_done. */
+/* probs_heads.npy [L,H,S,S] = psum_heads / n_done (lengths on: per entry, as probs.npy). */
 static void probs_out_heads(const MpProbeAcc *a, double *out) {
+    const int S = a->S;
+    const size_t SS = (size_t)S * S, LH = (size_t)a->L * a->H;
     const double dn = (double)a->n_done;
-    for (size_t k = 0; k < (size_t)a->S * a->S * a->L * a->H; k++) out[k] = a->psum_heads[k] / dn;
+    for (size_t k = 0; k < SS * LH; k++) {
+        if (!a->npos) {
+            out[k] = a->psum_heads[k] / dn;
+            continue;
+        }
+        const double c = mp_probe_acc_entry_count(a, (int)(k / SS / a->H), (int)(k / S % S), (int)(k % S));
+        out[k] = c > 0 ? a->psum_heads[k] / c : NAN;
+    }
 }
 
 void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *sink, double *entropy) {
-    const size_t LH = (size_t)a->L * a->H;
-    const double nq = (double)a->n_done * (a->S - 1);
-    for (size_t k = 0; k < LH; k++) {
-        sink[k] = a->S > 1 ? a->sink[k] / nq : NAN;
-        entropy[k] = a->S > 1 ? a->entropy[k] / nq : NAN;
+    const int S = a->S, H = a->H;
+    const double nq = (double)a->n_done * (S - 1);
+    for (int l = 0; l < a->L; l++) {
+        double q = nq; /* query rows 1.. over the sequences */
+        if (a->npos) {
+            q = 0;
+            for (int p = 1; p < S; p++) q += a->npos[(size_t)l * S + p];
+        }
+        for (int h = 0; h < H; h++) {
+            const size_t k = (size_t)l * H + h;
+            sink[k] = S > 1 ? a->sink[k] / q : NAN;
+            entropy[k] = S > 1 ? a->entropy[k] / q : NAN;
+        }
     }
+}
+
+/* ================================================================ lengths */
+
+/* Once every row of slot li is in: the positions the sequence has (the block counts are added with
+ * its block means, mp_probe_acc_block_seq). */
+static void lengths_layer(MpProbeAcc *a, int li) {
+    const int len = a->cur_len > 0 ? a->cur_len : a->S;
+    for (int p = 0; p < len; p++) a->npos[(size_t)li * a->S + p] += 1.0;
 }
 
 /* ================================================================ table */
@@ -227,7 +330,7 @@ void mp_probe_acc_probs_mean(const MpProbeAcc *a, double *sink, double *entropy)
 #define ARR(f, sh, ph, ck) {#f, offsetof(MpProbeAcc, f), MP_PROBE_SH_##sh, ph, ck}
 
 /* One row per statistic, keyed by MpProbeStatId. The arrays' order is the checkpoint's (versions
- * 4 and 5): do not reorder them, nor the rows. A row left out of the middle is all zeros and
+ * 8 and 9, probe_ckpt.c): do not reorder them, nor the rows. A row left out of the middle is all zeros and
  * stops every accumulator at its first init (probe_stats_check); one left off the end, or one too
  * many, does not compile (the assertion below: probe.h declares the table without its size). */
 const MpProbeStat mp_probe_stats[] = {
@@ -235,7 +338,8 @@ const MpProbeStat mp_probe_stats[] = {
         .name = "maps", .help = "the mean score maps, their standard errors and the block test (always on)",
         .what = "the score maps", .in = MP_PROBE_IN_HEADSUM, .in_heads = MP_PROBE_IN_HEADS,
         .arrays = {ARR(sum, LSS, 0, 1), ARR(sumsq, LSS, 0, 2), ARR(bsum, LBB, 0, 1), ARR(bsumsq, LBB, 0, 2),
-                   ARR(sum_heads, LHSS, 1, 1), ARR(sumsq_heads, LHSS, 1, 0)},
+                   ARR(sum_heads, LHSS, 1, 1), ARR(sumsq_heads, LHSS, 1, 0), ARR(bflip, LFBB, 0, 1), ARR(rsq, L, 0, 2),
+                   ARR(csq, L, 0, 2)},
         .scratch = maps_scratch, .off = maps_off, .rows = maps_rows, .headsum = maps_headsum, .layer = maps_layer,
         .scratch_bytes = maps_scratch_bytes, .out_bytes = maps_out_bytes,
     },
@@ -257,6 +361,11 @@ const MpProbeStat mp_probe_stats[] = {
                    ARR(lbsumsq, NL1616, 0, 0)},
         .dims = mp_probe_recency_dims, .scratch = mp_probe_recency_scratch, .off = mp_probe_recency_off,
         .rows = mp_probe_recency_rows, .layer = mp_probe_recency_layer, .scratch_bytes = mp_probe_recency_scratch_bytes,
+    },
+    [MP_PROBE_STAT_LENGTHS] = {
+        .name = "lengths", .help = "counts of sequences shorter than S per position and block (the C API's padded batches)",
+        .what = "the per-position counts", .arrays = {ARR(npos, LS, 0, 2), ARR(bcnt, LBB, 0, 2)},
+        .layer = lengths_layer,
     },
 };
 #undef ARR
@@ -326,6 +435,7 @@ int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
     case MP_PROBE_SH_NL1616: d[0] = a->nlen, d[1] = L, d[2] = 16, d[3] = 16; return 4;
     case MP_PROBE_SH_L: d[0] = L; return 1;
     case MP_PROBE_SH_LS: d[0] = L, d[1] = S; return 2;
+    case MP_PROBE_SH_LFBB: d[0] = L, d[1] = MP_PROBE_FLIPS, d[2] = a->nb, d[3] = a->nb; return 4;
     }
     MP_ASSERT(!"unknown MpProbeShape");
     return 0;
@@ -349,8 +459,9 @@ int mp_probe_acc_arrays(const MpProbeAcc *a, MpProbeArray *out) {
     return n;
 }
 
-int mp_probe_acc_stat_on(MpProbeAcc *a, int id, MpErr *e) {
-    MP_ASSERT(id >= 0 && id < MP_PROBE_NSTATS && a->n_done == 0 && !mp_probe_acc_has(a, id));
+/* Statistic id's dims, scratch and zeroed sums, and its bit. */
+static int stat_alloc(MpProbeAcc *a, int id, MpErr *e) {
+    MP_ASSERT(id >= 0 && id < MP_PROBE_NSTATS && !mp_probe_acc_has(a, id));
     const MpProbeStat *s = &mp_probe_stats[id];
     if (s->dims && s->dims(a, e) != MP_OK) return MP_ERR;
     int ok = !s->scratch || s->scratch(a) == MP_OK;
@@ -365,6 +476,11 @@ int mp_probe_acc_stat_on(MpProbeAcc *a, int id, MpErr *e) {
                           a->per_head ? ", per head" : "");
     a->stats |= MP_PROBE_STAT_BIT(id);
     return MP_OK;
+}
+
+int mp_probe_acc_stat_on(MpProbeAcc *a, int id, MpErr *e) {
+    MP_ASSERT(a->n_done == 0);
+    return stat_alloc(a, id, e);
 }
 
 int mp_probe_acc_stats_on(MpProbeAcc *a, unsigned set, MpErr *e) {
@@ -433,6 +549,8 @@ void mp_probe_acc_reset(MpProbeAcc *a) {
 void mp_probe_acc_seq_end(MpProbeAcc *a) { a->n_done++; }
 
 int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
+    if (dst->S != src->S || mp_probe_acc_has(dst, MP_PROBE_STAT_LENGTHS) != mp_probe_acc_has(src, MP_PROBE_STAT_LENGTHS))
+        return mp_probe_acc_embed(dst, src, NULL, NULL, e);
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->stats != src->stats ||
         dst->nlen != src->nlen || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) ||
@@ -445,6 +563,83 @@ int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
         double *d = td[k].p;
         const double *s = ts[k].p;
         for (size_t i = 0; i < td[k].n; i++) d[i] += s[i];
+    }
+    dst->n_done += src->n_done;
+    return MP_OK;
+}
+
+/* ================================================================ sequences shorter than S */
+
+int mp_probe_acc_lengths_on(MpProbeAcc *a, const int64_t *counts, MpErr *e) {
+    if (mp_probe_acc_has(a, MP_PROBE_STAT_LENGTHS)) return MP_OK;
+    if (mp_probe_acc_has(a, MP_PROBE_STAT_RECENCY)) /* (the row itself may be on with recency: every sequence whole) */
+        return mp_err_set(e, "sequences shorter than S cannot be counted with recency (its triple counts and "
+                             "prefix lengths need every sequence whole)");
+    if (stat_alloc(a, MP_PROBE_STAT_LENGTHS, e) != MP_OK) return MP_ERR; /* may come after sequences */
+    const int nbb = a->nb * a->nb;
+    for (int l = 0; l < a->L; l++) { /* what the sequences so far (every one of length S) count */
+        const double n = (double)(counts ? counts[l] : a->n_done);
+        for (int p = 0; p < a->S; p++) a->npos[(size_t)l * a->S + p] = n;
+        for (int k = 0; k < nbb; k++) /* a block the sequences so far observed (mp_probe_block_z's rule) */
+            if (a->bsum[(size_t)l * nbb + k] != 0 || a->bsumsq[(size_t)l * nbb + k] != 0) a->bcnt[(size_t)l * nbb + k] = n;
+    }
+    return MP_OK;
+}
+
+/* dst's array s += src's, src's [.., Ss, Ss] maps (and [L, Ss] counts) into dst's top-left corner (Ss <= S). */
+static void probe_embed_array(MpProbeAcc *dst, const MpProbeAcc *src, const MpProbeArrSpec *s) {
+    double *d = *arr_field(dst, s);
+    const double *x = *arr_field(src, s);
+    const int S = dst->S, Ss = src->S;
+    switch ((MpProbeShape)s->shape) {
+    case MP_PROBE_SH_LSS:
+    case MP_PROBE_SH_LHSS: {
+        const size_t maps = (size_t)dst->L * (s->shape == MP_PROBE_SH_LHSS ? (size_t)dst->H : 1);
+        for (size_t m = 0; m < maps; m++)
+            for (int i = 0; i < Ss; i++)
+                for (int j = 0; j < Ss; j++) d[(m * S + i) * S + j] += x[(m * Ss + i) * Ss + j];
+        break;
+    }
+    case MP_PROBE_SH_LS:
+        for (int l = 0; l < dst->L; l++)
+            for (int p = 0; p < Ss; p++) d[(size_t)l * S + p] += x[(size_t)l * Ss + p];
+        break;
+    default: /* sizes independent of S (the block grids are equal; no --recency) */
+        for (size_t k = 0; k < shape_len(src, s->shape); k++) d[k] += x[k];
+    }
+}
+
+int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e) {
+    const unsigned len_bit = MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS);
+    if (src->S > dst->S) return mp_err_set(e, "cannot merge probe sums of length %d into length %d (the longer one takes the other)", src->S, dst->S);
+    if (dst->L != src->L || dst->H != src->H || dst->per_head != src->per_head || dst->causal != src->causal ||
+        dst->skip != src->skip || ((dst->stats ^ src->stats) & ~len_bit) || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
+        return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, flags or statistics differ)");
+    if (mp_probe_acc_has(dst, MP_PROBE_STAT_RECENCY) || mp_probe_acc_has(src, MP_PROBE_STAT_RECENCY))
+        return mp_err_set(e, "cannot merge probe sums of different lengths with recency");
+    if (dst->nb != src->nb)
+        return mp_err_set(e, "cannot merge probe sums of lengths %d and %d: their block grids differ (%d and %d blocks per side; "
+                             "both need at least 16 positions from the first)", src->S, dst->S, src->nb, dst->nb);
+    for (int l = 0; l < dst->L; l++)
+        if (src->window[l] != dst->window[l] && !(src->window[l] == 0 && (dst->window[l] == 0 || dst->window[l] >= src->S)))
+            return mp_err_set(e, "cannot merge probe sums: layer slot %d has window %d in one and %d in the other", l,
+                              src->window[l], dst->window[l]);
+    if (mp_probe_acc_lengths_on(dst, dcounts, e) != MP_OK) return MP_ERR;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        for (int k = 0; k < MP_PROBE_STAT_ARRAYS && mp_probe_stats[id].arrays[k].name; k++) {
+            const MpProbeArrSpec *s = &mp_probe_stats[id].arrays[k];
+            if (!arr_on(src, id, s)) continue;
+            if ((s->off == offsetof(MpProbeAcc, rsq) || s->off == offsetof(MpProbeAcc, csq)) && src->S < dst->S) continue;
+            probe_embed_array(dst, src, s); /* rsq, csq: full-length sequences only */
+        }
+    if (!mp_probe_acc_has(src, MP_PROBE_STAT_LENGTHS)) { /* every sequence of src has its length */
+        const int nbb = dst->nb * dst->nb;
+        for (int l = 0; l < dst->L; l++) {
+            const double n = (double)(scounts ? scounts[l] : src->n_done);
+            for (int p = 0; p < src->S; p++) dst->npos[(size_t)l * dst->S + p] += n;
+            for (int q = 0; q < nbb; q++)
+                if (src->bsum[(size_t)l * nbb + q] != 0 || src->bsumsq[(size_t)l * nbb + q] != 0) dst->bcnt[(size_t)l * nbb + q] += n;
+        }
     }
     dst->n_done += src->n_done;
     return MP_OK;
@@ -623,14 +818,14 @@ void mp_probe_acc_capture(void *ctx, int layer, int point, const float *x, int T
 void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
     const int S = a->S;
     const size_t SS = (size_t)S * S;
-    const double dn = (double)a->n_done, dnh = dn * a->H;
     for (int l = 0; l < a->L; l++)
         for (int i = 0; i < S; i++) {
             int lo, hi;
             mp_probe_acc_row_keys(a, l, i, &lo, &hi);
             for (int j = 0; j < S; j++) {
                 const size_t k = (size_t)l * SS + (size_t)i * S + j;
-                const int seen = j >= lo && j < hi;
+                const double dn = mp_probe_acc_entry_count(a, l, i, j), dnh = dn * a->H;
+                const int seen = j >= lo && j < hi && dn > 0;
                 mean[k] = seen ? a->sum[k] / dnh : NAN;
                 if (mean_heads && a->sum_heads)
                     for (int h = 0; h < a->H; h++) {
@@ -641,19 +836,22 @@ void mp_probe_acc_mean(const MpProbeAcc *a, double *mean, double *mean_heads) {
         }
 }
 
+/* The standard error of a mean m over dn sequences from the sum of squares of their values
+ * (sample variance, clipped at 0); NaN below 2 sequences. */
+static double probe_se(double m, double sumsq, double dn) {
+    if (!(dn >= 2)) return NAN;
+    const double var = (sumsq / dn - m * m) * dn / (dn - 1.0);
+    return sqrt((var > 0 ? var : 0.0) / dn);
+}
+
 void mp_probe_acc_se(const MpProbeAcc *a, double *se) {
     const size_t n = (size_t)a->L * a->S * a->S;
-    const double dn = (double)a->n_done, dnh = dn * a->H;
     for (size_t k = 0; k < n; k++) {
-        const int i = (int)(k / a->S % a->S), j = (int)(k % a->S);
+        const int l = (int)(k / ((size_t)a->S * a->S)), i = (int)(k / a->S % a->S), j = (int)(k % a->S);
         int lo, hi;
-        mp_probe_acc_row_keys(a, (int)(k / ((size_t)a->S * a->S)), i, &lo, &hi);
-        if (j < lo || j >= hi || a->n_done < 2) {
-            se[k] = NAN;
-            continue;
-        }
-        const double m = a->sum[k] / dnh, var = (a->sumsq[k] / dn - m * m) * dn / (dn - 1.0);
-        se[k] = sqrt((var > 0 ? var : 0.0) / dn);
+        mp_probe_acc_row_keys(a, l, i, &lo, &hi);
+        const double dn = mp_probe_acc_entry_count(a, l, i, j);
+        se[k] = j < lo || j >= hi ? NAN : probe_se(a->sum[k] / (dn * a->H), a->sumsq[k], dn);
     }
 }
 
@@ -661,7 +859,6 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
     MP_ASSERT(a->sum_heads && a->sumsq_heads);
     const int S = a->S, H = a->H;
     const size_t SS = (size_t)S * S;
-    const double dn = (double)a->n_done;
     for (int l = 0; l < a->L; l++)
         for (int i = 0; i < S; i++) {
             int lo, hi;
@@ -669,12 +866,8 @@ void mp_probe_acc_se_heads(const MpProbeAcc *a, double *se_heads) {
             for (int h = 0; h < H; h++)
                 for (int j = 0; j < S; j++) {
                     const size_t k = ((size_t)l * H + h) * SS + (size_t)i * S + j;
-                    if (j < lo || j >= hi || a->n_done < 2) {
-                        se_heads[k] = NAN;
-                        continue;
-                    }
-                    const double m = a->sum_heads[k] / dn, var = (a->sumsq_heads[k] / dn - m * m) * dn / (dn - 1.0);
-                    se_heads[k] = sqrt((var > 0 ? var : 0.0) / dn);
+                    const double dn = mp_probe_acc_entry_count(a, l, i, j);
+                    se_heads[k] = j < lo || j >= hi ? NAN : probe_se(a->sum_heads[k] / dn, a->sumsq_heads[k], dn);
                 }
         }
 }

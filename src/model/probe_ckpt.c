@@ -1,9 +1,9 @@
 /* probe_ckpt.c — checkpoints of the probe's accumulator (probe.h): a fixed header (magic,
  * version, run key, dims, the optional statistics held), then the sums of every statistic held,
  * in the order of the table's rows and arrays (mp_probe_acc_arrays: sum, sumsq, bsum, bsumsq,
- * sum_heads, sumsq_heads, psum, psum_heads, sink, entropy, rp_row, rp_lsq, rp_hsq, lbsum, lbsumsq,
- * those the run has), then an FNV-1a checksum of all of it; written atomically (temp + rename),
- * read back with every check named.
+ * sum_heads, sumsq_heads, bflip, rsq, csq, psum, psum_heads, sink, entropy, rp_row, rp_lsq, rp_hsq,
+ * lbsum, lbsumsq, npos, bcnt, those the run has), then an FNV-1a checksum of all of it; written
+ * atomically (temp + rename), read back with every check named.
  * Does not: decide when to save (src/job/probe.c), nor compute the run key (it is given).
  * Tested by: tests/test_model_probe.c (resume, corrupt and foreign checkpoints), test_badinput.c.
  */
@@ -20,8 +20,14 @@
 /* 2: Σ of squared head means and the block residue sums after the sums; 3 (runs with per-head
  * sums only): Σ of the heads' squares after the heads' sums; 4 and 5: 2 and 3 under a run
  * key that covers the weights read (mp_model_weights_hash: 2 and 3 are refused, their keys cannot
- * tell two models of one shape apart) */
-#define CKPT_VERSION(a) ((a)->per_head ? 5u : 4u)
+ * tell two models of one shape apart); 6 and 7 (the notebook branch before the statistics table,
+ * never on main): 4 and 5 with bflip, rsq, csq after every other array; 8 and 9: 4 and 5 with the
+ * maps row's block test's sign-flipped sums and the noise-corrected NRI's sums (bflip, rsq, csq)
+ * after sumsq_heads, before the optional rows' arrays, and with flag 4 (the lengths row) the
+ * per-position counts of sequences shorter than S (npos, bcnt) last. 4 to 7 are refused: they hold
+ * no sign-flipped sums (4, 5) or the same arrays in another order (6, 7). */
+#define CKPT_VERSION(a) ((a)->per_head ? 9u : 8u)
+#define CKPT_VERSION_FLIPS 8u /* the first version with the maps row's bflip, rsq, csq */
 #define CKPT_VERSION_WEIGHTS 4u /* the first version keyed by the weights */
 
 typedef struct CkptHeader {
@@ -32,7 +38,7 @@ typedef struct CkptHeader {
     int64_t n_done;
     int32_t L, H, S, per_head;
     int32_t causal, flags; /* bit id - 1: the optional statistic id (MpProbeStatId) is held and its sums
-                              follow (bit 0 probs, bit 1 recency); 0 in older files */
+                              follow (bit 0 probs, bit 1 recency, bit 2 lengths); 0 in older files */
 } CkptHeader;
 
 /* The optional statistics a holds, as the header's flags (the maps, id 0, are in every file). */
@@ -97,10 +103,15 @@ static int ckpt_header_check(const char *path, const CkptHeader *hd, const MpPro
                              "the weights): it cannot be told apart from another model's; HINT: run again without --resume "
                              "(--force replaces the folder)",
                           path, hd->version, CKPT_VERSION(a));
+    if (hd->version < CKPT_VERSION_FLIPS)
+        return mp_err_set(e, "%s: a checkpoint of an older maskpos (version %u; this one writes %u, with the block "
+                             "test's sign-flipped sums in its own order): it cannot be continued; HINT: run again "
+                             "without --resume (--force replaces the folder)",
+                          path, hd->version, CKPT_VERSION(a));
     if (hd->version != CKPT_VERSION(a) || hd->header_bytes != sizeof *hd)
         return mp_err_set(e, "%s: checkpoint version %u with a %u-byte header; this run reads version %u (%zu bytes)%s", path,
                           hd->version, hd->header_bytes, CKPT_VERSION(a), sizeof *hd,
-                          hd->version == 9u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
+                          hd->version == 17u - CKPT_VERSION(a) ? " (written with and without --per-head: another run)" : "");
     if (hd->key != key || hd->L != a->L || hd->H != a->H || hd->S != a->S || hd->per_head != a->per_head ||
         hd->causal != a->causal)
         return mp_err_set(e, "%s: checkpoint belongs to another run (model, tokens or flags differ); HINT: remove it or "

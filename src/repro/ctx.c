@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/err.h" /* MP_ASSERT, mp_calloc_or_die, mp_grow_or_die */
+#include "viz/signif.h" /* mp_signif_note_meta, mp_signif_sim_resolved */
 
 void mp_repro_ctx_init(MpReproCtx *c, const MpReproConfig *cfg) {
     memset(c, 0, sizeof *c);
@@ -43,6 +44,27 @@ int mp_repro_fail(MpReproCtx *c, const char *what) {
     snprintf(grown + n, add + 1, "%s%s", n ? ", " : "", what);
     c->failed_names = grown;
     return 1;
+}
+
+void mp_repro_maps_signif(MpReproMaps *m, const json_t *meta) {
+    for (int l = 0; l < m->L && l < 64; l++) {
+        MpFigNote *nt = &m->note[l];
+        if (meta) {
+            const int r = mp_signif_note_meta(nt->text, sizeof nt->text, meta, l);
+            const json_t *t = json_array_get(json_object_get(json_object_get(meta, "residue_noise"), "block_z_threshold"), (size_t)l);
+            m->resolved[l] = r == 0;
+            nt->unresolved = r != 0;
+            m->z_threshold[l] = json_is_number(t) ? json_number_value(t) : NAN;
+            const json_t *c = json_array_get(json_object_get(meta, "nri_corrected"), (size_t)l);
+            m->nri_corr[l] = json_is_number(c) ? json_number_value(c) : NAN;
+        } else {
+            m->z_threshold[l] = MP_SIGNIF_SIM_Z;
+            m->nri_corr[l] = NAN; /* simulations keep no per-sequence sums (docs/metrics.md) */
+            m->resolved[l] = mp_signif_sim_resolved(&m->stats[l], m->n);
+            nt->unresolved = mp_signif_note(nt->text, sizeof nt->text, "rms/noise", m->stats[l].z_rms, MP_SIGNIF_SIM_Z,
+                                            m->resolved[l], m->n, NAN);
+        }
+    }
 }
 
 MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label) {

@@ -22,6 +22,9 @@
 #include "kernels/posmap.h" /* MpPosStats */
 #include "repro/config.h"   /* MpReproConfig */
 #include "sim/theory.h"     /* MpTheory */
+#include "viz/figs.h"       /* MpFigNote */
+
+#include <jansson.h>
 
 /* The paper's Figure-3 and Figure-5 settings on the embedded models (their context is 128). */
 #define MP_REPRO_GRAM_SEQ 50
@@ -39,6 +42,11 @@ typedef struct MpReproMaps {
     MpPosStats stats[64];   /* per layer */
     int has_block_z;        /* probes: the block test of the residue (simulations have none) */
     double block_z[64];
+    int resolved[64];       /* per layer: the residue resolved at this N (viz/signif.h: a probe's block z
+                               against its noise level, a simulation's rms/noise) */
+    MpFigNote note[64];     /* per layer: that in words, under the layer's panel of a residue figure */
+    double z_threshold[64]; /* per layer: what block z (probes) or rms/noise (simulations) must exceed */
+    double nri_corr[64];    /* per layer: the noise-corrected NRI (probes; NaN for simulations and where none) */
     double wall_s;
 } MpReproMaps;
 
@@ -86,6 +94,9 @@ void mp_repro_ctx_free(MpReproCtx *c);
 int mp_repro_fail(MpReproCtx *c, const char *what);
 /* A new run named dir (label: its statistics-table name, NULL = dir); owned by c. */
 MpReproMaps *mp_repro_maps_add(MpReproCtx *c, const char *dir, const char *label);
+/* m's resolved and note per layer: from a probe's meta.json (meta), or from m's statistics and n
+ * (a simulation: meta NULL). */
+void mp_repro_maps_signif(MpReproMaps *m, const json_t *meta);
 /* The run of that folder when it has its outputs, else NULL (a folder no stage declares is a
  * programmer error). */
 const MpReproMaps *mp_repro_maps(const MpReproCtx *c, const char *dir);

@@ -24,7 +24,6 @@ static const MpReproExpect table[MP_REPRO_EXPECT_COUNT] = {
     /* ---- Monte-Carlo rows in general */
     [MP_REPRO_EXPECT_MC_SIGMAS] = {"mc.sigmas", 1, {4}, 0, "ours: a row agrees within this many standard errors of this run"},
     [MP_REPRO_EXPECT_NOISE_Z_RMS] = {"noise.z_rms", 1, {1.5}, 0, "ours: rms/noise below this = noise only (pure noise gives 1)"},
-    [MP_REPRO_EXPECT_NOISE_BLOCK_Z] = {"noise.block_z", 1, {1.3}, 0, "ours: block z above this = a residue above noise (noise gives 1 ± 0.1; docs/metrics.md)"},
     /* ---- Figure 1: the closed form */
     [MP_REPRO_EXPECT_FIG1_S] = {"fig1.S", 3, {0.154, 0.132, 0.150}, 1e-9, "paper.md Figure 1 (S21, S31, S32; printed to the thousandth)"},
     /* ---- Figure 2: L2, α = 0, the last query's scores, layers 2–4 */

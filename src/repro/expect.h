@@ -20,7 +20,6 @@
 typedef enum MpReproExpectKey {
     MP_REPRO_EXPECT_MC_SIGMAS, /* "mc.sigmas" */
     MP_REPRO_EXPECT_NOISE_Z_RMS, /* "noise.z_rms" */
-    MP_REPRO_EXPECT_NOISE_BLOCK_Z, /* "noise.block_z" */
     MP_REPRO_EXPECT_FIG1_S, /* "fig1.S" */
     MP_REPRO_EXPECT_FIG2_FIRST_KEY, /* "fig2.first_key" */
     MP_REPRO_EXPECT_FIG2_PREV_KEY, /* "fig2.prev_key" */

@@ -38,15 +38,22 @@ int mp_repro_corpus_stories(MpReproCtx *c, MpReproCorpus *out);
 /* Regions of the block test, as in meta.json residue_block_z_regions. */
 enum { MP_REPRO_STORIES_NREG = 4 };
 
-/* residue_block_z_regions of dir/meta.json into reg [64][4] (NaN where absent). */
-void mp_repro_regions_read(double reg[64][MP_REPRO_STORIES_NREG], const char *dir);
+/* One probe's regional block test per layer: z and whether the region is resolved at this N
+ * (meta.json residue_block_z_regions and residue_regions_resolved). */
+typedef struct MpReproRegions {
+    double z[64][MP_REPRO_STORIES_NREG];      /* NaN where absent */
+    int resolved[64][MP_REPRO_STORIES_NREG];  /* against the region's own noise level, in a resolved layer */
+} MpReproRegions;
+
+/* The regional block test of dir/meta.json into reg. */
+void mp_repro_regions_read(MpReproRegions *reg, const char *dir);
 
 typedef struct MpReproFig5Rows {
     const char *name;        /* "stories260K", or --model's name */
     const char *tag;         /* after the name in the layer-1 row (" (pretrained, real)" or "") */
     const char *layer1_note; /* printf format with the first keys' and the interior's z (layer 1) */
     const MpReproMaps *causal, *bidir; /* NULL when not run */
-    const double (*regions)[64][MP_REPRO_STORIES_NREG]; /* [causal/bidir][layer][region] */
+    const MpReproRegions *regions; /* [causal/bidir] */
 } MpReproFig5Rows;
 void mp_repro_fig5_rows(MpReport *rp, const MpReproFig5Rows *r);
 

@@ -284,7 +284,7 @@ static int rr_figures(MpReproRecency *rr, const char *out) {
             const MpReproRecencyRun *r = &rr->run[rr_figs[f].runs[k]];
             if (!r->ok) complete = 0;
             rr_label(labels[n], sizeof labels[n], &rr_grid[rr_figs[f].runs[k]]);
-            rows[n] = (MpFigRow){r->scores, r->L, RR_S, labels[n], 0};
+            rows[n] = (MpFigRow){r->scores, r->L, RR_S, labels[n], 0, NULL};
         }
         if (!complete) continue;
         int rc = mp_path_join(path, sizeof path, out, rr_figs[f].file, &e);

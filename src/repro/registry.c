@@ -146,7 +146,7 @@ static int fig_panels(const MpReproCtx *c, const MpReproFigure *f, const char *p
         const MpReproMaps *m = mp_repro_maps(c, f->panels[p].run);
         if (!m && f->panels[p].optional) continue;
         if (!m) return 0;
-        rows[n++] = (MpFigRow){m->scores, m->L, m->S, f->panels[p].label, f->panels[p].diagnorm};
+        rows[n++] = (MpFigRow){m->scores, m->L, m->S, f->panels[p].label, f->panels[p].diagnorm, m->note};
     }
     if (!n) return 0;
     char title[256];
@@ -221,7 +221,8 @@ static void report_head(MpReport *rp, const MpReproTables *t, const MpReproCtx *
                  (unsigned long long)cfg->base.seed, mp_time_now() - t0);
     snprintf(rp->method, sizeof rp->method,
              "Verdicts compare with the values in paper.md; Monte-Carlo rows allow 0.003 + 4 standard errors of this run.");
-    static const char *const heads[] = {"run", "layer", "NRI", "residue min", "residue max", "rms/noise", "block z", "wall s"};
+    static const char *const heads[] = {"run",         "layer",       "NRI",     "NRI corr", "residue min",
+                                        "residue max", "rms/noise",   "block z", "resolved at this N", "wall s"};
     mp_report_stats_head(rp, "Per-run statistics (docs/metrics.md)", heads, (int)(sizeof heads / sizeof heads[0]));
 }
 
@@ -232,19 +233,23 @@ static int report_stats(MpReport *rp, const MpReproCtx *c, MpErr *e) {
         const MpReproMaps *m = c->runs[k];
         if (!m->ok || !m->label[0]) continue;
         for (int l = 0; l < m->L; l++) {
-            char row[8][64] = {{0}};
+            char row[10][160] = {{0}};
             snprintf(row[0], sizeof row[0], "%s", m->label);
             snprintf(row[1], sizeof row[1], "%d", l + 1);
             snprintf(row[2], sizeof row[2], "%.6f", m->stats[l].nri);
-            snprintf(row[3], sizeof row[3], "%+.5f", m->stats[l].res_min);
-            snprintf(row[4], sizeof row[4], "%+.5f", m->stats[l].res_max);
-            snprintf(row[5], sizeof row[5], "%.2f", m->stats[l].z_rms);
-            if (m->has_block_z) snprintf(row[6], sizeof row[6], "%.2f", m->block_z[l]);
-            else snprintf(row[6], sizeof row[6], "–");
-            if (l == 0) snprintf(row[7], sizeof row[7], "%.1f%s", m->wall_s, m->skipped ? " (reused)" : "");
-            const char *cells[8];
-            for (int col = 0; col < 8; col++) cells[col] = row[col];
-            if (mp_report_stats_row(rp, cells, 8, e) != MP_OK) return MP_ERR;
+            if (isfinite(m->nri_corr[l])) snprintf(row[3], sizeof row[3], "%.6f", m->nri_corr[l]);
+            else snprintf(row[3], sizeof row[3], "–");
+            snprintf(row[4], sizeof row[4], "%+.5f", m->stats[l].res_min);
+            snprintf(row[5], sizeof row[5], "%+.5f", m->stats[l].res_max);
+            snprintf(row[6], sizeof row[6], "%.2f", m->stats[l].z_rms);
+            if (m->has_block_z) snprintf(row[7], sizeof row[7], "%.2f", m->block_z[l]);
+            else snprintf(row[7], sizeof row[7], "–");
+            /* is the residue resolved: the figures' note (block z or rms/noise against its noise level) */
+            snprintf(row[8], sizeof row[8], "%s%s", m->resolved[l] ? "yes: " : "NO: ", m->note[l].text);
+            if (l == 0) snprintf(row[9], sizeof row[9], "%.1f%s", m->wall_s, m->skipped ? " (reused)" : "");
+            const char *cells[10];
+            for (int col = 0; col < 10; col++) cells[col] = row[col];
+            if (mp_report_stats_row(rp, cells, 10, e) != MP_OK) return MP_ERR;
         }
     }
     return MP_OK;

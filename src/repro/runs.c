@@ -122,12 +122,16 @@ static int probe_load(void *obj, const char *dir) {
     if (!m) return MP_ERR;
     json_t *n = json_object_get(m, "n"), *bz = json_object_get(m, "residue_block_z");
     const int skip = json_integer_value(json_object_get(m, "stats_first_position")) == 1;
-    const int complete = json_is_integer(n) && json_is_array(bz); /* else written by an older maskpos: run again */
+    /* else written by an older maskpos (no block test, or no noise level for it): run again */
+    const int complete = json_is_integer(n) && json_is_array(bz) && json_is_array(json_object_get(m, "residue_resolved"));
     p->n = complete ? (int64_t)json_integer_value(n) : 0;
     for (int l = 0; complete && l < 64; l++) {
         json_t *v = json_array_get(bz, (size_t)l);
         p->block_z[l] = json_is_number(v) ? json_number_value(v) : NAN;
     }
+    p->L = complete ? (int)json_array_size(bz) : 0;
+    if (p->L > 64) p->L = 64;
+    if (complete) mp_repro_maps_signif(p, m);
     json_decref(m);
     if (!complete || mp_repro_store_f64(&p->scores, sh, dir, "scores.npy", 3, &e) ||
         mp_repro_store_f64(&p->se, sh2, dir, "scores_se.npy", 3, &e) || memcmp(sh, sh2, sizeof sh) || sh[0] < 1 ||

@@ -76,6 +76,7 @@ static int sim_reuse(MpReproMaps *m, const char *dir, const char *settings, cons
     m->S = c->seq;
     m->n = c->batch;
     m->ok = m->skipped = 1;
+    mp_repro_maps_signif(m, NULL);
     return MP_OK;
 }
 
@@ -122,6 +123,7 @@ static int sim_run(MpReproCtx *c, const PaperRun *run) {
     m->se = r.se;
     m->diagnorm = r.diagnorm;
     memcpy(m->stats, r.stats, (size_t)r.layers * sizeof(MpPosStats));
+    mp_repro_maps_signif(m, NULL);
     m->wall_s = r.wall_s;
     free(r.probs);
     free(r.stats);

@@ -26,7 +26,7 @@ typedef struct MpReproStories {
     int64_t n;                    /* sequences */
     int seq;                      /* S */
     const MpReproMaps *causal, *bidir; /* maps of every layer (owned by the context), NULL when not run */
-    double regions[2][64][MP_REPRO_STORIES_NREG]; /* [causal/bidir][layer][first keys, last queries,
+    MpReproRegions regions[2]; /* [causal/bidir]: per layer the first keys, last queries,
                                                      last keys, interior] block z */
 } MpReproStories;
 
@@ -48,7 +48,7 @@ static int stories_probe(MpReproCtx *c, int which, const char *sub, const char *
     if (mp_repro_probe(c, &spec, &m) != MP_OK) return mp_repro_fail(c, rel); /* (the probe printed why) */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/%s", c->out, rel);
-    mp_repro_regions_read(st->regions[which], dir);
+    mp_repro_regions_read(&st->regions[which], dir);
     if (which == 0) st->causal = m;
     else st->bidir = m;
     return 0;
@@ -88,7 +88,7 @@ static int stories_report(MpReproCtx *cx, MpReport *rp, MpErr *e) {
     const MpReproMaps *ms[2] = {st->causal, st->bidir};
     static const char *labels[2] = {"Causal (norm.)", "No mask (norm.)"};
     for (int k = 0; k < 2; k++)
-        if (ms[k] && ms[k]->ok) rows[n++] = (MpFigRow){ms[k]->scores, ms[k]->L, ms[k]->S, labels[k], 1};
+        if (ms[k] && ms[k]->ok) rows[n++] = (MpFigRow){ms[k]->scores, ms[k]->L, ms[k]->S, labels[k], 1, ms[k]->note};
     if (!n) return MP_OK;
     char path[4200], caption[256];
     static const char *rel = "stories/figure5_stories260K.png";

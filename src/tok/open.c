@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "core/util.h" /* mp_fnv1a64, mp_path_join, mp_file_read_all */
+#include "load/hfcache.h" /* mp_hfcache_resolve: hub ids in the local HF cache */
 #include "tok/hf.h"    /* MpTokImpl (id → token), mp_tok_hf_free */
 #include "tok/spm.h"   /* mp_tok_spm_free, mp_tok_spm_piece */
 
@@ -79,6 +80,12 @@ int mp_tok_init(MpTok *t, const char *model, MpErr *e) {
     }
     if (ml >= 5 && !strcmp(model + ml - 5, ".gguf")) return mp_tok_init_gguf(t, model, e);
     struct stat st;
+    char snap[4096]; /* a hub id ("org/name"): its snapshot in the local HF cache (load/hfcache.h) */
+    if (stat(model, &st) != 0 && errno == ENOENT && mp_hfcache_is_id(model)) {
+        if (mp_hfcache_resolve(model, snap, sizeof snap, e) != MP_OK) return MP_ERR;
+        model = snap;
+        ml = strlen(model);
+    }
     if (stat(model, &st) != 0) return mp_err_set(e, "%s: %s", model, strerror(errno));
     char path[4096], cfg_path[4096];
     if (S_ISDIR(st.st_mode)) {

@@ -32,6 +32,10 @@ int mp_fig_rows_clip(const char *path, const char *title, const MpFigRow *rows, 
             snprintf(p->title, sizeof p->title, "%s, Layer %d", rows[r].label, l + 1);
             p->cmap = rows[r].diagnorm ? "vlag" : "rocket";
             p->diagnorm = rows[r].diagnorm;
+            if (rows[r].notes) {
+                snprintf(p->note, sizeof p->note, "%s", rows[r].notes[l].text);
+                p->unresolved = rows[r].notes[l].unresolved && rows[r].diagnorm; /* raw maps: the note only */
+            }
             p->group = r;
         }
     }

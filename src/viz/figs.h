@@ -9,11 +9,18 @@
 
 #include "core/err.h" /* MpErr */
 
+/* One layer's significance under its panel's title (viz/signif.h writes them). */
+typedef struct MpFigNote {
+    char text[128];     /* "" = none */
+    int unresolved;     /* 1: the panel is marked (washed out, red dashed frame, red note) */
+} MpFigNote;
+
 typedef struct MpFigRow {
     const double *maps; /* (L,S,S) borrowed */
     int L, S;
     const char *label;  /* e.g. "α=0.2" or "causal, α=0 (normalised)" */
     int diagnorm;       /* draw diagonal-mean normalised maps with a diverging colour map */
+    const MpFigNote *notes; /* [L] per layer, or NULL (borrowed); a diagnorm row's unresolved panels are marked */
 } MpFigRow;
 
 /* Draws rows (one panel per layer) into path (.png/.pdf/.svg by extension). */

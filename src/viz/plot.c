@@ -540,8 +540,8 @@ static int plot_layout(MpPlotLayout *lay, PlotGeom *g, cairo_t *cr, const MpPlot
     }
     double digit = plot_digit_height(cr);
     g->ytick_w = ytw;
-    int any_title = 0;
-    for (int k = 0; k < n; k++) any_title |= panels[k].title[0] != '\0';
+    int any_title = 0, any_note = 0;
+    for (int k = 0; k < n; k++) any_title |= panels[k].title[0] != '\0', any_note |= panels[k].note[0] != '\0';
     double cbar_gap = round(0.05 * P), cbar_w = round(0.05 * P);
     /* the widest and tallest heatmap box: a cell as large as its panels need (P x P when square;
      * wide L x H maps such as sink_entropy.png get no blank half) */
@@ -552,7 +552,7 @@ static int plot_layout(MpPlotLayout *lay, PlotGeom *g, cairo_t *cr, const MpPlot
         pw = fmax(pw, bw), ph = fmax(ph, bh);
     }
     g->heat_x = round(g->pad * 2 + g->fs_label * 1.1 + g->pad * 2 + ytw + g->pad + g->tick_len);
-    g->heat_y = round(any_title ? g->fs_ptitle * 2.1 : g->pad * 3);
+    g->heat_y = round((any_title ? g->fs_ptitle * 2.1 : g->pad * 3) + (any_note ? g->fs_tick * 1.6 : 0));
     g->cell_w = ceil(g->heat_x + pw + cbar_gap + cbar_w + g->tick_len + g->pad + cbw + g->pad * 4);
     g->cell_h = ceil(g->heat_y + ph + g->tick_len + g->pad + digit + g->pad * 2 + g->fs_label * 1.2 +
                      g->pad * 2);
@@ -797,6 +797,24 @@ static int plot_draw_cbar(cairo_t *cr, const PlotGeom *g, const MpPlotRect *b, c
     return MP_OK;
 }
 
+/* An unresolved residue (noise at this N): the map washed out by a white veil (its colours no
+ * longer match the bar: not to be read) and a red dashed frame. Both compress to almost nothing in
+ * a PNG, where hatching lines over a noisy map cost kilobytes per line. */
+static void plot_draw_unresolved(cairo_t *cr, const MpPlotRect *h, const PlotGeom *g) {
+    cairo_save(cr);
+    cairo_rectangle(cr, h->x, h->y, h->w, h->h);
+    cairo_set_source_rgba(cr, 1, 1, 1, 0.55);
+    cairo_fill(cr);
+    const double d = fmax(g->lw * 2, 1.5), dash[2] = {6 * d, 4 * d};
+    cairo_set_antialias(cr, CAIRO_ANTIALIAS_NONE);
+    cairo_set_source_rgb(cr, 0.78, 0.08, 0.08);
+    cairo_set_line_width(cr, d);
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_rectangle(cr, h->x - d, h->y - d, h->w + 2 * d, h->h + 2 * d);
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
 static int plot_draw_figure(cairo_t *cr, const MpPlotLayout *lay, const PlotGeom *g,
                             const MpPlotPanel *panels, const PlotPrep *pp, int n,
                             const MpPlotOptions *o, int fmt, MpErr *e) {
@@ -810,13 +828,24 @@ static int plot_draw_figure(cairo_t *cr, const MpPlotLayout *lay, const PlotGeom
         if (o->annotate && !averaged) plot_draw_annotations(cr, g, h, &panels[k], &pp[k], o->annotate_digits);
         plot_draw_axes(cr, g, h, &panels[k], o);
         if (plot_draw_cbar(cr, g, &lay->cbar[k], &pp[k], e) != MP_OK) return MP_ERR;
+        if (panels[k].unresolved) plot_draw_unresolved(cr, h, g);
+        const double note_h = panels[k].note[0] ? g->fs_tick * 1.6 : 0;
         if (panels[k].title[0]) {
             char t[sizeof panels[k].title];
             memcpy(t, panels[k].title, sizeof t);
             t[sizeof t - 1] = '\0';
             cairo_set_source_rgb(cr, plot_ink[0], plot_ink[1], plot_ink[2]);
             plot_fit_font(cr, t, g->fs_ptitle, g->cell_w - 2 * g->pad);
-            plot_text(cr, t, h->x + h->w / 2, h->y - g->fs_ptitle * 0.7, 0.5, 1);
+            plot_text(cr, t, h->x + h->w / 2, h->y - note_h - g->fs_ptitle * 0.7, 0.5, 1);
+        }
+        if (panels[k].note[0]) {
+            char t[sizeof panels[k].note];
+            memcpy(t, panels[k].note, sizeof t);
+            t[sizeof t - 1] = '\0';
+            if (panels[k].unresolved) cairo_set_source_rgb(cr, 0.78, 0.08, 0.08);
+            else cairo_set_source_rgb(cr, plot_ink[0], plot_ink[1], plot_ink[2]);
+            plot_fit_font(cr, t, g->fs_tick, g->cell_w - 2 * g->pad);
+            plot_text(cr, t, h->x + h->w / 2, h->y - g->fs_tick * 0.6, 0.5, 1);
         }
     }
     if (o->title[0]) {
@@ -952,7 +981,7 @@ int mp_plot_surface_write_text(const char *path, int fmt, double width, double h
  * when out of memory. */
 static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n, const MpPlotOptions *o) {
     const int nl = o->row_labels ? o->n_row_labels : 0;
-    size_t cap = (size_t)n * 256 + (size_t)nl * 12 + 8, w = 0;
+    size_t cap = (size_t)n * 400 + (size_t)nl * 12 + 8, w = 0;
     char *t = malloc(cap);
     if (!t) return NULL;
     t[0] = 0;
@@ -961,8 +990,12 @@ static char *plot_png_text(const MpPlotPanel *panels, const PlotPrep *pp, int n,
         snprintf(title, sizeof title, "%s", panels[k].title);
         for (char *c = title; *c; c++)
             if (*c == '\t' || *c == '\n' || (unsigned char)*c >= 0x80) *c = '?'; /* tEXt is Latin-1 */
-        int m = snprintf(t + w, cap - w, "%s\t%s%s\t%.6g\t%.6g\n", title, pp[k].cmap.name, pp[k].cmap.reversed ? "_r" : "",
-                         pp[k].lo, pp[k].hi);
+        char note[sizeof panels[k].note];
+        snprintf(note, sizeof note, "%s", panels[k].note);
+        for (char *c = note; *c; c++)
+            if (*c == '\t' || *c == '\n' || (unsigned char)*c >= 0x80) *c = '?';
+        int m = snprintf(t + w, cap - w, "%s\t%s%s\t%.6g\t%.6g%s%s\n", title, pp[k].cmap.name, pp[k].cmap.reversed ? "_r" : "",
+                         pp[k].lo, pp[k].hi, note[0] ? "\t" : "", note);
         if (m < 0 || (size_t)m >= cap - w) break;
         w += (size_t)m;
     }

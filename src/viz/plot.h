@@ -15,7 +15,10 @@
  *   - cell annotations (small maps), presets for the paper's figures;
  *   - atomic output: the file is written under a temporary name and renamed, so a failure
  *     never leaves a partial file under the final name; a PNG records each panel's title, colour
- *     map and limits in a tEXt chunk "maskpos:panels" (lines "title<TAB>cmap<TAB>lo<TAB>hi").
+ *     map and limits in a tEXt chunk "maskpos:panels" (lines "title<TAB>cmap<TAB>lo<TAB>hi", and
+ *     "<TAB>note" when the panel has a note: its significance);
+ *   - a panel's note (its significance) under its title; when unresolved the note is red and the
+ *     map washed out and framed in red dashes.
  * Does not: read .npy files or pick layers/heads (cli/plot.c and callers do), or draw NaN.
  * Tested by: tests/test_viz.c (PNG read-back of cell colours, NaN, constant maps, area
  * averaging of a 1024² checkerboard, pdfinfo on PDF, XML parse of SVG, CLI bad input).
@@ -39,6 +42,11 @@ typedef struct MpPlotPanel {
     int diagnorm;      /* 1: diagonal-mean normalise this panel (besides opt->diagnorm) */
     int limit_skip;    /* colour limits from rows and columns >= limit_skip only (e.g. 1: without the
                           BOS row and column, which then may saturate); drawn in full */
+    char note[128];    /* a second line under the title ("block z 1.1 < 1.6: not resolved"), "" = none;
+                          recorded as a fifth tEXt field */
+    int unresolved;    /* 1: the residue is not resolved at this N: the note in red and the map
+                          washed out and framed in red dashes (still readable), so noise is never
+                          read as pattern */
 } MpPlotPanel;
 
 typedef struct MpPlotOptions {

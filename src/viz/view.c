@@ -20,6 +20,7 @@
 #include "tok/corpus.h"      /* mp_tok_corpus_build: the text of --data runs */
 #include "train/gram.h"      /* mp_train_gram_title: names of gram.npy's matrices */
 #include "viz/cmap.h"        /* mp_plot_cmap_find: the figures' colour maps */
+#include "viz/signif.h"      /* mp_signif_note_meta: each layer's significance */
 #include "viz/view_assets.h" /* view_css, view_js (generated from view.css, view.js) */
 
 void mp_view_options_default(MpViewOptions *o) {
@@ -498,6 +499,18 @@ static json_t *view_run_json(const ViewRun *r, ViewBlob *bl, const ViewKind *kin
             if (v && !json_is_object(v) && !json_is_array(v)) json_object_set(info, keep[a], v);
         }
         json_object_set_new(j, "info", info);
+    }
+    if (r->meta && !r->gram) { /* is each layer's residue resolved at this N (docs/metrics.md) */
+        json_t *sg = json_array();
+        int any = 0;
+        for (int l = 0; l < r->L; l++) {
+            char txt[128];
+            const int u = mp_signif_note_meta(txt, sizeof txt, r->meta, l);
+            any |= u >= 0;
+            json_array_append_new(sg, json_pack("{s:s, s:b}", "text", txt, "unresolved", u == 1));
+        }
+        if (any) json_object_set_new(j, "signif", sg);
+        else json_decref(sg);
     }
     if (r->tokens) json_object_set(j, "tokens", r->tokens);
     if (r->text_note[0]) json_object_set_new(j, "text_note", json_string(r->text_note));

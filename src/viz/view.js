@@ -121,8 +121,10 @@
     this.bufs = this.runs.map(() => null);
     this.cache = new Map();
     this.limCache = new Map();
-    this.st = { layer: 0, head: -1, view: "raw", cmap: "", lim: "clip", vmin: NaN, vmax: NaN, diff: false, a: 0, b: 1,
-      zoom: { x: 0, y: 0, s: 1 }, hover: null, drag: null };
+    // the page opens on the residue (what the figures show), raw scores for Gram matrices
+    const residue = this.runs.every((r) => !r.layer_names);
+    this.st = { layer: 0, head: -1, view: residue ? "diag" : "raw", cmap: "", lim: "clip", vmin: NaN, vmax: NaN, diff: false,
+      a: 0, b: 1, zoom: { x: 0, y: 0, s: 1 }, hover: null, drag: null };
     this.maxL = Math.max.apply(null, this.runs.map((r) => r.L));
     this.maxH = Math.max.apply(null, this.runs.map((r) => r.H));
     this.build();
@@ -218,6 +220,7 @@
     const has = (name) => this.runs.some((r) => r.arrays[name]);
     const views = VIEWS.map((v) => [v.id, v.name, (v.id === "se" || v.id === "z") && !has("se") || v.id === "probs" && !has("probs")]);
     this.viewSel = sel("View", "mpv-view", views, (v) => { st.view = v; st.cmap = ""; });
+    this.viewSel.value = st.view;
     this.cmapSel = sel("Colours", "mpv-cmap", [["", "figure default"]].concat(Object.keys(this.meta.cmaps).map((k) => [k, k])),
       (v) => { st.cmap = v; });
     this.limSel = sel("Limits", "mpv-lim", [["clip", "1–99 % of entries"], ["minmax", "min–max"], ["manual", "manual"]],
@@ -339,7 +342,10 @@
     this.panels = [];
     list.forEach((p, k) => {
       const c = cur[k], isDiff = p.run < 0;
-      const pl = this.makePanel(p.title, c, size);
+      // is this layer's residue resolved at this N: the figures' note, red and hatched when not
+      const sg = p.run >= 0 && this.runs[p.run].signif ? this.runs[p.run].signif[st.layer] : null;
+      const pl = this.makePanel(p.title, c, size, sg);
+      pl.hatch = !!(sg && sg.unresolved && (st.view === "diag" || st.view === "z"));
       if (!c.missing) {
         const lk = isDiff ? this.limits([c.v], cmd, "diff:" + st.a + ":" + st.b + ":" + this.stateKey()) : lim;
         pl.lim = lk;
@@ -353,9 +359,10 @@
     this.showHover();
   };
 
-  Viewer.prototype.makePanel = function (title, c, size) {
+  Viewer.prototype.makePanel = function (title, c, size, sg) {
     const div = el("div", "mpv-panel", this.panelsDiv);
-    el("div", "mpv-title", div, title);
+    const td = el("div", "mpv-title", div, title);
+    if (sg && sg.text) el("div", "mpv-signif" + (sg.unresolved ? " mpv-unresolved" : ""), td, sg.text);
     if (c.missing) {
       el("div", "mpv-missing", div, title + ": " + c.missing);
       return { div: div };
@@ -417,6 +424,18 @@
       }
     }
     ctx.putImageData(img, 0, 0);
+    if (pl.hatch) { // the residue is not resolved at this N: noise, marked so it is not read as pattern
+      ctx.save();
+      ctx.strokeStyle = "rgba(90, 90, 90, 0.55)";
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (let d = -P; d < P; d += Math.max(8, P / 16)) {
+        ctx.moveTo(d, P);
+        ctx.lineTo(d + P, 0);
+      }
+      ctx.stroke();
+      ctx.restore();
+    }
     const bctx = pl.bar.getContext("2d"), H = pl.bar.height;
     for (let y = 0; y < H; y++) {
       const q = cmapEval(pl.cm.cm, 1 - y / (H - 1), false);

@@ -164,8 +164,21 @@ async function main() {
       return [Array.from(top.slice(0, 3)), Array.from(bot.slice(0, 3))];
     });
     const near = (a, b) => a.every((x, k) => Math.abs(x - b[k]) <= 1);
+    // the page opens on the residue (vlag), as the figures show it; then the raw scores (rocket)
     let ends = await barEnds();
+    const opened = await page.$eval(`${V} select.mpv-view`, (s) => s.value);
+    const gram = await page.evaluate((id) => window.mpvViewers[id].runs.some((r) => r.layer_names), id);
+    check(opened === (gram ? "raw" : "diag"), `the page opens on the ${opened} view (${gram ? "Gram matrices: raw" : "the residue"})`);
+    if (!gram) check(near(ends[0], [0xa9, 0x37, 0x3b]) && near(ends[1], [0x23, 0x69, 0xbd]), `opened on the residue: vlag colour bar ends ${JSON.stringify(ends)}`);
+    await select("mpv-view", "raw");
+    ends = await barEnds();
     check(near(ends[0], [0xfa, 0xeb, 0xdd]) && near(ends[1], [0x03, 0x05, 0x1a]), `raw view: rocket colour bar ends ${JSON.stringify(ends)}`);
+    // each layer's significance under the panel's title, where the run's meta.json has it
+    const signif = await page.evaluate((id) => window.mpvViewers[id].runs.map((r) => r.signif ? r.signif.length : 0), id);
+    if (signif[0]) {
+      const txt = await page.$eval(`${V} .mpv-signif`, (d) => d.textContent + "|" + d.className);
+      check(/(block z|rms\/noise) .*(resolved|too few)/.test(txt), `significance under the title: ${txt}`);
+    }
 
     const l = L - 1, i = Math.floor(0.8 * S), j = Math.floor(0.3 * S), off = l * S * S;
     await select("mpv-layer", l);

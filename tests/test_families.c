@@ -304,7 +304,11 @@ static void test_probe_peak_by_hand(void **state) {
         if (m.n_experts) /* MoE: router probabilities [T,E], chosen experts, their weights and routed rows [T,K] each,
                             the gathered inputs and the weighted sum [T,C] (the expert's gate, up reuse [T,FF]) */
             acts += S * (m.n_experts + 3.0 * m.n_experts_used + 2 * C) + S * (2 * FS + (FS > 0)); /* + the shared expert's gate, up [T,FFS], gate logit [T] */
-        const double maps = 8 * S * S * (2 * L + 3), outs = 8 * S * S * (3 * L + 3), toks = 4 * S;
+        /* the maps' sums and scratch: Σ and Σ² maps [L,S,S], three one-sequence maps [S,S]; the block
+         * residues' sums: bsum, bsumsq [L,16,16], the 32 sign-flipped block sums bflip [L,32,16,16],
+         * rsq and csq [L]; one sequence's block means [16,16] */
+        const double maps = 8 * S * S * (2 * L + 3) + 8 * L * (2 * 256 + 32 * 256 + 2) + 8 * 256;
+        const double outs = 8 * S * S * (3 * L + 3), toks = 4 * S;
         const double want = (weights + scratch + 4 * acts + maps + outs + toks) / 1048576.0;
         print_message("%-24s probe's expected peak %.1f MiB, by hand %.2f MiB\n", p->file, printed, want);
         if (!(fabs(printed - want) <= 1e-3 * want + 0.1)) fail_msg("%s: expected peak %.1f MiB, by hand %.2f MiB", p->file, printed, want);

@@ -1,5 +1,5 @@
 /* repro.h — the paper's experiments as one library call (`maskpos reproduce` is its command line,
- * src/cli/reproduce.c).
+ * src/cli/cmd_reproduce.c).
  *
  * Implements: mp_repro_run: every stage asked for, each into its own folder under cfg->out
  * (fig1 theory, fig2 and fig2ln simulations, fig3 the embedded NoPE model, fig4 RoPE

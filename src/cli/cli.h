@@ -8,6 +8,8 @@
  * metavar, help, the field of its config it sets — with the prose of its --help), from which its
  * getopt table, values, messages and --help come; it returns the process exit code (0 ok, 1 a
  * stage failed, 2 bad input) and prints `--help` text on `-h/--help`.
+ * Implemented by: common.c (flags and errors) and cmd_*.c, one file per subcommand
+ *   (mp_cmd_<name> in cmd_<name>.c).
  */
 #ifndef MP_CLI_H
 #define MP_CLI_H

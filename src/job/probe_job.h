@@ -15,6 +15,8 @@
  *     scores_heads_se.npy, each statistic's .npy files such as probs*.npy, figures, meta.json
  *     last), byte for byte.
  * Does not: parse flags (src/cli/cmd_probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
+ * Implemented by: probe_job.c (mp_probe_run), probe_out.c (the result: fill, free, print,
+ *   write).
  * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c,
  * tests/test_probe_table.c.
  *

@@ -11,6 +11,7 @@
  * says what an entry holds); the tables are checked before any stage runs.
  * Does not: parse flags or claim the output folder (the CLI does), exit the process: a stage that
  * fails is reported, named in the summary and the report's footer, and the others still run.
+ * Implemented by: registry.c (the registry: the stage table and the run).
  * Tested by: tests/test_reproduce.c, tests/test_reproduce_store.c.
  */
 #ifndef MP_REPRO_H

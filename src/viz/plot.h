@@ -20,6 +20,7 @@
  *   - a panel's note (its significance) under its title; when unresolved the note is red and the
  *     map washed out and framed in red dashes.
  * Does not: read .npy files or pick layers/heads (cli/cmd_plot.c and callers do), or draw NaN.
+ * Implemented by: plot.c (the heatmaps), raster.c (the cells), lines.c (the line plots).
  * Tested by: tests/test_viz.c (PNG read-back of cell colours, NaN, constant maps, area
  * averaging of a 1024² checkerboard, pdfinfo on PDF, XML parse of SVG, CLI bad input).
  */

@@ -20,7 +20,7 @@
 #include <dirent.h>
 
 #include "core/util.h" /* mp_file_exists: the llama.cpp oracle */
-#include "job/probe.h" /* mp_probe_run: the expected peak */
+#include "job/probe_job.h" /* mp_probe_run: the expected peak */
 #include "model/fwd.h" /* mp_fwd_plan_bytes */
 
 #define FIX MP_SOURCE_DIR "/tests/fixtures/configs/"

@@ -1,4 +1,4 @@
-/* test_gram.c — `maskpos gram` (src/train/gram.c, src/cli/gram.c) against tests/ref/gram_ref.py,
+/* test_gram.c — `maskpos gram` (src/train/gram.c, src/cli/cmd_gram.c) against tests/ref/gram_ref.py,
  * an independent torch recomputation of the nine matrices from the same checkpoint and tokens:
  *   - a RoPE model at layer 2 → 3 (two chunks of sequences), the same with --no-rope, and a NoPE
  *     model (config "no_rope_layers") at layer 1 → 2;

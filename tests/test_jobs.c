@@ -1,5 +1,5 @@
 /* test_jobs.c — simulate, theory, gram and train as library calls (src/sim/simulate.h,
- * src/job/theory.h, src/job/sim_out.h, src/job/gram.h, src/job/train.h), without the command
+ * src/job/theory_job.h, src/job/sim_out.h, src/job/gram_job.h, src/job/train_job.h), without the command
  * line:
  *   - theory: mp_theory_run + mp_theory_result_write give the CLI's .npy files byte for byte;
  *     the layer-2 map at alpha 0, n 3 equals the paper's values (0.1535, 0.1321, 0.1508 to 4
@@ -20,9 +20,9 @@
 
 #include "core/util.h"    /* mp_mkdir_p, mp_time_now */
 #include "job/sim_out.h" /* mp_sim_write_outputs */
-#include "job/gram.h"    /* mp_gram_run */
-#include "job/theory.h"  /* mp_theory_run */
-#include "job/train.h"   /* mp_train_job_run */
+#include "job/gram_job.h"    /* mp_gram_run */
+#include "job/theory_job.h"  /* mp_theory_run */
+#include "job/train_job.h"   /* mp_train_job_run */
 #include "sim/simulate.h"
 
 static void test_theory_call(void **state) {

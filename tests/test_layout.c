@@ -19,12 +19,27 @@
  *     header it includes and on the .c files that define the functions of that header it names,
  *     so a header that several .c files implement (cli/cli.h: a command per file; viz/plot.h,
  *     tok/tok.h) links its includer to the ones it really calls, not to all of them.
+ *   - one name, one file (issue 35 item 5): no two files of src/ share a name (whatever their
+ *     folders), and a header is implemented by the file of its name: every mp_ function a header
+ *     x.h declares is defined in x.c (or x.cu), or in a file its purpose block lists on a line
+ *     "Implemented by: a.c, b.c, cmd_*.c." (names without a folder are in the header's folder,
+ *     a * matches any run of characters; names inside parentheses are notes, not the list; the
+ *     list ends at the first '.' before a space), and every name listed is there. A header that
+ *     several files implement without saying so hid the circle tok/bpe.c -> tok/hf.h (whose
+ *     functions hf_load.c, which calls bpe.c, defined);
+ *   - no import circle between the modules of python/maskpos (`from . import _x`, `from ._x
+ *     import`, at any indentation: a function-level import is a dependence too); the package's
+ *     __init__.py is left out (every module takes the package's Error from it at call time).
  * The checks run first on small files written here (a circle of three units, a circle of calls
  * through a header of two .c files, a function one line over the limit and one at it, a long
- * initialiser, a repro/ tree with each fault), so they are seen to fail where they must, then on
- * MP_SOURCE_DIR/src.
+ * initialiser, a repro/ tree with each fault, two files of one name, a header two files implement
+ * unsaid, a listed file that is not there, two Python modules importing each other inside
+ * functions), so they are seen to fail where they must, then on MP_SOURCE_DIR/src and
+ * MP_SOURCE_DIR/python/maskpos. Run on the tree before issue 35 item 5 the names checks found 16
+ * shared names, 12 headers (44 header-file pairs) and the circle _torch -> _accumulator -> _torch.
  */
 #include <dirent.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +58,9 @@ typedef struct Units {
     unsigned char *dep;          /* [n, n]: dep[a*MAX_UNITS + b] = 1 when a includes a header of b */
 } Units;
 
-/* Every .c and .h under root/rel (rel "" at the top), as paths relative to root, into list. */
-static void walk(const char *root, const char *rel, char (*list)[512], int *n, int cap) {
+/* Every .c and .h (any file when any) under root/rel (rel "" at the top), as paths relative to
+ * root, into list. */
+static void walk_files(const char *root, const char *rel, char (*list)[512], int *n, int cap, int any) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", root, rel);
     DIR *d = opendir(dir);
@@ -58,16 +74,20 @@ static void walk(const char *root, const char *rel, char (*list)[512], int *n, i
         struct stat st;
         if (stat(full, &st) != 0) continue;
         if (S_ISDIR(st.st_mode)) {
-            walk(root, sub, list, n, cap);
+            walk_files(root, sub, list, n, cap, any);
             continue;
         }
         const size_t l = strlen(sub);
-        if (l > 2 && sub[l - 2] == '.' && (sub[l - 1] == 'c' || sub[l - 1] == 'h')) {
+        if (any || (l > 2 && sub[l - 2] == '.' && (sub[l - 1] == 'c' || sub[l - 1] == 'h'))) {
             if (*n >= cap) fail_msg("more than %d source files", cap);
             snprintf(list[(*n)++], 512, "%s", sub);
         }
     }
     closedir(d);
+}
+
+static void walk(const char *root, const char *rel, char (*list)[512], int *n, int cap) {
+    walk_files(root, rel, list, n, cap, 0);
 }
 
 /* ================================================================ include circles */
@@ -492,6 +512,182 @@ static int impl_circle(const char *root, char *msg, size_t cap) {
     return found;
 }
 
+/* ================================================================ one name, one file */
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t l = strlen(s), t = strlen(tail);
+    return l >= t && !strcmp(s + l - t, tail);
+}
+
+static const char *base_name(const char *path) {
+    const char *b = strrchr(path, '/');
+    return b ? b + 1 : path;
+}
+
+/* Appends "  name: a, b" to msg for every file name two files under root share; returns how many
+ * names. */
+static int shared_names(const char *root, char *msg, size_t cap) {
+    static char files[4 * MAX_UNITS][512];
+    int nf = 0, found = 0;
+    walk_files(root, "", files, &nf, 4 * MAX_UNITS, 1);
+    qsort(files, (size_t)nf, sizeof files[0], (int (*)(const void *, const void *))strcmp);
+    for (int i = 0; i < nf; i++) {
+        int first = 1, seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = !strcmp(base_name(files[i]), base_name(files[j]));
+        if (seen) continue; /* listed with the first file of that name */
+        for (int j = i + 1; j < nf; j++) {
+            if (strcmp(base_name(files[i]), base_name(files[j]))) continue;
+            size_t o = strlen(msg);
+            if (first) o += (size_t)snprintf(msg + o, o < cap ? cap - o : 0, "  %s: %s", base_name(files[i]), files[i]);
+            snprintf(msg + o, o < cap ? cap - o : 0, ", %s", files[j]);
+            first = 0;
+        }
+        if (!first) {
+            const size_t o = strlen(msg);
+            snprintf(msg + o, o < cap ? cap - o : 0, "\n");
+            found++;
+        }
+    }
+    return found;
+}
+
+/* The names of the "Implemented by:" line of the purpose block of the header at path (rel under
+ * the root) into list, each as a path under the root (a name without '/' is in the header's
+ * folder); returns how many (0: no such line). */
+static int implemented_by(char (*list)[512], int cap, const char *path, const char *rel) {
+    char *s = mp_test_read_text(path);
+    if (!s) fail_msg("cannot read %s", path);
+    char *end = strstr(s, "*/"), *p = strstr(s, "Implemented by:");
+    int n = 0;
+    if (p && end && p < end) {
+        p += strlen("Implemented by:");
+        const char *slash = strrchr(rel, '/');
+        const int dir = slash ? (int)(slash - rel) : 0;
+        int depth = 0;
+        char word[512];
+        size_t w = 0;
+        for (; p < end; p++) {
+            const char c = *p;
+            if (c == '.' && (p[1] == ' ' || p[1] == '\n' || p[1] == '*') && depth == 0) break; /* the sentence ends */
+            if (word_char(c) || c == '/' || c == '*' || c == '.' || c == '-') {
+                if (w + 1 < sizeof word) word[w++] = c;
+                continue;
+            }
+            word[w] = 0;
+            if (w && depth == 0 && (ends_with(word, ".c") || ends_with(word, ".cu")) && n < cap)
+                snprintf(list[n++], 512, "%.*s%s%.400s", strchr(word, '/') ? 0 : dir, rel, strchr(word, '/') || !dir ? "" : "/", word);
+            w = 0;
+            if (c == '(') depth++;
+            if (c == ')' && depth > 0) depth--;
+        }
+        word[w] = 0;
+        if (w && depth == 0 && (ends_with(word, ".c") || ends_with(word, ".cu")) && n < cap)
+            snprintf(list[n++], 512, "%.*s%s%.400s", strchr(word, '/') ? 0 : dir, rel, strchr(word, '/') || !dir ? "" : "/", word);
+    }
+    free(s);
+    return n;
+}
+
+/* Appends one line per fault of header rel (index h of files) to msg: a listed name that matches
+ * no file, a function defined neither in its file nor in a listed one (one line per such file). */
+static int header_faults(const char (*files)[512], int nf, int h, const Funcs *decl, const Funcs *def, const char *root,
+                         char *msg, size_t cap) {
+    static char list[64][512];
+    char full[1536], own_c[512], own_cu[512];
+    const char *rel = files[h];
+    snprintf(full, sizeof full, "%.1000s/%.511s", root, rel);
+    const int nl = implemented_by(list, 64, full, rel);
+    snprintf(own_c, sizeof own_c, "%.*s.c", (int)strlen(rel) - 2, rel);
+    snprintf(own_cu, sizeof own_cu, "%.*s.cu", (int)strlen(rel) - 2, rel);
+    int found = 0;
+    for (int k = 0; k < nl; k++) {
+        int any = 0;
+        for (int i = 0; i < nf && !any; i++) any = !fnmatch(list[k], files[i], FNM_PATHNAME);
+        if (!any) {
+            const size_t o = strlen(msg);
+            snprintf(msg + o, o < cap ? cap - o : 0, "  %s: \"Implemented by\" lists %s, which is not there\n", rel, list[k]);
+            found++;
+        }
+    }
+    static char bad[64][512];
+    int nbad = 0;
+    for (int d = 0; d < decl->n; d++) {
+        if (strcmp(decl->file[d], rel)) continue;
+        for (int j = 0; j < def->n; j++) {
+            const char *f = def->file[j];
+            if (strcmp(def->name[j], decl->name[d]) || !strcmp(f, rel) || !strcmp(f, own_c) || !strcmp(f, own_cu)) continue;
+            int listed = 0, known = 0;
+            for (int k = 0; k < nl && !listed; k++) listed = !fnmatch(list[k], f, FNM_PATHNAME);
+            for (int b = 0; b < nbad && !known; b++) known = !strcmp(bad[b], f);
+            if (listed || known || nbad >= 64) continue;
+            snprintf(bad[nbad++], sizeof bad[0], "%s", f);
+            const size_t o = strlen(msg);
+            snprintf(msg + o, o < cap ? cap - o : 0, "  %s declares %s, defined in %s: neither %s nor listed on its \"Implemented by:\" line\n",
+                     rel, decl->name[d], f, own_c);
+            found++;
+        }
+    }
+    return found;
+}
+
+/* The header rule on every header under root; one line per fault in msg, returns how many. */
+static int headers_implemented(const char *root, char *msg, size_t cap) {
+    static char files[4 * MAX_UNITS][512];
+    static Funcs decl, def;
+    int nf = 0, found = 0;
+    walk_files(root, "", files, &nf, 4 * MAX_UNITS, 1);
+    decl.n = def.n = 0;
+    for (int i = 0; i < nf; i++) {
+        const int h = ends_with(files[i], ".h"), c = ends_with(files[i], ".c") || ends_with(files[i], ".cu");
+        if (!h && !c) continue;
+        char full[1536];
+        snprintf(full, sizeof full, "%.1000s/%.511s", root, files[i]);
+        funcs_read(h ? &decl : NULL, &def, full, files[i]);
+    }
+    for (int i = 0; i < nf; i++)
+        if (ends_with(files[i], ".h")) found += header_faults((const char (*)[512])files, nf, i, &decl, &def, root, msg, cap);
+    return found;
+}
+
+/* 1 and the circle in msg when the modules of the Python package at dir (python/maskpos) import
+ * each other in a circle; __init__.py is left out. */
+static int python_circle(const char *dir, char *msg, size_t cap) {
+    static char files[MAX_UNITS][512];
+    int nf = 0;
+    walk_files(dir, "", files, &nf, MAX_UNITS, 1);
+    static Units u;
+    u.n = 0;
+    for (int i = 0; i < nf; i++)
+        if (ends_with(files[i], ".py") && !strchr(files[i], '/') && strcmp(files[i], "__init__.py"))
+            snprintf(u.name[u.n++], sizeof u.name[0], "%.*s", (int)strlen(files[i]) - 3, files[i]);
+    u.dep = calloc((size_t)MAX_UNITS * MAX_UNITS, 1);
+    for (int a = 0; a < u.n; a++) {
+        char full[1536];
+        snprintf(full, sizeof full, "%.1000s/%.500s.py", dir, u.name[a]);
+        char *s = mp_test_read_text(full);
+        if (!s) fail_msg("cannot read %s", full);
+        for (char *line = s; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+            while (*line == ' ' || *line == '\t') line++;
+            char mod[256] = "", names_[512] = "";
+            if (sscanf(line, "from .%255[A-Za-z0-9_] import", mod) != 1 && sscanf(line, "from . import %511[^\n#]", names_) != 1)
+                continue;
+            /* "from ._x import ..." names one module; "from . import _x, _y as z" one per name */
+            for (char *tok = mod[0] ? mod : strtok(names_, ", ()"); tok; tok = mod[0] ? NULL : strtok(NULL, ", ()")) {
+                if (!strcmp(tok, "as")) {
+                    strtok(NULL, ", ()"); /* the alias */
+                    continue;
+                }
+                const int b = unit_index(&u, tok, 0); /* a name of __init__ (Error, Result) is not a module */
+                if (b >= 0 && b != a) u.dep[(size_t)a * MAX_UNITS + b] = 1;
+            }
+        }
+        free(s);
+    }
+    const int found = graph_circle(&u, msg, cap);
+    free(u.dep);
+    return found;
+}
+
 /* ================================================================ tests */
 
 static void put(const char *dir, const char *rel, const char *text) {
@@ -636,6 +832,97 @@ static void test_repro_layers_in_src(void **state) {
     if (n) fail_msg("%d fault(s) in the layers of src/repro:\n%s", n, msg);
 }
 
+/* The rules of one name, one file find each fault in a small tree: two files of one name in
+ * two folders, a header two files implement without saying so (as tok/hf.h was), a listed file
+ * that is not there, a Python module pair importing each other inside a function; and none once
+ * put right (names in parentheses are notes; a * matches the files of a pattern). */
+static void test_names_checks_can_fail(void **state) {
+    (void)state;
+    char root[512];
+    snprintf(root, sizeof root, "%s/names", mp_test_tmpdir());
+    mkdir(root, 0755);
+    put(root, "a/gram.c", "int mp_a_gram(void) { return 0; }\n");
+    put(root, "b/gram.c", "int mp_b_gram(void) { return 0; }\n");
+    put(root, "t/hf.h", "/* hf.h — the state.\n */\nint mp_t_load(void);\nint mp_t_piece(void);\n");
+    put(root, "t/hf_load.c", "#include \"t/hf.h\"\nint mp_t_load(void) { return mp_t_piece(); }\n");
+    put(root, "t/bpe.c", "#include \"t/hf.h\"\nint mp_t_piece(void) { return 0; }\n");
+    put(root, "c/cli.h", "/* cli.h — commands.\n * Implemented by: cmd_*.c, gone.c (not main.c).\n */\nint mp_cmd_x(void);\nint mp_cmd_y(void);\n");
+    put(root, "c/cmd_x.c", "int mp_cmd_x(void) { return 0; }\n");
+    put(root, "c/cmd_y.c", "int mp_cmd_y(void) { return 0; }\n");
+    char msg[8192] = "";
+    assert_int_equal(shared_names(root, msg, sizeof msg), 1);
+    print_message("found:\n%s", msg);
+    assert_non_null(strstr(msg, "gram.c: a/gram.c, b/gram.c"));
+    msg[0] = 0;
+    assert_int_equal(headers_implemented(root, msg, sizeof msg), 3);
+    print_message("found:\n%s", msg);
+    assert_non_null(strstr(msg, "t/hf.h declares mp_t_load, defined in t/hf_load.c"));
+    assert_non_null(strstr(msg, "t/hf.h declares mp_t_piece, defined in t/bpe.c"));
+    assert_non_null(strstr(msg, "c/cli.h: \"Implemented by\" lists c/gone.c, which is not there"));
+    assert_null(strstr(msg, "main.c"));
+    assert_null(strstr(msg, "cmd_x"));
+    /* put right: b/gram.c renamed, hf.h says which files implement it, cli.h lists what is there */
+    char from[1024], to[1024];
+    snprintf(from, sizeof from, "%s/b/gram.c", root);
+    snprintf(to, sizeof to, "%s/b/gram_job.c", root);
+    assert_int_equal(rename(from, to), 0);
+    put(root, "t/hf.h", "/* hf.h — the state.\n * Implemented by: hf_load.c (the whole file), bpe.c. Not: x.c.\n */\nint mp_t_load(void);\nint mp_t_piece(void);\n");
+    put(root, "c/cli.h", "/* cli.h — commands.\n * Implemented by: c/cmd_*.c (not main.c).\n */\nint mp_cmd_x(void);\nint mp_cmd_y(void);\n");
+    msg[0] = 0;
+    assert_int_equal(shared_names(root, msg, sizeof msg), 0);
+    assert_int_equal(headers_implemented(root, msg, sizeof msg), 0);
+    /* a header of its own file only: bpe.h for bpe.c */
+    put(root, "t/hf.h", "/* hf.h — the state.\n * Implemented by: hf_load.c.\n */\nint mp_t_load(void);\n");
+    put(root, "t/bpe.h", "int mp_t_piece(void);\n");
+    assert_int_equal(headers_implemented(root, msg, sizeof msg), 0);
+
+    char py[600];
+    snprintf(py, sizeof py, "%s/py", root);
+    put(py, "__init__.py", "from ._acc import Acc\n");
+    put(py, "_acc.py", "from . import _lib\n\ndef add():\n    from . import Error, _torch as t\n    return t\n");
+    put(py, "_torch.py", "import torch\n\ndef reduce(acc):\n    from ._acc import Acc\n    from . import Error\n");
+    put(py, "_lib.py", "def f():\n    from . import Error\n");
+    msg[0] = 0;
+    assert_int_equal(python_circle(py, msg, sizeof msg), 1);
+    print_message("found: %s\n", msg);
+    assert_non_null(strstr(msg, "_acc"));
+    assert_non_null(strstr(msg, "_torch"));
+    assert_null(strstr(msg, "_lib"));
+    put(py, "_torch.py", "import torch\n\ndef reduce(acc):\n    cls = type(acc)\n    from . import Error\n");
+    msg[0] = 0;
+    assert_int_equal(python_circle(py, msg, sizeof msg), 0);
+}
+
+/* msg line by line (print_message cuts long texts). */
+static void print_lines(const char *msg) {
+    for (const char *p = msg; *p;) {
+        const char *e = strchr(p, '\n');
+        const int l = e ? (int)(e - p) : (int)strlen(p);
+        print_message("%.*s\n", l, p);
+        p += l + (e != NULL);
+    }
+}
+
+static void test_one_name_one_file_in_src(void **state) {
+    (void)state;
+    char root[1024], names_msg[16384] = "", hdr_msg[16384] = "";
+    snprintf(root, sizeof root, "%s/src", MP_SOURCE_DIR);
+    const int n = shared_names(root, names_msg, sizeof names_msg);
+    const int h = headers_implemented(root, hdr_msg, sizeof hdr_msg);
+    if (n) print_message("%d file name(s) shared by files of src/:\n", n);
+    print_lines(names_msg);
+    if (h) print_message("%d fault(s) of headers implemented by files of other names:\n", h);
+    print_lines(hdr_msg);
+    if (n || h) fail_msg("one name, one file: %d shared name(s), %d header fault(s) (listed above)", n, h);
+}
+
+static void test_no_import_circle_in_python(void **state) {
+    (void)state;
+    char dir[1024], msg[4096] = "";
+    snprintf(dir, sizeof dir, "%s/python/maskpos", MP_SOURCE_DIR);
+    if (python_circle(dir, msg, sizeof msg)) fail_msg("an import circle between modules of python/maskpos: %s", msg);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_checks_can_fail),
@@ -643,6 +930,9 @@ int main(void) {
         cmocka_unit_test(test_no_long_function_in_src),
         cmocka_unit_test(test_repro_layers_can_fail),
         cmocka_unit_test(test_repro_layers_in_src),
+        cmocka_unit_test(test_names_checks_can_fail),
+        cmocka_unit_test(test_one_name_one_file_in_src),
+        cmocka_unit_test(test_no_import_circle_in_python),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* test_model_probe.c — `maskpos probe` as a tool (src/cli/probe.c, src/job/probe.c, src/model/probe_acc.c):
+/* test_model_probe.c — `maskpos probe` as a tool (src/cli/cmd_probe.c, src/job/probe_job.c, src/model/probe_acc.c):
  *   - checkpoint/resume: a run that SIGKILLs itself between checkpoints (MASKPOS_TEST_KILL_AFTER),
  *     and a child killed with kill -9 from outside after its first checkpoint, resumed with
  *     --resume, write byte-identical maps to an uninterrupted run; a checkpoint of another run

@@ -1,4 +1,4 @@
-/* test_probe_job.c — the probe as a library call (src/job/probe.h), without the command line:
+/* test_probe_job.c — the probe as a library call (src/job/probe_job.h), without the command line:
  *   - mp_probe_run on in-memory ids + mp_probe_result_write give the .npy files of
  *     `maskpos probe --tokens` on the same ids byte for byte (with --per-head --probs --recency),
  *     and the same statistics in meta.json;
@@ -16,7 +16,7 @@
 #include "test_model_util.h"
 
 #include "core/json.h" /* mp_json_read */
-#include "job/probe.h" /* mp_probe_run */
+#include "job/probe_job.h" /* mp_probe_run */
 
 enum { N = 5, S = 24, V = 300 };
 

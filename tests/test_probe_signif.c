@@ -19,7 +19,7 @@
 
 #include <math.h>
 
-#include "job/probe.h"          /* mp_probe_n_warning */
+#include "job/probe_job.h"          /* mp_probe_n_warning */
 #include "kernels/posmap.h"     /* mp_posmap_stats, mp_posmap_diagnorm */
 #include "model/probe.h"        /* MpProbeAcc */
 #include "model/probe_signif.h" /* mp_probe_signif */

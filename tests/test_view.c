@@ -1,4 +1,4 @@
-/* test_view.c — `maskpos view` (src/viz/view.c, src/cli/view.c, src/viz/view.js).
+/* test_view.c — `maskpos view` (src/viz/view.c, src/cli/cmd_view.c, src/viz/view.js).
  *
  * In a real browser (Debian chromium, headless, through playwright-core from tests/browser):
  * tests/browser/check_view.js opens the page, switches layer, head and view, hovers cells and

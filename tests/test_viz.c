@@ -1,4 +1,4 @@
-/* test_viz.c — figures (src/viz, src/cli/plot.c): colours read back from rendered PNGs, NaN cells
+/* test_viz.c — figures (src/viz, src/cli/cmd_plot.c): colours read back from rendered PNGs, NaN cells
  * as background, constant maps, area averaging, colour limits, PDF/SVG validity, atomic output,
  * and `maskpos plot` bad-input handling.
  *

@@ -176,9 +176,10 @@ def add_on_device(acc, layer, scores, probs, lengths=None):
 
 
 def reduce_distributed(acc, dst=0, group=None):
-    """See Accumulator.reduce_distributed."""
+    """See Accumulator.reduce_distributed. The parts are rebuilt through acc's own class (its
+    from_state), so this module imports nothing of _accumulator.py, which imports it."""
     import torch.distributed as dist
-    from ._accumulator import Accumulator
+    cls = type(acc)
     world = dist.get_world_size(group)
     rank = dist.get_rank(group)
     dev = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend(group) == "nccl" else torch.device("cpu")
@@ -191,14 +192,14 @@ def reduce_distributed(acc, dst=0, group=None):
         dist.gather(t, gather_list=g, dst=dst, group=group)
     if rank != dst:
         return None
-    merged = Accumulator.from_state(state) if dst == 0 else None
+    merged = cls.from_state(state) if dst == 0 else None
     for r in range(world):
         if r == dst and merged is not None:
             continue
         st = {"options": state["options"], "meta": state["meta"],
               "counts": gathered[-1][r].cpu().tolist(),
               "arrays": {k: gathered[i][r].cpu().numpy() for i, k in enumerate(names)}}
-        other = Accumulator.from_state(st)
+        other = cls.from_state(st)
         if merged is None:
             merged = other
         else:

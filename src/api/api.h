@@ -6,6 +6,8 @@
  * that give the same result with `maskpos`); MaskposResult as named arrays + meta + the writer of
  * the command that made it.
  * Does not: compute (sim/, model/, job/ do), or print.
+ * Implemented by: api.c (errors, the config and result), api_jobs.c (the jobs' results),
+ *   api_probe.c (the probe's settings).
  * Tested by: tests/test_api.c, tests/test_pyapi.c.
  */
 #ifndef MP_API_H

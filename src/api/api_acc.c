@@ -38,7 +38,7 @@
 #include "api/api.h"            /* MaskposResult insides, mp_api_fail* */
 #include "api/api_acc_check.h"  /* mp_api_acc_check: the input check */
 #include "core/util.h"          /* mp_try_malloc, mp_fnv1a64, mp_thread_num */
-#include "job/probe.h"          /* MpProbeResult, mp_probe_result_fill, mp_probe_result_write */
+#include "job/probe_job.h"          /* MpProbeResult, mp_probe_result_fill, mp_probe_result_write */
 #include "model/fwd.h"          /* MpFwd: maskpos_model_scores */
 #include "model/fwd_kernels.h"  /* mp_fwd_softmax_row: the forward pass's softmax */
 #include "model/probe.h"        /* MpProbeAcc, mp_probe_stats */

@@ -2,7 +2,7 @@
  * handle; each a thin adapter from the settings to the library call and from its result to named
  * arrays, meta and the command's writer.
  *
- * Implements: maskpos_theory (job/theory.h), maskpos_simulate (sim/simulate.h, written by the
+ * Implements: maskpos_theory (job/theory_job.h), maskpos_simulate (sim/simulate.h, written by the
  * writer of `maskpos simulate`, job/sim_out.h), maskpos_model_*, and the progress trampoline
  * every job uses (the caller's callback runs on the calling thread only).
  * Does not: parse flags or print (the settings are checked in api.c); the probe is api_probe.c.
@@ -19,7 +19,7 @@
 #include "job/sim_out.h"   /* mp_sim_write_outputs, mp_sim_result_meta: the folder `maskpos simulate` writes */
 #include "load/model.h"    /* MpModel, mp_model_open */
 #include "sim/simulate.h"  /* mp_sim_run */
-#include "job/theory.h"    /* mp_theory_run, mp_theory_result_write, mp_theory_result_meta */
+#include "job/theory_job.h"    /* mp_theory_run, mp_theory_result_write, mp_theory_result_meta */
 
 /* ================================================================ theory */
 
@@ -127,7 +127,7 @@ static int api_sim_meta(MaskposResult *r, MpErr *e) {
     return r->meta ? MP_OK : mp_err_set(e, "simulate: out of memory for the meta");
 }
 
-/* The command's defaults that depend on other flags (src/cli/simulate.c). */
+/* The command's defaults that depend on other flags (src/cli/cmd_simulate.c). */
 static void api_sim_resolve(ApiSim *s, const MaskposConfig *c) {
     s->cfg = c->sim;
     const char *scale = c->scale_word[0] ? c->scale_word : NULL;

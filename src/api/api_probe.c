@@ -1,6 +1,6 @@
 /* api_probe.c — maskpos_probe of the public C API (include/maskpos.h): the settings, checked as
  * `maskpos probe` checks its flags, become an MpProbeConfig for the library's probe
- * (job/probe.h, mp_probe_run); its result becomes named arrays, meta and its writer.
+ * (job/probe_job.h, mp_probe_run); its result becomes named arrays, meta and its writer.
  *
  * Implements: the words → MpProbeConfig translation (the probe's option table, job/probe_opts.h:
  * the command's values, messages and checks across options), the table to callers
@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "api/api.h"    /* MaskposConfig, MaskposResult, MaskposModel insides */
-#include "job/probe.h"      /* mp_probe_run, mp_probe_result_write */
+#include "job/probe_job.h"      /* mp_probe_run, mp_probe_result_write */
 #include "job/probe_opts.h" /* mp_probe_opts: the settings, their values and checks */
 
 /* ================================================================ settings */

@@ -1,7 +1,7 @@
 /* api_view.c — maskpos_view of the public C API (include/maskpos.h): the page `maskpos view` writes,
  * from run folders, for programs and notebooks (maskpos.view, Result.view).
  * Implements: the same claim of the output file (replaced only with force) and the same page as
- * src/cli/view.c (mp_view_write_html with the default options, a title when given).
+ * src/cli/cmd_view.c (mp_view_write_html with the default options, a title when given).
  * Does not: print (the command prints the summary).
  * Tested by: python/tests/test_notebook.py (Result.view, maskpos.view against `maskpos view`).
  */

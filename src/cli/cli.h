@@ -8,6 +8,8 @@
  * metavar, help, the field of its config it sets — with the prose of its --help), from which its
  * getopt table, values, messages and --help come; it returns the process exit code (0 ok, 1 a
  * stage failed, 2 bad input) and prints `--help` text on `-h/--help`.
+ * Implemented by: common.c (flags and errors) and cmd_*.c, one file per subcommand
+ *   (mp_cmd_<name> in cmd_<name>.c).
  */
 #ifndef MP_CLI_H
 #define MP_CLI_H
@@ -20,17 +22,17 @@
 int mp_cmd_theory(int argc, char **argv);
 int mp_cmd_simulate(int argc, char **argv);
 int mp_cmd_reproduce(int argc, char **argv);
-int mp_cmd_plot(int argc, char **argv);     /* src/cli/plot.c */
-int mp_cmd_inspect(int argc, char **argv);  /* src/cli/inspect.c */
-int mp_cmd_mkmodel(int argc, char **argv);  /* src/cli/mkmodel.c */
-int mp_cmd_tokenize(int argc, char **argv); /* src/cli/tokenize.c */
-int mp_cmd_corpus(int argc, char **argv);   /* src/cli/corpus.c */
-int mp_cmd_probe(int argc, char **argv);    /* src/cli/probe.c */
-int mp_cmd_logits(int argc, char **argv);   /* src/cli/logits.c */
-int mp_cmd_generate(int argc, char **argv); /* src/cli/generate.c */
-int mp_cmd_train(int argc, char **argv);    /* src/cli/train.c */
-int mp_cmd_gram(int argc, char **argv);     /* src/cli/gram.c */
-int mp_cmd_view(int argc, char **argv);     /* src/cli/view.c */
+int mp_cmd_plot(int argc, char **argv);     /* src/cli/cmd_plot.c */
+int mp_cmd_inspect(int argc, char **argv);  /* src/cli/cmd_inspect.c */
+int mp_cmd_mkmodel(int argc, char **argv);  /* src/cli/cmd_mkmodel.c */
+int mp_cmd_tokenize(int argc, char **argv); /* src/cli/cmd_tokenize.c */
+int mp_cmd_corpus(int argc, char **argv);   /* src/cli/cmd_corpus.c */
+int mp_cmd_probe(int argc, char **argv);    /* src/cli/cmd_probe.c */
+int mp_cmd_logits(int argc, char **argv);   /* src/cli/cmd_logits.c */
+int mp_cmd_generate(int argc, char **argv); /* src/cli/cmd_generate.c */
+int mp_cmd_train(int argc, char **argv);    /* src/cli/cmd_train.c */
+int mp_cmd_gram(int argc, char **argv);     /* src/cli/cmd_gram.c */
+int mp_cmd_view(int argc, char **argv);     /* src/cli/cmd_view.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -9,7 +9,7 @@
 #include "cli/cli.h"        /* mp_cli_error, MP_EXIT_* */
 #include "core/files.h"     /* MP_OUTDIR_* */
 #include "core/mpi.h"       /* mp_mpi_* */
-#include "job/probe.h"      /* mp_probe_run */
+#include "job/probe_job.h"      /* mp_probe_run */
 #include "job/probe_opts.h" /* mp_probe_opt_parse: the shared settings */
 
 static int mpi_job_reproduce; /* 1 while rank 0 runs reproduce */

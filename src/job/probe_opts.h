@@ -1,8 +1,8 @@
 /* probe_opts.h — the probe's options, declared once: one row per option (its flag name, kind,
  * range, metavar, help text and the MpProbeConfig field it sets), read by every consumer:
- * `maskpos probe`'s getopt table and --help (src/cli/probe.c), the C API's probe settings
+ * `maskpos probe`'s getopt table and --help (src/cli/cmd_probe.c), the C API's probe settings
  * (src/api/api_probe.c, maskpos_probe_option_*), the Python module's probe() (through the C API),
- * reproduce (src/repro/models.c: the config it runs, the reuse key) and the ranks of an MPI job
+ * reproduce (src/repro/stage_models.c: the config it runs, the reuse key) and the ranks of an MPI job
  * (src/cli/mpi_job.c: the settings rank 0 hands them).
  *
  * Implements:
@@ -17,7 +17,7 @@
  *     are checked by the run, mp_probe_config_stats);
  *   - mp_probe_opts_write: an MpProbeConfig back into "name=value" settings (what MPI ranks
  *     receive; with MP_OPT_RUN rows left out, reproduce's reuse key).
- * Does not: parse argv or print --help (src/cli/probe.c hands this table to mp_opts_parse and
+ * Does not: parse argv or print --help (src/cli/cmd_probe.c hands this table to mp_opts_parse and
  * mp_opts_help with its prose), hold the CLI-only switches' values (--plot, --quiet, --force have
  * no field: the CLI keeps them).
  * Tested by: tests/test_probe_opts.c (every row through `maskpos probe`, the C API and back
@@ -32,7 +32,7 @@
 
 #include "core/err.h"  /* MpErr */
 #include "core/opts.h" /* MpOpt, MP_OPT_CLI, MP_OPT_RUN, MP_OPT_POSITIONAL */
-#include "job/probe.h" /* MpProbeConfig */
+#include "job/probe_job.h" /* MpProbeConfig */
 
 /* One id per row, in the order --help lists them. New options may go anywhere (the ids are not
  * stored in any file): the table's rows are keyed by id. */

@@ -1,4 +1,4 @@
-/* probe_out.c — the result of mp_probe_run (job/probe.h): filled from the accumulator, its
+/* probe_out.c — the result of mp_probe_run (job/probe_job.h): filled from the accumulator, its
  * meta.json, printed and written. The maps are the result's own; every other statistic is a row of
  * the accumulator's table (model/probe.h, mp_probe_stats) whose outputs (MpProbeStat.outs) this
  * file computes, lists in meta.json's "files" and writes as .npy without knowing them, and, where
@@ -13,7 +13,7 @@
  *   print       the tables
  *   write       the folder
  */
-#include "job/probe.h"
+#include "job/probe_job.h"
 
 #include <math.h>
 #include <stddef.h> /* offsetof */

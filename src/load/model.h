@@ -13,6 +13,7 @@
  * (MpModel.bytes_read counts what was read). After mp_model_open the accessors only read the
  * model (the counter is atomic), so threads may call them concurrently.
  * Does not: run the forward pass (src/model/), tokenise, or write files (mkmodel.h).
+ * Implemented by: model.c, model_hash.c (mp_model_shape_hash, mp_model_weights_hash).
  * Run: `maskpos inspect MODEL`. Tested by: tests/test_load.c, tests/test_load_gguf.c.
  *
  * Shape legend: C hidden size, NH query heads, NKV key/value heads, HS head_dim, FF intermediate

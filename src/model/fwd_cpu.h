@@ -6,6 +6,8 @@
  * RoPE table, scores, softmax, p·V, SwiGLU: fwd_kernels.h's fast ones or its plain ones), and
  * MpFwdCpuCtx, what MpFwdOps.open hands out (an MpFwdCtx * is one of these).
  * Does not: hold weights or activations (fwd.c carves them out of the instance's blocks).
+ * Implemented by: fwd_cpu_attn.c (the attention op and its scratch sizes; fwd_cpu.c defines
+ *   none of its functions: it fills the structs).
  * Tested by: tests/test_backend_ops.c, tests/test_model_fwd.c.
  *
  * Shape legend: T tokens, K inner size, O outputs, HS head dim, R rotary dims.

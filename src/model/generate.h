@@ -20,7 +20,7 @@
  *     time with the forward pass's own threads. The same ids either way.
  * Does not: stop at an end-of-text token (every row holds exactly L ids; a model trained on
  *     packed stories writes BOS/EOS and starts the next one, as its training stream did),
- *     tokenise or decode text (src/cli/generate.c does, with src/tok), or batch sequences.
+ *     tokenise or decode text (src/cli/cmd_generate.c does, with src/tok), or batch sequences.
  * Tested by: tests/test_stories_generate.c (mp_fwd_extend == mp_fwd_run bit for bit; sampler
  *     frequencies against exact probabilities, top-k/top-p sets; threads; greedy ids against
  *     llama.cpp and llama2.c on stories260K).

@@ -24,7 +24,9 @@
  *   - checkpoints: the sums and the count of sequences done, in one file with a fixed header
  *     (magic, version, run key, dims) and an FNV-1a checksum, written atomically (temp + rename),
  *     so a run killed at any moment resumes to exactly the bits of an uninterrupted run.
- * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe.c, probe_out.c).
+ * Does not: run the model (fwd.h), print, or write the final maps (src/job/probe_job.c, probe_out.c).
+ * Implemented by: probe_acc.c (the accumulator and its table of statistics), probe_block.c
+ *   (the block test), probe_ckpt.c (checkpoints), probe_tokens.c (token-id input).
  * Tested by: tests/test_model_probe.c, test_model_probe_merge.c, test_probe_stats.c, test_probe_rows.c,
  * test_probe_table.c.
  *

@@ -4,7 +4,7 @@
  * sum_heads, sumsq_heads, bflip, rsq, csq, psum, psum_heads, sink, entropy, rp_row, rp_lsq, rp_hsq,
  * lbsum, lbsumsq, npos, bcnt, those the run has), then an FNV-1a checksum of all of it; written
  * atomically (temp + rename), read back with every check named.
- * Does not: decide when to save (src/job/probe.c), nor compute the run key (it is given).
+ * Does not: decide when to save (src/job/probe_job.c), nor compute the run key (it is given).
  * Tested by: tests/test_model_probe.c (resume, corrupt and foreign checkpoints), test_badinput.c.
  */
 #include "model/probe.h"

@@ -12,7 +12,7 @@
  * of the run, so its checkpoints resume with any number of ranks.
  * Traffic: per sequence computed off rank 0, one accumulator's arrays (2·L·S² doubles and the
  * block sums; L·H·S² more with --per-head) to rank 0, overlapped with the next sequence's compute.
- * Does not: read tokens, write files or print (src/job/probe.c, through the step callback).
+ * Does not: read tokens, write files or print (src/job/probe_job.c, through the step callback).
  * Tested by: tests/test_mpi.c (3 ranks against one process, byte for byte; a killed rank, then
  * --resume), tests/test_model_probe.c (one process; merge).
  */

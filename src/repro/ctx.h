@@ -1,6 +1,7 @@
-/* ctx.h — the context of `reproduce`'s stages: what every stage file (paper.c, models.c,
- * recency.c, length.c, stories.c) and the units below them share, and nothing of the stage
- * table or the report's order (registry.c, above the stages, owns those).
+/* ctx.h — the context of `reproduce`'s stages: what every stage file (stage_paper.c,
+ * stage_models.c, stage_recency.c, stage_length.c, stage_stories.c) and the units below them
+ * share, and nothing of the stage table or the report's order (registry.c, above the stages, owns
+ * those).
  *
  * Implements:
  *   MpReproCtx     the run's settings, its named runs, fig1's closed form, fig3's Gram

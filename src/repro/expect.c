@@ -5,7 +5,7 @@
  *     Monte-Carlo rows plus mc.sigmas standard errors of this run; fig1 is exact to the printed
  *     thousandth);
  *   - thresholds (noise.*, *.factor): the number the verdict compares with;
- *   - the later version's recency probabilities (recency.*): tol is unused there (recency.c
+ *   - the later version's recency probabilities (recency.*): tol is unused there (stage_recency.c
  *     combines both runs' standard errors, recency.sigmas of them, plus half a printed digit).
  */
 #include "repro/expect.h"
@@ -44,7 +44,7 @@ static const MpReproExpect table[MP_REPRO_EXPECT_COUNT] = {
     [MP_REPRO_EXPECT_FIG3_COUNTERFACTUAL] = {"fig3.counterfactual", 1, {0.1}, 0, "ours: without the mask |slope| below this share of the causal slope"},
     /* ---- Figure 5: RoPE models */
     [MP_REPRO_EXPECT_FIG5_PF_FACTOR] = {"fig5.pf_factor", 1, {3}, 0, "paper.md Figure 5: about 10× the parameter-free residue (verdict: above this factor)"},
-    /* ---- the later version's grid (recency.c) */
+    /* ---- the later version's grid (stage_recency.c) */
     [MP_REPRO_EXPECT_RECENCY_SIGMAS] = {"recency.sigmas", 1, {4}, 5e-5, "ours: within this many combined standard errors plus half the printed digit (tol)"},
     [MP_REPRO_EXPECT_RECENCY_AUTHORS_BATCH] = {"recency.authors_batch", 1, {1e7}, 0, "the authors' B"},
     [MP_REPRO_EXPECT_RECENCY_D16_NONE_A0] = {"recency.d16_none_a0", 4, {0.5000, 0.5005, 0.0822, 0.0140}, 0, "fig1_d16_d64_L1L2 + fig3_d16_d64_L3L4"},

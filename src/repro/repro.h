@@ -1,5 +1,5 @@
 /* repro.h — the paper's experiments as one library call (`maskpos reproduce` is its command line,
- * src/cli/reproduce.c).
+ * src/cli/cmd_reproduce.c).
  *
  * Implements: mp_repro_run: every stage asked for, each into its own folder under cfg->out
  * (fig1 theory, fig2 and fig2ln simulations, fig3 the embedded NoPE model, fig4 RoPE
@@ -11,6 +11,7 @@
  * says what an entry holds); the tables are checked before any stage runs.
  * Does not: parse flags or claim the output folder (the CLI does), exit the process: a stage that
  * fails is reported, named in the summary and the report's footer, and the others still run.
+ * Implemented by: registry.c (the registry: the stage table and the run).
  * Tested by: tests/test_reproduce.c, tests/test_reproduce_store.c.
  */
 #ifndef MP_REPRO_H

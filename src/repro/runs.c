@@ -12,8 +12,8 @@
 #include "core/files.h"     /* MP_OUTDIR_NEW */
 #include "core/json.h"      /* mp_json_read, MP_VERSION */
 #include "core/util.h"      /* mp_file_exists, mp_time_now */
-#include "job/gram.h"       /* mp_gram_run, mp_gram_result_write: Figure 3's Gram matrices */
-#include "job/probe.h"      /* mp_probe_run, mp_probe_result_write: the probes */
+#include "job/gram_job.h"       /* mp_gram_run, mp_gram_result_write: Figure 3's Gram matrices */
+#include "job/probe_job.h"      /* mp_probe_run, mp_probe_result_write: the probes */
 #include "job/probe_opts.h" /* mp_probe_opts_write: a probe's settings (MPI ranks, the reuse key) */
 #include "model/fwd.h"      /* mp_fwd_compute_parse */
 #include "model/probe.h"    /* mp_probe_layer_stats */
@@ -81,7 +81,7 @@ static void probe_share(const MpReproConfig *cfg, const MpProbeConfig *pc) {
     free(buf);
 }
 
-/* The probe of spec into dir: the library call (job/probe.h), its tables printed as `maskpos
+/* The probe of spec into dir: the library call (job/probe_job.h), its tables printed as `maskpos
  * probe` prints them, its folder written byte for byte as `maskpos probe --out dir` writes it. */
 static int probe_run(void *arg, const char *dir) {
     ProbeRun *pr = arg;
@@ -187,7 +187,7 @@ typedef struct GramRun {
     int n, seq;
 } GramRun;
 
-/* `gram` of layer 1 -> 2 into dir: the library call (job/gram.h), written as `maskpos gram --plot
+/* `gram` of layer 1 -> 2 into dir: the library call (job/gram_job.h), written as `maskpos gram --plot
  * --out dir` writes it. */
 static int gram_run(void *arg, const char *dir) {
     const GramRun *g = arg;

@@ -1,7 +1,7 @@
-/* runs.h — the probe and gram runs `reproduce`'s model stages share (models.c, length.c,
- * stories.c), below them: each into its folder under the output, reused when the folder records
- * the same settings key (store.h), its maps added to the context.
- * Every run is a library call (job/probe.h, job/gram.h); under mpirun a probe's settings (the
+/* runs.h — the probe and gram runs `reproduce`'s model stages share (stage_models.c,
+ * stage_length.c, stage_stories.c), below them: each into its folder under the output, reused
+ * when the folder records the same settings key (store.h), its maps added to the context.
+ * Every run is a library call (job/probe_job.h, job/gram_job.h); under mpirun a probe's settings (the
  * option table of job/probe_opts.h) are also handed to the other ranks (MpReproHost.share),
  * which run it beside this process; a probe's reuse key is derived from the same settings.
  * Tested by: tests/test_reproduce.c, tests/test_mpi.c.

@@ -2,8 +2,8 @@
  * decoder's runs (fig2: L2 at five α, fig2ln: LayerNorm at √d and d, fig4: RoPE causal and
  * bidirectional, fig3: the yardstick at the embedded models' S), each into out/<stage>/<name>,
  * reused when its folder records the same settings (meta.json stage_settings).
- * Below the stages: paper.c runs fig2, fig2ln and fig4 from it, models.c fig3's yardstick; the
- * registry reads the table's folders when it checks the figure tables.
+ * Below the stages: stage_paper.c runs fig2, fig2ln and fig4 from it, stage_models.c fig3's
+ * yardstick; the registry reads the table's folders when it checks the figure tables.
  * Tested by: tests/test_reproduce.c.
  */
 #ifndef MP_REPRO_SIMS_H

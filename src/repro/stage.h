@@ -9,8 +9,8 @@
  * Names that join the tables are checked when the tables are registered, before any stage runs
  * (registry.c): a figure's stage is in the stage table, each panel's run is one a stage
  * declares (its `runs`, or the simulation table of sims.h). The stage entries are defined by
- * the stage files (paper.c, models.c, recency.c, length.c, stories.c), the figure tables by
- * paper.c and models.c.
+ * the stage files (stage_paper.c, stage_models.c, stage_recency.c, stage_length.c,
+ * stage_stories.c), the figure tables by stage_paper.c and stage_models.c.
  */
 #ifndef MP_REPRO_STAGE_H
 #define MP_REPRO_STAGE_H
@@ -68,10 +68,11 @@ typedef struct MpReproTables {
     int nfigs;
 } MpReproTables;
 
-/* The stage files' entries (paper.c, models.c, recency.c, length.c, stories.c). */
+/* The stage files' entries (stage_paper.c, stage_models.c, stage_recency.c, stage_length.c,
+ * stage_stories.c). */
 extern const MpReproStage mp_repro_stage_fig1, mp_repro_stage_fig2, mp_repro_stage_fig2ln, mp_repro_stage_fig3,
     mp_repro_stage_fig4, mp_repro_stage_fig5, mp_repro_stage_recency, mp_repro_stage_length, mp_repro_stage_stories;
-extern const MpReproFigure mp_repro_figs_paper[];  /* paper.c: Figures 1, 2, 4 and the appendices; ends with a NULL file */
-extern const MpReproFigure mp_repro_figs_models[]; /* models.c: Figures 3 and 5 */
+extern const MpReproFigure mp_repro_figs_paper[];  /* stage_paper.c: Figures 1, 2, 4 and the appendices; ends with a NULL file */
+extern const MpReproFigure mp_repro_figs_models[]; /* stage_models.c: Figures 3 and 5 */
 
 #endif

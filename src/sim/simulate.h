@@ -20,7 +20,7 @@
  * stream (seed, b), and partial sums over fixed blocks of sequences are added in block order;
  * with cfg.mpi under mpirun, block k runs on rank k mod N and rank 0 adds the blocks in the same
  * order, so N ranks give the bits of one process too (docs/mpi.md).
- * Does not: draw figures (viz/), write files (cli/simulate.c).
+ * Does not: draw figures (viz/), write files (cli/cmd_simulate.c).
  * Tested by: tests/test_simulate.c (theory at large D, torch reference, RoPE noise, threads).
  */
 #ifndef MP_SIMULATE_H

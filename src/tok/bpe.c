@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "core/util.h" /* mp_fnv1a64, mp_size_mul */
-#include "tok/hf.h"    /* MpTokImpl, internal prototypes */
+#include "tok/bpe.h"   /* its entry points */
+#include "tok/hf.h"    /* MpTokImpl */
 
 /* mp_tok_ids_push with its common case (room left) inline: the merge loop and the piece cache push
  * one id at a time. */

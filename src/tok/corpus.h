@@ -9,7 +9,7 @@
  * documents' ids concatenated and cut into N consecutive rows of S (for corpora of few long
  * documents or many short ones); when the tokenizer adds a BOS, each row is BOS + the next S-1
  * ids, so packed rows start as documents do.
- * Does not: write files (cli/corpus.c writes the .npy and its JSON provenance), or stream corpora
+ * Does not: write files (cli/cmd_corpus.c writes the .npy and its JSON provenance), or stream corpora
  * larger than memory.
  * Tested by: tests/test_tok.c (formats, shuffling, short-document errors).
  */

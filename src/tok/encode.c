@@ -10,9 +10,12 @@
  */
 #include <string.h>
 
-#include "tok/hf.h"      /* MpTokImpl, normalize / pre-tokenize / BPE stages */
-#include "tok/spm.h"     /* mp_tok_spm_encode */
-#include "tok/unicode.h" /* UTF-8 helpers, white space and word characters */
+#include "tok/bpe.h"       /* mp_tok_bpe_piece */
+#include "tok/hf.h"        /* MpTokImpl */
+#include "tok/normalize.h" /* mp_tok_normalize_text */
+#include "tok/pretok.h"    /* mp_tok_pretokenize */
+#include "tok/spm.h"       /* mp_tok_spm_encode */
+#include "tok/unicode.h"   /* UTF-8 helpers, white space and word characters */
 
 /* ================================== added tokens ================================== */
 

@@ -2,8 +2,10 @@
  * bpe.c, encode.c, decode.c), not exported.
  *
  * Implements nothing itself: the MpTokImpl struct (tokens, vocab and merge maps, added tokens,
- * normalizer / pre-tokenizer / decoder steps, scratch), its limits, and the functions the
- * pipeline stages call across files, each listed under the file that defines it.
+ * normalizer / pre-tokenizer / decoder steps, scratch) and its limits. It declares no function:
+ * the functions the pipeline stages call across files are declared by the header of the file that
+ * defines them (hf_parts.h, hf_load.h, normalize.h, pretok.h, bpe.h), so a stage includes the
+ * stages it calls and these types, never a header that the files above it implement.
  * Calls go one way, from the top down (no circle): hf_load.c (model, added tokens,
  * tokenizer_config.json: the whole file) → hf_parts.c (normalizer, pre-tokenizer, decoder,
  * post-processor objects) and normalize.c → pretok.c → bpe.c (maps, the merge loop) → unicode.c →
@@ -14,7 +16,6 @@
 #define MP_TOK_HF_H
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <jansson.h>
 #include <pcre2.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -169,54 +170,5 @@ struct MpTokImpl {
 };
 
 enum { MP_TOK_F_PRESENT = 1, MP_TOK_F_ADDED = 2, MP_TOK_F_SPECIAL = 4, MP_TOK_F_NOT_BYTE_LEVEL = 8 };
-
-/* ---- hf_parts.c: JSON field helpers (all report the JSON path of what is wrong) and the parsers
- * of the normalizer, pre-tokenizer, decoder and post-processor objects */
-int mp_tok_json_bool(json_t *o, const char *key, int dflt, int *out, const char *where, MpErr *e);
-const char *mp_tok_json_type(json_t *o); /* the "type" string, or NULL */
-int mp_tok_json_id(json_t *v, int32_t *id, const char *where, MpErr *e);
-/* Flattens the pre_tokenizer into steps; *byte_level is set when a ByteLevel step was seen. */
-int mp_tok_load_pre(MpTok *t, json_t *o, int *byte_level, const char *where, MpErr *e);
-int mp_tok_load_normalizer(MpTok *t, json_t *o, const char *where, MpErr *e);
-/* Decoders of a text (non-byte-level) tokenizer, flattened in order. */
-int mp_tok_load_decoder(MpTokImpl *m, json_t *o, const char *where, MpErr *e);
-int mp_tok_load_post(MpTok *t, json_t *o, MpErr *e);
-/* 1 when the pre-tokenizer (or a step of its Sequence) is ByteLevel. */
-int mp_tok_pre_has_byte_level(json_t *o);
-
-/* ---- hf_load.c */
-/* Builds the tokenizer from a parsed tokenizer.json document (borrowed). t is zeroed first and
- * left zeroed on failure. */
-int mp_tok_hf_init_root(MpTok *t, json_t *root, const char *config, size_t config_len, MpErr *e);
-void mp_tok_hf_free(MpTokImpl *m); /* accepts NULL */
-
-/* ---- normalize.c */
-/* Appends the normalized s[0..n) (valid UTF-8) to out: the normalizer steps in order. */
-int mp_tok_normalize_text(MpTokImpl *m, MpTokBuf *out, const char *s, size_t n, MpErr *e);
-
-/* ---- pretok.c */
-int mp_tok_push_piece(MpTokPiece **p, size_t *cap, size_t *n, size_t off, size_t len, MpErr *e);
-/* Splits s[0..n) into segments (m->segs) as HF's Pattern::find_matches does; returns their
- * number or -1. */
-long mp_tok_find_segments(MpTokImpl *m, const MpTokStep *st, const char *s, size_t n, MpErr *e);
-/* Runs the pre-tokenizer steps over s[0..n): the pieces end up in m->pa[0..*np) as offsets into
- * *buf (s itself, or a scratch buffer of m when a step rewrote the text). */
-int mp_tok_pretokenize(MpTokImpl *m, const char *s, size_t n, const char **buf, size_t *np, MpErr *e);
-
-/* ---- bpe.c */
-/* Grows *p (elements of elem bytes) to at least need elements; doubles from 64. The check that
- * there is room already is inline (the pre-tokenizer calls it once per match). */
-int mp_tok_grow_slow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e);
-static inline int mp_tok_grow(void **p, size_t *cap, size_t need, size_t elem, MpErr *e) {
-    return need <= *cap ? MP_OK : mp_tok_grow_slow(p, cap, need, elem, e);
-}
-int32_t mp_tok_vocab_find(const MpTokImpl *m, const void *p, size_t n); /* -1: none */
-void mp_tok_vocab_insert(MpTokImpl *m, int32_t id);
-void mp_tok_merge_insert(MpTokImpl *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id);
-size_t mp_tok_pow2_at_least(size_t n); /* a power of two >= n (at least 16) */
-/* BPE of one pre-token (raw bytes), appending its ids. */
-int mp_tok_bpe_piece(MpTok *t, MpTokIds *out, const char *p, size_t n, MpErr *e);
-
-/* ---- decode.c: mp_tok_decode (tok.h); encode.c: mp_tok_encode (tok.h) */
 
 #endif

@@ -13,9 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/util.h"   /* mp_fnv1a64 */
-#include "tok/hf.h"      /* MpTokImpl, the part parsers, normalize / BPE map helpers */
-#include "tok/unicode.h" /* mp_tok_utf8_next */
+#include "core/util.h"     /* mp_fnv1a64 */
+#include "tok/bpe.h"       /* the vocab and merge maps */
+#include "tok/hf.h"        /* MpTokImpl */
+#include "tok/hf_load.h"   /* its entry points */
+#include "tok/hf_parts.h"  /* the part parsers, JSON field helpers */
+#include "tok/normalize.h" /* mp_tok_normalize_text */
+#include "tok/unicode.h"   /* mp_tok_utf8_next */
 
 /* =============================== byte-level alphabet =============================== */
 

@@ -14,8 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok/hf.h"      /* MpTokImpl, step kinds, prototypes */
-#include "tok/unicode.h" /* mp_tok_regex_patch, mp_tok_utf8_next */
+#include "tok/hf.h"       /* MpTokImpl, step kinds */
+#include "tok/hf_parts.h" /* its entry points */
+#include "tok/unicode.h"  /* mp_tok_regex_patch, mp_tok_utf8_next */
 
 /* GPT-2's split regex, built into HF's ByteLevel pre-tokenizer (used when use_regex is true). */
 static const char gpt2_pattern[] =

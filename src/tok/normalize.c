@@ -8,8 +8,10 @@
  * hf_parts.c).
  * Tested by: tests/test_tok_nfkc.c (normal forms), test_tok_hfspm.c (Prepend, Replace), test_tok.c (NFC).
  */
-#include "tok/hf.h"      /* MpTokImpl, MpTokNorm, mp_tok_find_segments */
-#include "tok/unicode.h" /* mp_tok_normalize */
+#include "tok/hf.h"        /* MpTokImpl, MpTokNorm */
+#include "tok/normalize.h" /* mp_tok_normalize_text */
+#include "tok/pretok.h"    /* mp_tok_find_segments */
+#include "tok/unicode.h"   /* mp_tok_normalize */
 
 /* Appends the normalized s[0..n) (valid UTF-8) to out: the normalizer steps in order, as HF's
  * Sequence applies them. */

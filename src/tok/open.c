@@ -22,10 +22,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/util.h" /* mp_fnv1a64, mp_path_join, mp_file_read_all */
+#include "core/util.h"    /* mp_fnv1a64, mp_path_join, mp_file_read_all */
 #include "load/hfcache.h" /* mp_hfcache_resolve: hub ids in the local HF cache */
-#include "tok/hf.h"    /* MpTokImpl (id → token), mp_tok_hf_free */
-#include "tok/spm.h"   /* mp_tok_spm_free, mp_tok_spm_piece */
+#include "tok/hf.h"       /* MpTokImpl (id → token) */
+#include "tok/hf_load.h"  /* mp_tok_hf_free */
+#include "tok/spm.h"      /* mp_tok_spm_free, mp_tok_spm_piece */
 
 #define MP_TOK_MAX_FILE (1ull << 31) /* tokenizer.json larger than 2 GiB is rejected */
 

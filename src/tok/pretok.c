@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tok/hf.h"      /* MpTokImpl, MpTokStep, internal prototypes */
+#include "tok/bpe.h"     /* mp_tok_grow */
+#include "tok/hf.h"      /* MpTokImpl, MpTokStep */
+#include "tok/pretok.h"  /* its entry points */
 #include "tok/unicode.h" /* mp_tok_utf8_next */
 
 /* ================================== pre-tokenizer ================================== */

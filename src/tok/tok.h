@@ -21,6 +21,8 @@
  * rejected with a message naming it. (.gguf files are read by mp_tok_init_gguf,
  * src/tok/gguf_vocab.c; the byte vocabulary of maskpos-trained models by mp_tok_init_bytes.)
  * Not thread-safe: encode uses scratch buffers inside MpTok; use one MpTok per thread.
+ * Implemented by: open.c (opening by path, free, id look-ups), vocab.c, gguf_vocab.c,
+ *   hf_load.c, spm.c (the vocabularies), encode.c, decode.c.
  * Tested by: tests/test_tok.c (every id against HF tokenizers on the real Llama-3.1, Qwen3 and
  * cl100k tokenizer files, ≥ 1 MB of text and edge cases; malformed files), test_tok_hfspm.c
  * (Llama-2, Gemma-3), test_tok_nfkc.c (the NFKC Claude file, every normal form), test_tok_spm.c.

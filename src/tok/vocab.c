@@ -11,8 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/util.h" /* mp_fnv1a64 */
-#include "tok/hf.h"    /* mp_tok_hf_init_root, MP_TOK_MAX_IDS */
+#include "core/util.h"   /* mp_fnv1a64 */
+#include "tok/hf.h"      /* MP_TOK_MAX_IDS */
+#include "tok/hf_load.h" /* mp_tok_hf_init_root */
 
 /* The split regexes of the tokenizer.json files these GGUF pre-tokenizer names stand for
  * (llama.cpp's names; model-formats.md §3.6). */

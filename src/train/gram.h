@@ -4,7 +4,7 @@
  * Llama-architecture checkpoint the loader reads: our own NoPE/RoPE models, llama, mistral, qwen2,
  * qwen3, phi3), from the capture points of the model's forward pass (model/fwd.h) with double
  * accumulation; see gram.c for the exact definitions.
- * Does not: tokenise, write files or plot (src/cli/gram.c does).
+ * Does not: tokenise, write files or plot (src/cli/cmd_gram.c does).
  * Tested by: tests/test_gram.c (tests/ref/gram_ref.py recomputes all nine in torch).
  *
  * Shape legend: N sequences, S positions; maps are [S, S], row = query/position i, column = j.

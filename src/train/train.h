@@ -15,6 +15,8 @@
  * Determinism: initial weights and batches come from the Philox counter RNG keyed by (seed,
  *   tensor) and (seed, step); OpenMP runs over outer loops only and every output element is
  *   summed by one thread in a fixed order, so results are bit-identical for any thread count.
+ * Implemented by: layout.c (the parameter table), model_f32.c, model_f64.c (the model,
+ *   through model_decl.h and model_impl.h), optim.c, data.c, ckpt.c.
  * Run: maskpos train --help. Tested by: tests/test_train.c (finite differences, torch one-step
  *   reference tests/ref/train_ref.py, golden loss curve, resume, bad inputs).
  *

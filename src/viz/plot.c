@@ -6,7 +6,7 @@
  *   colour bar, titles) → output (PNG/PDF/SVG through an atomic temp file).
  * Units: PNG pixels = PDF/SVG points; a panel's heatmap is opt->panel_px on its long side and
  * every font size scales with it (12 px tick labels at 300 px).
- * Does not: read .npy (cli/plot.c), pick layers or heads, or draw NaN cells (they stay background).
+ * Does not: read .npy (cli/cmd_plot.c), pick layers or heads, or draw NaN cells (they stay background).
  * Run: maskpos plot --help.   Tested by: tests/test_viz.c.
  */
 #include <cairo-pdf.h>

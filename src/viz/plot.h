@@ -19,7 +19,8 @@
  *     "<TAB>note" when the panel has a note: its significance);
  *   - a panel's note (its significance) under its title; when unresolved the note is red and the
  *     map washed out and framed in red dashes.
- * Does not: read .npy files or pick layers/heads (cli/plot.c and callers do), or draw NaN.
+ * Does not: read .npy files or pick layers/heads (cli/cmd_plot.c and callers do), or draw NaN.
+ * Implemented by: plot.c (the heatmaps), raster.c (the cells), lines.c (the line plots).
  * Tested by: tests/test_viz.c (PNG read-back of cell colours, NaN, constant maps, area
  * averaging of a 1024² checkerboard, pdfinfo on PDF, XML parse of SVG, CLI bad input).
  */
@@ -72,7 +73,7 @@ typedef struct MpPlotOptions {
 
 void mp_plot_options_default(MpPlotOptions *o); /* start from this: it also sets the added fields */
 /* fig1: annotated small theory map; fig2: rocket, limits [0,1] shared, 4 per row; fig4: rocket,
- * 4 per row (callers add a diagonal-normalised row with cmap "vlag", see cli/plot.c);
+ * 4 per row (callers add a diagonal-normalised row with cmap "vlag", see cli/cmd_plot.c);
  * fig5: diagonal-normalised, vlag centred on 0, limits ±max(|1st|, |99th| percentile), 4 per row.
  * Unknown name → MP_ERR. */
 int mp_plot_preset_apply(MpPlotOptions *o, const char *preset, MpErr *e);

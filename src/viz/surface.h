@@ -5,6 +5,7 @@
  * failed or interrupted render never leaves a file under the final name; a PNG may carry a tEXt
  * chunk (the heatmaps' colour maps and limits, readable with any PNG tool). Used by the heatmaps
  * (plot.c) and the line plots (lines.c).
+ * Implemented by: plot.c (the one place a cairo surface is made and finished).
  */
 #ifndef MP_VIZ_SURFACE_H
 #define MP_VIZ_SURFACE_H

@@ -1,4 +1,4 @@
-/* reproduce.c — `maskpos reproduce`: the paper's experiments in one command, a thin front end of
+/* cmd_reproduce.c — `maskpos reproduce`: the paper's experiments in one command, a thin front end of
  * the repro library (src/repro/repro.h: the stages, their figures and verdicts, the report).
  *
  *   maskpos reproduce --out results/            paper settings (B = 100000, S = 50, d = 64)

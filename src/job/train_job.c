@@ -1,6 +1,6 @@
-/* train.c — see train.h. Set-up (resume, tokenizer, sizes, memory, corpus, folder, weights),
+/* train_job.c — see train_job.h. Set-up (resume, tokenizer, sizes, memory, corpus, folder, weights),
  * the step loop, the end (log, checkpoints, export). */
-#include "job/train.h"
+#include "job/train_job.h"
 
 #include <math.h>
 #include <stdlib.h>

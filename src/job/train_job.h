@@ -1,4 +1,4 @@
-/* train.h — training a small Llama-style decoder as one library call (the job behind `maskpos
+/* train_job.h — training a small Llama-style decoder as one library call (the job behind `maskpos
  * train`; the model, optimiser, data and checkpoints: train/train.h).
  *
  * Implements mp_train_job_run: a run from scratch or resumed from a checkpoint (sizes, optimiser
@@ -8,12 +8,12 @@
  * every K steps and at the end, the BF16 export; the lines `maskpos train` prints go to
  * cfg.log. A non-finite loss or gradient norm stops the run with MP_ERR (the last good
  * checkpoint is kept and named).
- * Does not: parse flags (src/cli/train.c).
+ * Does not: parse flags (src/cli/cmd_train.c).
  * Tested by: tests/test_train.c (through the CLI: torch reference, golden curve, resume, bad
  * inputs), tests/test_jobs.c (the call against the CLI, progress and stop).
  */
-#ifndef MP_JOB_TRAIN_H
-#define MP_JOB_TRAIN_H
+#ifndef MP_JOB_TRAIN_JOB_H
+#define MP_JOB_TRAIN_JOB_H
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* logits.c — `maskpos logits`: the whole model to next-token log-probabilities, the sanity check
+/* cmd_logits.c — `maskpos logits`: the whole model to next-token log-probabilities, the sanity check
  * after loading a model.
  *
  *   maskpos logits MODEL --tokens 1,2,3                 top-5 next tokens with log-probs

@@ -1,8 +1,8 @@
-/* probe.h — the probe as one library call: mean pre-softmax attention-score maps of a real model
+/* probe_job.h — the probe as one library call: mean pre-softmax attention-score maps of a real model
  * over a corpus of token ids (paper §5.2, Figure 5), with counterfactuals (no mask, no RoPE).
  *
  * Implements:
- *   - mp_probe_run (probe.c): opens the model (or borrows an open one), chooses the layers and
+ *   - mp_probe_run (probe_job.c): opens the model (or borrows an open one), chooses the layers and
  *     the statistics (mp_probe_config_stats), reads or tokenizes the tokens (or borrows an
  *     in-memory array), checks the context and the expected peak memory, decides whether every
  *     sequence starts with BOS (the statistics then start at position 1), keys and resumes
@@ -14,14 +14,16 @@
  *     writes (scores.npy, scores_diagnorm.npy, scores_se.npy, scores_heads.npy,
  *     scores_heads_se.npy, each statistic's .npy files such as probs*.npy, figures, meta.json
  *     last), byte for byte.
- * Does not: parse flags (src/cli/probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
+ * Does not: parse flags (src/cli/cmd_probe.c), accumulate (model/probe_acc.c), run the model (model/fwd.c).
+ * Implemented by: probe_job.c (mp_probe_run), probe_out.c (the result: fill, free, print,
+ *   write).
  * Tested by: tests/test_model_probe.c (through the CLI and through mp_probe_run), tests/test_mpi.c,
  * tests/test_probe_table.c.
  *
  * Shape legend: N sequences, S tokens per sequence, L selected layers, H query heads.
  */
-#ifndef MP_JOB_PROBE_H
-#define MP_JOB_PROBE_H
+#ifndef MP_JOB_PROBE_JOB_H
+#define MP_JOB_PROBE_JOB_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
-/* gram.c — see gram.h. */
-#include "job/gram.h"
+/* gram_job.c — see gram_job.h. */
+#include "job/gram_job.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* mkmodel.c — `maskpos mkmodel`: write a random-weight test model in HF or GGUF format.
+/* cmd_mkmodel.c — `maskpos mkmodel`: write a random-weight test model in HF or GGUF format.
  *
  *   maskpos mkmodel --arch llama --layers 2 --dim 64 --heads 4 --kv-heads 2 --ffn 128 \
  *       --vocab 512 --seed 1 --format hf OUTDIR

@@ -1,4 +1,4 @@
-/* stories.c — reproduce's stage "stories": the paper's Figure 5 on a real pretrained model that
+/* stage_stories.c — reproduce's stage "stories": the paper's Figure 5 on a real pretrained model that
  * maskpos did not train, stories260K (llama2.c; data/third_party/stories260K/).
  *
  * Implements: the stage: `probe --tokens` over every layer, causal and without the mask, over the

@@ -1,9 +1,9 @@
-/* probe.c — `maskpos probe`: mean pre-softmax attention-score maps of a real model over a corpus
+/* cmd_probe.c — `maskpos probe`: mean pre-softmax attention-score maps of a real model over a corpus
  * of token ids (paper §5.2, Figure 5), with counterfactuals (no mask, no RoPE).
  *
  *   maskpos probe MODEL --tokens ids.npy --seq 1024 --n 1000 --layers 1-4 --out results/llama
  * Parses the flags into an MpProbeConfig through the probe's option table (job/probe_opts.h: the
- * getopt rows, values, messages and the options' --help lines come from it), runs mp_probe_run (src/job/probe.h: the loop over
+ * getopt rows, values, messages and the options' --help lines come from it), runs mp_probe_run (src/job/probe_job.h: the loop over
  * sequences, checkpoints, the statistics), prints its tables and writes the folder with
  * mp_probe_result_write: scores.npy, scores_diagnorm.npy, scores_se.npy (standard errors),
  * optional scores_heads.npy and meta.json. --checkpoint-every K / --resume make long runs
@@ -20,7 +20,7 @@
 #include "core/progress.h"  /* MpProgress */
 #include "core/json.h"      /* mp_json_read: the files meta.json lists */
 #include "core/util.h"      /* mp_time_now, mp_peak_rss_bytes, mp_path_join */
-#include "job/probe.h"      /* mp_probe_run, mp_probe_result_print, mp_probe_result_write */
+#include "job/probe_job.h"      /* mp_probe_run, mp_probe_result_print, mp_probe_result_write */
 #include "job/probe_opts.h" /* mp_probe_opts: the flags, their values and checks */
 
 /* --help: this text, the option rows of the table (job/probe_opts.h), probe_help_end. */

@@ -1,4 +1,4 @@
-/* length.c — the `length` stage of `reproduce` (docs/recency.md): a causal model's scores for the first
+/* stage_length.c — the `length` stage of `reproduce` (docs/recency.md): a causal model's scores for the first
  * S' positions are those of its S'-token prefix, so one `probe --recency` run gives NRI, block z
  * and the recency probability at every S'. Run on the embedded NoPE and RoPE models (packed KJV
  * rows of 128 bytes) and on the pretrained stories260K (the stories stage's corpus: its own

@@ -1,4 +1,4 @@
-/* view.c — `maskpos view`: one self-contained HTML page to look at runs' maps interactively.
+/* cmd_view.c — `maskpos view`: one self-contained HTML page to look at runs' maps interactively.
  *
  *   maskpos view results/fig5/rope -o view.html
  *   maskpos view causal/ bidirectional/ --label causal --label "no mask" -o compare.html

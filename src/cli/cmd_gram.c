@@ -1,4 +1,4 @@
-/* gram.c — `maskpos gram`: the nine Gram matrices (a)–(i) of paper.md §2.2 (Figure 3) for
+/* cmd_gram.c — `maskpos gram`: the nine Gram matrices (a)–(i) of paper.md §2.2 (Figure 3) for
  * layer l → l+1 of a checkpoint, averaged over sequences and heads.
  *
  *   maskpos gram models/nope --layer 1 --data corpus.txt --seq 50 --out results/gram
@@ -6,7 +6,7 @@
  * Writes DIR/gram.npy (float64 [9, S, S], order (a)..(i); (b) and (i) NaN above the diagonal),
  * DIR/tokens.npy (int32 [N, S], the sequences used), DIR/meta.json, and with --plot the 3×3
  * figure DIR/gram.png. See docs/train.md.
- * Parses the flags, calls mp_gram_run (src/job/gram.h), writes and prints; the maths:
+ * Parses the flags, calls mp_gram_run (src/job/gram_job.h), writes and prints; the maths:
  * src/train/gram.c.
  */
 #include <stddef.h>
@@ -15,7 +15,7 @@
 #include "cli/cli.h"    /* mp_cli_* */
 #include "core/files.h" /* MP_OUTDIR_* */
 #include "core/util.h"  /* mp_time_now */
-#include "job/gram.h"   /* mp_gram_run, mp_gram_result_write, mp_gram_result_print */
+#include "job/gram_job.h"   /* mp_gram_run, mp_gram_result_write, mp_gram_result_print */
 #include "job/shared_opts.h" /* --data, --seq, --n, --threads: declared once */
 
 /* The flags' values: the gram's config and the command's own. */

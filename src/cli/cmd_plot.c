@@ -1,4 +1,4 @@
-/* plot.c — `maskpos plot`: .npy score maps → a PNG/PDF/SVG figure (viz/plot.h does the drawing).
+/* cmd_plot.c — `maskpos plot`: .npy score maps → a PNG/PDF/SVG figure (viz/plot.h does the drawing).
  *
  *   maskpos plot layer_scores.npy -o fig2.png --preset fig2
  *   maskpos plot a.npy b.npy -o fig.pdf --layers 1-4 --panel-title "α=0, Layer" --panel-title "α=0.2, Layer"

@@ -1,5 +1,5 @@
-/* theory.c — see theory.h. */
-#include "job/theory.h"
+/* theory_job.c — see theory_job.h. */
+#include "job/theory_job.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* probe.c — see probe.h. The run: set-up (model, layers, statistics, tokens, memory plan, output
+/* probe_job.c — see probe_job.h. The run: set-up (model, layers, statistics, tokens, memory plan, output
  * folder, accumulator, run key, resume), the loop over sequences, and the run's half of meta.json.
  * The result (filled from the accumulator, its statistics' half of meta.json, printed, written):
  * probe_out.c.
@@ -8,7 +8,7 @@
  * MASKPOS_TEST_KILL_RANK=R makes rank R do it, once it has computed a sequence >= K - 1 (before
  * sending it).
  */
-#include "job/probe.h"
+#include "job/probe_job.h"
 
 #include <limits.h>
 #include <math.h>

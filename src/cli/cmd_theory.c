@@ -1,9 +1,9 @@
-/* theory.c — `maskpos theory`: prints and saves the closed-form scores (paper.md §1).
+/* cmd_theory.c — `maskpos theory`: prints and saves the closed-form scores (paper.md §1).
  *
  *   maskpos theory --alpha 0 --n 3             Z_i, g(i), h(i), S(2) to 3 decimals
  *   maskpos theory --n 50 --layers 4 --out D   + layers 1..4 of the infinite-width recursion
  * Outputs (--out): layer2_scores.npy (float64 [N,N], NaN above the diagonal), layer_scores.npy
- * (float64 [L,N,N], when --layers is given), meta.json. The work: src/job/theory.h.
+ * (float64 [L,N,N], when --layers is given), meta.json. The work: src/job/theory_job.h.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include "cli/cli.h"    /* mp_cli_* */
 #include "core/files.h" /* mp_outdir_claim: one run per --out */
 #include "core/util.h"  /* mp_time_now */
-#include "job/theory.h" /* mp_theory_run, mp_theory_result_print, mp_theory_result_write */
+#include "job/theory_job.h" /* mp_theory_run, mp_theory_result_print, mp_theory_result_write */
 
 #define THEORY_PRINT_ROWS 64 /* positions printed when --out holds them all */
 

@@ -1,4 +1,4 @@
-/* gram.h — the nine Gram matrices of paper.md §2.2 (Figure 3) as one library call.
+/* gram_job.h — the nine Gram matrices of paper.md §2.2 (Figure 3) as one library call.
  *
  * Implements: mp_gram_run (opens the model or borrows an open one, checks the layer pair, the
  * weights and the context, takes the tokens — N windows of S spread over a text, tokenized by
@@ -6,14 +6,14 @@
  * mp_train_gram_run), mp_gram_result_print (the table `maskpos gram` prints) and
  * mp_gram_result_write (gram.npy, tokens.npy, gram.png, meta.json: the CLI's folder byte for
  * byte).
- * Does not: the maths (train/gram.c), parse flags (src/cli/gram.c).
+ * Does not: the maths (train/gram.c), parse flags (src/cli/cmd_gram.c).
  * Tested by: tests/test_gram.c (torch reference, through the CLI), tests/test_jobs.c (the call
  * against the CLI).
  *
  * Shape legend: N sequences, S positions.
  */
-#ifndef MP_JOB_GRAM_H
-#define MP_JOB_GRAM_H
+#ifndef MP_JOB_GRAM_JOB_H
+#define MP_JOB_GRAM_JOB_H
 
 #include <jansson.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* recency.c — the `recency` stage of `reproduce`: the later version's grid ("LayerNorm Induces
+/* stage_recency.c — the `recency` stage of `reproduce`: the later version's grid ("LayerNorm Induces
  * Recency Bias in Transformer Decoders", Kim et al.; docs/recency.md): d ∈ {16, 64, 256, 1024} ×
  * α × norm × residual at S = 10, 25 configurations, each one simulation into DIR/recency/<name>/;
  * the recency probability per layer compared row by row with the values the authors' figures

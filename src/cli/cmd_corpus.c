@@ -1,4 +1,4 @@
-/* corpus.c — `maskpos corpus`: tokenize a corpus once into an [N,S] token cache for probe.
+/* cmd_corpus.c — `maskpos corpus`: tokenize a corpus once into an [N,S] token cache for probe.
  *
  *   maskpos corpus --model M --n 100 --seq 1024 --out cache.npy wiki.jsonl
  *   maskpos corpus --model M --n 8 --seq 256 --shuffle --seed 1 --out c.npy books/   (dir of .txt)

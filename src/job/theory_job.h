@@ -1,17 +1,17 @@
-/* theory.h — the closed forms of the parameter-free causal decoder as one library call
+/* theory_job.h — the closed forms of the parameter-free causal decoder as one library call
  * (paper.md §1; the maths: sim/theory.h).
  *
  * Implements: mp_theory_run (Z_i, g(i), h(i), the layer-2 map, and optionally layers 1..L of the
  * infinite-width Gram recursion), mp_theory_result_print (the tables `maskpos theory` prints) and
  * mp_theory_result_write (layer2_scores.npy, layer_scores.npy, meta.json: the CLI's folder byte
  * for byte).
- * Does not: parse flags or claim the folder (src/cli/theory.c).
+ * Does not: parse flags or claim the folder (src/cli/cmd_theory.c).
  * Tested by: tests/test_theory.c (the maths), tests/test_jobs.c (the call against the CLI).
  *
  * Shape legend: N positions, L layers.
  */
-#ifndef MP_JOB_THEORY_H
-#define MP_JOB_THEORY_H
+#ifndef MP_JOB_THEORY_JOB_H
+#define MP_JOB_THEORY_JOB_H
 
 #include <jansson.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* models.c — the stages of `reproduce` on trained models: fig3 (the embedded NoPE model: the nine
+/* stage_models.c — the stages of `reproduce` on trained models: fig3 (the embedded NoPE model: the nine
  * Gram matrices of layer 1 -> 2 and the maps of every layer, causal and without the mask, beside
  * the parameter-free decoder at the same S) and fig5 (the embedded RoPE model, and --model);
  * their figures and verdict rows. The probe and gram runs are runs.c's, the yardstick is a row

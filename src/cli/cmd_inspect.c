@@ -1,4 +1,4 @@
-/* inspect.c — `maskpos inspect MODEL`: describe an HF directory or a GGUF file.
+/* cmd_inspect.c — `maskpos inspect MODEL`: describe an HF directory or a GGUF file.
  *
  *   maskpos inspect MODEL                     architecture, dims, RoPE, dtypes, parameters, memory
  *   maskpos inspect MODEL --tensors           + every stored tensor (HF orientation shapes)
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli/cli.h"     /* mp_cli_* */
-#include "job/probe.h"   /* mp_probe_peak: the probe's memory estimate */
+#include "job/probe_job.h"   /* mp_probe_peak: the probe's memory estimate */
 #include "job/shared_opts.h" /* --seq: declared once */
 #include "load/model.h"  /* MpModel, mp_model_open */
 

@@ -1,4 +1,4 @@
-/* generate.c — `maskpos generate`: seeded samples from a checkpoint (src/model/generate.h).
+/* cmd_generate.c — `maskpos generate`: seeded samples from a checkpoint (src/model/generate.h).
  *
  *   maskpos generate MODEL --n 4 --len 128 --temperature 1 --seed 0       text on stdout
  *   maskpos generate MODEL --greedy --len 20 --ids                        greedy ids from BOS

@@ -1,4 +1,4 @@
-/* paper.c — the stages of `reproduce` that need no model: fig1 (the closed form), fig2 and fig2ln
+/* stage_paper.c — the stages of `reproduce` that need no model: fig1 (the closed form), fig2 and fig2ln
  * (the parameter-free decoder with L2 and LayerNorm), fig4 (with RoPE); their figures and verdict
  * rows. Their simulations are entries of the simulation table (sims.c).
  *

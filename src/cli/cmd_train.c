@@ -1,4 +1,4 @@
-/* train.c — `maskpos train`: train a small Llama-style decoder (RoPE or NoPE) on a corpus read as
+/* cmd_train.c — `maskpos train`: train a small Llama-style decoder (RoPE or NoPE) on a corpus read as
  * bytes (vocabulary 256) or encoded with a tokenizer (--tokenizer: vocabulary of the tokenizer).
  *
  *   maskpos train --data corpus.txt --pos none --out runs/nope
@@ -8,7 +8,7 @@
  * end (HF layout, readable by `maskpos inspect`, probe and gram; plus tokenizer.json and
  * tokenizer_config.json with --tokenizer), and OUT/log.csv (step, lr, loss, grad norm,
  * validation loss, tokens/s) beside them. See docs/train.md.
- * Parses the flags and calls mp_train_job_run (src/job/train.h), which prints the run's lines;
+ * Parses the flags and calls mp_train_job_run (src/job/train_job.h), which prints the run's lines;
  * the model maths: src/train/; tokenization: src/tok/.
  */
 #include <stddef.h>
@@ -18,7 +18,7 @@
 #include "core/files.h"  /* MP_OUTDIR_* */
 #include "core/util.h"   /* MP_THREADS_MAX */
 #include "job/shared_opts.h" /* --seq, --seed, --data, --tokenizer, --threads: declared once */
-#include "job/train.h"   /* mp_train_job_run */
+#include "job/train_job.h"   /* mp_train_job_run */
 
 /* The flags' values: the job's config and the command's own. */
 typedef struct TrainFlags {

@@ -1,4 +1,4 @@
-/* simulate.c — `maskpos simulate`: the parameter-free decoder by Monte Carlo (paper §4.1, §5.1).
+/* cmd_simulate.c — `maskpos simulate`: the parameter-free decoder by Monte Carlo (paper §4.1, §5.1).
  *
  *   maskpos simulate --alpha 0,0.2 --out results/sim       (paper Figure 2 settings by default)
  *   maskpos simulate --rope --alpha 0.5 --out D             (Figure 4)

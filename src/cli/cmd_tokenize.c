@@ -1,4 +1,4 @@
-/* tokenize.c — `maskpos tokenize`: text to the model's own token ids, and back (src/tok/).
+/* cmd_tokenize.c — `maskpos tokenize`: text to the model's own token ids, and back (src/tok/).
  *
  *   maskpos tokenize --model M FILE            ids of FILE's text on one line, space-separated
  *   maskpos tokenize --model M --out ids.npy FILE      the same as int32 [n] .npy

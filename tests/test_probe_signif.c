@@ -11,6 +11,8 @@
  *     runs of noise correlated along each key's column: within 3 standard errors of the truth, where
  *     the raw NRI is far above it); a map that is mostly noise gets none;
  *   - the sign-flipped sums are sums over sequences: two halves merged give one run's (1e-12);
+ *   - the sign bits against a second implementation of their hash (mp_fnv1a64 over the floats'
+ *     bytes); one sequence's rsq and csq against their definition summed entry by entry (1e-12);
  *   - lengths: sequences of S' < S enter the top-left S' x S' block with the bits of an S'
  *     accumulator, standard errors with per-entry counts; merging accumulators of two lengths gives
  *     the accumulator of both.
@@ -19,6 +21,7 @@
 
 #include <math.h>
 
+#include "core/util.h"           /* mp_fnv1a64, MP_FNV_INIT */
 #include "job/probe_job.h"          /* mp_probe_n_warning */
 #include "kernels/posmap.h"     /* mp_posmap_stats, mp_posmap_diagnorm */
 #include "model/probe.h"        /* MpProbeAcc */
@@ -266,6 +269,73 @@ static void test_flips_are_sums_over_sequences(void **state) {
     mp_probe_acc_free(&all), mp_probe_acc_free(&x), mp_probe_acc_free(&y);
 }
 
+/* The sign bits against a second implementation (core/util.c's mp_fnv1a64 over the floats' bytes,
+ * NaN as 0x7fc00000, then the murmur3 finaliser), for grids of 16 and 5 blocks with NaN blocks; a
+ * NaN of another sign or payload draws the same signs. */
+static uint32_t flip_bits_ref(const double *bm, int nb) {
+    float r[256];
+    for (int k = 0; k < nb * nb; k++) {
+        const uint32_t qnan = 0x7fc00000u;
+        if (isnan(bm[k])) memcpy(&r[k], &qnan, sizeof qnan);
+        else r[k] = (float)bm[k];
+    }
+    uint64_t h = mp_fnv1a64(r, (size_t)nb * nb * sizeof(float), MP_FNV_INIT);
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ULL;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+/* One sequence's squared norms (rsq, csq) against their definition summed entry by entry in
+ * row-major order from the head-mean map (heads summed, then divided by H) and its residue
+ * (mp_posmap_diagnorm_ref): 1e-12 relative. */
+static void norms_case(int S, int skip) {
+    enum { H = 3 };
+    MpProbeAcc a;
+    acc_new(&a, H, S);
+    if (skip) mp_probe_acc_skip(&a, skip);
+    float *sc = malloc((size_t)H * S * S * sizeof(float));
+    make(sc, H, S, S, NOISE_HEAVY, 0.2);
+    mp_probe_acc_hook(&a, 0, sc, H, S);
+    a.n_done++;
+    const int P = S - skip;
+    double *x = malloc((size_t)P * P * sizeof(double)), *r = malloc((size_t)P * P * sizeof(double));
+    for (int i = 0; i < P; i++)
+        for (int j = 0; j < P; j++) {
+            double t = 0;
+            for (int h = 0; h < H; h++) t += sc[((size_t)h * S + i + skip) * S + j + skip];
+            x[(size_t)i * P + j] = j > i ? NAN : t / H;
+        }
+    mp_posmap_diagnorm_ref(r, x, P);
+    double sum = 0, num = 0, den = 0;
+    int cnt = 0;
+    for (int k = 0; k < P * P; k++)
+        if (!isnan(x[k])) sum += x[k], cnt++;
+    for (int k = 0; k < P * P; k++)
+        if (!isnan(x[k])) num += r[k] * r[k], den += (x[k] - sum / cnt) * (x[k] - sum / cnt);
+    if (!(fabs(a.rsq[0] - num) <= 1e-12 * num && fabs(a.csq[0] - den) <= 1e-12 * den))
+        fail_msg("S %d skip %d: rsq %.17g csq %.17g, by definition %.17g %.17g", S, skip, a.rsq[0], a.csq[0], num, den);
+    free(x), free(r), free(sc);
+    mp_probe_acc_free(&a);
+}
+
+static void test_flip_bits_and_norms(void **state) {
+    (void)state;
+    double bm[256];
+    for (int nb = 5; nb <= 16; nb += 11)
+        for (int t = 0; t < 20; t++) {
+            for (int k = 0; k < nb * nb; k++) bm[k] = k % nb > k / nb ? NAN : gauss() * pow(10.0, (double)(t % 7) - 3);
+            assert_int_equal(mp_probe_flip_bits(bm, nb), flip_bits_ref(bm, nb));
+            const uint32_t b = mp_probe_flip_bits(bm, nb);
+            bm[nb - 1] = -NAN; /* above the diagonal: already NaN */
+            assert_int_equal(mp_probe_flip_bits(bm, nb), b);
+        }
+    norms_case(20, 0);
+    norms_case(37, 1);
+}
+
 /* Sequences of 20 positions in an S = 32 accumulator: the top-left 20 x 20 sums are an S = 20
  * accumulator's bits; entries past them unobserved; standard errors per entry; merging. */
 static void test_lengths(void **state) {
@@ -333,6 +403,7 @@ int main(void) {
         cmocka_unit_test(test_few_sequences),
         cmocka_unit_test(test_nri_corrected_bias),
         cmocka_unit_test(test_flips_are_sums_over_sequences),
+        cmocka_unit_test(test_flip_bits_and_norms),
         cmocka_unit_test(test_lengths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

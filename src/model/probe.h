@@ -40,6 +40,7 @@
 
 #include "core/err.h"   /* MpErr */
 #include "kernels/posmap.h" /* MpPosStats */
+#include "model/probe_flip.h" /* MP_PROBE_FLIPS, mp_probe_flip_bits */
 #include "load/model.h" /* MpModel (mp_probe_acc_windows) */
 
 typedef struct MpProbeTokens {
@@ -359,11 +360,9 @@ int mp_probe_acc_lengths_on(MpProbeAcc *a, const int64_t *counts, MpErr *e); /* 
  * switched on in dst). dcounts, scounts [L]: the sequences per slot of each (NULL: n_done; the C
  * API counts per slot). MP_ERR naming what differs. */
 int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dcounts, const int64_t *scounts, MpErr *e);
-/* F sign bits (bit f: ε_f = −1) of one sequence's block means bm [nb·nb] (NaN: no entry): a hash
- * of their bytes rounded to float, so every sequence draws its own signs whatever the order, thread,
- * rank or device that summed them. */
-#define MP_PROBE_FLIPS 32
-uint32_t mp_probe_flip_bits(const double *bm, int nb);
+/* MP_PROBE_FLIPS and mp_probe_flip_bits, the F sign bits of one sequence's block means: a hash of
+ * their bytes rounded to float, so every sequence draws its own signs whatever the order, thread,
+ * rank or device that summed them (model/probe_flip.h, shared with the CUDA accumulator). */
 
 /* MpFwdHook for MpFwd.probs_hook (ctx = MpProbeAcc*): one sequence's probabilities [H, S, S] of
  * model layer `layer` (MP_PROBE_IN_PROBS). The probabilities' own sums (psum, psum_heads, sink,

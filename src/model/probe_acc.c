@@ -118,33 +118,32 @@ static void maps_headsum(MpProbeAcc *a, int li, const double *hs, int i0, int i1
 }
 
 /* Σ over the finite entries of one sequence's map x [P,P] of its residue r squared (into *rs) and of
- * (x − its mean)² (into *cs): the numerator and denominator of its own NRI (mp_posmap_stats). */
+ * (x − its mean)² (into *cs): the numerator and denominator of its own NRI (mp_posmap_stats). Each
+ * sum row by row: a row's entries in ascending j from 0.0, then the rows' sums in ascending i (the
+ * count in int64), so the device accumulator (cuda_acc.cu's acc_norms_kernel) forms the rows in
+ * parallel and gets the same bits. */
 static void probe_seq_norms(const double *x, const double *r, int P, double *rs, double *cs) {
-    const size_t n = (size_t)P * P;
     double sum = 0, num = 0, den = 0;
     int64_t cnt = 0;
-    for (size_t k = 0; k < n; k++)
-        if (isfinite(x[k])) sum += x[k], cnt++;
+    for (int i = 0; i < P; i++) {
+        const double *xi = x + (size_t)i * P;
+        double s = 0;
+        for (int j = 0; j < P; j++)
+            if (isfinite(xi[j])) s += xi[j], cnt++;
+        sum += s;
+    }
     const double mean = cnt ? sum / (double)cnt : 0;
-    for (size_t k = 0; k < n; k++)
-        if (isfinite(x[k])) {
-            num += r[k] * r[k];
-            den += (x[k] - mean) * (x[k] - mean);
-        }
+    for (int i = 0; i < P; i++) {
+        const double *xi = x + (size_t)i * P, *ri = r + (size_t)i * P;
+        double n = 0, d = 0;
+        for (int j = 0; j < P; j++)
+            if (isfinite(xi[j])) {
+                n += ri[j] * ri[j];
+                d += (xi[j] - mean) * (xi[j] - mean);
+            }
+        num += n, den += d;
+    }
     *rs = num, *cs = den;
-}
-
-uint32_t mp_probe_flip_bits(const double *bm, int nb) {
-    float r[16 * 16]; /* the means rounded to float: the same signs for the same means summed in another order
-                         (a GPU's reduction), but for a rounding boundary crossed (about 1e-8 per mean) */
-    for (int k = 0; k < nb * nb; k++) r[k] = isnan(bm[k]) ? NAN : (float)bm[k];
-    uint64_t h = mp_fnv1a64(r, (size_t)nb * nb * sizeof(float), MP_FNV_INIT);
-    h ^= h >> 33; /* the murmur3 finaliser: every output bit depends on every input bit */
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ULL;
-    h ^= h >> 33;
-    return (uint32_t)h;
 }
 
 void mp_probe_acc_block_seq(MpProbeAcc *a, int li, const double *bm) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cuda/cuda_dev.cuh" /* MPC_FOR, mpc_grid, MPC_LAUNCHED */
+#include "model/probe_flip.h" /* MP_PROBE_FLIPS, mp_probe_flip_bits: the host's signs */
 
 #define ACC_THREADS 256
 
@@ -23,7 +24,7 @@ static __device__ __forceinline__ void acc_row_keys(int i, int S, int W, int cau
 typedef struct AccSpec {
     const char *name;
     size_t off; /* offsetof(MpCudaAcc, the double * field) */
-    int shape;  /* 0 [L,S,S], 1 [L,H,S,S], 2 [L,nb,nb], 3 [L,H] */
+    int shape;  /* 0 [L,S,S], 1 [L,H,S,S], 2 [L,nb,nb], 3 [L,H], 4 [L,F,nb,nb], 5 [L] */
     int when;   /* 0 always, 1 per_head, 2 probs, 3 probs and per_head */
 } AccSpec;
 
@@ -33,13 +34,22 @@ static const AccSpec acc_specs[MP_CUDA_ACC_ARRAYS] = {
     {"sum", offsetof(MpCudaAcc, sum), 0, 0},           {"sumsq", offsetof(MpCudaAcc, sumsq), 0, 0},
     {"bsum", offsetof(MpCudaAcc, bsum), 2, 0},         {"bsumsq", offsetof(MpCudaAcc, bsumsq), 2, 0},
     {"sum_heads", offsetof(MpCudaAcc, sum_heads), 1, 1}, {"sumsq_heads", offsetof(MpCudaAcc, sumsq_heads), 1, 1},
+    {"bflip", offsetof(MpCudaAcc, bflip), 4, 0},       {"rsq", offsetof(MpCudaAcc, rsq), 5, 0},
+    {"csq", offsetof(MpCudaAcc, csq), 5, 0},
     {"psum", offsetof(MpCudaAcc, psum), 0, 2},         {"psum_heads", offsetof(MpCudaAcc, psum_heads), 1, 3},
     {"sink", offsetof(MpCudaAcc, sink), 3, 2},         {"entropy", offsetof(MpCudaAcc, entropy), 3, 2},
 };
 
 static size_t acc_len(const MpCudaAccDims *d, int shape) {
     const size_t L = (size_t)d->L, H = (size_t)d->H, S = (size_t)d->S, nb = (size_t)d->nb;
-    return shape == 0 ? L * S * S : shape == 1 ? L * H * S * S : shape == 2 ? L * nb * nb : L * H;
+    switch (shape) {
+    case 0: return L * S * S;
+    case 1: return L * H * S * S;
+    case 2: return L * nb * nb;
+    case 3: return L * H;
+    case 4: return L * MP_PROBE_FLIPS * nb * nb;
+    default: return L;
+    }
 }
 
 static int acc_on(const MpCudaAccDims *d, int when) {
@@ -60,6 +70,8 @@ extern "C" void mp_cuda_acc_free(MpCudaAcc *a) {
     for (int k = 0; k < MP_CUDA_ACC_ARRAYS; k++) cudaFree(*acc_field(a, &acc_specs[k]));
     cudaFree(a->seqmap);
     cudaFree(a->dmean);
+    cudaFree(a->rows);
+    cudaFree(a->rcnt);
     cudaFree(a->hs);
     cudaFree(a->pent);
     memset(a, 0, sizeof *a);
@@ -67,8 +79,9 @@ extern "C" void mp_cuda_acc_free(MpCudaAcc *a) {
 
 extern "C" int mp_cuda_acc_init(MpCudaAcc *a, const MpCudaAccDims *d, char *why, size_t cap) {
     memset(a, 0, sizeof *a);
-    if (d->L < 1 || d->L > MP_CUDA_ACC_MAX_LAYERS || d->H < 1 || d->S < 2 || d->skip < 0 || d->S - d->skip < 2 || d->nb < 1) {
-        snprintf(why, cap, "device accumulator: bad dimensions (L %d, H %d, S %d, skip %d)", d->L, d->H, d->S, d->skip);
+    if (d->L < 1 || d->L > MP_CUDA_ACC_MAX_LAYERS || d->H < 1 || d->S < 2 || d->skip < 0 || d->S - d->skip < 2 || d->nb < 1 ||
+        d->nb > 16 || d->nb > d->S - d->skip) {
+        snprintf(why, cap, "device accumulator: bad dimensions (L %d, H %d, S %d, skip %d, nb %d)", d->L, d->H, d->S, d->skip, d->nb);
         return -1;
     }
     a->d = *d;
@@ -82,6 +95,8 @@ extern "C" int mp_cuda_acc_init(MpCudaAcc *a, const MpCudaAccDims *d, char *why,
     }
     if (rc == cudaSuccess) rc = cudaMalloc((void **)&a->seqmap, SS * sizeof(double));
     if (rc == cudaSuccess) rc = cudaMalloc((void **)&a->dmean, (2 * P - 1) * sizeof(double));
+    if (rc == cudaSuccess) rc = cudaMalloc((void **)&a->rows, 2 * P * sizeof(double));
+    if (rc == cudaSuccess) rc = cudaMalloc((void **)&a->rcnt, P * sizeof(int64_t));
     if (rc == cudaSuccess) rc = cudaMalloc((void **)&a->hs, SS * sizeof(double));
     if (rc == cudaSuccess && d->probs) rc = cudaMalloc((void **)&a->pent, (size_t)d->H * d->S * sizeof(double));
     if (rc != cudaSuccess) {
@@ -170,13 +185,19 @@ static __global__ void acc_diag_kernel(double *dmean, const double *map, int S, 
     }
 }
 
-/* One thread per block (bi, bj) of the nb x nb grid (bj <= bi when causal): the mean of the
- * residue's observed entries, summed row by row (mp_probe_block_add), into bs and its square bq. */
-static __global__ void acc_block_kernel(double *bs, double *bq, const double *map, const double *dmean, int S, int skip, int nb,
-                                        int causal) {
-    const int P = S - skip;
-    MPC_FOR(b, (int64_t)nb * nb) {
-        const int bi = (int)(b / nb), bj = (int)(b % nb);
+/* One block of threads for the nb x nb grid (nb <= 16), one thread per block (bi, bj) of it: the
+ * mean of the residue's observed entries, summed row by row (mp_probe_block_means), NaN for a block
+ * with none (above the diagonal when causal); then the sequence's sign bits from all of them
+ * (mp_probe_flip_bits, thread 0) and, per block with a mean, its mean into bs, its square into bq
+ * and ±mean into each of the F flipped sums bf (mp_probe_acc_block_seq). */
+static __global__ void acc_block_kernel(double *bs, double *bq, double *bf, const double *map, const double *dmean, int S, int skip,
+                                        int nb, int causal) {
+    __shared__ double bm[16 * 16];
+    __shared__ uint32_t bits;
+    const int P = S - skip, nbb = nb * nb;
+    for (int b = threadIdx.x; b < nbb; b += blockDim.x) {
+        const int bi = b / nb, bj = b % nb;
+        bm[b] = NAN;
         if (causal && bj > bi) continue;
         const int i0 = (int)(((int64_t)bi * P + nb - 1) / nb), i1 = (int)(((int64_t)(bi + 1) * P + nb - 1) / nb);
         const int j0 = (int)(((int64_t)bj * P + nb - 1) / nb), j1 = (int)(((int64_t)(bj + 1) * P + nb - 1) / nb);
@@ -190,10 +211,67 @@ static __global__ void acc_block_kernel(double *bs, double *bq, const double *ma
                 acc += r;
                 cnt++;
             }
-        if (!cnt) continue;
-        const double m = acc / cnt;
+        if (cnt) bm[b] = acc / cnt;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) bits = mp_probe_flip_bits(bm, nb);
+    __syncthreads();
+    for (int b = threadIdx.x; b < nbb; b += blockDim.x) {
+        const double m = bm[b];
+        if (isnan(m)) continue;
         bs[b] += m;
         bq[b] += m * m;
+        for (int f = 0; f < MP_PROBE_FLIPS; f++) bf[(int64_t)f * nbb + b] += (bits >> f & 1u) ? -m : m;
+    }
+}
+
+/* The squared norms of one sequence's P x P map from position skip (probe_seq_norms), one block of
+ * threads: a thread per row sums its finite entries in ascending j (rows [P] and rcnt [P]); thread
+ * 0 sums the rows in ascending i to the map's mean; a thread per row sums its residue's squares and
+ * its centred entries' squares in ascending j (rows [2P]); thread 0 sums those rows in ascending i
+ * into rsq and csq. */
+static __global__ void acc_norms_kernel(double *rsq, double *csq, double *rows, int64_t *rcnt, const double *map,
+                                        const double *dmean, int S, int skip) {
+    __shared__ double mean;
+    const int P = S - skip;
+    for (int i = threadIdx.x; i < P; i += blockDim.x) {
+        const double *xi = map + (int64_t)(i + skip) * S + skip;
+        double s = 0;
+        int64_t c = 0;
+        for (int j = 0; j < P; j++)
+            if (isfinite(xi[j])) {
+                s += xi[j];
+                c++;
+            }
+        rows[i] = s;
+        rcnt[i] = c;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0;
+        int64_t cnt = 0;
+        for (int i = 0; i < P; i++) sum += rows[i], cnt += rcnt[i];
+        mean = cnt ? sum / (double)cnt : 0;
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < P; i += blockDim.x) {
+        const double *xi = map + (int64_t)(i + skip) * S + skip;
+        double n = 0, d = 0;
+        for (int j = 0; j < P; j++)
+            if (isfinite(xi[j])) {
+                const double r = xi[j] - dmean[i - j + P - 1]; /* mp_posmap_diagnorm's residue */
+                n += r * r;
+                d += (xi[j] - mean) * (xi[j] - mean);
+            }
+        rows[i] = n;
+        rows[P + i] = d;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double num = 0, den = 0;
+        for (int i = 0; i < P; i++) num += rows[i], den += rows[P + i];
+        *rsq += num;
+        *csq += den;
     }
 }
 
@@ -205,8 +283,9 @@ static void acc_from_headsum(MpCuda *c, MpCudaAcc *a, int li, const double *hs) 
     acc_finish_kernel<<<mpc_grid(SS, ACC_THREADS), ACC_THREADS, 0, c->stream>>>(a->sum + li * SS, a->sumsq + li * SS, a->seqmap, hs, d->H,
                                                                               d->S, W, d->causal);
     acc_diag_kernel<<<mpc_grid(2 * P - 1, 64), 64, 0, c->stream>>>(a->dmean, a->seqmap, d->S, d->skip);
-    acc_block_kernel<<<mpc_grid(nbb, 32), 32, 0, c->stream>>>(a->bsum + li * nbb, a->bsumsq + li * nbb, a->seqmap, a->dmean, d->S,
-                                                             d->skip, d->nb, d->causal);
+    acc_block_kernel<<<1, 256, 0, c->stream>>>(a->bsum + li * nbb, a->bsumsq + li * nbb, a->bflip + li * MP_PROBE_FLIPS * nbb,
+                                               a->seqmap, a->dmean, d->S, d->skip, d->nb, d->causal);
+    acc_norms_kernel<<<1, 256, 0, c->stream>>>(a->rsq + li, a->csq + li, a->rows, a->rcnt, a->seqmap, a->dmean, d->S, d->skip);
     MPC_LAUNCHED(c, "accumulator: maps and blocks");
 }
 

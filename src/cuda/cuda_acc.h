@@ -13,6 +13,12 @@
  *     normalised (mp_posmap_diagnorm: each diagonal summed in ascending i, one thread per
  *     diagonal), averaged over nb x nb blocks (mp_probe_block_add: each block summed in row-major
  *     order, one thread per block), and squared — the same bits as the CPU's;
+ *   - bflip [L, F, nb, nb] (F = MP_PROBE_FLIPS): the block means once more for each of F signs
+ *     ε_f = ±1, the signs from a hash of the sequence's own block means (mp_probe_flip_bits,
+ *     model/probe_flip.h: the host's function, compiled here for the device too) — the CPU's bits;
+ *   - rsq, csq [L]: the squared norms of the residue and of the centred map (positions skip..S-1),
+ *     each row's sum in ascending j by one thread, the rows' sums in ascending i by one
+ *     (probe_acc.c's probe_seq_norms, the same order) — the CPU's bits;
  *   - psum [L, S, S], psum_heads [L, H, S, S], sink, entropy [L, H] (probs): the head sum of the
  *     probabilities, each head's, the mass on key 0 and the row entropies −Σ p ln p over queries
  *     1..S-1 (log in double: CUDA's within an ulp of glibc's, so entropy may differ in the last
@@ -23,10 +29,12 @@
  * Does not: count sequences (the host's n_done), recency (the host's, from copied scores), or
  * compute the statistics of the means (the host does, from the sums).
  * Tested by: tests/cuda/test_cuda.c (three sequences into both accumulators, the CPU's
- * MpProbeAcc and this one: every array bit for bit but entropy (1e-12 relative); causal and not,
- * a window, skip 1, per-head, probs).
+ * MpProbeAcc and this one: every array bit for bit but entropy (1e-12 relative), bflip, rsq and
+ * csq among them; causal and not, a window, skip 1, per-head, probs; and one of S = 300 with
+ * skip 1, whose blocks hold many entries).
+ * Status: compiled only (nvcc 13), never run on a GPU.
  *
- * Shape legend: L layer slots, H heads, S tokens, nb blocks per side, P = S - skip.
+ * Shape legend: L layer slots, H heads, S tokens, nb blocks per side, P = S - skip, F = MP_PROBE_FLIPS.
  */
 #ifndef MP_CUDA_ACC_H
 #define MP_CUDA_ACC_H
@@ -41,7 +49,7 @@ extern "C" {
 #endif
 
 #define MP_CUDA_ACC_MAX_LAYERS 256
-#define MP_CUDA_ACC_ARRAYS 10
+#define MP_CUDA_ACC_ARRAYS 13
 
 /* What the host's MpProbeAcc was made with. */
 typedef struct MpCudaAccDims {
@@ -58,12 +66,16 @@ typedef struct MpCudaAcc {
     double *sum, *sumsq;             /* [L, S, S] */
     double *bsum, *bsumsq;           /* [L, nb, nb] */
     double *sum_heads, *sumsq_heads; /* [L, H, S, S] */
+    double *bflip;                   /* [L, F, nb, nb] */
+    double *rsq, *csq;               /* [L] */
     double *psum;                    /* [L, S, S] */
     double *psum_heads;              /* [L, H, S, S] */
     double *sink, *entropy;          /* [L, H] */
     /* scratch */
     double *seqmap; /* [S, S] the sequence's head-mean map (NaN where not observed) */
     double *dmean;  /* [2P - 1] its diagonals' means */
+    double *rows;   /* [2P] the rows' sums of the squared norms (rsq's, then csq's; first the map's sums) */
+    int64_t *rcnt;  /* [P] the rows' counts of finite entries */
     double *hs;     /* [S, S] the head sums when fed raw scores */
     double *pent;   /* [H, S] the row entropies */
 } MpCudaAcc;

@@ -37,7 +37,9 @@ static void probe_dev_dims(MpFwdDevAccDims *d, const MpProbeAcc *a) {
 
 int mp_probe_dev_attach(MpProbeAcc *a, MpFwd *f, MpErr *e) {
     const char *env = getenv("MASKPOS_DEVICE_SUMS"); /* "host": the maps cross to the host (a check of the device's sums) */
-    /* the device keeps the maps' and the probabilities' sums; any other statistic: the host's */
+    /* the device keeps the maps' sums (the block test's bflip, rsq and csq among them) and the
+     * probabilities'; any other statistic is the host's: recency, and lengths (npos, bcnt: a probe's
+     * sequences all have length S; padded batches are the C API's, which never attaches) */
     const unsigned dev_stats = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS);
     if (f->ops->host_memory || (a->stats & ~dev_stats) || a->dev || (env && !strcmp(env, "host"))) return 0;
     const MpFwdDevAcc *ops = mp_fwd_plugin_acc(f->cfg.device);

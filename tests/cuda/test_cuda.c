@@ -6,7 +6,8 @@
  * What is held, and how tightly (normalised error: max |gpu - cpu| / max |cpu|):
  *   - bit for bit: the reference GEMM kernel (f32 and bf16) against mp_fwd_matmul_ref; bf16
  *     rounding, scale, add, add_bias, amax; the head-sum map; the RoPE rotation for the same
- *     table; the key/value packing; every sum of the probe's accumulator but entropy;
+ *     table; the key/value packing; every sum of the probe's accumulator but entropy (the block
+ *     test's sign-flipped sums and the squared norms of residue and centred map included);
  *   - cuBLASLt products (f32, bf16 in / f32 accumulate, a batch sharing one operand, both operand
  *     layouts): 1e-5, and the same bytes on a second run;
  *   - SwiGLU, GeGLU, GELU, soft-cap, norms, the RoPE table, softmax: 1e-6 (a few ulp of libm);
@@ -456,11 +457,13 @@ static void test_attention(void **state) {
 
 /* ================================================================ the probe's accumulator */
 
-/* Three sequences of scores and probabilities into the CPU's MpProbeAcc and into the device
- * accumulator (from the scores, and, without per-head sums, also from the attention's head-sum
- * map): every array of the same name the same bits, entropy within 1e-12. */
-static void accumulator_case(int causal, int W, int skip, int per_head, int probs) {
-    const int H = 4, S = 37, NL = 3, N = 3;
+/* Three sequences of S positions, scores and probabilities, into the CPU's MpProbeAcc and into the
+ * device accumulator (from the scores, and, without per-head sums, also from the attention's
+ * head-sum map): every array of the same name the same bits, entropy within 1e-12 — the block
+ * test's sign-flipped sums (bflip) and the squared norms (rsq, csq) among them, which the device
+ * must keep for probe_dev.c to use it. */
+static void accumulator_case(int causal, int W, int skip, int per_head, int probs, int S) {
+    const int H = 4, NL = 3, N = 3;
     const unsigned char mask[3] = {1, 0, 1}; /* model layers 0 and 2: slots 0 and 1 */
     MpProbeAcc acc;
     MpErr e;
@@ -502,7 +505,9 @@ static void accumulator_case(int causal, int W, int skip, int per_head, int prob
     const int nh = mp_probe_acc_arrays(&acc, ha), ng = mp_cuda_acc_arrays(&da, ga);
     mp_cuda_acc_arrays(&db, gb);
     assert_int_equal(nh, ng);
+    int noise = 0; /* bflip, rsq, csq compared */
     for (int k = 0; k < nh; k++) {
+        noise += !strcmp(ha[k].name, "bflip") || !strcmp(ha[k].name, "rsq") || !strcmp(ha[k].name, "csq");
         assert_string_equal(ha[k].name, ga[k].name);
         assert_int_equal(ha[k].n, ga[k].n);
         double *g = calloc(ha[k].n, sizeof(double));
@@ -519,6 +524,7 @@ static void accumulator_case(int causal, int W, int skip, int per_head, int prob
         }
         free(g);
     }
+    assert_int_equal(noise, 3);
     mp_cuda_acc_free(&da);
     mp_cuda_acc_free(&db);
     cudaFree(ds), cudaFree(dp), cudaFree(dhs);
@@ -528,10 +534,11 @@ static void accumulator_case(int causal, int W, int skip, int per_head, int prob
 static void test_accumulator(void **state) {
     (void)state;
     NEED_GPU();
-    accumulator_case(1, 0, 0, 0, 1);
-    accumulator_case(1, 5, 1, 1, 1); /* a window on slot 1, BOS skipped, per head */
-    accumulator_case(0, 0, 0, 1, 0); /* bidirectional */
-    accumulator_case(0, 6, 1, 0, 1); /* bidirectional with a window both ways */
+    accumulator_case(1, 0, 0, 0, 1, 37);
+    accumulator_case(1, 5, 1, 1, 1, 37); /* a window on slot 1, BOS skipped, per head */
+    accumulator_case(0, 0, 0, 1, 0, 37); /* bidirectional */
+    accumulator_case(0, 6, 1, 0, 1, 37); /* bidirectional with a window both ways */
+    accumulator_case(1, 40, 1, 0, 0, 300); /* rows beyond one thread each (P 299 > 256), blocks of ~350 entries */
 }
 
 /* ================================================================ end to end: the binary */

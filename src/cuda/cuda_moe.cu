@@ -2,35 +2,13 @@
 #include "cuda/cuda_moe.h"
 
 #include "cuda/cuda_dev.cuh" /* MPC_FOR, mpc_grid, MPC_LAUNCHED */
+#include "model/fwd_moe_route.h" /* mp_fwd_moe_route: the CPU's rules, one definition */
 
 #define MOE_THREADS 256
 
-/* mp_fwd_moe_route of one row per thread */
+/* mp_fwd_moe_route (model/fwd_moe_route.h) of one row per thread */
 static __global__ void moe_route_kernel(float *pp, float *ww, int32_t *ss, int n, int E, int K, int norm_topk) {
-    MPC_FOR(t, (int64_t)n) {
-        float *p = pp + t * E, *w = ww + t * K;
-        int32_t *sel = ss + t * K;
-        float mx = p[0];
-        for (int j = 1; j < E; j++) mx = p[j] > mx ? p[j] : mx;
-        double sum = 0;
-        for (int j = 0; j < E; j++) sum += exp((double)p[j] - (double)mx);
-        for (int j = 0; j < E; j++) p[j] = (float)(exp((double)p[j] - (double)mx) / sum);
-        for (int k = 0; k < K; k++) {
-            int best = -1;
-            for (int j = 0; j < E; j++) {
-                int taken = 0;
-                for (int i = 0; i < k; i++) taken |= sel[i] == j;
-                if (!taken && (best < 0 || p[j] > p[best])) best = j;
-            }
-            sel[k] = best;
-            w[k] = p[best];
-        }
-        if (norm_topk) {
-            float s = 0;
-            for (int k = 0; k < K; k++) s += w[k];
-            for (int k = 0; k < K; k++) w[k] /= s;
-        }
-    }
+    MPC_FOR(t, (int64_t)n) mp_fwd_moe_route(pp + t * E, ww + t * K, ss + t * K, E, K, norm_topk);
 }
 
 extern "C" void mp_cuda_moe_route(MpCuda *c, float *p, float *w, int32_t *sel, int n, int E, int KE, int norm_topk) {

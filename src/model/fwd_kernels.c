@@ -1197,25 +1197,3 @@ void mp_fwd_attn_headsum(double *hs, const float *s, int NH, int T, int causal, 
     }
 }
 
-void mp_fwd_moe_route(float *p, float *w, int32_t *sel, int E, int K, int norm_topk) {
-    float mx = p[0];
-    for (int j = 1; j < E; j++) mx = p[j] > mx ? p[j] : mx;
-    double sum = 0;
-    for (int j = 0; j < E; j++) sum += exp((double)p[j] - (double)mx);
-    for (int j = 0; j < E; j++) p[j] = (float)(exp((double)p[j] - (double)mx) / sum);
-    for (int k = 0; k < K; k++) { /* k-th largest: the first index holding the largest value not yet taken */
-        int best = -1;
-        for (int j = 0; j < E; j++) {
-            int taken = 0;
-            for (int i = 0; i < k; i++) taken |= sel[i] == j;
-            if (!taken && (best < 0 || p[j] > p[best])) best = j;
-        }
-        sel[k] = best;
-        w[k] = p[best];
-    }
-    if (norm_topk) {
-        float s = 0;
-        for (int k = 0; k < K; k++) s += w[k];
-        for (int k = 0; k < K; k++) w[k] /= s;
-    }
-}

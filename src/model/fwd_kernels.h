@@ -46,6 +46,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "model/fwd_moe_route.h" /* mp_fwd_moe_route: one row of MoE routing (host and device) */
+
 #define MP_FWD_NR 32 /* output columns per packed panel */
 #define MP_FWD_MR 8  /* token rows per register block */
 
@@ -253,10 +255,6 @@ void mp_fwd_softcap(float *x, size_t n, float cap);
  * Σ_h (double)s[h, i, j] in ascending h from 0.0, for j < n_i (n_i = causal ? i+1 : T); entries
  * past n_i are not written. */
 void mp_fwd_attn_headsum(double *hs, const float *s, int NH, int T, int causal, int i0, int i1);
-/* MoE routing of one row: p [E] router logits -> probabilities in place (exponentials and their
- * sum in double, probabilities f32, as HF's softmax(dtype=float32)); sel [K] the K most probable
- * experts by a stable descending selection (ties: the lower index first), w [K] their
- * probabilities, renormalised to sum 1 (f32, summed in rank order) when norm_topk. */
-void mp_fwd_moe_route(float *p, float *w, int32_t *sel, int E, int K, int norm_topk);
+/* MoE routing of one row: mp_fwd_moe_route, model/fwd_moe_route.h (one definition for host and device). */
 
 #endif

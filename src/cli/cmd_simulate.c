@@ -99,8 +99,9 @@ static const MpOpt simulate_opts[SI_COUNT] = {
     [SI_THREADS] = {S(THREADS), F(cfg.threads)},
     [SI_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "DIR",
                             .help = "write scores.npy [L,S,S] (NaN where masked), scores_se.npy (standard\n"
-                                    "errors), probs.npy (0 where masked), scores_diagnorm.npy, meta.json;\n"
-                                    "into DIR for one alpha, DIR/alpha_<a>/ for several"), F(fl.out)},
+                                    "errors), probs.npy (0 where masked), scores_diagnorm.npy, the attention\n"
+                                    "output's variance by position and its closed form (var_*.npy [L,S]),\n"
+                                    "meta.json; into DIR for one alpha, DIR/alpha_<a>/ for several"), F(fl.out)},
     [SI_PLOT] = {MP_OPT_DECL("plot", MP_OPT_BOOL, NULL, .help = "also draw figures beside the .npy files (see maskpos plot)"),
                  F(fl.plot)},
     [SI_DUMP_INPUTS] = {MP_OPT_DECL("dump-inputs", MP_OPT_STRING, "F",
@@ -236,7 +237,8 @@ int mp_cmd_simulate(int argc, char **argv) {
             if (mp_sim_write_outputs(dir, &cfg, fl.scale_word, &res, fl.plot, argc, argv, &e) != MP_OK)
                 rc = mp_cli_error(cmd, "%s", e.msg);
             else
-                printf("wrote %s/{scores,scores_se,probs,scores_diagnorm}.npy, meta.json%s\n", dir,
+                printf("wrote %s/{scores,scores_se,probs,scores_diagnorm,var_attn,var_attn_se,var_closed,var_closed_se,var_gap_se}.npy, "
+                       "meta.json%s\n", dir,
                        fl.plot ? ", scores.png" : "");
         }
         mp_sim_result_free(&res);

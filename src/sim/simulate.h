@@ -20,6 +20,8 @@
  * stream (seed, b), and partial sums over fixed blocks of sequences are added in block order;
  * with cfg.mpi under mpirun, block k runs on rank k mod N and rank 0 adds the blocks in the same
  * order, so N ranks give the bits of one process too (docs/mpi.md).
+ * Per layer and position also the variance of the attention output o_i = Σ_j a_ij y_j and the closed
+ * form σ²·Σ_j a_ij² from the sequence's own weights and values (MpSimResult.var), with standard errors.
  * Does not: draw figures (viz/), write files (cli/cmd_simulate.c).
  * Tested by: tests/test_simulate.c (theory at large D, torch reference, RoPE noise, threads).
  */
@@ -85,6 +87,13 @@ typedef struct MpSimResult {
     uint64_t rp_triples; /* C(S,3) per sequence */
     double *rp;         /* (L) */
     double *rp_se;      /* (L) */
+    /* the variance of the attention output by position (docs/metrics.md, "Variance by position"): 5 maps of
+     * (L,S) in one block — [0] the variance over sequences and dimensions of o_i = Σ_j a_ij y_j (before the
+     * residual); [1] its standard error; [2] the closed form for values independent of the weights,
+     * σ²·Σ_j a_ij² (the mean over sequences of Σ_j a_ij² |y_j|² / D: each value's own mean square per
+     * dimension as σ²; 1/D for L2 rows); [3] its standard error; [4] the standard error of [0] − [2]
+     * (the same sequences: the difference's own) */
+    double *var;
 } MpSimResult;
 
 int mp_sim_run(MpSimResult *r, const MpSimConfig *c, MpErr *e);

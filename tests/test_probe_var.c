@@ -8,6 +8,8 @@
  *     and the log-log slopes from its own tensors: var_attn, var_attn_heads, var_resid within 2e-6
  *     relative (an f32 forward), their standard errors within 2e-5 relative, the slopes in
  *     meta.json within 1e-5;
+ *   - --threads 1 and 2 (sequence-parallel workers, each capture into its own one-sequence part)
+ *     write the same bytes;
  *   - the forward pass runs the deepest layer of a run without logits through when a capture point
  *     after its scores is asked for (MpFwdConfig.tap_points): its LAYER_OUT equals, bit for bit, the
  *     same layer's in a run with logits; with tap_points 0 ("every point", what gram asks) it still
@@ -111,6 +113,31 @@ static void against_torch(const char *name, const char *mk, const char *layers, 
     free(sa);
     free(sr);
     free(rs);
+}
+
+/* --threads 1 and 2 (sequences in parallel workers, their one-sequence parts merged in order)
+ * write the same bytes. */
+static void test_threads_same_bytes(void **state) {
+    (void)state;
+    const char *top = mp_test_tmpdir();
+    char model[300], ids[300], out[16384], a[600], b[600];
+    snprintf(model, sizeof model, "%s/thr", top);
+    snprintf(ids, sizeof ids, "%s/thr-ids.npy", top);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
+    ids_write(ids, 7, 20, 300, -1, 4);
+    for (int t = 1; t <= 2; t++) {
+        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/thr%d --layers all --stats variance --threads %d", model,
+                             ids, top, t, t);
+        if (rc != 0) fail_msg("probe --threads %d: %s", t, out);
+    }
+    const char *files[] = {"var_attn.npy", "var_attn_se.npy", "var_attn_heads.npy", "var_attn_heads_se.npy", "var_resid.npy",
+                           "var_resid_se.npy", "scores.npy"};
+    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+        snprintf(a, sizeof a, "%s/thr1/%s", top, files[k]);
+        snprintf(b, sizeof b, "%s/thr2/%s", top, files[k]);
+        if (!files_equal(a, b)) fail_msg("%s differs between --threads 1 and 2", files[k]);
+    }
+    print_message("--threads 2 (two sequences at a time in workers): 7 .npy the same as --threads 1\n");
 }
 
 static void test_variance_against_torch(void **state) {
@@ -363,6 +390,7 @@ int main(void) {
         cmocka_unit_test(test_sums_by_hand),
         cmocka_unit_test(test_slope_se_calibrated),
         cmocka_unit_test(test_deepest_layer_runs_through),
+        cmocka_unit_test(test_threads_same_bytes),
         cmocka_unit_test(test_variance_against_torch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

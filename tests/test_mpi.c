@@ -5,7 +5,7 @@
  *     threads, causal with BOS-first rows (block test from position 1) and without the mask,
  *     and with --stats variance (its .npy files and slopes); meta.json records mpi_ranks 3 and 1;
  *   - simulate with 3 ranks (11 blocks of 64: the last rank gets fewer) equals one process (the
- *     maps and the variance maps);
+ *     maps and, with --variance, the variance maps);
  *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
  *     says the checkpoint is resumable, no meta.json is left; --resume with 2 ranks then writes
  *     the bytes of the uninterrupted one-process run;
@@ -183,10 +183,11 @@ static void test_simulate_three_ranks_equal_one_process(void **state) {
     snprintf(one, sizeof one, "%s/one", d);
     snprintf(three, sizeof three, "%s/three", d);
     /* 700 sequences: 11 blocks of 64, the last one short; ranks get 4, 4 and 3 blocks */
-    int rc = mp_test_run(out, sizeof out, "simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 2 --quiet --out %s", one);
+    int rc = mp_test_run(out, sizeof out, "simulate --batch 700 --seq 20 --rope --alpha 0.3 --variance --threads 2 --quiet --out %s",
+                         one);
     if (rc != 0) fail_msg("one process failed (%d): %s", rc, out);
-    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 1 --out %s",
-                       MP_TEST_BIN, three);
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s simulate --batch 700 --seq 20 --rope --alpha 0.3 --variance --threads 1 "
+                                        "--out %s", MP_TEST_BIN, three);
     if (rc != 0) fail_msg("mpirun -np 3 failed (%d): %s", rc, out);
     const char *files[] = {"scores.npy", "scores_se.npy", "probs.npy", "scores_diagnorm.npy", "var_attn.npy", "var_attn_se.npy",
                            "var_closed.npy", "var_closed_se.npy", "var_gap_se.npy"};

@@ -74,7 +74,7 @@ static void test_variance_closed_form(void **state) {
     MpSimConfig c;
     mp_sim_config_default(&c);
     c.batch = MP_TEST_SANITIZED ? 100 : 300;
-    c.seq = 8, c.dim = MP_TEST_SANITIZED ? 16384 : 32768, c.layers = 3, c.seed = 5;
+    c.seq = 8, c.dim = MP_TEST_SANITIZED ? 16384 : 32768, c.layers = 3, c.seed = 5, c.variance = 1;
     MpSimResult r;
     run_or_fail(&r, &c);
     const int S = c.seq, L = c.layers;
@@ -121,7 +121,7 @@ static void test_against_torch(void **state) {
         const char *d = mp_test_tmpdir();
         char out[8192];
         int rc = mp_test_run(out, sizeof out, "simulate --batch 64 --seq 16 --dim 32 --layers 3 --seed 3 %s "
-                             "--dump-inputs %s/in.npy --out %s --quiet", variants[v][0], d, d);
+                             "--dump-inputs %s/in.npy --variance --out %s --quiet", variants[v][0], d, d);
         if (rc != 0) fail_msg("simulate failed: %s", out);
         rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/simulate_ref.py %s/in.npy %s %s",
                            MP_SOURCE_DIR, d, d, variants[v][1]);

@@ -182,7 +182,7 @@ MASKPOS_API int maskpos_simulate(const MaskposConfig *c, MaskposProgressFn progr
     if (rc == MP_OK) rc = mp_api_result_add(r, "probs", MP_DT_F64, 3, shp, res->probs, NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_add(r, "scores_diagnorm", MP_DT_F64, 3, shp, res->diagnorm, NULL, &e);
     const int64_t vshp[2] = {res->layers, res->seq};
-    for (int k = 0; k < MP_SIM_VAR_FILES && rc == MP_OK; k++)
+    for (int k = 0; res->var && k < MP_SIM_VAR_FILES && rc == MP_OK; k++)
         rc = mp_api_result_add(r, mp_sim_var_files[k].name, MP_DT_F64, 2, vshp, res->var + (size_t)k * res->layers * res->seq,
                                NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_argv(r, c, &e);

@@ -87,7 +87,7 @@ json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const M
     json_object_set_new(files_j, "scores_se.npy", json_string("float64 [L,S,S] standard error of the mean score"));
     json_object_set_new(files_j, "probs.npy", json_string("float64 [L,S,S] mean post-softmax probability; 0 where masked"));
     json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
-    for (int k = 0; k < MP_SIM_VAR_FILES; k++) {
+    for (int k = 0; r->var && k < MP_SIM_VAR_FILES; k++) {
         char f[64];
         snprintf(f, sizeof f, "%s.npy", mp_sim_var_files[k].name);
         json_object_set_new(files_j, f, json_string(mp_sim_var_files[k].of));
@@ -136,7 +136,7 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
             mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
             return MP_ERR;
     const int64_t vshp[2] = {r->layers, r->seq};
-    for (int k = 0; k < MP_SIM_VAR_FILES; k++) { /* the variance maps: r->var's k-th (L,S) */
+    for (int k = 0; r->var && k < MP_SIM_VAR_FILES; k++) { /* --variance: r->var's k-th (L,S) */
         char f[64];
         snprintf(f, sizeof f, "%s.npy", mp_sim_var_files[k].name);
         if (mp_path_join(path, sizeof path, dir, f, e) != MP_OK ||

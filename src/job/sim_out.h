@@ -20,8 +20,8 @@ extern const MpSimVarFile mp_sim_var_files[MP_SIM_VAR_FILES];
  * (plot: the figure listed in "files"). */
 json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
                            char **argv);
-/* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, the variance maps
- * (mp_sim_var_files), meta.json (and figures when
+/* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, the variance maps with
+ * cfg.variance (mp_sim_var_files), meta.json (and figures when
  * plot) into dir, creating it. Every file is written atomically; meta.json goes last, so a
  * directory with a meta.json holds a complete result. */
 int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,

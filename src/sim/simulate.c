@@ -333,6 +333,8 @@ static void sim_mix_forward(double *x, const double *a, const double *y, const M
 /* The layer's variance moments (SIM_VM) of one sequence into pv (SIM_VM, S): the attention output
  * o = x − x0 (x after the mix, x0 before: the same bits of x as a run without this statistic; o to
  * the rounding of x), probabilities in w->sc, values in w->y. */
+__attribute__((noinline)) /* out of sim_sequence_forward's flattened clones: their kernels keep the code of a
+                             run without --variance (inlined, they lost 4.7% of instructions to it) */
 static void sim_variance_add(SimWork *w, double *pv, const MpSimConfig *c) {
     const int S = c->seq, D = c->dim;
     for (int j = 0; j < S; j++) w->ny[j] = sim_dot8(w->y + (size_t)j * D, w->y + (size_t)j * D, D);
@@ -370,9 +372,9 @@ static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn,
         }
         sim_softmax_accumulate(w->sc, w->psum + l * SS, w->psq + l * SS, w->pprob + l * SS, c);
         if (!c->residual) memset(w->x, 0, (size_t)c->seq * c->dim * sizeof *w->x);
-        memcpy(w->x0, w->x, (size_t)c->seq * c->dim * sizeof *w->x);
+        if (c->variance) memcpy(w->x0, w->x, (size_t)c->seq * c->dim * sizeof *w->x);
         sim_mix_forward(w->x, w->sc, w->y, c);
-        sim_variance_add(w, w->pvar + (size_t)l * SIM_VM * c->seq, c);
+        if (c->variance) sim_variance_add(w, w->pvar + (size_t)l * SIM_VM * c->seq, c);
     }
 }
 
@@ -668,8 +670,8 @@ static int sim_finish(MpSimResult *r, SimSums *u, const MpSimConfig *c, MpErr *e
     u->sum = u->sq = u->prob = NULL;
     r->diagnorm = malloc(LSS * sizeof(double));
     r->stats = calloc((size_t)L, sizeof(MpPosStats));
-    r->var = malloc(5 * (size_t)L * S * sizeof(double));
-    if (!r->diagnorm || !r->stats || !r->var) {
+    r->var = c->variance ? malloc(5 * (size_t)L * S * sizeof(double)) : NULL;
+    if (!r->diagnorm || !r->stats || (c->variance && !r->var)) {
         mp_sim_result_free(r);
         return mp_err_set(e, "out of memory");
     }
@@ -693,7 +695,7 @@ static int sim_finish(MpSimResult *r, SimSums *u, const MpSimConfig *c, MpErr *e
         mp_posmap_diagnorm(r->diagnorm + l * SS, r->scores + l * SS, S);
         mp_posmap_stats(&r->stats[l], r->scores + l * SS, r->diagnorm + l * SS, r->se + l * SS, S);
     }
-    sim_variance_finish(r->var, u->var, L, S, nb);
+    if (r->var) sim_variance_finish(r->var, u->var, L, S, nb);
     if (c->form == MP_SIM_FORM_RECENCY) {
         sim_recency_finish(r, u->rpc, u->rpq, c); /* takes rpc, frees rpq */
         u->rpc = NULL, u->rpq = NULL;

@@ -96,7 +96,7 @@ static void variance_print(FILE *f, const MpProbeResult *res) {
     fprintf(f, "  layer  attention output        residual stream\n");
     for (int l = 0; l < res->L; l++) {
         const double *o = res->var_slopes + (size_t)l * 4;
-        fprintf(f, "  %5d  %8.4f +- %-8.4f      %8.4f +- %-8.4f\n", res->layers[l] + 1, o[0], o[1], o[2], o[3]);
+        fprintf(f, "  %5d  %8.4f +- %-8.4f      %8.4f +- %.4f\n", res->layers[l] + 1, o[0], o[1], o[2], o[3]);
     }
 }
 

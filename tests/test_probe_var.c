@@ -7,7 +7,8 @@
  *     projections) — computing the variances over sequences and dimensions, their standard errors
  *     and the log-log slopes from its own tensors: var_attn, var_attn_heads, var_resid within 2e-6
  *     relative (an f32 forward), their standard errors within 2e-5 relative, the slopes in
- *     meta.json within 1e-5;
+ *     meta.json within 1e-5; likewise qwen3 (per-head q/k norms, GQA), gemma3 (local and global
+ *     RoPE bases, an 8-token window), llama with llama3 scaling and phi3 with longrope;
  *   - --threads 1 and 2 (sequence-parallel workers, each capture into its own one-sequence part)
  *     write the same bytes;
  *   - the forward pass runs the deepest layer of a run without logits through when a capture point
@@ -178,6 +179,13 @@ static void test_variance_against_torch(void **state) {
     against_torch("llama", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", 1);
     against_torch("gptneox", "--arch gptneox --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 4", "1,2", 2);
     against_torch("phi3", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 5 --partial-rotary 0.5", "1,2", 1);
+    /* more RoPE layouts and scalings: qwen3's per-head q/k norms (GQA 2), gemma3's local and global
+     * bases with an 8-token window, llama3 scaling, phi3 longrope with partial rotary */
+    against_torch("qwen3", "--arch qwen3 --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 4", "1,2", 2);
+    against_torch("gemma3", "--arch gemma3 --layers 2 --head-dim 16 --sliding-window 8 --vocab 300 --seed 4", "1,2", 1);
+    against_torch("llama3", "--arch llama --layers 2 --rope-scaling llama3 --vocab 300 --seed 4", "1,2", 1);
+    against_torch("longrope", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --rope-scaling longrope --partial-rotary 0.5 "
+                              "--vocab 300 --seed 6", "1,2", 2);
 }
 
 /* ---------------------------------------------------------------- the deepest layer run through */

@@ -24,6 +24,7 @@
  *     tokens, 64 sequences of 64): with the causal mask the attention output's variance falls with
  *     position (layer 1: slope -0.73 +- 0.006, layer 2 -0.68 +- 0.005, measured), without it the
  *     slopes of both layers and both vectors are within 3 standard errors of 0 (measured within 1.9);
+ *   - accumulators of different lengths do not merge with variance (one line), of one length do;
  *   - the slope's jackknife standard error is calibrated: over 40 independent replicates of 64
  *     sequences whose variance at position i is 1/(i+1) + 0.01 (a shared shift per sequence) the
  *     mean jackknife standard error is within 30% of the spread of the slopes, and the slopes
@@ -385,6 +386,25 @@ static void test_sums_by_hand(void **state) {
     mp_probe_acc_free(&a);
 }
 
+/* Sums of different lengths do not merge with variance (its per-position sums hold whole sequences
+ * only); two of one length do, array by array. */
+static void test_merge_rules(void **state) {
+    (void)state;
+    const unsigned char mask[1] = {1};
+    MpProbeAcc a, b, c;
+    MpErr e;
+    if (mp_probe_acc_init(&a, mask, 1, 2, 12, 0, 1, 1, &e) != MP_OK || mp_probe_acc_stat_on(&a, MP_PROBE_STAT_VARIANCE, &e) != MP_OK ||
+        mp_probe_acc_init(&b, mask, 1, 2, 8, 0, 1, 1, &e) != MP_OK || mp_probe_acc_stat_on(&b, MP_PROBE_STAT_VARIANCE, &e) != MP_OK ||
+        mp_probe_acc_init(&c, mask, 1, 2, 12, 0, 1, 1, &e) != MP_OK || mp_probe_acc_stat_on(&c, MP_PROBE_STAT_VARIANCE, &e) != MP_OK)
+        fail_msg("%s", e.msg);
+    assert_int_equal(mp_probe_acc_merge(&a, &b, &e), MP_ERR);
+    assert_non_null(strstr(e.msg, "different lengths with variance"));
+    c.vattn[3] = 2.5, c.vgroup[7] = 1.0, c.n_done = 1;
+    assert_int_equal(mp_probe_acc_merge(&a, &c, &e), MP_OK);
+    assert_true(a.vattn[3] == 2.5 && a.vgroup[7] == 1.0 && a.n_done == 1);
+    mp_probe_acc_free(&a), mp_probe_acc_free(&b), mp_probe_acc_free(&c);
+}
+
 /* ---------------------------------------------------------------- the jackknife calibrated */
 
 static void test_slope_se_calibrated(void **state) {
@@ -428,6 +448,7 @@ static void test_slope_se_calibrated(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sums_by_hand),
+        cmocka_unit_test(test_merge_rules),
         cmocka_unit_test(test_slope_se_calibrated),
         cmocka_unit_test(test_deepest_layer_runs_through),
         cmocka_unit_test(test_threads_same_bytes),

@@ -387,8 +387,9 @@ static size_t sim_nblk(const MpSimConfig *c) {
     return 3 * L * S * S + 2 * L + L * SIM_VM * S;
 }
 
-/* A rank's block k (its block sums, sim_nblk doubles) to rank 0. A new per-block sum must travel here too, and be added in
- * sim_blocks_recv, or an MPI run drops it (tests/test_mpi.c compares the outputs with one process). */
+/* A rank's block k (its block sums, sim_nblk doubles) to rank 0. A new per-block sum must travel
+ * here too, and be added in sim_blocks_recv, or an MPI run drops it (tests/test_mpi.c compares the
+ * outputs with one process). */
 static void sim_block_send(const double *blk, size_t n, int64_t k) {
     const int64_t hd[1] = {k};
     mp_mpi_send_i64(hd, 1, 0);

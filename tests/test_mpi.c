@@ -2,9 +2,10 @@
  * src/model/probe_ranks.c, the MPI path of src/sim/simulate.c), against one process:
  *   - probe with 3 ranks (more ranks than cores: --oversubscribe) writes maps, standard errors,
  *     per-head maps and every statistic of meta.json byte for byte as one process with 2
- *     threads, causal with BOS-first rows (block test from position 1) and without the mask;
- *     meta.json records mpi_ranks 3 and 1;
- *   - simulate with 3 ranks (11 blocks of 64: the last rank gets fewer) equals one process;
+ *     threads, causal with BOS-first rows (block test from position 1) and without the mask,
+ *     and with --stats variance (its .npy files and slopes); meta.json records mpi_ranks 3 and 1;
+ *   - simulate with 3 ranks (11 blocks of 64: the last rank gets fewer) equals one process (the
+ *     maps and, with --variance, the variance maps);
  *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
  *     says the checkpoint is resumable, no meta.json is left; --resume with 2 ranks then writes
  *     the bytes of the uninterrupted one-process run;
@@ -117,6 +118,13 @@ static void probe_case(const char *d, const char *model, const char *ids, const 
     same_files(one, three, files, 4);
     const char *keys[] = {"stats", "residue_block_z", "residue_block_z_regions", "n", "stats_first_position"};
     same_meta(one, three, keys, 5);
+    if (strstr(flags, "variance")) { /* the variance row's sums through the ranks' parts */
+        const char *vf[] = {"var_attn.npy", "var_attn_se.npy", "var_attn_heads.npy", "var_attn_heads_se.npy", "var_resid.npy",
+                            "var_resid_se.npy"};
+        same_files(one, three, vf, 6);
+        const char *vk[] = {"variance_slope_attn", "variance_slope_attn_se", "variance_slope_resid", "variance_slope_resid_se"};
+        same_meta(one, three, vk, 4);
+    }
     char *r1 = meta_key(one, "mpi_ranks"), *r3 = meta_key(three, "mpi_ranks");
     assert_string_equal(r1, "1");
     assert_string_equal(r3, "3");
@@ -137,6 +145,7 @@ static void test_probe_three_ranks_equal_one_process(void **state) {
     raw_ids(bos, 11, 24, 300, 1);
     probe_case(d, model, bos, "--layers 1,3", "bos");
     probe_case(d, model, ids, "--bidirectional", "bidir");
+    probe_case(d, model, ids, "--layers 1,3 --stats variance", "var");
     /* sliding windows (8 of 24 tokens in layer 1): every rank's sums leave the same keys out */
     char g2[256];
     snprintf(g2, sizeof g2, "%s/g2", d);
@@ -174,13 +183,15 @@ static void test_simulate_three_ranks_equal_one_process(void **state) {
     snprintf(one, sizeof one, "%s/one", d);
     snprintf(three, sizeof three, "%s/three", d);
     /* 700 sequences: 11 blocks of 64, the last one short; ranks get 4, 4 and 3 blocks */
-    int rc = mp_test_run(out, sizeof out, "simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 2 --quiet --out %s", one);
+    int rc = mp_test_run(out, sizeof out, "simulate --batch 700 --seq 20 --rope --alpha 0.3 --variance --threads 2 --quiet --out %s",
+                         one);
     if (rc != 0) fail_msg("one process failed (%d): %s", rc, out);
-    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s simulate --batch 700 --seq 20 --rope --alpha 0.3 --threads 1 --out %s",
-                       MP_TEST_BIN, three);
+    rc = mp_test_shell(out, sizeof out, MPIRUN " -np 3 %s simulate --batch 700 --seq 20 --rope --alpha 0.3 --variance --threads 1 "
+                                        "--out %s", MP_TEST_BIN, three);
     if (rc != 0) fail_msg("mpirun -np 3 failed (%d): %s", rc, out);
-    const char *files[] = {"scores.npy", "scores_se.npy", "probs.npy", "scores_diagnorm.npy"};
-    same_files(one, three, files, 4);
+    const char *files[] = {"scores.npy", "scores_se.npy", "probs.npy", "scores_diagnorm.npy", "var_attn.npy", "var_attn_se.npy",
+                           "var_closed.npy", "var_closed_se.npy", "var_gap_se.npy"};
+    same_files(one, three, files, 9);
     const char *keys[] = {"stats", "batch"};
     same_meta(one, three, keys, 2);
     char *r3 = meta_key(three, "mpi_ranks");

@@ -3,7 +3,8 @@
  *   - every row is complete (name, help, sums; the functions its inputs call) and its name is a
  *     setting: parsed ('-' and '_' alike), written back, refused with the list of names;
  *   - the forward-pass inputs are derived from the rows: the reduced map unless a statistic (or
- *     --per-head) needs every head's rows, probabilities for --probs, no capture point today;
+ *     --per-head) needs every head's rows, probabilities for --probs, the capture points ATTN_MIX
+ *     and LAYER_OUT for variance;
  *   - the memory estimate (mp_probe_stats_bytes) counts exactly the sums an accumulator with every
  *     statistic allocates (the same table), with and without --per-head;
  *   - the one-sequence part of the MPI ranks and worker threads (mp_probe_acc_init_like) holds
@@ -32,6 +33,7 @@
 
 #include "core/json.h"     /* mp_json_read */
 #include "maskpos.h"       /* maskpos_acc_* */
+#include "model/fwd.h"     /* MP_FWD_AT_ATTN_MIX, MP_FWD_AT_LAYER_OUT */
 #include "model/probe.h"   /* mp_probe_stats, MpProbeAcc */
 
 /* An accumulator of 2 layers, 3 heads, S = 40 (skip 1), with the statistics of set. */
@@ -92,6 +94,10 @@ static void test_inputs_derived_from_rows(void **state) {
     assert_int_equal(mp_probe_stats_inputs(maps | MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS), 0),
                      MP_PROBE_IN_HEADSUM | MP_PROBE_IN_PROBS);
     assert_int_equal(mp_probe_stats_points(known_stats()), 0); /* none of these reads a capture point */
+    /* variance reads the attention output before o_proj and the residual stream after the layer */
+    const unsigned var = MP_PROBE_STAT_BIT(MP_PROBE_STAT_VARIANCE);
+    assert_int_equal(mp_probe_stats_points(maps | var), 1u << MP_FWD_AT_ATTN_MIX | 1u << MP_FWD_AT_LAYER_OUT);
+    assert_int_equal(mp_probe_stats_inputs(maps | var, 0), MP_PROBE_IN_HEADSUM | MP_PROBE_IN_CAPTURE);
     MpProbeAcc a;
     acc_with(&a, MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS), 0);
     assert_false(mp_probe_acc_needs_heads(&a));

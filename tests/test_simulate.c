@@ -3,7 +3,13 @@
  *   - torch: tests/ref/simulate_ref.py recomputes every variant from the dumped inputs (1e-10);
  *   - RoPE: bidirectional residue is noise (z ≈ 1) in every layer; causal layers 2–4 are not;
  *   - the paper's landmarks S(50,1), S(50,49) at layers 2–4 (paper.md §2.1);
- *   - determinism: 1 vs 2 threads bit-identical; bad flags exit 2 with one line.
+ *   - determinism: 1 vs 2 threads bit-identical; bad flags exit 2 with one line;
+ *   - the attention output's variance by position: at layer 1 (iid inputs, α = 0) it equals the
+ *     closed form σ²·Σ_j a_ij² from each sequence's own weights within 4 standard errors of their
+ *     difference at large width, and both equal the theory's infinite-width values (variance.npy,
+ *     variance_iid.npy of mp_theory_layers) at layers 1-3 within 4 standard errors; at D = 64 the
+ *     measured variance exceeds the closed form by many standard errors (the values are the keys:
+ *     a key near the query gets more weight, an O(1/D) excess the closed form leaves out).
  */
 #include "testutil.h"
 
@@ -55,6 +61,54 @@ static void test_matches_theory_at_large_width(void **state) {
     }
 }
 
+/* (m − want) / se, the worst over positions i of layer slice m, se [S] (want scaled by `scale`). */
+static double worst_z(const double *m, const double *want, double scale, const double *se, int S) {
+    double w = 0;
+    for (int i = 0; i < S; i++)
+        if (se[i] > 0) w = fmax(w, fabs(m[i] - want[i] * scale) / se[i]);
+    return w;
+}
+
+static void test_variance_closed_form(void **state) {
+    (void)state;
+    MpSimConfig c;
+    mp_sim_config_default(&c);
+    c.batch = MP_TEST_SANITIZED ? 100 : 300;
+    c.seq = 8, c.dim = MP_TEST_SANITIZED ? 16384 : 32768, c.layers = 3, c.seed = 5, c.variance = 1;
+    MpSimResult r;
+    run_or_fail(&r, &c);
+    const int S = c.seq, L = c.layers;
+    const size_t LS = (size_t)L * S;
+    const double *va = r.var, *sa = r.var + LS, *vc = r.var + 2 * LS, *sc = r.var + 3 * LS, *sg = r.var + 4 * LS;
+    double tv[3 * 8], ti[3 * 8], *g = malloc(sizeof(double) * L * S * S), zero[8] = {0};
+    MpErr e;
+    assert_int_equal(mp_theory_layers(g, ti, tv, c.alpha, S, L, 1, &e), MP_OK);
+    double gap[8]; /* layer 1: the measured variance minus the closed form, in units of the difference's se */
+    for (int i = 0; i < S; i++) gap[i] = va[i] - vc[i];
+    const double zgap = worst_z(gap, zero, 1, sg, S);
+    print_message("D = %d, B = %lld: layer 1 |measured - closed form| <= %.2f se; position 2: %.5f vs %.5f (x D)\n", c.dim,
+                  (long long)c.batch, zgap, va[1] * c.dim, vc[1] * c.dim);
+    assert_true(zgap < 4);
+    for (int l = 0; l < L; l++) {
+        const double z1 = worst_z(va + l * S, tv + l * S, 1.0 / c.dim, sa + l * S, S);
+        const double z2 = worst_z(vc + l * S, ti + l * S, 1.0 / c.dim, sc + l * S, S);
+        print_message("layer %d: measured vs the theory's own variance %.2f se, closed form vs its Σa² %.2f se (position 8: "
+                      "%.4f / %.4f, %.4f / %.4f)\n", l + 1, z1, z2, va[l * S + 7] * c.dim, tv[l * S + 7], vc[l * S + 7] * c.dim,
+                      ti[l * S + 7]);
+        assert_true(z1 < 4 && z2 < 4);
+    }
+    mp_sim_result_free(&r);
+    free(g);
+    c.dim = 64, c.batch = MP_TEST_SANITIZED ? 1000 : 2000, c.layers = 1;
+    run_or_fail(&r, &c);
+    for (int i = 0; i < S; i++) gap[i] = r.var[i] - r.var[2 * S + i];
+    const double z64 = worst_z(gap, zero, 1, r.var + 4 * S, S);
+    print_message("D = 64: layer 1 measured - closed form up to %.1f se (position 8: %.5f vs %.5f, x D)\n", z64,
+                  r.var[7] * 64, r.var[2 * S + 7] * 64);
+    assert_true(z64 > 6 && gap[7] > 0);
+    mp_sim_result_free(&r);
+}
+
 static void test_against_torch(void **state) {
     (void)state;
     const char *variants[][2] = {
@@ -67,7 +121,7 @@ static void test_against_torch(void **state) {
         const char *d = mp_test_tmpdir();
         char out[8192];
         int rc = mp_test_run(out, sizeof out, "simulate --batch 64 --seq 16 --dim 32 --layers 3 --seed 3 %s "
-                             "--dump-inputs %s/in.npy --out %s --quiet", variants[v][0], d, d);
+                             "--dump-inputs %s/in.npy --variance --out %s --quiet", variants[v][0], d, d);
         if (rc != 0) fail_msg("simulate failed: %s", out);
         rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/simulate_ref.py %s/in.npy %s %s",
                            MP_SOURCE_DIR, d, d, variants[v][1]);
@@ -206,7 +260,7 @@ int main(void) {
         cmocka_unit_test(test_matches_theory_at_large_width), cmocka_unit_test(test_against_torch),
         cmocka_unit_test(test_rope_residue_vs_noise),        cmocka_unit_test(test_paper_landmarks),
         cmocka_unit_test(test_threads_bit_identical),         cmocka_unit_test(test_outputs_and_probabilities),
-        cmocka_unit_test(test_bad_flags),
+        cmocka_unit_test(test_bad_flags),                    cmocka_unit_test(test_variance_closed_form),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -536,17 +536,19 @@ def theory(alpha=0.0, n=3, layers=None):
 
 def simulate(batch=None, seq=None, dim=None, layers=None, alpha=None, norm=None, scale=None, rope=None,
              rope_theta=None, bidirectional=None, seed=None, threads=None, layer_form=None, residual=None,
-             progress=None):
+             variance=None, progress=None):
     """The parameter-free decoder by Monte Carlo (`maskpos simulate`, one alpha; same defaults).
 
     Returns a Result with .scores (mean pre-softmax scores), .scores_se (their standard errors),
     .probs (mean attention probabilities) and .diagnorm (diagonal-mean normalised scores), each
     [L, S, S] (row = query i, column = key j, NaN where the mask hides the pair), and .stats
-    (nri, residue_z_rms, ... per layer). progress: None = a bar when stderr is a terminal,
-    True/False = always/never."""
+    (nri, residue_z_rms, ... per layer). variance=True adds .var_attn, .var_closed and their standard
+    errors .var_attn_se, .var_closed_se, .var_gap_se [L, S] (the attention output's variance by
+    position and the closed form sigma^2 sum_j a_ij^2; docs/metrics.md). progress: None = a bar when
+    stderr is a terminal, True/False = always/never."""
     settings = dict(batch=batch, seq=seq, dim=dim, layers=layers, alpha=alpha, norm=norm, scale=scale, rope=rope,
                     rope_theta=rope_theta, bidirectional=bidirectional, seed=seed, threads=threads,
-                    layer_form=layer_form)
+                    layer_form=layer_form, variance=variance)
     given = dict(settings, residual=residual)
     if residual is not None:
         settings["residual"] = residual if isinstance(residual, str) else ("on" if residual else "off")

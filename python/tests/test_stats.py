@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import maskpos
-from conftest import ROOT
+from conftest import ROOT, Cli
 
 MODEL = os.path.join(ROOT, "models", "rope")
 
@@ -42,3 +42,21 @@ def test_accumulator_stats_by_name():
     plain.merge(acc)  # the same statistics, by switch or by name
     with pytest.raises(maskpos.Error, match="'nope' is not a statistic"):
         maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="probs,nope")
+
+
+def test_variance_through_the_table(tmp_path):
+    """probe(stats="variance") gives the arrays and slopes `maskpos probe --stats variance` writes, to
+    the byte; the accumulator, fed scores, refuses it (it reads activations: issue 38 item 4)."""
+    t = (np.arange(4 * 16, dtype=np.int32).reshape(4, 16) * 7) % 200
+    r = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="variance", progress=False)
+    assert r.var_attn.shape == (2, 16) and r.var_resid.shape == (2, 16)
+    assert r.var_attn_heads.ndim == 3 and r.var_attn_heads.shape[::2] == (2, 16)
+    assert np.all(r.var_attn > 0) and np.all(r.var_attn_se > 0) and np.all(np.isfinite(r.var_resid_se))
+    np.save(tmp_path / "ids.npy", t)
+    Cli()("probe", MODEL, "--tokens", tmp_path / "ids.npy", "--layers", "1,2", "--stats", "variance", "--out",
+          tmp_path / "o", "--quiet")
+    for name in ("var_attn", "var_attn_se", "var_attn_heads", "var_attn_heads_se", "var_resid", "var_resid_se"):
+        assert np.array_equal(getattr(r, name), np.load(tmp_path / "o" / (name + ".npy"))), name
+    assert len(r.meta["variance_slope_attn"]) == 2 and r.meta["variance_slope_first_position"] == 1
+    with pytest.raises(maskpos.Error, match="'variance' reads the forward pass's activations"):
+        maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="variance")

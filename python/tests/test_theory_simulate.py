@@ -36,6 +36,7 @@ def test_theory_equals_cli(cli, tmp_path):
     r = maskpos.theory(alpha=0.2, n=7, layers=3)
     assert r.kind == "theory"
     assert r.scores.shape == (7, 7) and r.arrays["layer_scores"].shape == (3, 7, 7)
+    assert r.variance.shape == (3, 7) and r.variance_iid.shape == (3, 7)  # the attention output's variance
     check_folder(r, tmp_path / "cli", tmp_path)
 
 
@@ -48,6 +49,7 @@ def test_theory_closed_form_value():
     (["--alpha", "0.3", "--rope"], dict(alpha=0.3, rope=True)),
     (["--norm", "layernorm", "--scale", "d", "--bidirectional"], dict(norm="layernorm", scale="d", bidirectional=True)),
     (["--layer-form", "recency", "--dim", "16", "--alpha", "0.5"], dict(layer_form="recency", dim=16, alpha=0.5)),
+    (["--variance", "--alpha", "0.2"], dict(variance=True, alpha=0.2)),  # the five var_*.npy maps too
 ])
 def test_simulate_equals_cli(cli, tmp_path, flags, kwargs):
     base = dict(batch=300, seq=12, layers=3, seed=7)
@@ -56,6 +58,7 @@ def test_simulate_equals_cli(cli, tmp_path, flags, kwargs):
     r = maskpos.simulate(**base, **kwargs, progress=False)
     assert r.scores.shape == (3, 12, 12)
     check_folder(r, tmp_path / "cli", tmp_path)
+    assert ("var_attn" in r.arrays) == bool(kwargs.get("variance"))
     assert list(r.stats["layer"]) == [1, 2, 3]
     assert np.array_equal(r.stats["nri"], np.array([s["nri"] for s in r.meta["stats"]]))
 

@@ -217,9 +217,10 @@ static int api_set_simulate(MaskposConfig *c, const char *key, const char *flag,
         s->alpha = a;
         return MP_OK;
     }
-    if (!strcmp(key, "rope") || !strcmp(key, "bidirectional")) {
+    if (!strcmp(key, "rope") || !strcmp(key, "bidirectional") || !strcmp(key, "variance")) {
         if (api_switch(flag, v, &on) != MP_OK) return MP_ERR;
         if (key[0] == 'r') s->rope = on;
+        else if (key[0] == 'v') s->variance = on;
         else s->causal = !on;
         return MP_OK;
     }

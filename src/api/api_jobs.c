@@ -63,6 +63,9 @@ MASKPOS_API int maskpos_theory(const MaskposConfig *c, MaskposResult **out) {
     int rc = mp_theory_run(t, &tc, &e);
     if (rc == MP_OK) rc = mp_api_result_add(r, "layer2_scores", MP_DT_F64, 2, shp2, t->th.s2, NULL, &e);
     if (rc == MP_OK && t->deep) rc = mp_api_result_add(r, "layer_scores", MP_DT_F64, 3, shp3, t->deep, NULL, &e);
+    const int64_t shpv[2] = {t->var_layers, n};
+    if (rc == MP_OK) rc = mp_api_result_add(r, "variance", MP_DT_F64, 2, shpv, t->var, NULL, &e);
+    if (rc == MP_OK) rc = mp_api_result_add(r, "variance_iid", MP_DT_F64, 2, shpv, t->var_iid, NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_argv(r, c, &e);
     if (rc != MP_OK) {
         maskpos_result_free(r);
@@ -178,6 +181,10 @@ MASKPOS_API int maskpos_simulate(const MaskposConfig *c, MaskposProgressFn progr
     if (rc == MP_OK) rc = mp_api_result_add(r, "scores_se", MP_DT_F64, 3, shp, res->se, NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_add(r, "probs", MP_DT_F64, 3, shp, res->probs, NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_add(r, "scores_diagnorm", MP_DT_F64, 3, shp, res->diagnorm, NULL, &e);
+    const int64_t vshp[2] = {res->layers, res->seq};
+    for (int k = 0; res->var && k < MP_SIM_VAR_FILES && rc == MP_OK; k++)
+        rc = mp_api_result_add(r, mp_sim_var_files[k].name, MP_DT_F64, 2, vshp, res->var + (size_t)k * res->layers * res->seq,
+                               NULL, &e);
     if (rc == MP_OK) rc = mp_api_result_argv(r, c, &e);
     if (rc != MP_OK) {
         maskpos_result_free(r);

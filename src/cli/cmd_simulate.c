@@ -39,7 +39,7 @@ typedef struct SimArgs {
 
 typedef enum SimOpt {
     SI_BATCH, SI_SEQ, SI_DIM, SI_LAYERS, SI_ALPHA, SI_NORM, SI_SCALE, SI_ROPE, SI_ROPE_THETA, SI_BIDIRECTIONAL, SI_LAYER_FORM,
-    SI_RESIDUAL, SI_SEED, SI_THREADS, SI_OUT, SI_PLOT, SI_DUMP_INPUTS, SI_QUIET, SI_FORCE, SI_COUNT
+    SI_RESIDUAL, SI_VARIANCE, SI_SEED, SI_THREADS, SI_OUT, SI_PLOT, SI_DUMP_INPUTS, SI_QUIET, SI_FORCE, SI_COUNT
 } SimOpt;
 
 /* --alpha A[,A...]: each in [0, 1). */
@@ -95,6 +95,11 @@ static const MpOpt simulate_opts[SI_COUNT] = {
     [SI_RESIDUAL] = {MP_OPT_DECL("residual", MP_OPT_CHOICE, "on|off",
                                  .help = "add the layer's input to its output (default on; recency form: off)", .choices = sim_on_off),
                      F(cfg.residual)},
+    [SI_VARIANCE] = {MP_OPT_DECL("variance", MP_OPT_BOOL, NULL,
+                                 .help = "also the attention output's variance by position and its closed form\n"
+                                         "sigma^2 sum_j a_ij^2 from each sequence's own weights, with standard errors\n"
+                                         "(var_*.npy [L,S]; docs/metrics.md, \"Variance by position\")"),
+                     F(cfg.variance)},
     [SI_SEED] = {S(SEED), F(cfg.seed), .arg = "N", .help = "random seed (default 0); results are bit-identical for any --threads"},
     [SI_THREADS] = {S(THREADS), F(cfg.threads)},
     [SI_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "DIR",
@@ -236,8 +241,8 @@ int mp_cmd_simulate(int argc, char **argv) {
             if (mp_sim_write_outputs(dir, &cfg, fl.scale_word, &res, fl.plot, argc, argv, &e) != MP_OK)
                 rc = mp_cli_error(cmd, "%s", e.msg);
             else
-                printf("wrote %s/{scores,scores_se,probs,scores_diagnorm}.npy, meta.json%s\n", dir,
-                       fl.plot ? ", scores.png" : "");
+                printf("wrote %s/{scores,scores_se,probs,scores_diagnorm%s}.npy, meta.json%s\n", dir,
+                       cfg.variance ? ",var_attn,var_attn_se,var_closed,var_closed_se,var_gap_se" : "", fl.plot ? ", scores.png" : "");
         }
         mp_sim_result_free(&res);
     }

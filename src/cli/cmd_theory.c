@@ -36,8 +36,9 @@ static const MpOpt theory_opts[TH_COUNT] = {
     [TH_DIGITS] = {MP_OPT_DECL("digits", MP_OPT_INT, "K", .help = "decimals printed (default 3)", .lo = 0, .hi = 17), F(digits)},
     [TH_OUT] = {MP_OPT_DECL("out", MP_OPT_STRING, "DIR",
                             .help = "write layer2_scores.npy [N,N] (NaN above the diagonal), layer_scores.npy\n"
-                            "[L,N,N] when --layers is given, and meta.json; the tables printed then stop\n"
-                            "at the first 64 positions"), F(out)},
+                            "[L,N,N] when --layers is given, variance.npy and variance_iid.npy [L,N] (the\n"
+                            "attention output's variance by position; layer 1 without --layers), and\n"
+                            "meta.json; the tables printed then stop at the first 64 positions"), F(out)},
     [TH_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL,
                               .help = "replace the outputs of an earlier run in --out (else such a folder is refused)"), F(force)},
 };

@@ -318,8 +318,8 @@ static int probe_plan(ProbeState *s, MpErr *e) {
 }
 
 /* The accumulator with the statistics of the run, and the forward pass with the hooks their inputs
- * need beside the rows hook (mp_probe_run_ranks sets that one per sequence): the probabilities
- * after each layer's softmax, the capture points. */
+ * need beside the rows hook and the capture hook (mp_probe_run_ranks sets those per sequence): the
+ * probabilities after each layer's softmax. */
 static int probe_acc_setup(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
     if (mp_probe_acc_init(&s->acc, s->mask0, s->m->n_layers, s->m->n_heads, s->tk.seq, r->per_head, s->causal, s->threads,
@@ -331,7 +331,8 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
     if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
     const unsigned in = mp_probe_acc_inputs(&s->acc);
     if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
-    if (in & MP_PROBE_IN_CAPTURE) s->f.capture = mp_probe_acc_capture, s->f.capture_ctx = &s->acc;
+    /* the capture points (MP_PROBE_IN_CAPTURE): mp_probe_run_ranks sets f.capture per sequence, to the
+     * accumulator (or worker's part) at hand */
     return MP_OK;
 }
 

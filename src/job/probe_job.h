@@ -115,6 +115,8 @@ typedef struct MpProbeResult {
     unsigned stat_set;       /* the statistics of the run (bit MpProbeStatId; from the accumulator) */
     MpProbeProbsOut pr;      /* probs: sink and entropy */
     MpProbeRecencyOut rec;   /* recency */
+    double *var_slopes;      /* variance: [L, 4] log-log slopes (attention output, its se, residual stream, its se;
+                                model/probe_var.h), then [S] scratch */
     MpProbeOut outs[MP_PROBE_MAX_OUTS]; /* the outputs of the statistics' rows (MpProbeStat.outs), in */
     int n_outs;                         /* table order: each a .npy and its meta.json "files" entry */
     char title[256];         /* the model's file name, for figure titles */

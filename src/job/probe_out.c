@@ -26,6 +26,7 @@
 #include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_meta, mp_probe_len_write */
 #include "job/probe_probs.h" /* mp_probe_probs_results, _print, _meta, _figures */
 #include "job/sim_out.h"     /* mp_job_stats_json */
+#include "model/probe_var.h" /* mp_probe_var_slopes */
 #include "viz/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
@@ -62,9 +63,47 @@ static int recency_figures(const MpProbeResult *res, const char *dir, json_t *fi
 }
 static void recency_print(FILE *f, const MpProbeResult *res) { mp_probe_len_print(f, &res->rec, res->layers); }
 
+static json_t *probe_real(double v); /* (result, below) */
+
+/* variance: the log-log slopes of each layer's variances against the position, with their jackknife
+ * standard errors (model/probe_var.h), into meta.json and a printed table. */
+static int variance_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
+    res->var_slopes = mp_try_malloc(((size_t)a->L * 4 + (size_t)a->S) * sizeof(double));
+    if (!res->var_slopes) return mp_err_set(e, "out of memory for the variance slopes (%d layers)", a->L);
+    mp_probe_var_slopes(a, res->var_slopes, res->var_slopes + (size_t)a->L * 4);
+    return MP_OK;
+}
+static void variance_free(MpProbeResult *res) { free(res->var_slopes); }
+static void variance_meta(json_t *meta, const MpProbeResult *res) {
+    static const char *key[4] = {"variance_slope_attn", "variance_slope_attn_se", "variance_slope_resid",
+                                 "variance_slope_resid_se"};
+    for (int k = 0; k < 4; k++) {
+        json_t *arr = json_array();
+        for (int l = 0; l < res->L; l++) json_array_append_new(arr, probe_real(res->var_slopes[(size_t)l * 4 + k]));
+        json_object_set_new(meta, key[k], arr);
+    }
+    json_object_set_new(meta, "variance_slope_first_position", json_integer(MP_PROBE_VAR_FIT_FROM));
+    json_object_set_new(meta, "variance_slope_of",
+                        json_string("per layer: least-squares slope of log variance (var_attn.npy, var_resid.npy) against "
+                                    "log(i + 1) over 0-based positions i >= variance_slope_first_position (-1: variance "
+                                    "proportional to 1/position, as uniform attention over iid values gives); se: "
+                                    "delete-a-group jackknife over 16 groups of sequences (a hash of each sequence's own "
+                                    "values); null where a variance is not positive"));
+}
+static void variance_print(FILE *f, const MpProbeResult *res) {
+    fprintf(f, "variance by position, log-log slope from position %d (+- jackknife se; -1 = 1/position):\n",
+            MP_PROBE_VAR_FIT_FROM + 1);
+    fprintf(f, "  layer  attention output        residual stream\n");
+    for (int l = 0; l < res->L; l++) {
+        const double *o = res->var_slopes + (size_t)l * 4;
+        fprintf(f, "  %5d  %8.4f +- %-8.4f      %8.4f +- %.4f\n", res->layers[l] + 1, o[0], o[1], o[2], o[3]);
+    }
+}
+
 static const ProbeStatOut probe_stat_outs[MP_PROBE_NSTATS] = {
     [MP_PROBE_STAT_PROBS] = {probs_fill, probs_free, probs_meta, probs_figures, probs_print},
     [MP_PROBE_STAT_RECENCY] = {recency_fill, recency_free, recency_meta, recency_figures, recency_print},
+    [MP_PROBE_STAT_VARIANCE] = {variance_fill, variance_free, variance_meta, NULL, variance_print},
 };
 
 /* 1 when res holds statistic id. */

@@ -52,6 +52,16 @@ json_t *mp_job_stats_json(const MpPosStats *st, const int *layers, int n) {
     return arr;
 }
 
+const MpSimVarFile mp_sim_var_files[MP_SIM_VAR_FILES] = {
+    {"var_attn", "float64 [L,S] variance over sequences and dimensions of the attention output o_i = sum_j a_ij y_j "
+                     "(before the residual), by position"},
+    {"var_attn_se", "float64 [L,S] its standard error (sequences as independent draws)"},
+    {"var_closed", "float64 [L,S] the closed form for values independent of the weights, sigma^2 sum_j a_ij^2, from "
+                       "each sequence's own weights and values (sigma^2 = |y_j|^2 / D; 1/D for L2 rows), mean over sequences"},
+    {"var_closed_se", "float64 [L,S] its standard error"},
+    {"var_gap_se", "float64 [L,S] standard error of var_attn - var_closed (the same sequences)"},
+};
+
 json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
                            char **argv) {
     json_t *m = json_object();
@@ -77,6 +87,11 @@ json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const M
     json_object_set_new(files_j, "scores_se.npy", json_string("float64 [L,S,S] standard error of the mean score"));
     json_object_set_new(files_j, "probs.npy", json_string("float64 [L,S,S] mean post-softmax probability; 0 where masked"));
     json_object_set_new(files_j, "scores_diagnorm.npy", json_string("float64 [L,S,S] scores minus the mean of their diagonal (i-j)"));
+    for (int k = 0; r->var && k < MP_SIM_VAR_FILES; k++) {
+        char f[64];
+        snprintf(f, sizeof f, "%s.npy", mp_sim_var_files[k].name);
+        json_object_set_new(files_j, f, json_string(mp_sim_var_files[k].of));
+    }
     if (plot) json_object_set_new(files_j, "scores.png", json_string("figure: raw (top) and diagonal-normalised (bottom) maps per layer"));
     json_object_set_new(m, "files", files_j);
     json_object_set_new(m, "stats", mp_job_stats_json(r->stats, NULL, r->layers));
@@ -120,6 +135,14 @@ int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scal
         if (mp_path_join(path, sizeof path, dir, files[i].name, e) != MP_OK ||
             mp_npy_write(path, MP_DT_F64, files[i].data, 3, shp, e) != MP_OK)
             return MP_ERR;
+    const int64_t vshp[2] = {r->layers, r->seq};
+    for (int k = 0; r->var && k < MP_SIM_VAR_FILES; k++) { /* --variance: r->var's k-th (L,S) */
+        char f[64];
+        snprintf(f, sizeof f, "%s.npy", mp_sim_var_files[k].name);
+        if (mp_path_join(path, sizeof path, dir, f, e) != MP_OK ||
+            mp_npy_write(path, MP_DT_F64, r->var + (size_t)k * r->layers * r->seq, 2, vshp, e) != MP_OK)
+            return MP_ERR;
+    }
     if (plot) {
         char title[256];
         snprintf(title, sizeof title, "Parameter-free decoder: %s, %s, alpha=%g%s (B=%lld, S=%d, d=%d)",

@@ -8,11 +8,20 @@
 #include "core/err.h"     /* MpErr */
 #include "sim/simulate.h" /* MpSimConfig, MpSimResult */
 
+/* The variance maps of MpSimResult.var, in its order: each an (L,S) float64 array, its name (the
+ * .npy file's without the suffix; the C API's array) and its meta.json "files" text. */
+#define MP_SIM_VAR_FILES 5
+typedef struct MpSimVarFile {
+    const char *name, *of;
+} MpSimVarFile;
+extern const MpSimVarFile mp_sim_var_files[MP_SIM_VAR_FILES];
+
 /* meta.json of a simulation as an object (the caller owns it): what mp_sim_write_outputs writes
  * (plot: the figure listed in "files"). */
 json_t *mp_sim_result_meta(const MpSimConfig *c, const char *scale_word, const MpSimResult *r, int plot, int argc,
                            char **argv);
-/* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, meta.json (and figures when
+/* Writes scores.npy, scores_se.npy, probs.npy, scores_diagnorm.npy, the variance maps with
+ * cfg.variance (mp_sim_var_files), meta.json (and figures when
  * plot) into dir, creating it. Every file is written atomically; meta.json goes last, so a
  * directory with a meta.json holds a complete result. */
 int mp_sim_write_outputs(const char *dir, const MpSimConfig *c, const char *scale_word,

@@ -1,6 +1,7 @@
 /* theory_job.c — see theory_job.h. */
 #include "job/theory_job.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,16 +15,30 @@ int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e) {
     if (!(c->alpha >= 0 && c->alpha < 1)) return mp_err_set(e, "alpha %g is outside [0, 1)", c->alpha);
     if (c->n < 1 || c->layers < 0) return mp_err_set(e, "n = %d, layers = %d: need n >= 1 and layers >= 0", c->n, c->layers);
     if (mp_theory_init(&r->th, c->alpha, c->n, e) != MP_OK) return MP_ERR;
+    r->var_layers = c->layers > 0 ? c->layers : 1;
+    r->var_iid = mp_try_calloc((size_t)r->var_layers * c->n, sizeof(double));
+    r->var = mp_try_calloc((size_t)r->var_layers * c->n, sizeof(double));
+    if (!r->var_iid || !r->var) {
+        mp_theory_result_free(r);
+        return mp_err_set(e, "out of memory for the variances of %d layers of %d positions", r->var_layers, c->n);
+    }
     if (c->layers > 0) {
         r->deep = mp_try_calloc((size_t)c->layers * c->n * c->n, sizeof(double));
         if (!r->deep) {
             mp_theory_result_free(r);
             return mp_err_set(e, "out of memory for %d layer maps of %d x %d", c->layers, c->n, c->n);
         }
-        if (mp_theory_gram_layers(r->deep, c->alpha, c->n, c->layers, 1, e) != MP_OK) {
+        if (mp_theory_layers(r->deep, r->var_iid, r->var, c->alpha, c->n, c->layers, 1, e) != MP_OK) {
             mp_theory_result_free(r);
             return MP_ERR;
         }
+        return MP_OK;
+    }
+    const double E = exp(1.0), e2a = exp(2 * c->alpha); /* layer 1: a_ii = e/Z_i, a_ij = e^α/Z_i (j < i) */
+    for (int i = 0; i < c->n; i++) {
+        const double z = r->th.z[i];
+        r->var_iid[i] = (E * E + i * e2a) / (z * z);
+        r->var[i] = (1 - c->alpha) * r->var_iid[i] + c->alpha;
     }
     return MP_OK;
 }
@@ -31,6 +46,8 @@ int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e) {
 void mp_theory_result_free(MpTheoryResult *r) {
     mp_theory_free(&r->th);
     free(r->deep);
+    free(r->var_iid);
+    free(r->var);
     memset(r, 0, sizeof *r);
 }
 
@@ -75,6 +92,14 @@ json_t *mp_theory_result_meta(const MpTheoryResult *r, const MpJobWriteOptions *
     if (r->deep)
         json_object_set_new(files, "layer_scores.npy",
                             json_string("float64 [L,N,N] layers 1..L of the infinite-width Gram recursion"));
+    json_object_set_new(files, "variance.npy",
+                        json_string("float64 [L,N] variance over sequences and dimensions of the attention output "
+                                    "sum_j a_ij y_j at position i, in units of the values' per-dimension variance 1/d, at "
+                                    "infinite width (layers 1..L of the recursion; without --layers layer 1's closed form "
+                                    "(1-alpha) sum_j a_ij^2 + alpha)"));
+    json_object_set_new(files, "variance_iid.npy",
+                        json_string("float64 [L,N] the closed form for values independent of the weights, sum_j a_ij^2 "
+                                    "(sigma^2 sum_j a_ij^2 in units of sigma^2; Chi et al. 2023), from the same weights"));
     json_object_set_new(meta, "files", files);
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(r->th.g[i]));
@@ -96,6 +121,11 @@ int mp_theory_result_write(const MpTheoryResult *r, const char *dir, const MpJob
         mp_npy_write(path, MP_DT_F64, r->th.s2, 2, shp2, e) != MP_OK ||
         (r->deep && (mp_path_join(path, sizeof path, dir, "layer_scores.npy", e) ||
                      mp_npy_write(path, MP_DT_F64, r->deep, 3, shp3, e) != MP_OK)))
+        return MP_ERR;
+    const int64_t shpv[2] = {r->var_layers, n};
+    if (mp_path_join(path, sizeof path, dir, "variance.npy", e) || mp_npy_write(path, MP_DT_F64, r->var, 2, shpv, e) != MP_OK ||
+        mp_path_join(path, sizeof path, dir, "variance_iid.npy", e) ||
+        mp_npy_write(path, MP_DT_F64, r->var_iid, 2, shpv, e) != MP_OK)
         return MP_ERR;
     json_t *meta = mp_theory_result_meta(r, o);
     int rc = MP_OK;

@@ -2,9 +2,10 @@
  * (paper.md §1; the maths: sim/theory.h).
  *
  * Implements: mp_theory_run (Z_i, g(i), h(i), the layer-2 map, and optionally layers 1..L of the
- * infinite-width Gram recursion), mp_theory_result_print (the tables `maskpos theory` prints) and
- * mp_theory_result_write (layer2_scores.npy, layer_scores.npy, meta.json: the CLI's folder byte
- * for byte).
+ * infinite-width Gram recursion; the attention output's variance by position, layer 1 in closed
+ * form, layers 1..L from the recursion), mp_theory_result_print (the tables `maskpos theory`
+ * prints) and mp_theory_result_write (layer2_scores.npy, layer_scores.npy, variance.npy,
+ * variance_iid.npy, meta.json: the CLI's folder byte for byte).
  * Does not: parse flags or claim the folder (src/cli/cmd_theory.c).
  * Tested by: tests/test_theory.c (the maths), tests/test_jobs.c (the call against the CLI).
  *
@@ -31,6 +32,11 @@ typedef struct MpTheoryResult {
     MpTheoryConfig c;
     MpTheory th;   /* z, g, h [N]; s2 [N,N] (NaN above the diagonal) */
     double *deep;  /* [L,N,N] layers 1..L of the recursion, or NULL (layers = 0) */
+    /* the variance of the attention output by position, in units of σ² = 1/d (sim/theory.h,
+     * mp_theory_layers): layers 1..L of the recursion, or layer 1's closed form alone (layers = 0) */
+    int var_layers;  /* L, or 1 */
+    double *var_iid; /* [var_layers, N] σ²·Σ_j a_ij² / σ²: values independent of the weights */
+    double *var;     /* [var_layers, N] the decoder's own (its values' inner products) */
 } MpTheoryResult;
 
 int mp_theory_run(MpTheoryResult *r, const MpTheoryConfig *c, MpErr *e);

@@ -876,6 +876,18 @@ static int fwd_head(MpFwd *f, FwdRows r, MpErr *e) {
     return fwd_logits_out(f, r, e);
 }
 
+/* 1 when layer l stops after its scores: the last layer of a run without logits (its softmax, values
+ * and MLP would feed nothing) unless something reads past them — a capture point after the scores
+ * asked for by name (cfg.tap_points holds ATTN_MIX or a later point, l among cfg.tap_layers, a
+ * capture hook set): then the whole layer runs. The probabilities' hook runs the attention op to
+ * its end (fwd_layers) but not the MLP. tap_points 0 ("every point") does not run it through:
+ * gram reads the last layer's scores only. */
+static int fwd_stops_at_scores(const MpFwd *f, int l) {
+    if (l != f->cfg.n_layers - 1 || f->cfg.logits) return 0;
+    const unsigned after = ~((1u << MP_FWD_AT_ATTN_MIX) - 1u);
+    return !(f->capture && (f->cfg.tap_points & after) && fwd_tapped_layer(f, l));
+}
+
 /* The layers and the output head over rows [t0, T) (embeddings and RoPE tables in place); each
  * layer's activations checked for NaN and ±Inf as it ends (fwd_check.h); the instance's errors
  * collected at the end (synchronize). */
@@ -885,7 +897,7 @@ static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) 
         if (f->xp) fwd_norm(f, f->xp, f->x, ly->ffn_norm, ly->ffn_norm_b, r.t0, r.T); /* parallel residual: ln2(x) before attention */
         fwd_norm(f, f->xn, f->x, ly->attn_norm, ly->attn_norm_b, r.t0, r.T);
         fwd_capture(f, r, l, MP_FWD_AT_ATTN_IN, f->xn, f->C);
-        const int last = l == f->cfg.n_layers - 1 && !f->cfg.logits;
+        const int last = fwd_stops_at_scores(f, l);
         fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
         if (!last) fwd_mlp(f, ly, l, r);
         if (fwd_check(f, l, r, last, e) != MP_OK) return MP_ERR;

@@ -208,7 +208,8 @@ typedef struct MpFwd {
     int tap_device;
     /* optional, set by the caller after init: the capture points asked for in cfg.tap_layers /
      * cfg.tap_points (MpFwdPoint; mp_fwd_run only; the last layer of a run without logits stops
-     * after its keys); a backend copies to the host only those */
+     * after its scores unless tap_points names a point after them, ATTN_MIX and on: then it runs
+     * through); a backend copies to the host only those */
     MpFwdCaptureFn capture;
     void *capture_ctx;
     MpFwdCheck chk;            /* non-finite activations of the layer at hand (fwd_check.h) */
@@ -236,7 +237,8 @@ void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct; frees the weights only w
  * sees every layer's scores (NULL when f->rows_hook is set: MP_ERR). A layer whose activations
  * overflow to NaN or ±Inf ends the run with MP_ERR naming the layer, the position and the tensor
  * (fwd_check.h; the hooks may have seen that layer's bad scores by then). With cfg.logits, f->logits [T, V] holds next-token logits; without,
- * the last layer stops at its scores (its softmax, values and MLP would feed nothing). */
+ * the last layer stops at its scores (its softmax, values and MLP would feed nothing) unless
+ * cfg.tap_points names a capture point after them (ATTN_MIX and on) and f->capture is set. */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
 
 /* Key/value-cache decoding (cfg.kv_cache): runs positions [t0, T) of ids [T] (1 <= T <= max_seq)

@@ -115,6 +115,18 @@ typedef struct MpProbeAcc {
                              from skip: a sequence's own residue on its own nb × nb grid) */
     int cur_len;          /* the length of the sequence being added (0 = S; set by the caller) */
     double *bmeans;       /* [nb, nb] scratch: one sequence's block means */
+    /* the variance of the attention output and of the residual stream by position (MP_PROBE_STAT_VARIANCE;
+     * model/probe_var.h): for each sequence and position the mean over dimensions of the values, u1, and of
+     * their squares, u2, summed over sequences as the M = MP_PROBE_VAR_MOMENTS moments [Σu1, Σu2, Σu1²,
+     * Σu2², Σu1·u2] (the variance over sequences and dimensions is Σu2/N − (Σu1/N)², its standard error
+     * from the others) */
+    double *vattn;        /* [L, M, S] the attention output before o_proj, every head's dimensions together */
+    double *vheads;       /* [L, H, M, S] the same per head */
+    double *vresid;       /* [L, M, S] the residual stream after the layer */
+    double *vgroup;       /* [L, G, J, S] the slopes' jackknife: per group of sequences (G = MP_PROBE_VAR_GROUPS,
+                             a sequence's group a hash of its own moments) Σu1, Σu2 and the count of the
+                             attention output, then the same of the residual stream (J = 6 rows) */
+    double *vscr;         /* [2, S] scratch: one sequence's u1, u2 at one capture point */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -145,6 +157,9 @@ typedef enum MpProbeStatId {
     MP_PROBE_STAT_RECENCY,  /* "recency": recent triples and the statistics by length (probe_recency.h) */
     MP_PROBE_STAT_LENGTHS,  /* "lengths": per-position and per-block counts of sequences shorter than S
                                (mp_probe_acc_lengths_on; with recency only while every sequence is whole) */
+    MP_PROBE_STAT_VARIANCE, /* "variance": the variance over sequences and dimensions of the attention output
+                               (before o_proj; per head and all heads) and of the residual stream after the
+                               layer, by position, with standard errors and log-log slopes (probe_var.h) */
     MP_PROBE_NSTATS
 } MpProbeStatId;
 #define MP_PROBE_STAT_BIT(id) (1u << (id))
@@ -161,6 +176,12 @@ enum {
     MP_PROBE_IN_CAPTURE = 8, /* activations at capture points (MpFwd.capture; the row's points) */
 };
 
+/* The variance statistic's sums (model/probe_var.h): the moments kept per position, the groups of
+ * sequences of its slopes' jackknife and the rows kept per group. */
+#define MP_PROBE_VAR_MOMENTS 5
+#define MP_PROBE_VAR_GROUPS 16
+#define MP_PROBE_VAR_GROUP_ROWS 6
+
 /* The length of an array (or an output) of a statistic, in terms of the accumulator's dimensions. */
 typedef enum MpProbeShape {
     MP_PROBE_SH_LSS,    /* [L, S, S] */
@@ -173,6 +194,9 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_L,      /* [L] */
     MP_PROBE_SH_LS,     /* [L, S] */
     MP_PROBE_SH_LFBB,   /* [L, F, nb, nb], F = MP_PROBE_FLIPS */
+    MP_PROBE_SH_LMS,    /* [L, M, S], M = MP_PROBE_VAR_MOMENTS */
+    MP_PROBE_SH_LHMS,   /* [L, H, M, S] */
+    MP_PROBE_SH_LGJS,   /* [L, G, J, S], G = MP_PROBE_VAR_GROUPS, J = MP_PROBE_VAR_GROUP_ROWS */
 } MpProbeShape;
 
 /* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
@@ -196,7 +220,7 @@ typedef struct MpProbeOutSpec {
 } MpProbeOutSpec;
 
 #define MP_PROBE_STAT_ARRAYS 10 /* sums per statistic (an initialiser with more does not compile) */
-#define MP_PROBE_STAT_OUTS 4   /* outputs per statistic */
+#define MP_PROBE_STAT_OUTS 6   /* outputs per statistic */
 
 typedef struct MpProbeStat {
     const char *name;   /* the setting's word ("maps": always on) */
@@ -204,11 +228,10 @@ typedef struct MpProbeStat {
     const char *what;   /* its sums in messages ("the probability maps") */
     unsigned in;        /* MP_PROBE_IN_*: what it reads */
     unsigned in_heads;  /* what it reads in addition when per_head */
-    unsigned points;    /* with MP_PROBE_IN_CAPTURE: bit p = MpFwdPoint p (model/fwd.h). Note: today's forward
-                           pass stops the deepest layer of a run without logits after its scores (unless
-                           the probabilities' hook is set), so points after the scores (ATTN_MIX and
-                           on) of that layer are not delivered: such a statistic needs the forward pass
-                           to run that layer through (to be derived from MpFwdConfig.tap_points) */
+    unsigned points;    /* with MP_PROBE_IN_CAPTURE: bit p = MpFwdPoint p (model/fwd.h). The forward pass
+                           stops the deepest layer of a run without logits after its scores unless
+                           MpFwdConfig.tap_points asks for a point after them (ATTN_MIX and on; the
+                           probe sets tap_points from these bits), so every point is delivered */
     MpProbeArrSpec arrays[MP_PROBE_STAT_ARRAYS]; /* its sums, in checkpoint order (name NULL: no more) */
     MpProbeOutSpec outs[MP_PROBE_STAT_OUTS];     /* its generic outputs (file NULL: no more) */
     /* before its sums are allocated: dimensions derived from L, H, S, skip (NULL: none); MP_ERR with

@@ -37,6 +37,8 @@
 #include "core/util.h"           /* mp_try_calloc, mp_size_mul, mp_thread_num */
 #include "kernels/posmap.h"      /* mp_posmap_diagnorm: per-sequence residues */
 #include "model/probe_recency.h" /* the recency row's functions */
+#include "model/probe_var.h"     /* the variance row's functions */
+#include "model/fwd.h"           /* MP_FWD_AT_ATTN_MIX, MP_FWD_AT_LAYER_OUT: the variance row's points */
 
 /* ================================================================ maps */
 
@@ -366,6 +368,25 @@ const MpProbeStat mp_probe_stats[] = {
         .what = "the per-position counts", .arrays = {ARR(npos, LS, 0, 2), ARR(bcnt, LBB, 0, 2)},
         .layer = lengths_layer,
     },
+    [MP_PROBE_STAT_VARIANCE] = {
+        .name = "variance", .help = "variance of the attention output and the residual stream by position, its slope",
+        .what = "the variance sums", .in = MP_PROBE_IN_CAPTURE,
+        .points = 1u << MP_FWD_AT_ATTN_MIX | 1u << MP_FWD_AT_LAYER_OUT,
+        .arrays = {ARR(vattn, LMS, 0, 1), ARR(vheads, LHMS, 0, 1), ARR(vresid, LMS, 0, 1), ARR(vgroup, LGJS, 0, 1)},
+        .outs = {{"var_attn.npy", MP_PROBE_SH_LS, 0,
+                  "float64 [L,S] variance over sequences and dimensions of the attention output before o_proj "
+                  "(every head's dimensions together), by position", mp_probe_var_attn},
+                 {"var_attn_se.npy", MP_PROBE_SH_LS, 0, "float64 [L,S] its standard error (sequences as independent draws)",
+                  mp_probe_var_attn_se},
+                 {"var_attn_heads.npy", MP_PROBE_SH_LHS, 0, "float64 [L,H,S] the same per head", mp_probe_var_heads},
+                 {"var_attn_heads_se.npy", MP_PROBE_SH_LHS, 0, "float64 [L,H,S] its standard error", mp_probe_var_heads_se},
+                 {"var_resid.npy", MP_PROBE_SH_LS, 0,
+                  "float64 [L,S] variance over sequences and dimensions of the residual stream after the layer, by position",
+                  mp_probe_var_resid},
+                 {"var_resid_se.npy", MP_PROBE_SH_LS, 0, "float64 [L,S] its standard error", mp_probe_var_resid_se}},
+        .scratch = mp_probe_var_scratch, .off = mp_probe_var_off, .capture = mp_probe_var_capture,
+        .scratch_bytes = mp_probe_var_scratch_bytes,
+    },
 };
 #undef ARR
 _Static_assert(sizeof mp_probe_stats / sizeof mp_probe_stats[0] == MP_PROBE_NSTATS, "one row per MpProbeStatId");
@@ -435,6 +456,9 @@ int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
     case MP_PROBE_SH_L: d[0] = L; return 1;
     case MP_PROBE_SH_LS: d[0] = L, d[1] = S; return 2;
     case MP_PROBE_SH_LFBB: d[0] = L, d[1] = MP_PROBE_FLIPS, d[2] = a->nb, d[3] = a->nb; return 4;
+    case MP_PROBE_SH_LMS: d[0] = L, d[1] = MP_PROBE_VAR_MOMENTS, d[2] = S; return 3;
+    case MP_PROBE_SH_LHMS: d[0] = L, d[1] = H, d[2] = MP_PROBE_VAR_MOMENTS, d[3] = S; return 4;
+    case MP_PROBE_SH_LGJS: d[0] = L, d[1] = MP_PROBE_VAR_GROUPS, d[2] = MP_PROBE_VAR_GROUP_ROWS, d[3] = S; return 4;
     }
     MP_ASSERT(!"unknown MpProbeShape");
     return 0;
@@ -616,6 +640,8 @@ int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dc
         return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, flags or statistics differ)");
     if (mp_probe_acc_has(dst, MP_PROBE_STAT_RECENCY) || mp_probe_acc_has(src, MP_PROBE_STAT_RECENCY))
         return mp_err_set(e, "cannot merge probe sums of different lengths with recency");
+    if (mp_probe_acc_has(dst, MP_PROBE_STAT_VARIANCE) || mp_probe_acc_has(src, MP_PROBE_STAT_VARIANCE))
+        return mp_err_set(e, "cannot merge probe sums of different lengths with variance");
     if (dst->nb != src->nb)
         return mp_err_set(e, "cannot merge probe sums of lengths %d and %d: their block grids differ (%d and %d blocks per side; "
                              "both need at least 16 positions from the first)", src->S, dst->S, src->nb, dst->nb);

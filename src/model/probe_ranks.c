@@ -13,11 +13,14 @@
  * inside the attention's own pass (f->rows_hook; a single pass over each layer's scores). When a
  * adds only each row's head sum (mp_probe_acc_needs_heads) and f planned the reduced map for a's
  * workers (cfg.tap_headsum_workers), the forward pass hands over that sum ([16, S] doubles a block)
- * instead of every head's rows: the same bits. */
+ * instead of every head's rows: the same bits. Activations at capture points (cfg.tap_points)
+ * reach a through f->capture, set here. */
 static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr *e) {
     if (a->dev) return mp_probe_dev_run(f, a, ids, seq, e); /* the sums on the forward pass's device */
     const int reduced = !mp_probe_acc_needs_heads(a) && f->cfg.tap_headsum_workers >= a->threads;
     f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
+    if (mp_probe_acc_inputs(a) & MP_PROBE_IN_CAPTURE) /* activations (--stats variance) into a: a worker's own part */
+        f->capture = mp_probe_acc_capture, f->capture_ctx = a;
     f->rows_headsum = reduced ? mp_probe_acc_rows_headsum : NULL;
     const int rc = mp_fwd_run(f, ids, seq, NULL, NULL, e);
     f->rows_hook = (MpFwdRowsHook){0};
@@ -162,11 +165,12 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
 
 /* Threads for sequence-parallel workers: a's threads when the model is small (its packed weights
  * under MP_PROBE_SMALL_BYTES, so a copy per thread is cheap and a layer's work too small to share
- * well), probe --probs off (its hook writes into a) and at least two sequences left; else 1. */
+ * well), probe --probs off (its hook writes into a) and at least two sequences left; else 1.
+ * Captures (--stats variance) go to each worker's own part (ranks_run). */
 static int ranks_workers(const MpProbeAcc *a, const MpFwd *f, int64_t n) {
     uint64_t wbytes = 0, abytes = 0;
     mp_fwd_plan_bytes(f->m, &f->cfg, &wbytes, &abytes);
-    if (a->threads < 2 || !f->ops->host_memory || f->probs_hook || f->capture || wbytes >= MP_PROBE_SMALL_BYTES || n - a->n_done < 2) return 1;
+    if (a->threads < 2 || !f->ops->host_memory || f->probs_hook || wbytes >= MP_PROBE_SMALL_BYTES || n - a->n_done < 2) return 1;
     return a->threads;
 }
 

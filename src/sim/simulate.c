@@ -105,6 +105,26 @@ static inline double sim_sum8(const double *a, int n) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* Σ o_k and Σ o_k² of o = a − b over n entries, in the lanes and tree of sim_dot8 (one pass). */
+static inline void sim_diff_moments8(const double *a, const double *b, int n, double *s1, double *s2) {
+    double p[8] = {0, 0, 0, 0, 0, 0, 0, 0}, q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int k = 0;
+    for (; k + 8 <= n; k += 8)
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) {
+            const double o = a[k + u] - b[k + u];
+            p[u] += o;
+            q[u] += o * o;
+        }
+    for (int u = 0; k < n; k++, u++) {
+        const double o = a[k] - b[k];
+        p[u] += o;
+        q[u] += o * o;
+    }
+    *s1 = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+    *s2 = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+}
+
 /* ================================================================ inputs */
 
 void mp_sim_sequence_input(double *x, const MpSimConfig *c, int64_t b) {
@@ -144,8 +164,18 @@ typedef struct SimWork {
     double *prc;   /* (L) block sum of recency triple counts (recency form; an integer, exact in a
                       double: ≤ 64·C(4096,3) < 2^53) */
     double *prq;   /* (L) block sum of squared per-sequence counts */
+    double *pvar;  /* (L,SIM_VM,S) block sums of the variance moments (sim_variance_add) */
     double *rsc;   /* (2S) scratch of the recency count */
+    double *x0;    /* (S,D) x before the layer's mix: the attention output is x − x0 */
+    double *ny;    /* (S) |y_j|² of the layer's values */
 } SimWork;
+
+/* The variance moments per layer and position (sim_variance_add): of each sequence's attention
+ * output o_i = Σ_j a_ij y_j (before the residual), u1 = mean_k o_ik and u2 = mean_k o_ik², and of
+ * the closed form for values independent of the weights, c = Σ_j a_ij² |y_j|² / D (σ²·Σ_j a_ij²
+ * with the values' own mean square per dimension): Σu1, Σu2, Σu1², Σu2², Σu1·u2, Σc, Σc², Σu2·c,
+ * Σu1·c over the sequences. */
+#define SIM_VM 9
 
 /* y (S,D) = norm(x) row by row (a copy without a norm). */
 static void sim_norm_forward(double *y, const double *x, const MpSimConfig *c) {
@@ -300,6 +330,26 @@ static void sim_mix_forward(double *x, const double *a, const double *y, const M
     }
 }
 
+/* The layer's variance moments (SIM_VM) of one sequence into pv (SIM_VM, S): the attention output
+ * o = x − x0 (x after the mix, x0 before: the same bits of x as a run without this statistic; o to
+ * the rounding of x), probabilities in w->sc, values in w->y. */
+__attribute__((noinline)) /* out of sim_sequence_forward's flattened clones: their kernels keep the code of a
+                             run without --variance (inlined, they lost 4.7% of instructions to it) */
+static void sim_variance_add(SimWork *w, double *pv, const MpSimConfig *c) {
+    const int S = c->seq, D = c->dim;
+    for (int j = 0; j < S; j++) w->ny[j] = sim_dot8(w->y + (size_t)j * D, w->y + (size_t)j * D, D);
+    for (int i = 0; i < S; i++) {
+        const double *ai = w->sc + (size_t)i * S;
+        double t1, t2, cl = 0;
+        sim_diff_moments8(w->x + (size_t)i * D, w->x0 + (size_t)i * D, D, &t1, &t2);
+        const int jn = c->causal ? i + 1 : S;
+        for (int j = 0; j < jn; j++) cl += ai[j] * ai[j] * w->ny[j];
+        const double u1 = t1 / D, u2 = t2 / D, cv = cl / D;
+        const double m[SIM_VM] = {u1, u2, u1 * u1, u2 * u2, u1 * u2, cv, cv * cv, u2 * cv, u1 * cv};
+        for (int q = 0; q < SIM_VM; q++) pv[(size_t)q * S + i] += m[q];
+    }
+}
+
 /* One sequence through all layers, adding its maps to the work's block sums. Compiled for
  * AVX-512, AVX2 and baseline x86-64 and chosen at run time (the kernels above inline into it);
  * every clone computes the same bits, since no loop is reassociated. */
@@ -322,15 +372,24 @@ static void sim_sequence_forward(SimWork *w, const double *cs, const double *sn,
         }
         sim_softmax_accumulate(w->sc, w->psum + l * SS, w->psq + l * SS, w->pprob + l * SS, c);
         if (!c->residual) memset(w->x, 0, (size_t)c->seq * c->dim * sizeof *w->x);
+        if (c->variance) memcpy(w->x0, w->x, (size_t)c->seq * c->dim * sizeof *w->x);
         sim_mix_forward(w->x, w->sc, w->y, c);
+        if (c->variance) sim_variance_add(w, w->pvar + (size_t)l * SIM_VM * c->seq, c);
     }
 }
 
 /* ================================================================ driver */
 
-/* A rank's block k (its block sums, n doubles: the three maps, then the recency counts and their
- * squares, L each) to rank 0. A new per-block sum must travel here too, and be added in
- * sim_blocks_recv, or an MPI run drops it (tests/test_mpi.c compares the outputs with one process). */
+/* The doubles of one block's sums: the three maps (L,S,S), the recency counts and their squares
+ * (L each), the variance moments (L,SIM_VM,S). */
+static size_t sim_nblk(const MpSimConfig *c) {
+    const size_t L = (size_t)c->layers, S = (size_t)c->seq;
+    return 3 * L * S * S + 2 * L + L * SIM_VM * S;
+}
+
+/* A rank's block k (its block sums, sim_nblk doubles) to rank 0. A new per-block sum must travel
+ * here too, and be added in sim_blocks_recv, or an MPI run drops it (tests/test_mpi.c compares the
+ * outputs with one process). */
 static void sim_block_send(const double *blk, size_t n, int64_t k) {
     const int64_t hd[1] = {k};
     mp_mpi_send_i64(hd, 1, 0);
@@ -341,8 +400,9 @@ static void sim_block_send(const double *blk, size_t n, int64_t k) {
  * sums in block order. Returns to. */
 typedef struct SimProgress SimProgress;
 static void sim_progress(SimProgress *p, int64_t done);
-static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *rpc, double *rpq, int L, double *buf,
-                               size_t LSS, int64_t from, int64_t to, int nr, int64_t batch, SimProgress *prog) {
+static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *rpc, double *rpq, double *var, int L,
+                               double *buf, size_t LSS, size_t nvar, int64_t from, int64_t to, int nr, int64_t batch,
+                               SimProgress *prog) {
     for (int64_t k = from; k < to; k++) {
         int64_t hd[1];
         const int src = (int)(k % nr);
@@ -352,7 +412,7 @@ static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *
                     (long long)hd[0], (long long)k);
             mp_mpi_abort(2);
         }
-        mp_mpi_recv_f64(buf, 3 * LSS + 2 * (size_t)L, src);
+        mp_mpi_recv_f64(buf, 3 * LSS + 2 * (size_t)L + nvar, src);
         for (size_t a = 0; a < LSS; a++) {
             sum[a] += buf[a];
             sq[a] += buf[LSS + a];
@@ -362,6 +422,7 @@ static int64_t sim_blocks_recv(double *sum, double *sq, double *prob, uint64_t *
             rpc[l] += (uint64_t)buf[3 * LSS + l];
             rpq[l] += buf[3 * LSS + L + l];
         }
+        for (size_t a = 0; a < nvar; a++) var[a] += buf[3 * LSS + 2 * (size_t)L + a];
         const int64_t b1 = (k + 1) * SIM_BLOCK < batch ? (k + 1) * SIM_BLOCK : batch;
         sim_progress(prog, b1);
     }
@@ -404,6 +465,7 @@ void mp_sim_result_free(MpSimResult *r) {
     free(r->rp_count);
     free(r->rp);
     free(r->rp_se);
+    free(r->var);
     memset(r, 0, sizeof *r);
 }
 
@@ -413,12 +475,14 @@ typedef struct SimSums {
     double *sum, *sq, *prob; /* (L,S,S) Σ scores, Σ scores², Σ probabilities */
     uint64_t *rpc;           /* (L) Σ recency triple counts */
     double *rpq;             /* (L) Σ squared per-sequence counts */
+    double *var;             /* (L,SIM_VM,S) Σ variance moments */
     double *cs, *sn;         /* (S, D/2) RoPE tables */
     double *rbuf;            /* one received block (MPI rank 0 of N > 1), or NULL */
 } SimSums;
 
 static void sim_sums_free(SimSums *u) {
-    free(u->sum), free(u->sq), free(u->prob), free(u->rpc), free(u->rpq), free(u->cs), free(u->sn), free(u->rbuf);
+    free(u->sum), free(u->sq), free(u->prob), free(u->rpc), free(u->rpq), free(u->var), free(u->cs), free(u->sn);
+    free(u->rbuf);
     memset(u, 0, sizeof *u);
 }
 
@@ -428,8 +492,9 @@ static int sim_sums_init(SimSums *u, const MpSimConfig *c, int recv, MpErr *e) {
     memset(u, 0, sizeof *u);
     u->sum = calloc(LSS, sizeof *u->sum), u->sq = calloc(LSS, sizeof *u->sq), u->prob = calloc(LSS, sizeof *u->prob);
     u->rpc = calloc((size_t)L, sizeof *u->rpc), u->rpq = calloc((size_t)L, sizeof *u->rpq);
+    u->var = calloc((size_t)L * SIM_VM * S, sizeof *u->var);
     u->cs = calloc((size_t)S * (H ? H : 1), sizeof *u->cs), u->sn = calloc((size_t)S * (H ? H : 1), sizeof *u->sn);
-    if (!u->sum || !u->sq || !u->prob || !u->cs || !u->sn || !u->rpc || !u->rpq) {
+    if (!u->sum || !u->sq || !u->prob || !u->cs || !u->sn || !u->rpc || !u->rpq || !u->var) {
         sim_sums_free(u);
         return mp_err_set(e, "out of memory for maps of %d layers x %d x %d", L, S, S);
     }
@@ -439,7 +504,7 @@ static int sim_sums_init(SimSums *u, const MpSimConfig *c, int recv, MpErr *e) {
             u->cs[(size_t)p * H + k] = cos(p * inv_freq);
             u->sn[(size_t)p * H + k] = sin(p * inv_freq);
         }
-    if (recv && !(u->rbuf = malloc((3 * LSS + 2 * (size_t)L) * sizeof *u->rbuf))) {
+    if (recv && !(u->rbuf = malloc(sim_nblk(c) * sizeof *u->rbuf))) {
         sim_sums_free(u);
         return mp_err_set(e, "out of memory for a received block");
     }
@@ -468,8 +533,8 @@ static void sim_progress(SimProgress *p, int64_t done) {
 /* Thread-private buffers of one worker (one allocation), carved into w; NULL when out of memory. */
 static double *sim_work_alloc(SimWork *w, const MpSimConfig *c) {
     const int S = c->seq, D = c->dim, L = c->layers;
-    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS, NBLK = 3 * LSS + 2 * (size_t)L, Sp = (size_t)SIM_PAD(S);
-    const size_t per = (size_t)S * D * 3 + (size_t)D * Sp + SS + NBLK + 2 * (size_t)S;
+    const size_t SS = (size_t)S * S, LSS = (size_t)L * SS, NBLK = sim_nblk(c), Sp = (size_t)SIM_PAD(S);
+    const size_t per = (size_t)S * D * 4 + (size_t)D * Sp + SS + NBLK + 3 * (size_t)S;
     double *blk = malloc(per * sizeof(double));
     w->x = blk;
     w->y = blk ? w->x + (size_t)S * D : NULL;
@@ -481,7 +546,10 @@ static double *sim_work_alloc(SimWork *w, const MpSimConfig *c) {
     w->pprob = blk ? w->psq + LSS : NULL;
     w->prc = blk ? w->pprob + LSS : NULL;
     w->prq = blk ? w->prc + L : NULL;
-    w->rsc = blk ? w->prq + L : NULL;
+    w->pvar = blk ? w->prq + L : NULL;
+    w->rsc = blk ? w->pvar + (size_t)L * SIM_VM * S : NULL;
+    w->x0 = blk ? w->rsc + 2 * (size_t)S : NULL;
+    w->ny = blk ? w->x0 + (size_t)S * D : NULL;
     return blk;
 }
 
@@ -491,7 +559,7 @@ static double *sim_work_alloc(SimWork *w, const MpSimConfig *c) {
  * Returns 1 when out of memory. */
 static int sim_blocks_run(SimSums *u, const MpSimConfig *c, int nr, int rank, SimProgress *pg) {
     const int L = c->layers;
-    const size_t LSS = (size_t)L * c->seq * c->seq, NBLK = 3 * LSS + 2 * (size_t)L;
+    const size_t LSS = (size_t)L * c->seq * c->seq, NBLK = sim_nblk(c), NVAR = (size_t)L * SIM_VM * c->seq;
     const int64_t nblocks = (c->batch + SIM_BLOCK - 1) / SIM_BLOCK;
     const int64_t nmine = nblocks > rank ? (nblocks - rank + nr - 1) / nr : 0;
     int64_t merged = 0; /* rank 0: blocks added so far */
@@ -540,8 +608,8 @@ static int sim_blocks_run(SimSums *u, const MpSimConfig *c, int nr, int rank, Si
                         sim_block_send(w.psum, NBLK, k);
                         bad = 1; /* nothing to add here */
                     } else if (nr > 1) { /* rank 0: the other ranks' blocks before this one */
-                        merged = sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, L, u->rbuf, LSS, merged, k, nr,
-                                                 c->batch, pg);
+                        merged = sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, u->var, L, u->rbuf, LSS, NVAR,
+                                                 merged, k, nr, c->batch, pg);
                         merged++;
                     }
                     if (!bad && !stop) {
@@ -554,6 +622,7 @@ static int sim_blocks_run(SimSums *u, const MpSimConfig *c, int nr, int rank, Si
                             u->rpc[l] += (uint64_t)w.prc[l];
                             u->rpq[l] += w.prq[l];
                         }
+                        for (size_t a = 0; a < NVAR; a++) u->var[a] += w.pvar[a];
                         sim_progress(pg, b1);
                     }
                 }
@@ -562,8 +631,34 @@ static int sim_blocks_run(SimSums *u, const MpSimConfig *c, int nr, int rank, Si
         free(blk);
     }
     if (nr > 1 && rank == 0) /* the blocks after rank 0's last */
-        sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, L, u->rbuf, LSS, merged, nblocks, nr, c->batch, pg);
+        sim_blocks_recv(u->sum, u->sq, u->prob, u->rpc, u->rpq, u->var, L, u->rbuf, LSS, NVAR, merged, nblocks, nr, c->batch,
+                        pg);
     return oom;
+}
+
+/* The variance outputs (MpSimResult.var, 5 maps of (L,S)) from the moments v (L,SIM_VM,S) of n
+ * sequences: the measured variance m2 − m1² and the closed form's mean mc, their standard errors
+ * and that of their difference (the delta method with the sequences as independent draws: the
+ * sample variance of u2 − 2·m1·u1, of c, of u2 − 2·m1·u1 − c, over n; NaN below 2 sequences). */
+static void sim_variance_finish(double *out, const double *v, int L, int S, double n) {
+    const size_t LS = (size_t)L * S;
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < S; i++) {
+            const double *m = v + (size_t)l * SIM_VM * S + i;
+            double mo[SIM_VM];
+            for (int q = 0; q < SIM_VM; q++) mo[q] = m[(size_t)q * S];
+            const double m1 = mo[0] / n, m2 = mo[1] / n, mc = mo[5] / n, d = n - 1;
+            const double v11 = (mo[2] - n * m1 * m1) / d, v22 = (mo[3] - n * m2 * m2) / d, v12 = (mo[4] - n * m1 * m2) / d;
+            const double vcc = (mo[6] - n * mc * mc) / d, v2c = (mo[7] - n * m2 * mc) / d, v1c = (mo[8] - n * m1 * mc) / d;
+            const double va = v22 - 4 * m1 * v12 + 4 * m1 * m1 * v11;
+            const double vg = va + vcc - 2 * v2c + 4 * m1 * v1c;
+            const size_t k = (size_t)l * S + i;
+            out[k] = m2 - m1 * m1;
+            out[2 * LS + k] = mc;
+            out[LS + k] = n >= 2 ? sqrt(va > 0 ? va / n : 0) : NAN;
+            out[3 * LS + k] = n >= 2 ? sqrt(vcc > 0 ? vcc / n : 0) : NAN;
+            out[4 * LS + k] = n >= 2 ? sqrt(vg > 0 ? vg / n : 0) : NAN;
+        }
 }
 
 /* The sums into the result: means, standard errors, mean probabilities, diagonal-normalised
@@ -576,7 +671,8 @@ static int sim_finish(MpSimResult *r, SimSums *u, const MpSimConfig *c, MpErr *e
     u->sum = u->sq = u->prob = NULL;
     r->diagnorm = malloc(LSS * sizeof(double));
     r->stats = calloc((size_t)L, sizeof(MpPosStats));
-    if (!r->diagnorm || !r->stats) {
+    r->var = c->variance ? malloc(5 * (size_t)L * S * sizeof(double)) : NULL;
+    if (!r->diagnorm || !r->stats || (c->variance && !r->var)) {
         mp_sim_result_free(r);
         return mp_err_set(e, "out of memory");
     }
@@ -600,6 +696,7 @@ static int sim_finish(MpSimResult *r, SimSums *u, const MpSimConfig *c, MpErr *e
         mp_posmap_diagnorm(r->diagnorm + l * SS, r->scores + l * SS, S);
         mp_posmap_stats(&r->stats[l], r->scores + l * SS, r->diagnorm + l * SS, r->se + l * SS, S);
     }
+    if (r->var) sim_variance_finish(r->var, u->var, L, S, nb);
     if (c->form == MP_SIM_FORM_RECENCY) {
         sim_recency_finish(r, u->rpc, u->rpq, c); /* takes rpc, frees rpq */
         u->rpc = NULL, u->rpq = NULL;

@@ -6,7 +6,9 @@
  *   - the exact infinite-width recursion on the Gram matrix, G ← M G Mᵀ with
  *     M = Softmax(Causal(N⁻¹GN⁻¹))·N⁻¹ + I, N = diag(√G_ii), which gives the scores of every
  *     layer l ≥ 1 when input rows have unit norm and pairwise inner product exactly α (layer 2
- *     equals the closed form; deeper layers have no closed form in the paper).
+ *     equals the closed form; deeper layers have no closed form in the paper);
+ *   - the variance of each layer's attention output by position from the same recursion: the
+ *     closed form σ²·Σ_j a_ij² for values independent of the weights, and the decoder's own.
  * Does not: model finite-d noise (that is `simulate`), LayerNorm or RoPE.
  * Tested by: tests/test_theory.c (check values, explicit α-correlated vectors, recursion).
  */
@@ -30,5 +32,13 @@ void mp_theory_free(MpTheory *t);
 /* out (layers,n,n): scores of layers 1..layers from the Gram recursion; NaN above the diagonal
  * when causal. causal=0 gives the bidirectional decoder. */
 int mp_theory_gram_layers(double *out, double alpha, int n, int layers, int causal, MpErr *e);
+/* The scores out (layers,n,n) as mp_theory_gram_layers gives them and, when var_iid is not NULL,
+ * per layer and position the variance of the attention output o_i = Σ_j a_ij y_j over sequences
+ * and dimensions in units of the values' per-dimension variance σ² = 1/d (unit rows): var_iid
+ * (layers,n) = Σ_j a_ij², the closed form for values independent of the weights (Chi et al. 2023;
+ * 1/i for uniform attention), and var (layers,n) = Σ_jk a_ij a_ik <y_j,y_k>, the decoder's own at
+ * infinite width (its values are correlated: α between inputs, and more after layer 1). At
+ * layer 1: var_iid_i = (e² + (i−1)e^{2α}) / Z_i², var_i = (1−α)·var_iid_i + α. */
+int mp_theory_layers(double *out, double *var_iid, double *var, double alpha, int n, int layers, int causal, MpErr *e);
 
 #endif

@@ -47,6 +47,16 @@ import torch
 
 DT = torch.float64
 
+# tests/ref/var_ref.py sets this to a dict: the residual stream after each layer, keyed by the
+# 1-based layer, of the sequence at hand (keep_resid); None: not kept.
+RESID = None
+
+
+def keep_resid(n, x):
+    """x after n layers (n >= 1) into RESID, when a caller asked for it."""
+    if RESID is not None and n >= 1:
+        RESID[n] = x.clone()
+
 
 # ---------------------------------------------------------------- safetensors (numpy)
 
@@ -207,6 +217,7 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     scores_out, probs_out = {}, {}
     gelu = lambda t: 0.5 * t * (1 + torch.erf(t / math.sqrt(2)))
     for li in range(deepest):
+        keep_resid(li, x)
         p = f"gpt_neox.layers.{li}."
         h = layernorm(x, W[p + "input_layernorm.weight"], W[p + "input_layernorm.bias"], eps)
         qkv = h @ W[p + "attention.query_key_value.weight"].T + W[p + "attention.query_key_value.bias"]
@@ -225,6 +236,7 @@ def forward_neox(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         else:
             x = x + a
             x = x + mlp(ln2(x))
+    keep_resid(deepest, x)
     logits = None
     if want_logits:
         xn = layernorm(x, W["gpt_neox.final_layer_norm.weight"], W["gpt_neox.final_layer_norm.bias"], eps)
@@ -308,6 +320,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     deepest = max(layers_wanted) if not want_logits else L
     scores_out, probs_out = {}, {}
     for li in range(deepest):
+        keep_resid(li, x)
         p = f"model.layers.{li}."
         h = gnorm(x, W[p + "input_layernorm.weight"])
         q = (h @ W[p + "self_attn.q_proj.weight"].T).view(S, NH, HS).transpose(0, 1)
@@ -330,6 +343,7 @@ def forward_gemma(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
         h = gnorm(x, W[p + ("post_attention_layernorm.weight" if g1 else "pre_feedforward_layernorm.weight")])
         y = (gelu_tanh(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) @ W[p + "mlp.down_proj.weight"].T
         x = x + (y if g1 else gnorm(y, W[p + "post_feedforward_layernorm.weight"]))
+    keep_resid(deepest, x)
     logits = None
     if want_logits:
         logits = gnorm(x, W["model.norm.weight"]) @ W["model.embed_tokens.weight"].T
@@ -391,6 +405,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
     scores_out, probs_out = {}, {}
     llama_bias = arch == "llama" and cfg.get("attention_bias", False)   # LlamaAttention: bias=config.attention_bias
     for li in range(deepest):
+        keep_resid(li, x)
         p = f"model.layers.{li}."
         # olmo2 has no pre-norm: the block reads the residual stream itself
         h = x if arch == "olmo2" else rmsnorm(x, W[p + "input_layernorm.weight"], eps)
@@ -443,6 +458,7 @@ def forward(cfg, W, ids, layers_wanted, causal, use_rope, want_logits):
             g = h2 @ W[p + "mlp.gate_proj.weight"].T
             u = h2 @ W[p + "mlp.up_proj.weight"].T
         x = x + (torch.nn.functional.silu(g) * u) @ W[p + "mlp.down_proj.weight"].T
+    keep_resid(deepest, x)
     logits = None
     if want_logits:
         xn = rmsnorm(x, W["model.norm.weight"], eps)

@@ -3,7 +3,13 @@
 
 Reads the inputs maskpos used (--dump-inputs, float64 [B,S,D]), runs the parameter-free decoder
 with torch ops written from paper.md (not from maskpos' C code), and compares the mean maps with
-maskpos' scores.npy / probs.npy. Exit 0 when every entry agrees within --tol, 1 otherwise.
+maskpos' scores.npy / probs.npy, and per layer and position the variance of the attention output
+o = p @ y over sequences and dimensions (var_attn.npy), the closed form for values independent of
+the weights, the mean over sequences of sum_j p_ij^2 |y_j|^2 / D (var_closed.npy), and their
+standard errors with the sequences as independent draws (var_attn_se, var_closed_se, var_gap_se:
+the sample standard deviation over sequences of u2 - 2 m u1, of c, of their difference, / sqrt(B);
+u1, u2 a sequence's mean of o and of o^2 over dimensions, m the mean of u1). Exit 0 when every
+entry agrees within --tol, 1 otherwise.
 
 usage: simulate_ref.py INPUTS.npy OUTDIR --layers L --norm l2|layernorm --scale S
                        [--rope --theta T] [--bidirectional] [--tol 1e-10]
@@ -45,6 +51,7 @@ def main():
     causal = not a.bidirectional
     mask = torch.ones(S, S, dtype=torch.bool).tril() if causal else torch.ones(S, S, dtype=torch.bool)
     scores_mean, probs_mean = [], []
+    var = {k: [] for k in ("var_attn", "var_attn_se", "var_closed", "var_closed_se", "var_gap_se")}
     for _ in range(a.layers):
         if a.norm == "l2":
             y = x / x.norm(dim=-1, keepdim=True)
@@ -56,13 +63,24 @@ def main():
         p = torch.softmax(s, dim=-1)
         scores_mean.append(torch.where(mask, s, torch.zeros(())).mean(0).masked_fill(~mask, float("nan")))
         probs_mean.append(p.mean(0))
-        x = p @ y + x
+        o = p @ y                                                   # [B, S, D]
+        var["var_attn"].append(o.permute(1, 0, 2).reshape(S, -1).var(dim=1, unbiased=False))
+        u1, u2 = o.mean(-1), (o * o).mean(-1)                       # [B, S]
+        c = (p * p * (y * y).sum(-1)[:, None, :]).sum(-1) / D      # [B, S]
+        z = u2 - 2 * u1.mean(0, keepdim=True) * u1
+        var["var_attn_se"].append(z.std(0) / B ** 0.5)
+        var["var_closed"].append(c.mean(0))
+        var["var_closed_se"].append(c.std(0) / B ** 0.5)
+        var["var_gap_se"].append((z - c).std(0) / B ** 0.5)
+        x = o + x
     ref_s = torch.stack(scores_mean).numpy()
     ref_p = torch.stack(probs_mean).numpy()
     got_s = np.load(f"{a.outdir}/scores.npy")
     got_p = np.load(f"{a.outdir}/probs.npy")
     ok = True
-    for name, ref, got in (("scores", ref_s, got_s), ("probs", ref_p, got_p)):
+    pairs = [("scores", ref_s, got_s), ("probs", ref_p, got_p)]
+    pairs += [(k, torch.stack(v).numpy(), np.load(f"{a.outdir}/{k}.npy")) for k, v in var.items()]
+    for name, ref, got in pairs:
         if ref.shape != got.shape:
             print(f"{name}: shape {got.shape} != reference {ref.shape}")
             ok = False
@@ -72,8 +90,11 @@ def main():
             ok = False
             continue
         err = np.nanmax(np.abs(ref - got))
-        print(f"{name}: max |maskpos - torch| = {err:.3e} (tol {a.tol:g}) over {np.isfinite(ref).sum()} entries")
-        if not err <= a.tol:
+        # a standard error from sums of squares keeps half the digits where the spread is near 0
+        # (position 0's closed form is 1/D in every sequence): sqrt of the tolerance there
+        tol = a.tol ** 0.5 if name.endswith("_se") and name != "scores_se" else a.tol
+        print(f"{name}: max |maskpos - torch| = {err:.3e} (tol {tol:g}) over {np.isfinite(ref).sum()} entries")
+        if not err <= tol:
             idx = np.unravel_index(np.nanargmax(np.abs(ref - got)), ref.shape)
             print(f"  worst at {idx}: maskpos {got[idx]!r} torch {ref[idx]!r}")
             ok = False

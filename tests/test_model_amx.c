@@ -176,6 +176,24 @@ static long count_diff(const char *what, const float *y, const float *want, int6
 
 /* ================================================================ the pairs class on subnormals */
 
+/* Every y [T, O] (row stride ldy) of x [T, K] (ldx) · w [O, K]ᵀ within the f32 summation bound
+ * (K + 1)·2⁻²⁴·Σ|x·w| of the exact product (in double); *worst keeps the largest error / bound. */
+static void f32_bound_check(const char *what, const float *y, int64_t ldy, const float *x, int64_t ldx, const float *w,
+                            int64_t T, int64_t O, int64_t K, double *worst) {
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t o = 0; o < O; o++) {
+            double exact = 0, mag = 0;
+            for (int64_t k = 0; k < K; k++) {
+                const double p = (double)x[t * ldx + k] * (double)w[o * K + k];
+                exact += p;
+                mag += fabs(p);
+            }
+            const double bound = (double)(K + 1) * ldexp(1.0, -24) * mag, err = fabs(y[t * ldy + o] - exact);
+            if (!(err <= bound)) fail_msg("%s: y[%lld,%lld] = %.9g, exact %.9g (bound %.3g)", what, (long long)t, (long long)o, y[t * ldy + o], exact, bound);
+            if (bound > 0 && err / bound > *worst) *worst = err / bound;
+        }
+}
+
 static void test_pairs_kernels_on_subnormals(void **state) {
     (void)state;
     const int64_t T = 21, O = 70, K = 301, ldx = K + 2, ldy = O + 1;
@@ -295,18 +313,7 @@ static void test_amx_emulated_matches_reference(void **state) {
                 diff_fma += count_diff(what, yr, yt, T, O, ldy, 0);
                 diff_pairs += count_diff(what, yp, yt, T, O, ldy, 0);
                 total += T * O;
-                for (int64_t t = 0; t < T; t++)
-                    for (int64_t o = 0; o < O; o++) {
-                        double exact = 0, mag = 0;
-                        for (int64_t k = 0; k < K; k++) {
-                            const double p = (double)x[t * ldx + k] * (double)w[o * K + k];
-                            exact += p;
-                            mag += fabs(p);
-                        }
-                        const double bound = (double)(K + 1) * ldexp(1.0, -24) * mag, err = fabs(yt[t * ldy + o] - exact);
-                        if (!(err <= bound)) fail_msg("%s: y[%lld,%lld] = %.9g, exact %.9g (bound %.3g)", what, (long long)t, (long long)o, yt[t * ldy + o], exact, bound);
-                        if (bound > 0 && err / bound > worst) worst = err / bound;
-                    }
+                f32_bound_check(what, yt, ldy, x, ldx, w, T, O, K, &worst);
             }
             free(x);
             free(w);
@@ -359,18 +366,7 @@ static void test_amx_instruction_matches_reference(void **state) {
             amx_splits(MP_AMX_REAL, what, x, ldx, pb, O, K, T, ldy, yt);
             if (count_diff(what, y1, yt, T, O, ldy, 1)) fail_msg("%s: differs from the tiles reference", what);
         } else
-            for (int64_t t = 0; t < T; t++) /* the instruction's own order: the f32 summation bound, measured */
-                for (int64_t o = 0; o < O; o++) {
-                    double exact = 0, mag = 0;
-                    for (int64_t k = 0; k < K; k++) {
-                        const double p = (double)x[t * ldx + k] * (double)w[o * K + k];
-                        exact += p;
-                        mag += fabs(p);
-                    }
-                    const double bound = (double)(K + 1) * ldexp(1.0, -24) * mag, err = fabs(y1[t * ldy + o] - exact);
-                    if (!(err <= bound)) fail_msg("%s: y[%lld,%lld] = %.9g, exact %.9g (bound %.3g)", what, (long long)t, (long long)o, y1[t * ldy + o], exact, bound);
-                    if (bound > 0 && err / bound > worst) worst = err / bound;
-                }
+            f32_bound_check(what, y1, ldy, x, ldx, w, T, O, K, &worst); /* the instruction's own order: the f32 summation bound, measured */
         free(x);
         free(w);
         free(yt);

@@ -59,6 +59,9 @@ ATTENTION_KWARGS = frozenset([
     "position_ids", "cache_position", "output_attentions", "use_cache", "past_key_value", "past_key_values",
     "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q",
     "max_seqlen_k", "target_dtype", "is_causal", "query_length", "layer_idx", "position_embeddings", "kwargs",
+    # transformers 5's TransformersKwargs, passed down to every attention call: flags of what the
+    # model returns, never of how attention is computed
+    "output_hidden_states", "output_router_logits", "num_items_in_batch", "return_dict",
 ])
 
 
@@ -122,14 +125,20 @@ def check_transformers():
 
 def layer_window(module, cfg, layer):
     """The sliding window of a layer (0: none): the module's own sliding_window, else the
-    config's layer_types."""
+    config's layer_types, else (a module without the attribute in a config without layer_types:
+    mistral and mixtral, whose attention passes config.sliding_window to every layer) the
+    config's sliding_window."""
     w = getattr(module, "sliding_window", None)
     if w:
         return int(w)
     types = getattr(cfg, "layer_types", None)
-    if types and layer < len(types) and types[layer] == "sliding_attention":
-        return int(getattr(cfg, "sliding_window", 0) or 0)
-    return 0
+    if types:
+        if layer < len(types) and types[layer] == "sliding_attention":
+            return int(getattr(cfg, "sliding_window", 0) or 0)
+        return 0
+    if hasattr(module, "sliding_window"):
+        return 0
+    return int(getattr(cfg, "sliding_window", 0) or 0)
 
 
 def _mask(torch, T, causal, window, device):

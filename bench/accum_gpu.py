@@ -50,7 +50,7 @@ class NullSink:
         self.options = {"probs": probs}
         self.n_added = 0
 
-    def add(self, layer, scores, probs=None):
+    def add(self, layer, scores, probs=None, lengths=None):
         self.n_added += scores.shape[0]
 
 
@@ -61,6 +61,10 @@ class PlainMap:
     def __init__(self, slots, S, device, stop_after):
         self.slots, self.stop_after = slots, stop_after
         self.maps = {li: torch.zeros(S, S, dtype=torch.float64, device=device) for li in slots}
+
+    def reset(self):
+        for m in self.maps.values():
+            m.zero_()
 
     def __call__(self, module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
         li = module.layer_idx
@@ -119,8 +123,10 @@ def build_model(args, device, dtype):
     return model, None, cfg.num_attention_heads, cfg.vocab_size
 
 
-def run_forward(model, ids, batch, fn, registry, device):
-    """Seconds to push every batch through the model with attention function fn installed."""
+def run_forward(model, ids, batch, fn, registry, device, after_warmup=None):
+    """Seconds to push every batch through the model with attention function fn installed;
+    after_warmup() (when given) runs between the untimed warm-up batch and the timed ones (a
+    PlainMap's reset: its map then holds every sequence once)."""
     with hf._Installed(model, fn, registry), torch.no_grad():
         def one(b0):
             x = ids[b0:b0 + batch].to(device)
@@ -129,6 +135,8 @@ def run_forward(model, ids, batch, fn, registry, device):
             except hf._Stop:
                 pass
         one(0)  # warm-up (kernels, allocator), not timed
+        if after_warmup is not None:
+            after_warmup()
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()

@@ -29,7 +29,6 @@ scripts/device_check.sh runs it on the lent GPU machine (docs/cuda.md).
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -86,8 +85,11 @@ def run_maskpos(bin_, model, ids_path, out):
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError("maskpos probe --device cuda: exit %d: %s" % (p.returncode, (p.stderr or p.stdout).strip()))
-    m = re.search(r"ran \d+ sequences .* in ([0-9.]+) s", p.stdout + p.stderr)
-    ran = float(m.group(1)) if m else float("nan")
+    with open(os.path.join(out, "meta.json")) as f:  # --quiet prints no "ran ..." line: the forward's seconds
+        meta = json.load(f)
+    ran = float(meta["compute_time_s"])
+    if not isinstance(meta.get("device"), dict):  # "cpu", or the GPU's name, capability, versions
+        raise RuntimeError("maskpos probe --device cuda: meta.json says it ran on %s" % meta.get("device"))
     return ran, wall - ran, p.stdout
 
 
@@ -109,9 +111,9 @@ def run_peers(model_dir, ids, batch, res):
     acc = maskpos.Accumulator(LAYERS, NH, ids.shape[1])
     res["hf_acc_s"] = accum_gpu.run_forward(model, tid, batch, hf.Capture(acc, slots, True, {}, stop_after=layers[-1]), None, device)
     plain = accum_gpu.PlainMap(set(layers), ids.shape[1], device, layers[-1])
-    res["lean_s"] = accum_gpu.run_forward(model, tid, batch, plain, None, device)
-    n_summed = accum_gpu.plain_count(ids.shape[0], batch)
-    return (plain.maps[0] / (n_summed * NH)).cpu().numpy()
+    # the map check: every sequence once, as maskpos sums them (the warm-up batch's sums dropped)
+    res["lean_s"] = accum_gpu.run_forward(model, tid, batch, plain, None, device, after_warmup=plain.reset)
+    return (plain.maps[0] / (ids.shape[0] * NH)).cpu().numpy()
 
 
 def main():

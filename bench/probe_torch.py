@@ -106,6 +106,7 @@ def main():
     ap.add_argument("--peak", action="store_true")
     ap.add_argument("--peak-only", action="store_true", help="measure the matmul rates and stop")
     ap.add_argument("--peak-dtype", default="both", choices=["both", "bf16", "f32"])
+    ap.add_argument("--save-map", help="write layer 1's mean map (head and sequence mean, float64 [S, S]) to this .npy")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     if a.peak:
@@ -177,6 +178,10 @@ def main():
     print(f"torch_cpu_seconds {cpu:.2f}")  # all threads: flops per CPU second is robust to other jobs
     print(f"torch_gflops_per_cpu_s {flops / cpu / 1e9:.1f}")
     print(f"torch_map_checksum {float(acc.nan_to_num(0, 0, 0).sum()):.6g}")
+    if a.save_map:
+        m = (acc[0] / N).numpy()
+        m[np.triu_indices(S, 1)] = np.nan  # above the diagonal: masked, as the probe writes it
+        np.save(a.save_map, m)
     return 0
 
 

@@ -85,7 +85,7 @@ rc_ops=$?
 mark=$(wc -l < "$log")
 step "test_cuda" $([ "$QUICK" = 1 ] && echo 80 || echo 150) "$B/tests/test_cuda"
 rc_cuda=$?
-counts=$(tail -n +"$mark" "$log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' | awk '{print $4, tolower($2)}' | tr '\n' ' ')
+counts=$(tail -n +"$mark" "$log" | grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' | awk '{print $4, tolower($2)}' | tr '\n' ' ')
 
 # ---- 3. compute-sanitizer memcheck on a small probe with --device cuda
 work=$(mktemp -d)

@@ -55,27 +55,8 @@ head -2 "$B/MANIFEST" | tee -a "$log"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$log" || say "no nvidia-smi"
 python3 -c 'import torch, transformers, numpy, pytest; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available(), "transformers", transformers.__version__, "numpy", numpy.__version__)' 2>&1 | tee -a "$log"
 
-# ---- the library path: the bundle's libraries this machine lacks, then its own CUDA 13 cuBLASLt
-cublas=""
-for d in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-  cublas=$(find "$d" -name 'libcublasLt.so.13*' 2>/dev/null | head -n 1)
-  [ -n "$cublas" ] && break
-done
-[ -z "$cublas" ] && cublas=$(ls /usr/local/cuda*/lib64/libcublasLt.so.13* /usr/local/cuda*/targets/*/lib/libcublasLt.so.13* 2>/dev/null | head -n 1)
-[ -z "$cublas" ] && cublas=$(timeout 30 find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -n 1)
-say "cuBLASLt: ${cublas:-NOT FOUND}"
-libs=$(mktemp -d)
-ldconfig -p > "$libs.cache" 2>/dev/null
-missing=""
-for f in "$B"/lib/*; do
-  n=$(basename "$f")
-  case "$n" in
-    libmaskpos*) ln -s "$f" "$libs/$n" ;;
-    *) if ! grep -qF "	$n " "$libs.cache"; then ln -s "$f" "$libs/$n"; missing="$missing $n"; fi ;;
-  esac
-done
-say "bundle libraries this machine lacks (from the bundle):${missing:- none}"
-export LD_LIBRARY_PATH=$libs${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# ---- the library path (scripts/device_env.sh): the bundle's libraries this machine lacks, then its CUDA 13 cuBLASLt
+. scripts/device_env.sh
 export MASKPOS_LIB=$B/lib/libmaskpos.so MASKPOS_BIN=$BIN
 "$BIN" --version 2>&1 | tee -a "$log"
 

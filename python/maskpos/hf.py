@@ -48,7 +48,7 @@ NAME = "maskpos_capture"
 # dropout, **kwargs) of 4.51 .. 4.57. python/tests_hf checks real models where transformers is
 # installed (the GPU machine: scripts/gpu_check.sh prints the version it ran).
 TRANSFORMERS_MIN = (4, 51)
-TRANSFORMERS_TESTED = "4.51 - 4.57"
+TRANSFORMERS_TESTED = "4.51 - 4.57 and 5.17"
 
 # Attention keyword arguments: those the capture implements (softcap, sliding_window) and those
 # that leave eager attention's result unchanged (positions, caches, flash-attention's packing

@@ -23,7 +23,7 @@
  * (any context of the same device reads it).
  * Tested by: tests/test_backend_ops.c's device instances (every op against mp_fwd_ops_cpu over
  * 238 shapes), tests/cuda/test_cuda.c (the kernels), scripts/device_check.sh (end to end) — on a
- * GPU only: written and compiled here, never run.
+ * GPU only (passed on an H100 and an H200, 28 November 2026).
  *
  * Shape legend: T tokens, C hidden, K inner size, O outputs, NH query heads, NKV key/value heads,
  * HS head dim, R rotary dims, E experts, KE chosen experts a row, ldt rows of keys, values, scores.

@@ -40,6 +40,8 @@ static void probe_config(MpProbeConfig *pc, const MpReproProbeSpec *s, const MpR
     pc->layers = s->layers;
     pc->bidirectional = !s->causal;
     pc->recency = s->recency_plot;
+    pc->stats = s->stats;
+    pc->no_rope = s->no_rope;
     /* the length stage's probes run at the default compute */
     pc->compute = s->recency_plot ? MP_FWD_COMPUTE_F32 : mp_fwd_compute_parse(cfg->compute);
     pc->threads = cfg->base.threads;

@@ -24,6 +24,8 @@ typedef struct MpReproProbeSpec {
     int causal, pack;
     const char *layers;       /* "1-4", "all" */
     int recency_plot;         /* --recency --plot (stage length) */
+    const char *stats;        /* --stats (NULL: none beyond the maps) */
+    int no_rope;              /* --no-rope */
 } MpReproProbeSpec;
 
 /* Runs (or reuses: its reuse key is derived from the probe's settings, job/probe_opts.h) the

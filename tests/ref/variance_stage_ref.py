@@ -1,0 +1,44 @@
+#!/usr/bin/python3
+"""The numbers of reproduce's stage "variance" recomputed from its own output files, with numpy
+(tests/test_reproduce.c, test_variance_stage): not through maskpos' code.
+
+  - the simulation row: max over positions 1..S-1 of |var_attn - var_closed| / var_gap_se and of
+    |var_attn - (e^2 + i - 1)/(e + i - 1)^2 / D| / var_attn_se (i = the keys position p sees, p + 1);
+  - the trained NoPE model's early slopes: the least-squares slope of log var_attn against
+    log(p + 1) over positions 1..15, layers 3 and 4;
+  - the slopes of every run as meta.json holds them (what the rows print).
+Prints one "name value" line each; the test finds the same text in report.md.
+
+usage: variance_stage_ref.py OUT_DIR
+"""
+import json
+import math
+import sys
+
+import numpy as np
+
+
+def main():
+    d = sys.argv[1] + "/variance"
+    s = d + "/sim_layer1_D32768"
+    v, se = np.load(s + "/var_attn.npy")[0], np.load(s + "/var_attn_se.npy")[0]
+    cl, gap = np.load(s + "/var_closed.npy")[0], np.load(s + "/var_gap_se.npy")[0]
+    D = json.load(open(s + "/meta.json"))["dim"]
+    keys = np.arange(1, v.size + 1, dtype=np.float64)
+    formula = (math.e ** 2 + keys - 1) / (math.e + keys - 1) ** 2 / D
+    print("sim_gap_z %.2f" % np.max(np.abs(v - cl)[1:] / gap[1:]))
+    print("sim_formula_z %.2f" % np.max(np.abs(v - formula)[1:] / se[1:]))
+    va = np.load(d + "/none/var_attn.npy")
+    p = np.arange(1, 16)
+    for layer in (3, 4):
+        b = np.polyfit(np.log(p + 1.0), np.log(va[layer - 1, 1:16]), 1)[0]
+        print("none_early_%d %+.3f" % (layer, b))
+    for run, l0, l1 in (("random_nope", 0, 4), ("random_nope_bidirectional", 0, 4), ("none", 0, 2), ("none", 2, 4),
+                        ("rope", 0, 4), ("stories260K", 0, 5)):
+        m = json.load(open("%s/%s/meta.json" % (d, run)))
+        a, b = m["variance_slope_attn"], m["variance_slope_attn_se"]
+        print("%s_slopes_%d%d %s" % (run, l0 + 1, l1, ", ".join("%d: %+.3f ± %.3f" % (k + 1, a[k], b[k]) for k in range(l0, l1))))
+
+
+if __name__ == "__main__":
+    main()

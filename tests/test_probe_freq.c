@@ -29,6 +29,9 @@
 
 #include "test_model_util.h"
 
+#include <sys/stat.h>
+
+#include "core/json.h" /* mp_json_read */
 #include "model/fwd.h"  /* MP_FWD_AT_Q, MP_FWD_AT_K, mp_fwd_rope_unrotated */
 #include "model/probe.h" /* MpProbeAcc */
 #include "model/probe_freq.h"
@@ -287,6 +290,61 @@ static void test_closed_form(void **state) {
     mp_probe_acc_free(&a);
 }
 
+/* ---------------------------------------------------------------- what the run adds */
+
+/* meta.json's value of key in dir, as compact JSON text (owned). */
+static char *meta_key_str(const char *dir, const char *key) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    MpErr e;
+    json_t *m = mp_json_read(path, &e);
+    if (!m) fail_msg("%s", e.msg);
+    json_t *v = json_object_get(m, key);
+    if (!v) fail_msg("%s: no %s", path, key);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(m);
+    return s;
+}
+
+/* The printed table's low-half shares from the .npy files, meta.json's sampling, freq.png with --plot. */
+static void test_table_meta_figure(void **state) {
+    (void)state;
+    const char *top = mp_test_tmpdir();
+    char model[300], ids[300], d[300], out[16384], p[600];
+    snprintf(model, sizeof model, "%s/tab", top);
+    snprintf(ids, sizeof ids, "%s/tab-ids.npy", top);
+    snprintf(d, sizeof d, "%s/tab-out", top);
+    model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 10");
+    ids_write(ids, 3, 30, 300, -1, 6);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers 2 --stats freq --plot", model, ids, d);
+    if (rc != 0) fail_msg("probe: %s", out);
+    size_t n;
+    int64_t sh[4];
+    snprintf(p, sizeof p, "%s/freq_q_norm.npy", d);
+    double *q = npy_load_f64(p, &n, sh);
+    snprintf(p, sizeof p, "%s/freq_contrib.npy", d);
+    double *c = npy_load_f64(p, &n, NULL);
+    const int H = (int)sh[1], P = (int)sh[2];
+    double qa = 0, ql = 0, ca = 0, cl = 0;
+    for (int h = 0; h < H; h++)
+        for (int k = 0; k < P; k++) {
+            qa += q[h * P + k], ca += c[h * P + k];
+            if (k >= P / 2) ql += q[h * P + k], cl += c[h * P + k];
+        }
+    char want[128];
+    snprintf(want, sizeof want, "%18.3f  %26.3f", ql / qa, cl / ca);
+    if (!strstr(out, "RoPE frequency usage (8 pairs") || !strstr(out, want)) fail_msg("no row '%s' in:\n%s", want, out);
+    char *rows = meta_key_str(d, "freq_rows"), *pairs = meta_key_str(d, "freq_pairs");
+    assert_string_equal(rows, "64");
+    assert_string_equal(pairs, "8");
+    snprintf(p, sizeof p, "%s/freq.png", d);
+    struct stat st;
+    assert_true(stat(p, &st) == 0 && st.st_size > 1000);
+    print_message("layer 2: q norm %.3f, |contribution| %.3f in the low half (printed as computed from the .npy); "
+                  "freq.png written\n", ql / qa, cl / ca);
+    free(rows), free(pairs), free(q), free(c);
+}
+
 /* ---------------------------------------------------------------- threads, bad input */
 
 static void test_threads_same_bytes(void **state) {
@@ -342,6 +400,7 @@ int main(void) {
         cmocka_unit_test(test_gemma3_bases),
         cmocka_unit_test(test_keep_high),
         cmocka_unit_test(test_gguf_interleaved_same_pairs),
+        cmocka_unit_test(test_table_meta_figure),
         cmocka_unit_test(test_threads_same_bytes),
         cmocka_unit_test(test_bad_input),
     };

@@ -402,7 +402,8 @@ static int fwd_weights_alloc(MpFwd *f, size_t *bytes) {
 /* One RoPE frequency table (bytes: R/2 floats) to the instance: the loader's, with the last
  * cfg.rope_unrotated entries (the lowest frequencies; p-RoPE, --rope-keep-high) set to 0, so their
  * cos is 1 and their sin 0 (times longrope's attention factor, as every pair): those dims pass
- * unrotated. */
+ * unrotated. The copy is freed once upload returns: a pageable host buffer has been read by then
+ * (CUDA's cudaMemcpyAsync from pageable memory stages it before returning). */
 static int fwd_upload_freq(MpFwd *f, void *dst, const float *src, size_t bytes) {
     const int half = (int)(bytes / sizeof(float));
     const int drop = f->cfg.rope_unrotated < half ? f->cfg.rope_unrotated : half;

@@ -42,6 +42,7 @@ static void acc_with(MpProbeAcc *a, unsigned set, int per_head) {
     MpErr e;
     if (mp_probe_acc_init(a, mask, 2, 3, 40, per_head, 1, 2, &e) != MP_OK) fail_msg("%s", e.msg);
     mp_probe_acc_skip(a, 1);
+    a->fr_hs = 8, a->fr_nkv = 1, a->fr_rot = 6, a->fr_scale = 0.25; /* the heads --stats freq reads */
     if (mp_probe_acc_stats_on(a, set, &e) != MP_OK) fail_msg("%s", e.msg);
 }
 

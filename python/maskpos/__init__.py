@@ -618,7 +618,8 @@ def probe_options():
     return {name.replace("-", "_"): (kind, text) for name, kind, text in _lib.probe_options()}
 
 
-def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=None, no_rope=None, per_head=None,
+def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=None, no_rope=None, rope_keep_high=None,
+          per_head=None,
           n=None, seq=None, probs=None, recency=None, stats=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
           tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, heads_f64=None,
           device=None, progress=None):
@@ -648,6 +649,10 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
     heads_f64=True (with per_head): the per-head maps as float64 (default float32; summed in double
       either way). device: the forward pass's backend ("cpu", the default).
     bidirectional=True / no_rope=True: the counterfactuals without the causal mask / without RoPE.
+    rope_keep_high=P: the p-RoPE counterfactual, only the highest-frequency floor(P * R/2) frequency
+      pairs rotate (docs/probe.md). stats="freq" adds the RoPE frequency usage per layer, head and
+      pair: .freq_q_norm, .freq_k_norm, .freq_contrib [L, H, P] (+ _se), .freq_rest [L, H, 3],
+      .freq_angle [L, P], .freq_base [L] (docs/metrics.md, "RoPE frequency usage").
     Every other keyword is the `maskpos probe` flag of that name (help: maskpos.probe_options()).
     Errors raise maskpos.Error naming the argument (`layers=[7]: layer 7 does not exist ...`)."""
     # the library's settings, in the order of this signature (the command line recorded in

@@ -60,3 +60,26 @@ def test_variance_through_the_table(tmp_path):
     assert len(r.meta["variance_slope_attn"]) == 2 and r.meta["variance_slope_first_position"] == 1
     with pytest.raises(maskpos.Error, match="'variance' reads the forward pass's activations"):
         maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="variance")
+
+
+def test_freq_and_rope_keep_high(tmp_path):
+    """probe(stats="freq", rope_keep_high=0.5) gives the arrays `maskpos probe --stats freq
+    --rope-keep-high 0.5` writes, to the byte, the lower half of the pairs at angle 0; a value outside
+    [0, 1] is refused naming the argument; the accumulator, fed scores, refuses freq (it reads q, k)."""
+    t = (np.arange(3 * 20, dtype=np.int32).reshape(3, 20) * 5) % 200
+    r = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="freq", rope_keep_high=0.5, progress=False)
+    L, H, P = r.freq_q_norm.shape
+    assert (L, r.freq_rest.shape[2], r.freq_angle.shape) == (2, 3, (2, P))
+    assert np.all(r.freq_angle[:, : P // 2] > 0) and np.all(r.freq_angle[:, P // 2:] == 0)
+    assert np.all(r.freq_contrib > 0) and np.all(np.isfinite(r.freq_contrib_se))
+    np.save(tmp_path / "ids.npy", t)
+    Cli()("probe", MODEL, "--tokens", tmp_path / "ids.npy", "--layers", "1,2", "--stats", "freq", "--rope-keep-high", "0.5",
+          "--out", tmp_path / "o", "--quiet")
+    for name in ("freq_q_norm", "freq_q_norm_se", "freq_k_norm", "freq_contrib", "freq_contrib_se", "freq_rest", "freq_angle",
+                 "freq_base"):
+        assert np.array_equal(getattr(r, name), np.load(tmp_path / "o" / (name + ".npy"))), name
+    assert r.meta["rope_unrotated_pairs"] == P - P // 2
+    with pytest.raises(maskpos.Error, match="rope_keep_high"):
+        maskpos.probe(MODEL, tokens=t, layers=[1], rope_keep_high=1.5, progress=False)
+    with pytest.raises(maskpos.Error, match="'freq' reads the forward pass's activations"):
+        maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="freq")

@@ -29,12 +29,14 @@
                               mp_threads_resolve */
 #include "model/fwd.h"     /* MpFwd */
 #include "model/fwd_plugin.h" /* the GPU of --device cuda: its memory check, meta.json's device */
+#include "model/probe_freq.h" /* mp_probe_freq_geometry: --stats freq's heads and RoPE tables */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
 #include "tok/tok.h"       /* the model's tokenizer */
 
 void mp_probe_config_init(MpProbeConfig *c) {
     memset(c, 0, sizeof *c);
     c->max_mem_gib = -1;
+    c->rope_keep_high = 1.0;
     c->out_mode = MP_OUTDIR_NEW;
 }
 
@@ -294,7 +296,10 @@ static int probe_plan(ProbeState *s, MpErr *e) {
             fprintf(lg, " (the default --layers 1-%d, as the paper's Figure 5; --layers all for all %d)", L, m->n_layers);
         int nope_layers = 0;
         for (int l = 0; l < m->n_layers && m->rope_layer; l++) nope_layers += !m->rope_layer[l];
+        char keep[128];
+        snprintf(keep, sizeof keep, "on, the lowest %d of %d frequency pairs not (--rope-keep-high)", s->fc.rope_unrotated, m->rot_dim / 2);
         const char *rope_word = !s->rope                       ? "off (--no-rope)"
+                                : s->fc.rope_unrotated > 0     ? keep
                                 : nope_layers == m->n_layers   ? "none (NoPE checkpoint)"
                                 : nope_layers > 0              ? "on (NoPE in some layers)"
                                                                : "on";
@@ -328,6 +333,9 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
         return MP_ERR;
     if (probe_stats_skip(s->m, &s->tk)) mp_probe_acc_skip(&s->acc, 1);
     mp_probe_acc_windows(&s->acc, s->m); /* sliding-window layers: keys outside the window unobserved */
+    if ((s->stats & MP_PROBE_STAT_BIT(MP_PROBE_STAT_FREQ)) && /* --stats freq: the heads and their RoPE tables */
+        mp_probe_freq_geometry(&s->acc, s->m, s->rope, s->fc.rope_unrotated, e) != MP_OK)
+        return MP_ERR;
     if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
     const unsigned in = mp_probe_acc_inputs(&s->acc);
     if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
@@ -362,6 +370,10 @@ static uint64_t probe_run_key(const ProbeState *s, int bits) {
     int windowed = 0; /* sliding windows that mask at this S (none: the key of an older maskpos) */
     for (int l = 0; l < s->acc.L; l++) windowed |= s->acc.window[l] > 0;
     if (windowed) key = mp_fnv1a64(s->acc.window, sizeof(int) * (size_t)s->acc.L, key);
+    if (s->fc.rope_unrotated) { /* --rope-keep-high: other scores (none: the key of an older maskpos) */
+        const int64_t un = s->fc.rope_unrotated;
+        key = mp_fnv1a64(&un, sizeof un, key);
+    }
     return key;
 }
 
@@ -467,6 +479,7 @@ static int probe_setup(ProbeState *s, MpErr *e) {
     if (mp_probe_config_stats(r, &s->stats, e) != MP_OK || probe_layers(s, e) != MP_OK || probe_tokens(s, e) != MP_OK)
         return MP_ERR;
     s->fc = (MpFwdConfig){.n_layers = s->deepest, .max_seq = s->tk.seq, .causal = s->causal, .rope = s->rope,
+                          .rope_unrotated = mp_fwd_rope_unrotated(r->rope_keep_high, s->m->rot_dim / 2),
                           .logits = 0, .compute = r->compute, .device = r->device};
     probe_taps(&s->fc, s->stats, r->per_head, s->threads);
     for (int l = 0; l < s->m->n_layers && l < 256; l++) /* only the probed layers' rows come out (bit 63: 63 and on) */
@@ -654,6 +667,11 @@ static json_t *probe_meta_run(const ProbeState *s, const MpProbeResult *res) {
     json_object_set_new(j, "head_dim", json_integer(m->head_dim));
     json_object_set_new(j, "causal", json_boolean(s->causal));
     json_object_set_new(j, "rope", json_boolean(s->rope));
+    if (s->fc.rope_unrotated) { /* p-RoPE: which pairs were left unrotated */
+        json_object_set_new(j, "rope_keep_high", json_real(s->c->rope_keep_high));
+        json_object_set_new(j, "rope_unrotated_pairs", json_integer(s->fc.rope_unrotated));
+        json_object_set_new(j, "rope_pairs", json_integer(m->rot_dim / 2));
+    }
     if (m->sliding_window > 0) { /* each selected layer's window */
         int w[256];
         for (int l = 0; l < res->L; l++) w[l] = mp_model_layer_window(m, res->layers[l]);

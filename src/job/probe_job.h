@@ -59,6 +59,8 @@ typedef struct MpProbeConfig {
     int heads_f64;           /* per_head: write the heads' maps as float64 (default float32; summed in double either way) */
     int bidirectional;       /* counterfactual: no causal mask */
     int no_rope;             /* counterfactual: no rotation */
+    double rope_keep_high;   /* counterfactual p-RoPE: the fraction of frequency pairs rotated, the highest
+                                frequencies (mp_fwd_rope_unrotated); 1 (the default) every pair */
     int probs;               /* also the post-softmax probabilities, sink and entropy */
     int recency;             /* also the recency probability and statistics by length */
     const char *stats;       /* also these statistics, by name ("probs,recency": the rows of model/probe.h's

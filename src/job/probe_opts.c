@@ -67,6 +67,10 @@ const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              .help = "counterfactual: no causal mask in any layer"), F(bidirectional)},
     [MP_PROBE_OPT_NO_ROPE] = {MP_OPT_DECL("no-rope", MP_OPT_BOOL, NULL,
              .help = "counterfactual: queries and keys not rotated"), F(no_rope)},
+    [MP_PROBE_OPT_ROPE_KEEP_HIGH] = {MP_OPT_DECL("rope-keep-high", MP_OPT_DOUBLE, "P",
+             .help = "counterfactual p-RoPE (Barbero et al. 2025): only the highest-frequency\n"
+             "floor(P * R/2) of the R/2 frequency pairs rotate, the lowest-frequency rest\n"
+             "does not (1, the default: every pair; 0: none, as --no-rope)", .dlo = 0, .dhi = 1), F(rope_keep_high)},
     [MP_PROBE_OPT_THREADS] = {S(THREADS), F(threads), MP_OPT_RUN,
              .help = "worker threads (default: all cores); results are bit-identical for any T", .arg = "T"},
     [MP_PROBE_OPT_COMPUTE] = {S(COMPUTE), F(compute),
@@ -141,6 +145,7 @@ int mp_probe_opts_check(const MpProbeConfig *c, MpErr *e) {
     if (!c->data && (c->tokenizer || c->field || c->whole || c->shuffle || c->no_special || c->pack))
         return mp_err_set(e, "--tokenizer, --field, --whole, --shuffle, --no-special and --pack go with --data");
     if (c->heads_f64 && !c->per_head) return mp_err_set(e, "--heads-f64 goes with --per-head");
+    if (c->no_rope && c->rope_keep_high < 1) return mp_err_set(e, "--rope-keep-high and --no-rope exclude each other");
     return MP_OK;
 }
 

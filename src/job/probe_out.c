@@ -27,6 +27,7 @@
 #include "job/probe_probs.h" /* mp_probe_probs_results, _print, _meta, _figures */
 #include "job/sim_out.h"     /* mp_job_stats_json */
 #include "model/probe_var.h" /* mp_probe_var_slopes */
+#include "job/probe_freq_out.h" /* --stats freq: meta.json, its table, freq.png */
 #include "viz/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
@@ -104,6 +105,7 @@ static const ProbeStatOut probe_stat_outs[MP_PROBE_NSTATS] = {
     [MP_PROBE_STAT_PROBS] = {probs_fill, probs_free, probs_meta, probs_figures, probs_print},
     [MP_PROBE_STAT_RECENCY] = {recency_fill, recency_free, recency_meta, recency_figures, recency_print},
     [MP_PROBE_STAT_VARIANCE] = {variance_fill, variance_free, variance_meta, NULL, variance_print},
+    [MP_PROBE_STAT_FREQ] = {NULL, NULL, mp_probe_freq_meta, mp_probe_freq_figures, mp_probe_freq_print},
 };
 
 /* 1 when res holds statistic id. */

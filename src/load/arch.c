@@ -500,6 +500,7 @@ int mp_model_local_layers(MpModel *m, int period, double local_base, MpErr *e) {
         m->inv_freq_local = mp_try_calloc((size_t)(half > 0 ? half : 1), sizeof(float));
         if (!m->inv_freq_local) return mp_err_set(e, "out of memory for the RoPE table");
         for (int i = 0; i < half; i++) m->inv_freq_local[i] = (float)(1.0 / pow(local_base, (2.0 * i) / m->rot_dim));
+        m->rope_local_theta = local_base;
     }
     return MP_OK;
 }

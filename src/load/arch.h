@@ -395,6 +395,7 @@ typedef struct MpModel {
     float *inv_freq_long;      /* [R/2] owned, longrope only (sequences > rope_orig_ctx), else NULL */
     float *inv_freq_local;     /* [R/2] owned, gemma3: the table of the sliding-window layers
                                   (rope_local_base_freq, unscaled); NULL otherwise */
+    double rope_local_theta;   /* gemma3: the base of inv_freq_local (rope_local_base_freq); 0 otherwise */
     unsigned char *layer_local;/* [L] owned, gemma2/3, qwen2/3 (use_sliding_window): 1 for a
                                   sliding-window layer; NULL = every layer windowed when
                                   sliding_window > 0 (mistral, phi3), else none */

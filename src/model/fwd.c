@@ -372,6 +372,8 @@ static int fwd_config_check(const MpModel *m, const MpFwdConfig *cfg, MpErr *e) 
     if (cfg->compute != MP_FWD_COMPUTE_F32 && cfg->compute != MP_FWD_COMPUTE_BF16 && cfg->compute != MP_FWD_COMPUTE_F32_PLAIN)
         return mp_err_set(e, "compute mode %d unknown (f32 or bf16)", cfg->compute);
     if (cfg->kv_cache && !cfg->causal) return mp_err_set(e, "a key/value cache needs the causal mask");
+    if (cfg->rope_unrotated < 0 || cfg->rope_unrotated > m->rot_dim / 2)
+        return mp_err_set(e, "unrotated RoPE pairs: %d of %d", cfg->rope_unrotated, m->rot_dim / 2);
     return MP_OK;
 }
 
@@ -397,6 +399,27 @@ static int fwd_weights_alloc(MpFwd *f, size_t *bytes) {
     return MP_OK;
 }
 
+/* One RoPE frequency table (bytes: R/2 floats) to the instance: the loader's, with the last
+ * cfg.rope_unrotated entries (the lowest frequencies; p-RoPE, --rope-keep-high) set to 0, so their
+ * cos is 1 and their sin 0 (times longrope's attention factor, as every pair): those dims pass
+ * unrotated. The copy is freed once upload returns: a pageable host buffer has been read by then
+ * (CUDA's cudaMemcpyAsync from pageable memory stages it before returning). */
+static int fwd_upload_freq(MpFwd *f, void *dst, const float *src, size_t bytes) {
+    const int half = (int)(bytes / sizeof(float));
+    const int drop = f->cfg.rope_unrotated < half ? f->cfg.rope_unrotated : half;
+    if (drop <= 0) {
+        f->ops->upload(f->ctx, dst, src, bytes);
+        return MP_OK;
+    }
+    float *t = malloc(bytes);
+    if (!t) return MP_ERR;
+    memcpy(t, src, bytes);
+    for (int p = half - drop; p < half; p++) t[p] = 0.0f;
+    f->ops->upload(f->ctx, dst, t, bytes);
+    free(t);
+    return MP_OK;
+}
+
 /* f's activations (the instance's block, carved), its host staging when the instance's memory is
  * not host memory, and the RoPE frequencies uploaded. */
 static int fwd_acts_alloc(MpFwd *f, size_t *bytes) {
@@ -416,9 +439,9 @@ static int fwd_acts_alloc(MpFwd *f, size_t *bytes) {
         if (f->cfg.logits && !(f->logits_host = malloc(sizeof(float) * T * (size_t)f->V))) return MP_ERR;
     }
     f->logits = f->cfg.logits ? (f->ops->host_memory ? f->lg : f->logits_host) : NULL;
-    if (f->inv_freq) f->ops->upload(f->ctx, f->inv_freq, m->inv_freq, half);
-    if (f->inv_freq_long) f->ops->upload(f->ctx, f->inv_freq_long, m->inv_freq_long, half);
-    if (f->inv_freq_local) f->ops->upload(f->ctx, f->inv_freq_local, m->inv_freq_local, half);
+    if (f->inv_freq && fwd_upload_freq(f, f->inv_freq, m->inv_freq, half) != MP_OK) return MP_ERR;
+    if (f->inv_freq_long && fwd_upload_freq(f, f->inv_freq_long, m->inv_freq_long, half) != MP_OK) return MP_ERR;
+    if (f->inv_freq_local && fwd_upload_freq(f, f->inv_freq_local, m->inv_freq_local, half) != MP_OK) return MP_ERR;
     return MP_OK;
 }
 

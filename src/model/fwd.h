@@ -66,6 +66,8 @@ typedef struct MpFwdConfig {
     int max_seq;  /* longest T a run will be given */
     int causal;   /* 1 the model's causal mask; 0 counterfactual: no mask in any layer */
     int rope;     /* 1 the model's RoPE; 0 counterfactual: q, k not rotated */
+    int rope_unrotated; /* counterfactual p-RoPE (probe --rope-keep-high): the last this many pairs (the
+                           lowest frequencies; mp_fwd_rope_unrotated) not rotated; 0: every pair */
     int logits;   /* 1: final norm + lm_head after the last layer (needs n_layers == L) */
     int compute;  /* MpFwdCompute; 0 = f32 (the reference) */
     int kv_cache; /* 1: keep every layer's keys and values for mp_fwd_extend (needs causal) */
@@ -240,6 +242,15 @@ void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct; frees the weights only w
  * the last layer stops at its scores (its softmax, values and MLP would feed nothing) unless
  * cfg.tap_points names a capture point after them (ATTN_MIX and on) and f->capture is set. */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
+
+/* p-RoPE (Barbero et al. 2025): of `pairs` frequency pairs (pair p: dims p and p + R/2, the
+ * frequency falling with p) the highest ⌊keep·pairs⌋ rotate (keep·pairs rounded to 1e-9 first, so
+ * 0.29 of 100 is 29) and the rest, the lowest frequencies, do not: returns their count
+ * (MpFwdConfig.rope_unrotated). keep in [0, 1]: 1 every pair rotates, 0 none (as --no-rope). */
+static inline int mp_fwd_rope_unrotated(double keep, int pairs) {
+    const int k = (int)(keep * pairs + 1e-9);
+    return pairs - (k < pairs ? k : pairs);
+}
 
 /* Key/value-cache decoding (cfg.kv_cache): runs positions [t0, T) of ids [T] (1 <= T <= max_seq)
  * through the layers, given that an earlier mp_fwd_extend call on the same ids ran [0, t0)

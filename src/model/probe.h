@@ -127,6 +127,20 @@ typedef struct MpProbeAcc {
                              a sequence's group a hash of its own moments) Σu1, Σu2 and the count of the
                              attention output, then the same of the residual stream (J = 6 rows) */
     double *vscr;         /* [2, S] scratch: one sequence's u1, u2 at one capture point */
+    /* RoPE frequency usage (MP_PROBE_STAT_FREQ; model/probe_freq.h): the heads' geometry (set by
+     * mp_probe_freq_geometry before the row is on) and per sequence the means over its positions of
+     * the norms of the query's and the key's 2-D component of each frequency pair and of the pair's
+     * |contribution| to the score, summed over sequences with their squares */
+    int fr_hs, fr_nkv, fr_rot; /* head size HS, key/value heads, rotary dims R (P = R/2 pairs) */
+    double fr_scale;      /* the score scale (1/sqrt(HS); gemma: query_pre_attn_scalar^-1/2) */
+    double *fr_sum;       /* [L, H, 6, Q] Q = P + 1 (column P: the unrotated dims HS - R together): rows
+                             2k the sum over sequences of quantity k's sequence mean (q norm, k norm,
+                             |contribution|), rows 2k + 1 of its square */
+    double *fr_table;     /* [L, P + 1] owned, the accumulator the probe set up (NULL in parts): per slot
+                             the angle per position of each pair in this run (0: not rotated), then the
+                             RoPE base of the slot's table (0: not rotated) */
+    float *fr_q;          /* [S, H·HS] scratch: the sequence's rotated queries until its keys come */
+    double *fr_seq;       /* [H, 3, Q] scratch: one sequence's sums */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -160,6 +174,9 @@ typedef enum MpProbeStatId {
     MP_PROBE_STAT_VARIANCE, /* "variance": the variance over sequences and dimensions of the attention output
                                (before o_proj; per head and all heads) and of the residual stream after the
                                layer, by position, with standard errors and log-log slopes (probe_var.h) */
+    MP_PROBE_STAT_FREQ,     /* "freq": RoPE frequency usage per layer, head and frequency pair: the mean norm of
+                               the rotated query's and key's 2-D components and the pair's mean |contribution|
+                               to the score, with standard errors (probe_freq.h) */
     MP_PROBE_NSTATS
 } MpProbeStatId;
 #define MP_PROBE_STAT_BIT(id) (1u << (id))
@@ -197,6 +214,10 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_LMS,    /* [L, M, S], M = MP_PROBE_VAR_MOMENTS */
     MP_PROBE_SH_LHMS,   /* [L, H, M, S] */
     MP_PROBE_SH_LGJS,   /* [L, G, J, S], G = MP_PROBE_VAR_GROUPS, J = MP_PROBE_VAR_GROUP_ROWS */
+    MP_PROBE_SH_LH6Q,   /* [L, H, 6, P + 1], P = fr_rot / 2 frequency pairs (probe_freq.h) */
+    MP_PROBE_SH_LHP,    /* [L, H, P] */
+    MP_PROBE_SH_LH3,    /* [L, H, 3] */
+    MP_PROBE_SH_LP,     /* [L, P] */
 } MpProbeShape;
 
 /* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
@@ -220,7 +241,7 @@ typedef struct MpProbeOutSpec {
 } MpProbeOutSpec;
 
 #define MP_PROBE_STAT_ARRAYS 10 /* sums per statistic (an initialiser with more does not compile) */
-#define MP_PROBE_STAT_OUTS 6   /* outputs per statistic */
+#define MP_PROBE_STAT_OUTS 10  /* outputs per statistic */
 
 typedef struct MpProbeStat {
     const char *name;   /* the setting's word ("maps": always on) */

@@ -38,6 +38,7 @@
 #include "kernels/posmap.h"      /* mp_posmap_diagnorm: per-sequence residues */
 #include "model/probe_recency.h" /* the recency row's functions */
 #include "model/probe_var.h"     /* the variance row's functions */
+#include "model/probe_freq.h"    /* the RoPE frequency row's functions */
 #include "model/fwd.h"           /* MP_FWD_AT_ATTN_MIX, MP_FWD_AT_LAYER_OUT: the variance row's points */
 
 /* ================================================================ maps */
@@ -387,6 +388,34 @@ const MpProbeStat mp_probe_stats[] = {
         .scratch = mp_probe_var_scratch, .off = mp_probe_var_off, .capture = mp_probe_var_capture,
         .scratch_bytes = mp_probe_var_scratch_bytes,
     },
+    [MP_PROBE_STAT_FREQ] = {
+        .name = "freq", .help = "RoPE frequency usage: per head and frequency pair the q and k norms, |contribution|",
+        .what = "the RoPE frequency sums", .in = MP_PROBE_IN_CAPTURE, .points = 1u << MP_FWD_AT_Q | 1u << MP_FWD_AT_K,
+        .arrays = {ARR(fr_sum, LH6Q, 0, 1)},
+        .outs = {{"freq_q_norm.npy", MP_PROBE_SH_LHP, 0,
+                  "float64 [L,H,P] mean over sequences and positions of the norm of the rotated query's 2-D component of "
+                  "frequency pair p (dims p and p+R/2 of the head; pair 0 the highest frequency)", mp_probe_freq_q_norm},
+                 {"freq_q_norm_se.npy", MP_PROBE_SH_LHP, 0, "float64 [L,H,P] its standard error (sequences as independent draws)",
+                  mp_probe_freq_q_norm_se},
+                 {"freq_k_norm.npy", MP_PROBE_SH_LHP, 0, "float64 [L,H,P] the same of the key head query head h reads",
+                  mp_probe_freq_k_norm},
+                 {"freq_k_norm_se.npy", MP_PROBE_SH_LHP, 0, "float64 [L,H,P] its standard error", mp_probe_freq_k_norm_se},
+                 {"freq_contrib.npy", MP_PROBE_SH_LHP, 0,
+                  "float64 [L,H,P] mean over sequences and the observed (i, j) of the sampled query rows of "
+                  "|scale * (q_i . k_j) over pair p|, the pair's contribution to the pre-softmax score", mp_probe_freq_contrib},
+                 {"freq_contrib_se.npy", MP_PROBE_SH_LHP, 0, "float64 [L,H,P] its standard error", mp_probe_freq_contrib_se},
+                 {"freq_rest.npy", MP_PROBE_SH_LH3, 0,
+                  "float64 [L,H,3] the unrotated dims R..HS-1 together (partial rotary): q norm, k norm, |contribution| "
+                  "(0 when every dim rotates)", mp_probe_freq_rest},
+                 {"freq_rest_se.npy", MP_PROBE_SH_LH3, 0, "float64 [L,H,3] their standard errors", mp_probe_freq_rest_se},
+                 {"freq_angle.npy", MP_PROBE_SH_LP, 0,
+                  "float64 [L,P] the angle per position of each pair in this run (scaling applied; 0 where not rotated: "
+                  "--no-rope, a NoPE layer, the pairs --rope-keep-high leaves)", mp_probe_freq_table},
+                 {"freq_base.npy", MP_PROBE_SH_L, 0, "float64 [L] the RoPE base of each layer's table (gemma3: local or "
+                  "global; 0 where not rotated)", mp_probe_freq_base}},
+        .dims = mp_probe_freq_dims, .scratch = mp_probe_freq_scratch, .off = mp_probe_freq_off,
+        .capture = mp_probe_freq_capture, .scratch_bytes = mp_probe_freq_scratch_bytes,
+    },
 };
 #undef ARR
 _Static_assert(sizeof mp_probe_stats / sizeof mp_probe_stats[0] == MP_PROBE_NSTATS, "one row per MpProbeStatId");
@@ -459,6 +488,10 @@ int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
     case MP_PROBE_SH_LMS: d[0] = L, d[1] = MP_PROBE_VAR_MOMENTS, d[2] = S; return 3;
     case MP_PROBE_SH_LHMS: d[0] = L, d[1] = H, d[2] = MP_PROBE_VAR_MOMENTS, d[3] = S; return 4;
     case MP_PROBE_SH_LGJS: d[0] = L, d[1] = MP_PROBE_VAR_GROUPS, d[2] = MP_PROBE_VAR_GROUP_ROWS, d[3] = S; return 4;
+    case MP_PROBE_SH_LH6Q: d[0] = L, d[1] = H, d[2] = 6, d[3] = a->fr_rot / 2 + 1; return 4;
+    case MP_PROBE_SH_LHP: d[0] = L, d[1] = H, d[2] = a->fr_rot / 2; return 3;
+    case MP_PROBE_SH_LH3: d[0] = L, d[1] = H, d[2] = 3; return 3;
+    case MP_PROBE_SH_LP: d[0] = L, d[1] = a->fr_rot / 2; return 2;
     }
     MP_ASSERT(!"unknown MpProbeShape");
     return 0;
@@ -546,6 +579,7 @@ int mp_probe_acc_init_like(MpProbeAcc *part, const MpProbeAcc *a, int threads, M
     if (mp_probe_acc_init(part, mask, 256, a->H, a->S, a->per_head, a->causal, threads, e) != MP_OK) return MP_ERR;
     if (a->skip) mp_probe_acc_skip(part, a->skip);
     memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
+    mp_probe_freq_like(part, a); /* the heads' geometry (--stats freq) */
     if (mp_probe_acc_stats_on(part, a->stats, e) != MP_OK) {
         mp_probe_acc_free(part);
         return MP_ERR;
@@ -577,7 +611,7 @@ int mp_probe_acc_merge(MpProbeAcc *dst, const MpProbeAcc *src, MpErr *e) {
     if (dst->L != src->L || dst->H != src->H || dst->S != src->S || dst->per_head != src->per_head ||
         dst->causal != src->causal || dst->skip != src->skip || dst->nb != src->nb || dst->stats != src->stats ||
         dst->nlen != src->nlen || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) ||
-        memcmp(dst->window, src->window, sizeof dst->window))
+        memcmp(dst->window, src->window, sizeof dst->window) || dst->fr_rot != src->fr_rot)
         return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, length, flags or statistics differ)");
     MpProbeArray td[MP_PROBE_MAX_ARRAYS], ts[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(dst, td);
@@ -636,7 +670,8 @@ int mp_probe_acc_embed(MpProbeAcc *dst, const MpProbeAcc *src, const int64_t *dc
     const unsigned len_bit = MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS);
     if (src->S > dst->S) return mp_err_set(e, "cannot merge probe sums of length %d into length %d (the longer one takes the other)", src->S, dst->S);
     if (dst->L != src->L || dst->H != src->H || dst->per_head != src->per_head || dst->causal != src->causal ||
-        dst->skip != src->skip || ((dst->stats ^ src->stats) & ~len_bit) || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of))
+        dst->skip != src->skip || ((dst->stats ^ src->stats) & ~len_bit) || memcmp(dst->layer_of, src->layer_of, sizeof dst->layer_of) ||
+        dst->fr_rot != src->fr_rot)
         return mp_err_set(e, "cannot merge probe sums of different runs (layers, heads, flags or statistics differ)");
     if (mp_probe_acc_has(dst, MP_PROBE_STAT_RECENCY) || mp_probe_acc_has(src, MP_PROBE_STAT_RECENCY))
         return mp_err_set(e, "cannot merge probe sums of different lengths with recency");

@@ -23,7 +23,41 @@ static int freq_pairs(const MpProbeResult *res) {
     return 0;
 }
 
+/* Layer slot l's shares over heads: of the query norm in the low-frequency half of the pairs (p >=
+ * P/2), of the mean |contribution| there, and the pair with the largest |contribution| summed
+ * over heads. 0 when the run has no freq outputs. */
+static int freq_shares(const MpProbeResult *res, int l, double *q_low, double *c_low, int *top) {
+    const int P = freq_pairs(res), H = res->H;
+    const double *qn = mp_probe_result_out(res, MP_PROBE_STAT_FREQ, FO_QN), *c = mp_probe_result_out(res, MP_PROBE_STAT_FREQ, FO_C);
+    if (!qn || !c || P < 2) return 0;
+    double qa = 0, ql = 0, ca = 0, cl = 0, best = -1;
+    *top = 0;
+    for (int p = 0; p < P; p++) {
+        double cp = 0;
+        for (int h = 0; h < H; h++) {
+            const size_t x = ((size_t)l * H + h) * P + p;
+            qa += qn[x], ca += c[x], cp += c[x];
+            if (p >= P / 2) ql += qn[x], cl += c[x];
+        }
+        if (cp > best) best = cp, *top = p;
+    }
+    *q_low = qa > 0 ? ql / qa : NAN;
+    *c_low = ca > 0 ? cl / ca : NAN;
+    return 1;
+}
+
 void mp_probe_freq_meta(json_t *meta, const MpProbeResult *res) {
+    json_t *q = json_array(), *c = json_array(), *t = json_array();
+    double ql, cl;
+    int top;
+    for (int l = 0; l < res->L && freq_shares(res, l, &ql, &cl, &top); l++) {
+        json_array_append_new(q, isfinite(ql) ? json_real(ql) : json_null());
+        json_array_append_new(c, isfinite(cl) ? json_real(cl) : json_null());
+        json_array_append_new(t, json_integer(top));
+    }
+    json_object_set_new(meta, "freq_low_half_q_norm_share", q);
+    json_object_set_new(meta, "freq_low_half_contrib_share", c);
+    json_object_set_new(meta, "freq_top_pair", t);
     json_object_set_new(meta, "freq_pairs", json_integer(freq_pairs(res)));
     json_object_set_new(meta, "freq_rows", json_integer(MP_PROBE_FREQ_ROWS));
     json_object_set_new(meta, "freq_of",
@@ -35,30 +69,16 @@ void mp_probe_freq_meta(json_t *meta, const MpProbeResult *res) {
                                     "errors over sequences; docs/metrics.md"));
 }
 
-/* Per layer, over heads: the share of the query norm in the low-frequency half of the pairs, the
- * share of |contribution| there, and the pair with the largest mean |contribution|. */
+/* Per layer, over heads: freq_shares' three numbers, as meta.json holds them. */
 void mp_probe_freq_print(FILE *f, const MpProbeResult *res) {
-    const int P = freq_pairs(res), H = res->H;
-    const double *qn = mp_probe_result_out(res, MP_PROBE_STAT_FREQ, FO_QN), *c = mp_probe_result_out(res, MP_PROBE_STAT_FREQ, FO_C);
     const double *base = mp_probe_result_out(res, MP_PROBE_STAT_FREQ, FO_BASE);
-    if (!qn || !c || P < 2) return;
-    fprintf(f, "RoPE frequency usage (%d pairs, pair 0 the highest frequency; shares over heads):\n", P);
+    double ql, cl;
+    int top;
+    if (!base || !freq_shares(res, 0, &ql, &cl, &top)) return;
+    fprintf(f, "RoPE frequency usage (%d pairs, pair 0 the highest frequency; shares over heads):\n", freq_pairs(res));
     fprintf(f, "  layer        base  q norm in low half  |contribution| in low half  top pair\n");
-    for (int l = 0; l < res->L; l++) {
-        double qa = 0, ql = 0, ca = 0, cl = 0, best = -1;
-        int top = 0;
-        for (int p = 0; p < P; p++) {
-            double cp = 0;
-            for (int h = 0; h < H; h++) {
-                const size_t x = ((size_t)l * H + h) * P + p;
-                qa += qn[x], ca += c[x], cp += c[x];
-                if (p >= P / 2) ql += qn[x], cl += c[x];
-            }
-            if (cp > best) best = cp, top = p;
-        }
-        fprintf(f, "  %5d  %10.6g  %18.3f  %26.3f  %8d\n", res->layers[l] + 1, base[l], qa > 0 ? ql / qa : NAN, ca > 0 ? cl / ca : NAN,
-                top);
-    }
+    for (int l = 0; l < res->L && freq_shares(res, l, &ql, &cl, &top); l++)
+        fprintf(f, "  %5d  %10.6g  %18.3f  %26.3f  %8d\n", res->layers[l] + 1, base[l], ql, cl, top);
 }
 
 /* freq.png: per layer two panels [H, P], the query's norm and the pair's mean |contribution|. */

@@ -53,7 +53,7 @@ static const MpOpt reproduce_opts[RE_COUNT] = {
                                      "length (RP, block z and NRI of every prefix of the embedded models' rows and\n"
                                      "of stories260K's own stories)\n"
                                      "and stories (Figure 5 on the pretrained stories260K)\n"
-                                     "and variance (the attention output's variance by position, Chi et al. 2023)"), F(only)},
+                                     "and beyond (issue 38: variance by position, RoPE frequency usage, position probes)"), F(only)},
     [RE_FORCE] = {MP_OPT_DECL("force", MP_OPT_BOOL, NULL, .help = "recompute stages whose outputs already match the settings"),
                   F(cfg.force)},
     [RE_BATCH] = {MP_OPT_DECL("batch", MP_OPT_I64, "B", .help = "override the number of simulated sequences", .lo = 1,

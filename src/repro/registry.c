@@ -35,7 +35,7 @@
 
 static const MpReproStage *const stages[] = {
     &mp_repro_stage_fig1, &mp_repro_stage_fig2,    &mp_repro_stage_fig2ln, &mp_repro_stage_fig3,   &mp_repro_stage_fig4,
-    &mp_repro_stage_fig5, &mp_repro_stage_recency, &mp_repro_stage_length, &mp_repro_stage_stories, &mp_repro_stage_variance,
+    &mp_repro_stage_fig5, &mp_repro_stage_recency, &mp_repro_stage_length, &mp_repro_stage_stories, &mp_repro_stage_beyond,
 };
 #define N_STAGES ((int)(sizeof stages / sizeof stages[0]))
 _Static_assert(sizeof stages / sizeof stages[0] <= 31, "MpReproConfig.stages has a bit per stage");

@@ -10,7 +10,7 @@
  * (registry.c): a figure's stage is in the stage table, each panel's run is one a stage
  * declares (its `runs`, or the simulation table of sims.h). The stage entries are defined by
  * the stage files (stage_paper.c, stage_models.c, stage_recency.c, stage_length.c,
- * stage_stories.c, stage_variance.c), the figure tables by stage_paper.c and stage_models.c.
+ * stage_stories.c, stage_beyond.c), the figure tables by stage_paper.c and stage_models.c.
  */
 #ifndef MP_REPRO_STAGE_H
 #define MP_REPRO_STAGE_H
@@ -72,7 +72,7 @@ typedef struct MpReproTables {
  * stage_stories.c). */
 extern const MpReproStage mp_repro_stage_fig1, mp_repro_stage_fig2, mp_repro_stage_fig2ln, mp_repro_stage_fig3,
     mp_repro_stage_fig4, mp_repro_stage_fig5, mp_repro_stage_recency, mp_repro_stage_length, mp_repro_stage_stories,
-    mp_repro_stage_variance;
+    mp_repro_stage_beyond;
 extern const MpReproFigure mp_repro_figs_paper[];  /* stage_paper.c: Figures 1, 2, 4 and the appendices; ends with a NULL file */
 extern const MpReproFigure mp_repro_figs_models[]; /* stage_models.c: Figures 3 and 5 */
 

@@ -1,18 +1,19 @@
-/* stage_variance.c — reproduce's stage "variance" (issue 38): the variance of the attention output
- * by position (Chi et al. 2023, arXiv 2305.13571; docs/metrics.md "Variance by position").
+/* stage_beyond.c — reproduce's stage "beyond" (issue 38: positional information beyond the score
+ * maps): the variance of the attention output by position (Chi et al. 2023, arXiv 2305.13571) and
+ * RoPE frequency usage (Barbero et al. 2025, arXiv 2410.06205); docs/metrics.md.
  *
- * Implements: the stage: `probe --stats variance` (every layer) of a randomly initialised NoPE
+ * Implements: the stage: `probe --stats variance` (every layer; with freq on the RoPE models) of a randomly initialised NoPE
  * model (mkmodel's llama, 4 layers, d 128, its RoPE switched off) over the embedded corpus's bytes,
  * causal and without the mask; of the embedded NoPE and RoPE models over the same text; of
  * stories260K over the stories stage's corpus; and the parameter-free decoder's simulated variance
  * at layer 1 against its closed forms (`simulate --variance`). Its report part: the verdict rows,
  * every number from this run's outputs.
  * Does not: compute a variance (model/probe_var.c, sim/), or change the other stages' runs.
- * Tested by: tests/test_reproduce.c (--only variance --quick).
+ * Tested by: tests/test_reproduce.c (--only beyond --quick).
  * Shape legend: L layers (<= VR_MAX_L), S positions.
  *
  * ================================================================ layout
- *   runs            the probes (folders under variance/) and what each row reads from them
+ *   runs            the probes (folders under beyond/) and what each row reads from them
  *   inputs          the random model and the byte ids, written once (their fingerprints key the probes)
  *   simulation      layer 1 of the parameter-free decoder at D = 32768 against both closed forms
  *   report          the rows
@@ -46,11 +47,11 @@ enum { VR_RANDOM, VR_RANDOM_BIDIR, VR_NONE, VR_ROPE, VR_STORIES, VR_NRUNS };
 static const struct {
     const char *dir, *label;
 } vr_runs[VR_NRUNS] = {
-    [VR_RANDOM] = {"variance/random_nope", "random-init NoPE model (4 layers, d 128)"},
-    [VR_RANDOM_BIDIR] = {"variance/random_nope_bidirectional", "random-init NoPE model, no mask"},
-    [VR_NONE] = {"variance/none", "embedded NoPE model"},
-    [VR_ROPE] = {"variance/rope", "embedded RoPE model"},
-    [VR_STORIES] = {"variance/stories260K", "stories260K (pretrained, RoPE)"},
+    [VR_RANDOM] = {"beyond/random_nope", "random-init NoPE model (4 layers, d 128)"},
+    [VR_RANDOM_BIDIR] = {"beyond/random_nope_bidirectional", "random-init NoPE model, no mask"},
+    [VR_NONE] = {"beyond/none", "embedded NoPE model"},
+    [VR_ROPE] = {"beyond/rope", "embedded RoPE model"},
+    [VR_STORIES] = {"beyond/stories260K", "stories260K (pretrained, RoPE)"},
 };
 
 typedef struct VrRun {
@@ -58,18 +59,21 @@ typedef struct VrRun {
     int64_t n;
     double slope[VR_MAX_L], se[VR_MAX_L]; /* meta.json variance_slope_attn(_se): positions 1.. */
     double early[VR_MAX_L];               /* least-squares log-log slope over positions 1 .. VR_EARLY-1 */
+    int freq;                             /* the run has --stats freq: */
+    double q_low[VR_MAX_L];               /* meta.json freq_low_half_q_norm_share */
+    int top[VR_MAX_L], pairs;             /* freq_top_pair, freq_pairs */
 } VrRun;
 
-typedef struct MpReproVariance {
+typedef struct MpReproBeyond {
     int ran;
     VrRun run[VR_NRUNS];
     int sim_ok, sim_S;
     int64_t sim_B;
     int sim_D;
     double sim_gap_z, sim_formula_z; /* max over positions of |sim − closed| / se, |sim − formula| / se */
-} MpReproVariance;
+} MpReproBeyond;
 
-static MpReproVariance *variance_state(MpReproCtx *c) { return mp_repro_state(c, "variance", sizeof(MpReproVariance), NULL); }
+static MpReproBeyond *beyond_state(MpReproCtx *c) { return mp_repro_state(c, "beyond", sizeof(MpReproBeyond), NULL); }
 
 /* The log-log least-squares slope of v[i] against i + 1 over positions [a, b). */
 static double vr_loglog(const double *v, int a, int b) {
@@ -99,6 +103,15 @@ static int vr_read(VrRun *r, const char *dir) {
         r->slope[l] = json_is_number(a) ? json_number_value(a) : NAN;
         r->se[l] = json_is_number(b) ? json_number_value(b) : NAN;
     }
+    json_t *fq = json_object_get(m, "freq_low_half_q_norm_share"), *ft = json_object_get(m, "freq_top_pair");
+    r->freq = fq != NULL;
+    if (r->freq && (json_array_size(fq) != L || json_array_size(ft) != L)) rc = MP_ERR;
+    for (size_t l = 0; rc == MP_OK && r->freq && l < L; l++) {
+        json_t *a = json_array_get(fq, l);
+        r->q_low[l] = json_is_number(a) ? json_number_value(a) : NAN;
+        r->top[l] = (int)json_integer_value(json_array_get(ft, l));
+    }
+    r->pairs = (int)json_integer_value(json_object_get(m, "freq_pairs"));
     json_decref(m);
     double *v = NULL;
     int64_t sh[2];
@@ -116,8 +129,8 @@ static int vr_read(VrRun *r, const char *dir) {
 }
 
 static int vr_probe(MpReproCtx *c, int k, const MpReproProbeSpec *spec) {
-    VrRun *r = &variance_state(c)->run[k];
-    printf("  variance %-34s every layer over %lld x %s tokens%s\n", vr_runs[k].dir + 9, (long long)spec->n,
+    VrRun *r = &beyond_state(c)->run[k];
+    printf("  beyond  %-34s every layer over %lld x %s tokens%s\n", vr_runs[k].dir + 7, (long long)spec->n,
            spec->seq ? "128" : "512", spec->causal ? "" : ", no mask");
     fflush(stdout);
     MpReproMaps *m = NULL;
@@ -130,11 +143,11 @@ static int vr_probe(MpReproCtx *c, int k, const MpReproProbeSpec *spec) {
 
 /* ================================================================ inputs */
 
-/* out/variance/random_llama_L4_d128_seed1: mkmodel's llama with these settings (written once: its
+/* out/beyond/random_llama_L4_d128_seed1: mkmodel's llama with these settings (written once: its
  * files' fingerprint keys the probes that read it). */
 static int vr_random_model(MpReproCtx *c, char *path, size_t cap) {
     MpErr e;
-    snprintf(path, cap, "%s/variance/random_llama_L4_d128_seed1", c->out);
+    snprintf(path, cap, "%s/beyond/random_llama_L4_d128_seed1", c->out);
     char cfg[4400];
     snprintf(cfg, sizeof cfg, "%s/config.json", path);
     if (mp_file_exists(cfg)) return MP_OK;
@@ -144,17 +157,17 @@ static int vr_random_model(MpReproCtx *c, char *path, size_t cap) {
     s.layers = 4, s.dim = 128, s.heads = 4, s.kv_heads = 4, s.vocab = 256, s.seed = 1;
     mp_mk_spec_family(&s, 1, 0);
     if (mp_mk_check(&s, &e) != MP_OK || mp_mk_write(&s, path, &e) != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: stage variance: the random model: %s\n", e.msg);
+        fprintf(stderr, "maskpos reproduce: error: stage beyond: the random model: %s\n", e.msg);
         return MP_ERR;
     }
     return MP_OK;
 }
 
-/* out/variance/kjv_bytes_NxS.npy: the first n·S bytes of the corpus as int32 ids (the random
+/* out/beyond/kjv_bytes_NxS.npy: the first n·S bytes of the corpus as int32 ids (the random
  * model's vocabulary is the 256 byte values; written once). */
 static int vr_byte_ids(MpReproCtx *c, const char *corpus, int64_t n, char *path, size_t cap) {
     MpErr e;
-    snprintf(path, cap, "%s/variance/kjv_bytes_%lldx%d.npy", c->out, (long long)n, VR_SEQ);
+    snprintf(path, cap, "%s/beyond/kjv_bytes_%lldx%d.npy", c->out, (long long)n, VR_SEQ);
     if (mp_file_exists(path)) return MP_OK;
     FILE *f = fopen(corpus, "rb");
     const size_t want = (size_t)n * VR_SEQ;
@@ -166,7 +179,7 @@ static int vr_byte_ids(MpReproCtx *c, const char *corpus, int64_t n, char *path,
     const int64_t shape[2] = {n, VR_SEQ};
     const int rc = got == want && mp_npy_write(path, MP_DT_I32, ids, 2, shape, &e) == MP_OK ? MP_OK : MP_ERR;
     if (rc != MP_OK)
-        fprintf(stderr, "maskpos reproduce: error: stage variance: %s: %s\n", got == want ? path : corpus,
+        fprintf(stderr, "maskpos reproduce: error: stage beyond: %s: %s\n", got == want ? path : corpus,
                 got == want ? e.msg : "shorter than the bytes the random model's run needs");
     free(ids), free(b);
     return rc;
@@ -179,8 +192,8 @@ static int vr_byte_ids(MpReproCtx *c, const char *corpus, int64_t n, char *path,
  * and against the infinite-width value of uniform unit rows, (e² + i − 1) / (e + i − 1)² / D for a
  * query seeing i keys (its own score 1, the others 0). */
 static int vr_sim(MpReproCtx *c) {
-    MpReproVariance *st = variance_state(c);
-    static const char *rel = "variance/sim_layer1_D32768";
+    MpReproBeyond *st = beyond_state(c);
+    static const char *rel = "beyond/sim_layer1_D32768";
     char dir[4200], settings[256];
     MpErr e;
     snprintf(dir, sizeof dir, "%s/%s", c->out, rel);
@@ -193,9 +206,9 @@ static int vr_sim(MpReproCtx *c) {
     json_t *same = c->cfg->force ? NULL : mp_repro_store_meta_same(dir, settings);
     if (same) {
         json_decref(same);
-        printf("  variance %-34s up to date, skipped (--force to redo)\n", "sim_layer1_D32768");
+        printf("  beyond  %-34s up to date, skipped (--force to redo)\n", "sim_layer1_D32768");
     } else {
-        printf("  variance %-34s layer 1 of the parameter-free decoder, D = %d, B = %lld\n", "sim_layer1_D32768", s.dim,
+        printf("  beyond  %-34s layer 1 of the parameter-free decoder, D = %d, B = %lld\n", "sim_layer1_D32768", s.dim,
                (long long)s.batch);
         fflush(stdout);
         MpSimResult r;
@@ -231,24 +244,24 @@ static int vr_sim(MpReproCtx *c) {
 
 /* ================================================================ the stage */
 
-static int variance_run(MpReproCtx *c) {
-    MpReproVariance *st = variance_state(c);
+static int beyond_run(MpReproCtx *c) {
+    MpReproBeyond *st = beyond_state(c);
     const MpReproConfig *cfg = c->cfg;
     st->ran = 1;
     int failed = vr_sim(c);
     const int64_t n = cfg->model_n ? cfg->model_n : cfg->quick ? 32 : 64;
     char model[4300], corpus[4300], ids[4300];
     if (!cfg->models) {
-        fprintf(stderr, "maskpos reproduce: error: stage variance: the embedded models were not found; HINT: --models DIR\n");
-        failed += mp_repro_fail(c, "variance");
+        fprintf(stderr, "maskpos reproduce: error: stage beyond: the embedded models were not found; HINT: --models DIR\n");
+        failed += mp_repro_fail(c, "beyond");
     } else {
         snprintf(corpus, sizeof corpus, "%s/kjv.txt", cfg->models);
         MpErr e;
         char vdir[4200];
-        snprintf(vdir, sizeof vdir, "%s/variance", c->out);
+        snprintf(vdir, sizeof vdir, "%s/beyond", c->out);
         if (mp_mkdir_p(vdir, &e) != MP_OK || vr_random_model(c, model, sizeof model) != MP_OK ||
             vr_byte_ids(c, corpus, n, ids, sizeof ids) != MP_OK)
-            failed += mp_repro_fail(c, "variance/random_nope");
+            failed += mp_repro_fail(c, "beyond/random_nope");
         else
             for (int k = VR_RANDOM; k <= VR_RANDOM_BIDIR; k++) {
                 const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = model, .tokens = ids, .n = n, .causal = k == VR_RANDOM,
@@ -259,7 +272,7 @@ static int variance_run(MpReproCtx *c) {
             char m[4300];
             snprintf(m, sizeof m, "%s/%s", cfg->models, k == VR_NONE ? "none" : "rope");
             const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = m, .data = corpus, .n = n, .seq = VR_SEQ, .causal = 1,
-                                           .pack = 1, .layers = "all", .stats = "variance"};
+                                           .pack = 1, .layers = "all", .stats = k == VR_ROPE ? "variance,freq" : "variance"};
             failed += vr_probe(c, k, &spec);
         }
     }
@@ -268,7 +281,7 @@ static int variance_run(MpReproCtx *c) {
     const int64_t want = cfg->quick ? 64 : 200; /* 16 leave layer 1's slope (-0.02) within 3 se of 0 */
     const int64_t ns = cp.n < want ? cp.n : want;
     const MpReproProbeSpec spec = {.dir = vr_runs[VR_STORIES].dir, .model = cfg->stories, .tokens = cp.ids, .n = ns, .causal = 1,
-                                   .layers = "all", .stats = "variance"};
+                                   .layers = "all", .stats = "variance,freq"};
     return failed + vr_probe(c, VR_STORIES, &spec);
 }
 
@@ -283,7 +296,7 @@ static void vr_slopes(char *buf, size_t cap, const VrRun *r, int l0, int l1, int
                    : (size_t)snprintf(buf + u, cap - u, "%s%d: %+.3f ± %.3f", l > l0 ? ", " : "", l + 1, r->slope[l], r->se[l]);
 }
 
-static void vr_rows_random(MpReport *rp, const MpReproVariance *st, double sig) {
+static void vr_rows_random(MpReport *rp, const MpReproBeyond *st, double sig) {
     const VrRun *a = &st->run[VR_RANDOM], *b = &st->run[VR_RANDOM_BIDIR];
     char got[512], note[512];
     if (a->ok) {
@@ -306,7 +319,7 @@ static void vr_rows_random(MpReport *rp, const MpReproVariance *st, double sig) 
     }
 }
 
-static void vr_rows_models(MpReport *rp, const MpReproVariance *st, double sig) {
+static void vr_rows_models(MpReport *rp, const MpReproBeyond *st, double sig) {
     const VrRun *r = &st->run[VR_NONE];
     char got[512], early[256], note[512];
     if (r->ok && r->L >= 4) {
@@ -340,16 +353,41 @@ static void vr_rows_models(MpReport *rp, const MpReproVariance *st, double sig) 
     }
 }
 
-static int variance_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
+/* RoPE frequency usage (Barbero et al.): in Gemma 7B the lowest frequencies carry most of the query
+ * and key norm; the rows say where ours put it, and why where they differ. */
+static void vr_rows_freq(MpReport *rp, const MpReproBeyond *st) {
+    const int ks[2] = {VR_ROPE, VR_STORIES};
+    for (int q = 0; q < 2; q++) {
+        const VrRun *r = &st->run[ks[q]];
+        if (!r->ok || !r->freq) continue;
+        char what[192], got[512], note[640];
+        size_t u = 0;
+        int ok = 1;
+        for (int l = 0; l < r->L && u < sizeof got; l++) {
+            u += (size_t)snprintf(got + u, sizeof got - u, "%s%d: %.2f (top pair %d)", l ? ", " : "", l + 1, r->q_low[l], r->top[l]);
+            ok &= r->q_low[l] > 0.5;
+        }
+        snprintf(what, sizeof what, "RoPE frequency usage (Barbero et al.): %s, share of the query norm in the lowest-frequency "
+                 "half of its %d pairs, by layer", vr_runs[ks[q]].label, r->pairs);
+        snprintf(note, sizeof note, "%s", ok ? "as in Gemma 7B: the slowly rotating pairs carry the semantic norm"
+                 : "Gemma 7B (128 pairs a head, 8K context) keeps most of the norm in its lowest frequencies, which hardly "
+                   "rotate over its context (semantic channels); this small model spreads it more evenly and its largest "
+                   "contributions to the score come from pairs whose wavelengths are about its training rows' length: it "
+                   "spends its few pairs on position (docs/metrics.md, \"RoPE frequency usage\")");
+        mp_report_row(rp, what, "above 0.5 in every layer (most of the norm, as in Gemma 7B)", got, ok, note);
+    }
+}
+
+static int beyond_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
     (void)e;
-    const MpReproVariance *st = variance_state(c);
+    const MpReproBeyond *st = beyond_state(c);
     if (!st->ran) return MP_OK;
     const double sig = mp_repro_expect_v(MP_REPRO_EXPECT_MC_SIGMAS, 0);
     if (st->sim_ok) {
         char got[256], note[256];
         snprintf(got, sizeof got, "max %.2f se (per-sequence closed form), %.2f se ((e² + i − 1)/(e + i − 1)²)", st->sim_gap_z,
                  st->sim_formula_z);
-        snprintf(note, sizeof note, "simulate --variance, layer 1, α 0, D %d, B %lld, S %d (variance/sim_layer1_D32768)", st->sim_D,
+        snprintf(note, sizeof note, "simulate --variance, layer 1, α 0, D %d, B %lld, S %d (beyond/sim_layer1_D32768)", st->sim_D,
                  (long long)st->sim_B, st->sim_S);
         mp_report_row(rp, "Variance: parameter-free decoder, simulated against the closed form σ²·Σ_j a_ij²",
                       "equal within mc.sigmas standard errors at every position", got, st->sim_gap_z < sig && st->sim_formula_z < sig,
@@ -357,14 +395,15 @@ static int variance_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
     }
     vr_rows_random(rp, st, sig);
     vr_rows_models(rp, st, sig);
+    vr_rows_freq(rp, st);
     return MP_OK;
 }
 
-const MpReproStage mp_repro_stage_variance = {
-    .name = "variance",
-    .key = "meta.json: version, model and ids or corpus with fingerprints, n, stats variance (simulation: B, S, D, seed)",
-    .run = variance_run,
-    .report = variance_report,
-    .runs = (const char *const[]){"variance/random_nope", "variance/random_nope_bidirectional", "variance/none", "variance/rope",
-                                  "variance/stories260K", NULL},
+const MpReproStage mp_repro_stage_beyond = {
+    .name = "beyond",
+    .key = "meta.json: version, model and ids or corpus with fingerprints, n, stats (simulation: B, S, D, seed)",
+    .run = beyond_run,
+    .report = beyond_report,
+    .runs = (const char *const[]){"beyond/random_nope", "beyond/random_nope_bidirectional", "beyond/none", "beyond/rope",
+                                  "beyond/stories260K", NULL},
 };

@@ -60,9 +60,15 @@ static json_t *card_head_mean(const json_t *a, size_t H) {
     return out;
 }
 
+/* 1 when key names standard errors ("..._se"): their mean over heads is no standard error. */
+static int card_is_se(const char *key) {
+    const size_t n = strlen(key);
+    return n >= 3 && !strcmp(key + n - 3, "_se");
+}
+
 /* Every per-layer number of the object o (meta.json, or an object in it) into pl, keyed by its
  * dotted path from meta.json's top: arrays of L numbers as they are, [L][H] arrays as their means
- * over heads (".head_mean"), objects to two levels. */
+ * over heads (".head_mean"; not of standard errors), objects to two levels. */
 static void card_flatten(json_t *pl, const char *prefix, const json_t *o, size_t L, size_t H, int depth) {
     const char *k;
     const json_t *v;
@@ -72,7 +78,7 @@ static void card_flatten(json_t *pl, const char *prefix, const json_t *o, size_t
         snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] ? "." : "", k);
         json_t *hm;
         if (json_is_array(v) && json_array_size(v) == L && card_is_series(v)) json_object_set_new(pl, key, json_deep_copy(v));
-        else if (json_is_array(v) && json_array_size(v) == L && H > 0 && (hm = card_head_mean(v, H))) {
+        else if (json_is_array(v) && json_array_size(v) == L && H > 0 && !card_is_se(k) && (hm = card_head_mean(v, H))) {
             char hk[300];
             snprintf(hk, sizeof hk, "%s.head_mean", key);
             json_object_set_new(pl, hk, hm);
@@ -439,7 +445,7 @@ int mp_card_run(const MpCardConfig *c, MpErr *e) {
                 np == 1 ? "" : "es", stats);
         for (int p = 0; p < MP_CARD_NPASS; p++)
             if (run[p]) fprintf(c->log, " %s%s%s%s", mp_card_passes[p].name, p ? " (" : "", mp_card_passes[p].flag, p ? ")" : "");
-        fprintf(c->log, "%s\n", c->no_counterfactuals ? "" : " (--no-counterfactuals: the first only)");
+        fprintf(c->log, "%s\n", c->no_counterfactuals ? "" : "; --no-counterfactuals runs the first only");
         if (!run[MP_CARD_PASS_NO_ROPE] && !c->no_counterfactuals) fprintf(c->log, "card: the model has no RoPE: no no-rope pass\n");
     }
     int rc = mp_outdir_claim(dir, "card", (MpOutdirMode)c->out_mode, e);

@@ -33,6 +33,7 @@ int mp_cmd_generate(int argc, char **argv); /* src/cli/cmd_generate.c */
 int mp_cmd_train(int argc, char **argv);    /* src/cli/cmd_train.c */
 int mp_cmd_gram(int argc, char **argv);     /* src/cli/cmd_gram.c */
 int mp_cmd_view(int argc, char **argv);     /* src/cli/cmd_view.c */
+int mp_cmd_card(int argc, char **argv);     /* src/cli/cmd_card.c */
 
 /* Prints "maskpos <cmd>: error: <msg>" and returns MP_EXIT_ERROR. */
 int mp_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

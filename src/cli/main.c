@@ -33,6 +33,7 @@ static const MpCommand commands[] = {
     {"generate", mp_cmd_generate, "seeded samples from a checkpoint (key/value cache), ids for probe"},
     {"train", mp_cmd_train, "train a small Llama-style decoder (RoPE or no positional encoding)"},
     {"gram", mp_cmd_gram, "the nine Gram matrices of one layer -> the next (paper Figure 3)"},
+    {"card", mp_cmd_card, "one card per model: every probe statistic and its counterfactuals, HTML + JSON + table"},
     {"view", mp_cmd_view, "one self-contained HTML page to explore runs' maps (layers, heads, hover, zoom)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -209,8 +209,7 @@ int mp_report_write_md(const MpReport *r, const char *path, MpErr *e) {
 
 /* ================================================================ HTML */
 
-/* Writes the file's bytes base64-encoded (RFC 4648 alphabet, '=' padding). */
-static int html_base64_file(FILE *f, const char *path, MpErr *e) {
+int mp_html_base64_file(FILE *f, const char *path, MpErr *e) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     FILE *in = mp_input_open(path, NULL, e);
     if (!in) return MP_ERR;
@@ -355,7 +354,7 @@ int mp_report_write_html(const MpReport *r, const char *dir, const char *path, M
         fputs("</figcaption><img alt=\"", f);
         mp_html_text(f, r->figs[i].caption);
         fputs("\" src=\"data:image/png;base64,", f);
-        if (html_base64_file(f, fp, e) != MP_OK) goto fail;
+        if (mp_html_base64_file(f, fp, e) != MP_OK) goto fail;
         fputs("\"></figure>\n", f);
         if (r->figs[i].nviews) html_viewer(f, dir, &r->figs[i], i);
     }

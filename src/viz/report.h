@@ -13,6 +13,8 @@
 #ifndef MP_REPORT_H
 #define MP_REPORT_H
 
+#include <stdio.h> /* FILE: mp_html_base64_file */
+
 #include "core/err.h" /* MpErr */
 
 typedef struct MpReportRow {
@@ -64,5 +66,8 @@ int mp_report_stats_row(MpReport *r, const char *const *cells, int ncols, MpErr 
 int mp_report_write_md(const MpReport *r, const char *path, MpErr *e);
 /* dir: the folder figure paths are relative to (read to embed them). */
 int mp_report_write_html(const MpReport *r, const char *dir, const char *path, MpErr *e);
+/* The bytes of the file at path base64-encoded into f (RFC 4648 alphabet, '=' padding): a figure
+ * inside a self-contained page (report.html, card.html). MP_ERR with a line when it cannot be read. */
+int mp_html_base64_file(FILE *f, const char *path, MpErr *e);
 
 #endif

@@ -13,7 +13,8 @@
  * run, a simulate run, runs of another S, a folder given twice, a probe option with run folders —
  * each one line naming the folder, exit 2, and no card written.
  */
-#include "core/util.h" /* mp_file_exists */
+#include "core/util.h"   /* mp_file_exists */
+#include "model/probe.h"  /* mp_probe_stats: the rows the card turns on */
 #include "testutil.h"
 
 /* The model, the text and the probe options every run of this file shares. */
@@ -50,11 +51,17 @@ static int card_setup(void **state) {
     return 0;
 }
 
-/* probe MODEL with the card's options and the statistics the card turns on, plus extra, into dir. */
+/* probe MODEL with the card's options and the statistics the card turns on (every row of the
+ * statistics table that reads the forward pass: probs, recency, variance, freq, ... by name),
+ * plus extra, into dir. */
 static void probe_apart(const char *model, const char *dir, const char *extra) {
-    char out[8192];
-    int rc = mp_test_run(out, sizeof out, "probe %s --data %s %s --stats probs,recency,variance %s --quiet --out %s", model,
-                         fx.txt, card_opts, extra, dir);
+    char out[8192], stats[512] = "";
+    size_t u = 0;
+    for (int id = 0; id < MP_PROBE_NSTATS; id++)
+        if (mp_probe_stats[id].in && u < sizeof stats)
+            u += (size_t)snprintf(stats + u, sizeof stats - u, "%s%s", u ? "," : "", mp_probe_stats[id].name);
+    int rc = mp_test_run(out, sizeof out, "probe %s --data %s %s --stats %s %s --quiet --out %s", model, fx.txt, card_opts, stats,
+                         extra, dir);
     if (rc != 0) fail_msg("probe %s: %s", extra, out);
 }
 

@@ -29,6 +29,7 @@
                               mp_threads_resolve */
 #include "model/fwd.h"     /* MpFwd */
 #include "model/fwd_plugin.h" /* the GPU of --device cuda: its memory check, meta.json's device */
+#include "model/probe_pos.h" /* the position probe's defaults */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
 #include "tok/tok.h"       /* the model's tokenizer */
 
@@ -36,6 +37,9 @@ void mp_probe_config_init(MpProbeConfig *c) {
     memset(c, 0, sizeof *c);
     c->max_mem_gib = -1;
     c->out_mode = MP_OUTDIR_NEW;
+    c->pos_dim = MP_PROBE_POS_DIM_DEFAULT;
+    c->pos_stride = MP_PROBE_POS_STRIDE_DEFAULT;
+    c->pos_ridge = MP_PROBE_POS_RIDGE_DEFAULT;
 }
 
 /* ================================================================ set-up */
@@ -235,6 +239,13 @@ static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     return 1;
 }
 
+void mp_probe_pos_settings(MpProbeAcc *a, const MpProbeConfig *c, const MpModel *m) {
+    a->pos_width = m->dim;
+    a->pos_dim = c->pos_dim;
+    a->pos_stride = c->pos_stride;
+    a->pos_ridge = c->pos_ridge;
+}
+
 int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e) {
     *set = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | (c->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
            (c->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* the two statistics with a switch of their own */
@@ -263,7 +274,9 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
      * outputs: the maps' mean, diagnorm, standard errors (and the heads'), the statistics' scratch,
      * every statistic's outputs, and the float32 copy of the heads' maps written */
     uint64_t sums, scratch, outs;
-    mp_probe_stats_bytes(set, L, m->n_heads, S, c->per_head, threads, &sums, &scratch, &outs);
+    MpProbeAcc like = {.L = L, .H = m->n_heads, .S = S, .per_head = c->per_head, .threads = threads};
+    mp_probe_pos_settings(&like, c, m);
+    mp_probe_stats_bytes_acc(&like, set, &sums, &scratch, &outs);
     p->maps = (sums + scratch) * (nranks > 1 && rank == 0 ? 2 : 1);
     p->outs = outs;
     if (c->per_head && !c->heads_f64) p->outs += (uint64_t)S * S * 4 * L * (uint64_t)m->n_heads;
@@ -328,6 +341,7 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
         return MP_ERR;
     if (probe_stats_skip(s->m, &s->tk)) mp_probe_acc_skip(&s->acc, 1);
     mp_probe_acc_windows(&s->acc, s->m); /* sliding-window layers: keys outside the window unobserved */
+    mp_probe_pos_settings(&s->acc, r, s->m);
     if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
     const unsigned in = mp_probe_acc_inputs(&s->acc);
     if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
@@ -362,6 +376,10 @@ static uint64_t probe_run_key(const ProbeState *s, int bits) {
     int windowed = 0; /* sliding windows that mask at this S (none: the key of an older maskpos) */
     for (int l = 0; l < s->acc.L; l++) windowed |= s->acc.window[l] > 0;
     if (windowed) key = mp_fnv1a64(s->acc.window, sizeof(int) * (size_t)s->acc.L, key);
+    if (mp_probe_acc_has(&s->acc, MP_PROBE_STAT_POSITION)) { /* its features and positions (λ acts on the result only) */
+        const int64_t ps[2] = {s->acc.pos_dim, s->acc.pos_stride};
+        key = mp_fnv1a64(ps, sizeof ps, key);
+    }
     return key;
 }
 

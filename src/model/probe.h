@@ -127,6 +127,20 @@ typedef struct MpProbeAcc {
                              a sequence's group a hash of its own moments) Σu1, Σu2 and the count of the
                              attention output, then the same of the residual stream (J = 6 rows) */
     double *vscr;         /* [2, S] scratch: one sequence's u1, u2 at one capture point */
+    /* the position probe (MP_PROBE_STAT_POSITION; model/probe_pos.h): its settings, set before the
+     * row is on (mp_probe_acc_init_like copies them), and its sums per split of the sequences */
+    int pos_width;        /* C, the residual stream's width (0: taken as pos_dim, no projection) */
+    int pos_dim;          /* K, the features: a ±1 projection of C to K (0 or >= C: K = C, none) */
+    int pos_stride;       /* every pos_stride-th position of a sequence sampled (0: 1) */
+    double pos_ridge;     /* λ relative to tr(C)/K (0: MP_PROBE_POS_RIDGE_DEFAULT) */
+    int64_t seq_index;    /* the index of the sequence being added in the run's order (set by the
+                             caller before its forward pass: the split and the sampled positions) */
+    double *pos_sums;     /* [L, 2, W] per split (fitted, held out): n, Σi, Σi², Σz [K], Σz·i [K],
+                             Σz·zᵀ [K, K] (upper triangle), W = 3 + 2K + K² */
+    double *pos_test;     /* [L, M, K + 1] the first M held-out positions: z, then i + 1 (0: empty) */
+    double *pos_proj;     /* [K, C] scratch: the ±1 projection (NULL when K = C) */
+    double *pos_z;        /* [S, K] scratch: one sequence's sampled features */
+    double *pos_seq;      /* [W] scratch: one sequence's sums */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -160,6 +174,9 @@ typedef enum MpProbeStatId {
     MP_PROBE_STAT_VARIANCE, /* "variance": the variance over sequences and dimensions of the attention output
                                (before o_proj; per head and all heads) and of the residual stream after the
                                layer, by position, with standard errors and log-log slopes (probe_var.h) */
+    MP_PROBE_STAT_POSITION, /* "position": a ridge probe of the position from the residual stream after the
+                               layer, fitted on 3 of 4 sequences, R² and mean absolute error on the rest
+                               with their chance levels (probe_pos.h) */
     MP_PROBE_NSTATS
 } MpProbeStatId;
 #define MP_PROBE_STAT_BIT(id) (1u << (id))
@@ -181,6 +198,10 @@ enum {
 #define MP_PROBE_VAR_MOMENTS 5
 #define MP_PROBE_VAR_GROUPS 16
 #define MP_PROBE_VAR_GROUP_ROWS 6
+/* The position probe's (model/probe_pos.h): held-out positions kept for the mean absolute error,
+ * and the columns of its output. */
+#define MP_PROBE_POS_MAE_ROWS 1024
+#define MP_PROBE_POS_COLS 10
 
 /* The length of an array (or an output) of a statistic, in terms of the accumulator's dimensions. */
 typedef enum MpProbeShape {
@@ -197,6 +218,9 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_LMS,    /* [L, M, S], M = MP_PROBE_VAR_MOMENTS */
     MP_PROBE_SH_LHMS,   /* [L, H, M, S] */
     MP_PROBE_SH_LGJS,   /* [L, G, J, S], G = MP_PROBE_VAR_GROUPS, J = MP_PROBE_VAR_GROUP_ROWS */
+    MP_PROBE_SH_LPOS,   /* [L, 2, 3 + 2K + K²], K = pos_dim */
+    MP_PROBE_SH_LPMK,   /* [L, M, K + 1], M = MP_PROBE_POS_MAE_ROWS */
+    MP_PROBE_SH_LPQ,    /* [L, Q], Q = MP_PROBE_POS_COLS */
 } MpProbeShape;
 
 /* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
@@ -284,6 +308,9 @@ size_t mp_probe_stats_names(unsigned set, char *buf, size_t cap);
  * result computes (outs and out_bytes), in bytes. */
 void mp_probe_stats_bytes(unsigned set, int L, int H, int S, int per_head, int threads, uint64_t *sums, uint64_t *scratch,
                           uint64_t *outs);
+/* The same for an accumulator shaped like `like`: L, H, S, per_head, threads and the statistics'
+ * settings (the position probe's pos_*), nothing else of it read. */
+void mp_probe_stats_bytes_acc(const MpProbeAcc *like, unsigned set, uint64_t *sums, uint64_t *scratch, uint64_t *outs);
 /* The .npy dimensions of shape for a (returns ndim, dims into d[4]). */
 int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]);
 

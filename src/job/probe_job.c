@@ -287,6 +287,22 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
     p->total = p->weights + p->acts + p->maps + p->outs + p->tokens + p->scratch;
 }
 
+/* --stats position's cost, on the log: its multiply-adds (double) per token and layer probed beside
+ * the layer's own matmuls (f32; a dense layer: q, k, v, o and a gated MLP), and its sums. */
+static void probe_pos_cost(FILE *lg, const MpProbeConfig *c, const MpModel *m, int L) {
+    MpProbeAcc a = {.S = 1};
+    mp_probe_pos_settings(&a, c, m);
+    MpErr e;
+    if (mp_probe_pos_dims(&a, &e) != MP_OK) return; /* the run says why */
+    const double K = a.pos_dim, C = a.pos_width, per = (K < C ? K * C : 0) + K * (K + 1) / 2 + 2 * K;
+    const double layer = C * ((double)m->n_heads * m->head_dim * 2 + 2.0 * m->n_kv_heads * m->head_dim) + 3.0 * C * m->ffn;
+    fprintf(lg, "position probe: %d features of %d (%s), every %d%s position: %.3g multiply-adds a token and layer in double "
+                "(%.1f%% of a dense layer's %.3g in its matmuls), sums %.1f MiB (in the maps above)\n",
+            a.pos_dim, a.pos_width, K < C ? "+-1 projection" : "the whole width", a.pos_stride, a.pos_stride == 1 ? "st" : "th",
+            per / a.pos_stride, 100 * per / a.pos_stride / layer, layer,
+            L * 8.0 * (2 * (3 + 2 * K + K * K) + MP_PROBE_POS_MAE_ROWS * (K + 1)) / 1048576.0);
+}
+
 /* The expected peak memory (printed to the log), refused above the limit. */
 static int probe_plan(ProbeState *s, MpErr *e) {
     const MpProbeConfig *r = s->c;
@@ -321,6 +337,7 @@ static int probe_plan(ProbeState *s, MpErr *e) {
                 wbytes / 1048576.0, mp_fwd_compute_name(r->compute), scratch / 1048576.0, abytes / 1048576.0,
                 maps / 1048576.0, (outs + tokb) / 1048576.0, peak / 1048576.0, mapped / 1048576.0);
     }
+    if (lg && (s->stats & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION))) probe_pos_cost(lg, r, m, L);
     const uint64_t limit = r->max_mem_gib > 0 ? (uint64_t)(r->max_mem_gib * 1073741824.0) : probe_mem_available();
     if (limit && peak > limit)
         return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: %sfewer --layers, a shorter --seq or no --per-head",

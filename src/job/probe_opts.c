@@ -65,9 +65,9 @@ const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              "position (meta.json; --plot: length_*.png; docs/recency.md)"), F(recency)},
     [MP_PROBE_OPT_STATS] = {MP_OPT_DECL("stats", MP_OPT_STRING, "LIST", .help_fn = probe_stats_help), F(stats)},
     [MP_PROBE_OPT_POS_DIM] = {MP_OPT_DECL("pos-dim", MP_OPT_INT, "K",
-             .help = "--stats position: the probe's features, a fixed +-1 projection of the\n"
-             "residual stream to K dimensions (default 256; 0: the whole width, K^2 sums\n"
-             "per layer: 128 MiB at width 4096; docs/metrics.md)", .lo = 0, .hi = 46340), F(pos_dim)},
+             .help = "--stats position: the probe's features, the residual stream hashed to K\n"
+             "(each dimension added with a fixed sign to one of K; default 256; 0: the\n"
+             "whole width, K^2 sums per layer: 128 MiB at width 4096; docs/metrics.md)", .lo = 0, .hi = 46340), F(pos_dim)},
     [MP_PROBE_OPT_POS_STRIDE] = {MP_OPT_DECL("pos-stride", MP_OPT_INT, "K",
              .help = "--stats position: every K-th position of each sequence (from an offset\n"
              "hashed from its index; default 1: every position)", .lo = 1, .hi = 1 << 20), F(pos_stride)},

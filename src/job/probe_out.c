@@ -111,7 +111,7 @@ static void position_meta(json_t *meta, const MpProbeResult *res) {
     json_t *o = json_object();
     json_object_set_new(o, "width", json_integer((json_int_t)res->pos_set[0]));
     json_object_set_new(o, "features", json_integer((json_int_t)res->pos_set[1]));
-    json_object_set_new(o, "projection", json_string(res->pos_set[1] < res->pos_set[0] ? "+-1 (splitmix64 of row*width+column)" : "none"));
+    json_object_set_new(o, "projection", json_string(res->pos_set[1] < res->pos_set[0] ? "feature hashing: dimension d adds sign(d) x_d to feature h(d) mod features, h(d) the low 31 bits of splitmix64(d), sign(d) -1 where its top bit is set" : "none"));
     json_object_set_new(o, "stride", json_integer((json_int_t)res->pos_set[2]));
     json_object_set_new(o, "ridge", json_real(res->pos_set[3]));
     json_object_set_new(o, "held_out", json_string("sequence s when s % 4 == 3"));

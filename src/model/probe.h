@@ -130,7 +130,8 @@ typedef struct MpProbeAcc {
     /* the position probe (MP_PROBE_STAT_POSITION; model/probe_pos.h): its settings, set before the
      * row is on (mp_probe_acc_init_like copies them), and its sums per split of the sequences */
     int pos_width;        /* C, the residual stream's width (0: taken as pos_dim, no projection) */
-    int pos_dim;          /* K, the features: a ±1 projection of C to K (0 or >= C: K = C, none) */
+    int pos_dim;          /* K, the features: each of the C dimensions added with a sign to one of K
+                             (feature hashing; 0 or >= C: K = C, none) */
     int pos_stride;       /* every pos_stride-th position of a sequence sampled (0: 1) */
     double pos_ridge;     /* λ relative to tr(C)/K (0: MP_PROBE_POS_RIDGE_DEFAULT) */
     int64_t seq_index;    /* the index of the sequence being added in the run's order (set by the
@@ -138,7 +139,8 @@ typedef struct MpProbeAcc {
     double *pos_sums;     /* [L, 2, W] per split (fitted, held out): n, Σi, Σi², Σz [K], Σz·i [K],
                              Σz·zᵀ [K, K] (upper triangle), W = 3 + 2K + K² */
     double *pos_test;     /* [L, M, K + 1] the first M held-out positions: z, then i + 1 (0: empty) */
-    double *pos_proj;     /* [K, C] scratch: the ±1 projection (NULL when K = C) */
+    int32_t *pos_map;     /* [C] scratch: the feature each dimension adds to (NULL when K = C) */
+    double *pos_sign;     /* [C] scratch: its sign, +1 or -1 (NULL when K = C) */
     double *pos_z;        /* [S, K] scratch: one sequence's sampled features */
     double *pos_seq;      /* [W] scratch: one sequence's sums */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device

@@ -31,8 +31,10 @@ static uint64_t pos_mix(uint64_t x) {
     return z ^ (z >> 31);
 }
 
-double mp_probe_pos_sign(int j, int d, int width) {
-    return pos_mix((uint64_t)j * (uint64_t)width + (uint64_t)d) >> 63 ? -1.0 : 1.0;
+int mp_probe_pos_feature(int d, double *sign) {
+    const uint64_t h = pos_mix((uint64_t)d);
+    *sign = h >> 63 ? -1.0 : 1.0;
+    return (int)(h & 0x7fffffffu);
 }
 
 int mp_probe_pos_offset(int64_t s, int stride) { return (int)(pos_mix((uint64_t)s) % (uint64_t)stride); }
@@ -61,38 +63,38 @@ int mp_probe_pos_scratch(MpProbeAcc *a) {
     const int K = a->pos_dim, C = a->pos_width;
     a->pos_z = mp_try_malloc((size_t)pos_per_seq(a) * K * sizeof(double));
     a->pos_seq = mp_try_malloc(pos_w(K) * sizeof(double));
-    if (K < C && (a->pos_proj = mp_try_malloc((size_t)K * C * sizeof(double))))
-        for (int j = 0; j < K; j++)
-            for (int d = 0; d < C; d++) a->pos_proj[(size_t)j * C + d] = mp_probe_pos_sign(j, d, C);
-    return a->pos_z && a->pos_seq && (K == C || a->pos_proj) ? MP_OK : MP_ERR;
+    if (K < C) {
+        a->pos_map = mp_try_malloc((size_t)C * sizeof(int32_t));
+        a->pos_sign = mp_try_malloc((size_t)C * sizeof(double));
+        for (int d = 0; a->pos_map && a->pos_sign && d < C; d++) a->pos_map[d] = mp_probe_pos_feature(d, &a->pos_sign[d]) % K;
+    }
+    return a->pos_z && a->pos_seq && (K == C || (a->pos_map && a->pos_sign)) ? MP_OK : MP_ERR;
 }
 
 void mp_probe_pos_off(MpProbeAcc *a) {
     free(a->pos_z);
     free(a->pos_seq);
-    free(a->pos_proj);
+    free(a->pos_map);
+    free(a->pos_sign);
 }
 
 uint64_t mp_probe_pos_scratch_bytes(const MpProbeAcc *a) {
     const uint64_t K = (uint64_t)a->pos_dim, C = (uint64_t)a->pos_width;
-    return 8 * ((uint64_t)pos_per_seq(a) * K + pos_w((int)K) + (K < C ? K * C : 0));
+    return 8 * ((uint64_t)pos_per_seq(a) * K + pos_w((int)K)) + (K < C ? 12 * C : 0);
 }
 
 uint64_t mp_probe_pos_out_bytes(const MpProbeAcc *a) { return 8 * ((uint64_t)a->pos_dim * a->pos_dim + a->pos_dim); }
 
-/* Row x [C] into the features z [K]: the projection (each sum in double, columns ascending) or x. */
+/* Row x [C] into the features z [K]: each dimension's value with its sign added to its feature
+ * (every feature's sum in ascending dimensions, in double), or x itself when K = C. */
 static void pos_features(const MpProbeAcc *a, const float *x, double *z) {
     const int K = a->pos_dim, C = a->pos_width;
-    if (!a->pos_proj) {
+    if (!a->pos_map) {
         for (int d = 0; d < C; d++) z[d] = (double)x[d];
         return;
     }
-    for (int j = 0; j < K; j++) {
-        const double *r = a->pos_proj + (size_t)j * C;
-        double t = 0;
-        for (int d = 0; d < C; d++) t += r[d] * (double)x[d];
-        z[j] = t;
-    }
+    memset(z, 0, (size_t)K * sizeof(double));
+    for (int d = 0; d < C; d++) z[a->pos_map[d]] += a->pos_sign[d] * (double)x[d];
 }
 
 /* One sequence's P sampled rows z [P, K], row p at position off + p·stride: its sums formed from 0.0

@@ -6,8 +6,10 @@
  * Implements, on top of MpProbeAcc (model/probe.h), the row MP_PROBE_STAT_POSITION of its table:
  *   - per probed layer, from the capture point LAYER_OUT (the residual stream after the layer,
  *     model/fwd.h) at the sampled positions i of each sequence (every pos_stride-th position from an
- *     offset that is a hash of the sequence's index), the features z = R·x: R a fixed ±1 matrix
- *     [K, C] (entries from a hash of (row, column)), or z = x when K = C (pos_dim 0 or >= C);
+ *     offset that is a hash of the sequence's index), the features z = R·x: R [K, C] a fixed sparse
+ *     ±1 matrix, one entry per column (feature hashing: dimension d adds ±x_d to feature
+ *     h(d) mod K, h and the sign from a hash of d; K·C work becomes C), or z = x when K = C
+ *     (pos_dim 0 or >= C);
  *   - per split of the sequences (sequence s held out for scoring when s % 4 == 3, fitted on the
  *     others) the sufficient statistics of a least-squares fit of i on z, in double: the count, Σi,
  *     Σi², Σz [K], Σz·i [K], Σz·zᵀ [K, K] (upper triangle); a sequence's own sums are formed from
@@ -71,9 +73,10 @@ enum {
 /* One in MP_PROBE_POS_FOLDS sequences is held out: sequence s when s % FOLDS == FOLDS - 1. */
 #define MP_PROBE_POS_FOLDS 4
 
-/* For tests and the reference: entry (j, d) of the ±1 projection, the offset of sequence s's
- * sampled positions, and whether s is held out. */
-double mp_probe_pos_sign(int j, int d, int width);
+/* For tests and the reference: dimension d's feature (before mod K: the low 31 bits of
+ * splitmix64(d)) and sign (-1 when its top bit is set), the offset of sequence s's sampled
+ * positions, and whether s is held out. */
+int mp_probe_pos_feature(int d, double *sign);
 int mp_probe_pos_offset(int64_t s, int stride);
 static inline int mp_probe_pos_held_out(int64_t s) { return s % MP_PROBE_POS_FOLDS == MP_PROBE_POS_FOLDS - 1; }
 

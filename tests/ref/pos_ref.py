@@ -4,8 +4,9 @@
 Runs probe_ref.py's decoder (written from shared/docs/model-formats.md, not from maskpos' C code)
 on token ids, keeps per selected layer the residual stream after the layer ([S, C]), and fits the
 position probe as docs/metrics.md ("Position probe") specifies it, directly on the design matrix:
-  - features z = R x, R [K, C] with entries +1 or -1: -1 where the top bit of splitmix64(j*C + d)
-    is set (z = x when K >= C or K == 0);
+  - features z = R x, R [K, C] with one nonzero per column d: in row (the low 31 bits of
+    splitmix64(d)) mod K, -1 where the top bit of splitmix64(d) is set, else +1 (feature hashing;
+    z = x when K >= C or K == 0);
   - sequence s samples positions off(s), off(s) + stride, ... (off(s) = splitmix64(s) mod stride)
     and is held out when s % 4 == 3;
   - ridge on the fitted rows: the design and the positions centred on their means, lambda =
@@ -44,8 +45,11 @@ def splitmix64(x):
 
 
 def projection(K, C):
-    idx = np.arange(K * C, dtype=np.uint64)
-    return np.where(splitmix64(idx) >> np.uint64(63), -1.0, 1.0).reshape(K, C)
+    """R [K, C]: column d holds its sign in row (low 31 bits of splitmix64(d)) mod K, zeros elsewhere."""
+    h = splitmix64(np.arange(C, dtype=np.uint64))
+    R = np.zeros((K, C))
+    R[(h & np.uint64(0x7FFFFFFF)) % np.uint64(K), np.arange(C)] = np.where(h >> np.uint64(63), -1.0, 1.0)
+    return R
 
 
 def probe_layer(resid, K, stride, ridge):

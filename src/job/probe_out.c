@@ -121,8 +121,10 @@ static void position_meta(json_t *meta, const MpProbeResult *res) {
 }
 static void position_print(FILE *f, const MpProbeResult *res) {
     const double *o = mp_probe_result_out(res, MP_PROBE_STAT_POSITION, 0);
-    fprintf(f, "position probe (ridge from the residual stream, %g features, every %g%s position; held out: 1 sequence in %d):\n",
-            res->pos_set[1], res->pos_set[2], res->pos_set[2] == 1 ? "st" : "th", MP_PROBE_POS_FOLDS);
+    char every[32] = "every position";
+    if (res->pos_set[2] > 1) snprintf(every, sizeof every, "every %gth position", res->pos_set[2]);
+    fprintf(f, "position probe (ridge from the residual stream, %g features, %s; held out: 1 sequence in %d):\n",
+            res->pos_set[1], every, MP_PROBE_POS_FOLDS);
     fprintf(f, "  layer  R2 held out (chance)   MAE positions (chance)   R2 fitted  positions fitted/held out\n");
     for (int l = 0; o && l < res->L; l++) {
         const double *r = o + (size_t)l * MP_PROBE_POS_COLS;

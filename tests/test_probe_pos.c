@@ -13,6 +13,7 @@
  *     position from its residual stream under the causal mask (R² > 0.9 in layers 2 and 3) and not
  *     without it (--bidirectional: permutation-equivariant, R² < 0.1, MAE within 10% of chance);
  *     a random NoPE model without the mask, on random tokens, is at chance;
+ *   - the memory estimate the probe prints counts exactly the sums allocated;
  *   - the bytes at 1 and 2 threads and after --resume are tests/test_probe_table.c's (every row).
  *
  *   make build/tests/test_probe_pos && build/tests/test_probe_pos
@@ -88,6 +89,38 @@ static void test_closed_form(void **state) {
                   o[MP_PROBE_POS_R2], o[MP_PROBE_POS_MAE], o[MP_PROBE_POS_MAE_CHANCE], o[MP_PROBE_POS_N_FIT]);
     assert_true(o[MP_PROBE_POS_R2] > 0.99 && o[MP_PROBE_POS_MAE] < 0.1 * o[MP_PROBE_POS_MAE_CHANCE]);
     mp_probe_acc_free(&a);
+}
+
+/* The memory estimate (mp_probe_stats_bytes_acc, the figure the probe prints) counts the sums an
+ * accumulator with the position probe allocates, hashed and at the whole width. */
+static void test_estimate_is_the_allocation(void **state) {
+    (void)state;
+    const int dims[2] = {6, 0};
+    for (int k = 0; k < 2; k++) {
+        MpProbeAcc a;
+        acc_pos(&a, 20, 16, dims[k], 3, 0);
+        MpProbeArray t[MP_PROBE_MAX_ARRAYS];
+        const int n = mp_probe_acc_arrays(&a, t);
+        uint64_t have = 0, sums, scratch, outs;
+        for (int q = 0; q < n; q++) have += 8 * (uint64_t)t[q].n;
+        MpProbeAcc like = {.L = 1, .H = 2, .S = 20, .threads = 1, .pos_width = 16, .pos_dim = dims[k], .pos_stride = 3};
+        mp_probe_stats_bytes_acc(&like, MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION), &sums, &scratch, &outs);
+        const uint64_t K = (uint64_t)a.pos_dim, W = 3 + 2 * K + K * K;
+        print_message("K %llu: %llu bytes of sums, estimate %llu\n", (unsigned long long)K, (unsigned long long)have,
+                      (unsigned long long)sums);
+        assert_int_equal(sums, have);
+        /* the maps' sums (known to test_probe_table.c) and the position probe's: 2 splits of W and 1024 rows of K + 1 */
+        MpProbeAcc m;
+        const unsigned char mask[1] = {1};
+        MpErr e;
+        if (mp_probe_acc_init(&m, mask, 1, 2, 20, 0, 1, 1, &e) != MP_OK) fail_msg("%s", e.msg);
+        const int nm = mp_probe_acc_arrays(&m, t);
+        uint64_t maps = 0;
+        for (int q = 0; q < nm; q++) maps += 8 * (uint64_t)t[q].n;
+        assert_int_equal(have - maps, 8 * (2 * W + MP_PROBE_POS_MAE_ROWS * (K + 1)));
+        mp_probe_acc_free(&m);
+        mp_probe_acc_free(&a);
+    }
 }
 
 /* probe --stats position of a model (mkmodel args) on N × S ids against pos_ref.py; flags: more of
@@ -197,6 +230,7 @@ static void test_nope_causal_reads_position_bidirectional_does_not(void **state)
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_form),
+        cmocka_unit_test(test_estimate_is_the_allocation),
         cmocka_unit_test(test_nope_causal_reads_position_bidirectional_does_not),
         cmocka_unit_test(test_position_against_torch),
     };

@@ -296,7 +296,7 @@ static void probe_pos_cost(FILE *lg, const MpProbeConfig *c, const MpModel *m, i
     if (mp_probe_pos_dims(&a, &e) != MP_OK) return; /* the run says why */
     const double K = a.pos_dim, C = a.pos_width, per = (K < C ? C : 0) + K * (K + 1) / 2 + 2 * K;
     const double layer = C * ((double)m->n_heads * m->head_dim * 2 + 2.0 * m->n_kv_heads * m->head_dim) + 3.0 * C * m->ffn;
-    fprintf(lg, "position probe: %d features of %d (%s), every %d position(s): %.3g multiply-adds a token and layer in double "
+    fprintf(lg, "--stats position: %d features of %d (%s), every %d position(s): %.3g multiply-adds a token and layer in double "
                 "(%.1f%% of a dense layer's %.3g in its matmuls), sums %.1f MiB (in the maps above)\n",
             a.pos_dim, a.pos_width, K < C ? "hashed" : "the whole width", a.pos_stride,
             per / a.pos_stride, 100 * per / a.pos_stride / layer, layer,

@@ -3,8 +3,8 @@
  *   - probe with 3 ranks (more ranks than cores: --oversubscribe) writes maps, standard errors,
  *     per-head maps and every statistic of meta.json byte for byte as one process with 2
  *     threads, causal with BOS-first rows (block test from position 1) and without the mask,
- *     and with --stats variance (its .npy files and slopes) and --stats freq --rope-keep-high 0.75 (its
- *     .npy files); meta.json records mpi_ranks 3 and 1;
+ *     and with --stats variance (its .npy files and slopes), --stats freq --rope-keep-high 0.75 (its
+ *     .npy files) and --stats position (pos_probe.npy); meta.json records mpi_ranks 3 and 1;
  *   - simulate with 3 ranks (11 blocks of 64: the last rank gets fewer) equals one process (the
  *     maps and, with --variance, the variance maps);
  *   - a rank killed (SIGKILL) after a few sequences: mpirun ends the job with an error, rank 0
@@ -131,6 +131,10 @@ static void probe_case(const char *d, const char *model, const char *ids, const 
                             "freq_contrib_se.npy", "freq_rest.npy", "freq_rest_se.npy", "freq_angle.npy", "freq_base.npy"};
         same_files(one, three, ff, 10);
     }
+    if (strstr(flags, "position")) { /* the position probe's per-split sums and held-out rows through the ranks' parts */
+        const char *pf[] = {"pos_probe.npy"};
+        same_files(one, three, pf, 1);
+    }
     char *r1 = meta_key(one, "mpi_ranks"), *r3 = meta_key(three, "mpi_ranks");
     assert_string_equal(r1, "1");
     assert_string_equal(r3, "3");
@@ -153,6 +157,7 @@ static void test_probe_three_ranks_equal_one_process(void **state) {
     probe_case(d, model, ids, "--bidirectional", "bidir");
     probe_case(d, model, ids, "--layers 1,3 --stats variance", "var");
     probe_case(d, model, ids, "--layers 1,3 --stats freq --rope-keep-high 0.75", "freq");
+    probe_case(d, model, ids, "--layers 1,3 --stats position --pos-dim 16 --pos-stride 2", "pos");
     /* sliding windows (8 of 24 tokens in layer 1): every rank's sums leave the same keys out */
     char g2[256];
     snprintf(g2, sizeof g2, "%s/g2", d);

@@ -60,7 +60,10 @@ static void test_cli_accepts_every_row(void **state) {
         if ((o->flags & MP_OPT_POSITIONAL) || i == MP_PROBE_OPT_HELP) continue;
         const char *v = row_value(buf, o);
         /* the other flags the checks across options ask for */
-        const char *base = i == MP_PROBE_OPT_TOKENS ? "--tokens t.npy" : "--data d.txt --n 2 --seq 4 --per-head";
+        const int pos = i == MP_PROBE_OPT_POS_DIM || i == MP_PROBE_OPT_POS_STRIDE || i == MP_PROBE_OPT_POS_RIDGE;
+        const char *base = i == MP_PROBE_OPT_TOKENS ? "--tokens t.npy"
+                           : pos                    ? "--data d.txt --n 2 --seq 4 --per-head --stats position"
+                                                    : "--data d.txt --n 2 --seq 4 --per-head";
         snprintf(cmd, sizeof cmd, "probe %s/no-model %s --%s %s --out %s/o-%s", d, i == MP_PROBE_OPT_TOKENS ? "" : base,
                  mp_opt_name(o), v ? v : "", d, mp_opt_name(o));
         if (i == MP_PROBE_OPT_OUT) snprintf(cmd, sizeof cmd, "probe %s/no-model %s --out %s/o-out", d, base, d);

@@ -30,6 +30,7 @@
 #include "model/fwd.h"     /* MpFwd */
 #include "model/fwd_plugin.h" /* the GPU of --device cuda: its memory check, meta.json's device */
 #include "model/probe_freq.h" /* mp_probe_freq_geometry: --stats freq's heads and RoPE tables */
+#include "model/probe_pos.h" /* the position probe's defaults */
 #include "tok/corpus.h"    /* mp_tok_corpus_build */
 #include "tok/tok.h"       /* the model's tokenizer */
 
@@ -38,6 +39,9 @@ void mp_probe_config_init(MpProbeConfig *c) {
     c->max_mem_gib = -1;
     c->rope_keep_high = 1.0;
     c->out_mode = MP_OUTDIR_NEW;
+    c->pos_dim = MP_PROBE_POS_DIM_DEFAULT;
+    c->pos_stride = MP_PROBE_POS_STRIDE_DEFAULT;
+    c->pos_ridge = MP_PROBE_POS_RIDGE_DEFAULT;
 }
 
 /* ================================================================ set-up */
@@ -237,6 +241,13 @@ static int probe_stats_skip(const MpModel *m, const MpProbeTokens *tk) {
     return 1;
 }
 
+void mp_probe_pos_settings(MpProbeAcc *a, const MpProbeConfig *c, const MpModel *m) {
+    a->pos_width = m->dim;
+    a->pos_dim = c->pos_dim;
+    a->pos_stride = c->pos_stride;
+    a->pos_ridge = c->pos_ridge;
+}
+
 int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e) {
     *set = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | (c->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
            (c->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* the two statistics with a switch of their own */
@@ -265,7 +276,9 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
      * outputs: the maps' mean, diagnorm, standard errors (and the heads'), the statistics' scratch,
      * every statistic's outputs, and the float32 copy of the heads' maps written */
     uint64_t sums, scratch, outs;
-    mp_probe_stats_bytes(set, L, m->n_heads, S, c->per_head, threads, &sums, &scratch, &outs);
+    MpProbeAcc like = {.L = L, .H = m->n_heads, .S = S, .per_head = c->per_head, .threads = threads};
+    mp_probe_pos_settings(&like, c, m);
+    mp_probe_stats_bytes_acc(&like, set, &sums, &scratch, &outs);
     p->maps = (sums + scratch) * (nranks > 1 && rank == 0 ? 2 : 1);
     p->outs = outs;
     if (c->per_head && !c->heads_f64) p->outs += (uint64_t)S * S * 4 * L * (uint64_t)m->n_heads;
@@ -274,6 +287,22 @@ void mp_probe_peak(MpProbePeak *p, const MpModel *m, const MpProbeConfig *c, int
     const int wide = m->ffn_shexp > m->ffn ? m->ffn_shexp : m->ffn; /* qwen2moe: the shared expert's down rows */
     p->scratch = c->compute == MP_FWD_COMPUTE_BF16 ? 4 * 32 * (uint64_t)(wide > m->dim ? wide : m->dim) : probe_scratch_bytes(m);
     p->total = p->weights + p->acts + p->maps + p->outs + p->tokens + p->scratch;
+}
+
+/* --stats position's cost, on the log: its multiply-adds (double) per token and layer probed beside
+ * the layer's own matmuls (f32; a dense layer: q, k, v, o and a gated MLP), and its sums. */
+static void probe_pos_cost(FILE *lg, const MpProbeConfig *c, const MpModel *m, int L) {
+    MpProbeAcc a = {.S = 1};
+    mp_probe_pos_settings(&a, c, m);
+    MpErr e;
+    if (mp_probe_pos_dims(&a, &e) != MP_OK) return; /* the run says why */
+    const double K = a.pos_dim, C = a.pos_width, per = (K < C ? C : 0) + K * (K + 1) / 2 + 2 * K;
+    const double layer = C * ((double)m->n_heads * m->head_dim * 2 + 2.0 * m->n_kv_heads * m->head_dim) + 3.0 * C * m->ffn;
+    fprintf(lg, "--stats position: %d features of %d (%s), every %d position(s): %.3g multiply-adds a token and layer in double "
+                "(%.1f%% of a dense layer's %.3g in its matmuls), sums %.1f MiB (in the maps above)\n",
+            a.pos_dim, a.pos_width, K < C ? "hashed" : "the whole width", a.pos_stride,
+            per / a.pos_stride, 100 * per / a.pos_stride / layer, layer,
+            L * 8.0 * (2 * (3 + 2 * K + K * K) + MP_PROBE_POS_MAE_ROWS * (K + 1)) / 1048576.0);
 }
 
 /* The expected peak memory (printed to the log), refused above the limit. */
@@ -313,6 +342,7 @@ static int probe_plan(ProbeState *s, MpErr *e) {
                 wbytes / 1048576.0, mp_fwd_compute_name(r->compute), scratch / 1048576.0, abytes / 1048576.0,
                 maps / 1048576.0, (outs + tokb) / 1048576.0, peak / 1048576.0, mapped / 1048576.0);
     }
+    if (lg && (s->stats & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION))) probe_pos_cost(lg, r, m, L);
     const uint64_t limit = r->max_mem_gib > 0 ? (uint64_t)(r->max_mem_gib * 1073741824.0) : probe_mem_available();
     if (limit && peak > limit)
         return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: %sfewer --layers, a shorter --seq or no --per-head",
@@ -336,6 +366,7 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
     if ((s->stats & MP_PROBE_STAT_BIT(MP_PROBE_STAT_FREQ)) && /* --stats freq: the heads and their RoPE tables */
         mp_probe_freq_geometry(&s->acc, s->m, s->rope, s->fc.rope_unrotated, e) != MP_OK)
         return MP_ERR;
+    mp_probe_pos_settings(&s->acc, r, s->m);
     if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
     const unsigned in = mp_probe_acc_inputs(&s->acc);
     if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
@@ -373,6 +404,10 @@ static uint64_t probe_run_key(const ProbeState *s, int bits) {
     if (s->fc.rope_unrotated) { /* --rope-keep-high: other scores (none: the key of an older maskpos) */
         const int64_t un = s->fc.rope_unrotated;
         key = mp_fnv1a64(&un, sizeof un, key);
+    }
+    if (mp_probe_acc_has(&s->acc, MP_PROBE_STAT_POSITION)) { /* its features and positions (λ acts on the result only) */
+        const int64_t ps[2] = {s->acc.pos_dim, s->acc.pos_stride};
+        key = mp_fnv1a64(ps, sizeof ps, key);
     }
     return key;
 }

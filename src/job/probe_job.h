@@ -65,6 +65,10 @@ typedef struct MpProbeConfig {
     int recency;             /* also the recency probability and statistics by length */
     const char *stats;       /* also these statistics, by name ("probs,recency": the rows of model/probe.h's
                                 mp_probe_stats; probs and recency above are two of them); NULL none */
+    int pos_dim;             /* --stats position: features, a ±1 projection of the residual stream to this many
+                                (0: the whole width; model/probe_pos.h) */
+    int pos_stride;          /* --stats position: every pos_stride-th position of a sequence */
+    double pos_ridge;        /* --stats position: the ridge λ relative to the features' mean variance */
     int compute;             /* MpFwdCompute: MP_FWD_COMPUTE_F32 (0, the reference) or _BF16 */
     const char *device;      /* the forward pass's backend (MpFwdConfig.device): NULL = cpu */
     int allow_long;          /* run past the trained context (else refused) */
@@ -119,6 +123,7 @@ typedef struct MpProbeResult {
     MpProbeRecencyOut rec;   /* recency */
     double *var_slopes;      /* variance: [L, 4] log-log slopes (attention output, its se, residual stream, its se;
                                 model/probe_var.h), then [S] scratch */
+    double pos_set[4];       /* position: the probe's width C, features K, stride and ridge (model/probe_pos.h) */
     MpProbeOut outs[MP_PROBE_MAX_OUTS]; /* the outputs of the statistics' rows (MpProbeStat.outs), in */
     int n_outs;                         /* table order: each a .npy and its meta.json "files" entry */
     char title[256];         /* the model's file name, for figure titles */
@@ -148,6 +153,8 @@ void mp_probe_result_free(MpProbeResult *res);
 /* The statistics a config asks for: the maps, c->probs, c->recency and the names in c->stats
  * (MP_ERR "--stats: 'x' is not a statistic of the probe (...)"). */
 int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e);
+/* The position probe's settings of c (and m's width) into a, before its statistics are on. */
+void mp_probe_pos_settings(MpProbeAcc *a, const MpProbeConfig *c, const MpModel *m);
 /* Output k of statistic stat's row in res, or NULL when the run has none. */
 const double *mp_probe_result_out(const MpProbeResult *res, int stat, int k);
 

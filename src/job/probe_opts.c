@@ -13,6 +13,7 @@
 
 #include "job/shared_opts.h" /* the corpus flags, --threads, --compute, --device: declared once */
 #include "model/probe.h"     /* mp_probe_stats: --stats, its names in --help */
+#include "model/probe_pos.h" /* the position probe's defaults */
 
 /* ================================================================ table */
 
@@ -63,6 +64,16 @@ const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
              "causal model scores them as the S'-token prefix) and the residue by query\n"
              "position (meta.json; --plot: length_*.png; docs/recency.md)"), F(recency)},
     [MP_PROBE_OPT_STATS] = {MP_OPT_DECL("stats", MP_OPT_STRING, "LIST", .help_fn = probe_stats_help), F(stats)},
+    [MP_PROBE_OPT_POS_DIM] = {MP_OPT_DECL("pos-dim", MP_OPT_INT, "K",
+             .help = "--stats position: the probe's features, the residual stream hashed to K\n"
+             "(each dimension added with a fixed sign to one of K; default 256; 0: the\n"
+             "whole width, K^2 sums per layer: 128 MiB at width 4096; docs/metrics.md)", .lo = 0, .hi = 46340), F(pos_dim)},
+    [MP_PROBE_OPT_POS_STRIDE] = {MP_OPT_DECL("pos-stride", MP_OPT_INT, "K",
+             .help = "--stats position: every K-th position of each sequence (from an offset\n"
+             "hashed from its index; default 1: every position)", .lo = 1, .hi = 1 << 20), F(pos_stride)},
+    [MP_PROBE_OPT_POS_RIDGE] = {MP_OPT_DECL("pos-ridge", MP_OPT_DOUBLE, "A",
+             .help = "--stats position: the ridge, lambda = A * the centred features' mean\n"
+             "variance * the positions fitted (default 1e-3)", .dlo = 1e-12, .dhi = 1e6), F(pos_ridge)},
     [MP_PROBE_OPT_BIDIRECTIONAL] = {MP_OPT_DECL("bidirectional", MP_OPT_BOOL, NULL,
              .help = "counterfactual: no causal mask in any layer"), F(bidirectional)},
     [MP_PROBE_OPT_NO_ROPE] = {MP_OPT_DECL("no-rope", MP_OPT_BOOL, NULL,
@@ -146,6 +157,12 @@ int mp_probe_opts_check(const MpProbeConfig *c, MpErr *e) {
         return mp_err_set(e, "--tokenizer, --field, --whole, --shuffle, --no-special and --pack go with --data");
     if (c->heads_f64 && !c->per_head) return mp_err_set(e, "--heads-f64 goes with --per-head");
     if (c->no_rope && c->rope_keep_high < 1) return mp_err_set(e, "--rope-keep-high and --no-rope exclude each other");
+    unsigned set = 0;
+    MpErr ignored; /* a bad name: the run's own message, later */
+    if ((c->pos_dim != MP_PROBE_POS_DIM_DEFAULT || c->pos_stride != MP_PROBE_POS_STRIDE_DEFAULT ||
+         c->pos_ridge != MP_PROBE_POS_RIDGE_DEFAULT) &&
+        mp_probe_stats_parse(c->stats, &set, &ignored) == MP_OK && !(set & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION)))
+        return mp_err_set(e, "--pos-dim, --pos-stride and --pos-ridge go with --stats position");
     return MP_OK;
 }
 

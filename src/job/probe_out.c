@@ -28,6 +28,7 @@
 #include "job/sim_out.h"     /* mp_job_stats_json */
 #include "model/probe_var.h" /* mp_probe_var_slopes */
 #include "job/probe_freq_out.h" /* --stats freq: meta.json, its table, freq.png */
+#include "model/probe_pos.h" /* MP_PROBE_POS_*: pos_probe.npy's columns */
 #include "viz/signif.h"      /* mp_signif_note: each panel's significance */
 #include "viz/plot.h"        /* mp_plot_render */
 
@@ -101,11 +102,45 @@ static void variance_print(FILE *f, const MpProbeResult *res) {
     }
 }
 
+/* position: the probe's settings into meta.json, and a printed table of pos_probe.npy. */
+static int position_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
+    (void)e;
+    res->pos_set[0] = a->pos_width, res->pos_set[1] = a->pos_dim, res->pos_set[2] = a->pos_stride, res->pos_set[3] = a->pos_ridge;
+    return MP_OK;
+}
+static void position_meta(json_t *meta, const MpProbeResult *res) {
+    json_t *o = json_object();
+    json_object_set_new(o, "width", json_integer((json_int_t)res->pos_set[0]));
+    json_object_set_new(o, "features", json_integer((json_int_t)res->pos_set[1]));
+    json_object_set_new(o, "projection", json_string(res->pos_set[1] < res->pos_set[0] ? "feature hashing: dimension d adds sign(d) x_d to feature h(d) mod features, h(d) the low 31 bits of splitmix64(d), sign(d) -1 where its top bit is set" : "none"));
+    json_object_set_new(o, "stride", json_integer((json_int_t)res->pos_set[2]));
+    json_object_set_new(o, "ridge", json_real(res->pos_set[3]));
+    json_object_set_new(o, "held_out", json_string("sequence s when s % 4 == 3"));
+    json_object_set_new(o, "mae_rows", json_integer(MP_PROBE_POS_MAE_ROWS));
+    json_object_set_new(o, "target", json_string("the 0-based position i, unscaled"));
+    json_object_set_new(meta, "position_probe", o);
+}
+static void position_print(FILE *f, const MpProbeResult *res) {
+    const double *o = mp_probe_result_out(res, MP_PROBE_STAT_POSITION, 0);
+    char every[32] = "every position";
+    if (res->pos_set[2] > 1) snprintf(every, sizeof every, "every %gth position", res->pos_set[2]);
+    fprintf(f, "position probe (ridge from the residual stream, %g features, %s; held out: 1 sequence in %d):\n",
+            res->pos_set[1], every, MP_PROBE_POS_FOLDS);
+    fprintf(f, "  layer  R2 held out (chance)   MAE positions (chance)   R2 fitted  positions fitted/held out\n");
+    for (int l = 0; o && l < res->L; l++) {
+        const double *r = o + (size_t)l * MP_PROBE_POS_COLS;
+        fprintf(f, "  %5d  %8.4f (%7.4f)   %7.2f +- %-5.2f (%6.2f)   %8.4f  %.0f/%.0f\n", res->layers[l] + 1, r[MP_PROBE_POS_R2],
+                r[MP_PROBE_POS_R2_CHANCE], r[MP_PROBE_POS_MAE], r[MP_PROBE_POS_MAE_SE], r[MP_PROBE_POS_MAE_CHANCE],
+                r[MP_PROBE_POS_R2_FIT], r[MP_PROBE_POS_N_FIT], r[MP_PROBE_POS_N_TEST]);
+    }
+}
+
 static const ProbeStatOut probe_stat_outs[MP_PROBE_NSTATS] = {
     [MP_PROBE_STAT_PROBS] = {probs_fill, probs_free, probs_meta, probs_figures, probs_print},
     [MP_PROBE_STAT_RECENCY] = {recency_fill, recency_free, recency_meta, recency_figures, recency_print},
     [MP_PROBE_STAT_VARIANCE] = {variance_fill, variance_free, variance_meta, NULL, variance_print},
     [MP_PROBE_STAT_FREQ] = {NULL, NULL, mp_probe_freq_meta, mp_probe_freq_figures, mp_probe_freq_print},
+    [MP_PROBE_STAT_POSITION] = {position_fill, NULL, position_meta, NULL, position_print},
 };
 
 /* 1 when res holds statistic id. */

@@ -141,6 +141,22 @@ typedef struct MpProbeAcc {
                              RoPE base of the slot's table (0: not rotated) */
     float *fr_q;          /* [S, H·HS] scratch: the sequence's rotated queries until its keys come */
     double *fr_seq;       /* [H, 3, Q] scratch: one sequence's sums */
+    /* the position probe (MP_PROBE_STAT_POSITION; model/probe_pos.h): its settings, set before the
+     * row is on (mp_probe_acc_init_like copies them), and its sums per split of the sequences */
+    int pos_width;        /* C, the residual stream's width (0: taken as pos_dim, no projection) */
+    int pos_dim;          /* K, the features: each of the C dimensions added with a sign to one of K
+                             (feature hashing; 0 or >= C: K = C, none) */
+    int pos_stride;       /* every pos_stride-th position of a sequence sampled (0: 1) */
+    double pos_ridge;     /* λ relative to tr(C)/K (0: MP_PROBE_POS_RIDGE_DEFAULT) */
+    int64_t seq_index;    /* the index of the sequence being added in the run's order (set by the
+                             caller before its forward pass: the split and the sampled positions) */
+    double *pos_sums;     /* [L, 2, W] per split (fitted, held out): n, Σi, Σi², Σz [K], Σz·i [K],
+                             Σz·zᵀ [K, K] (upper triangle), W = 3 + 2K + K² */
+    double *pos_test;     /* [L, M, K + 1] the first M held-out positions: z, then i + 1 (0: empty) */
+    int32_t *pos_map;     /* [C] scratch: the feature each dimension adds to (NULL when K = C) */
+    double *pos_sign;     /* [C] scratch: its sign, +1 or -1 (NULL when K = C) */
+    double *pos_z;        /* [S, K] scratch: one sequence's sampled features */
+    double *pos_seq;      /* [W] scratch: one sequence's sums */
     /* set by mp_probe_dev_attach (model/probe_dev.c) while the sums live on a device (--device
      * cuda): dev its state, dev_sync copies the device's sums into the arrays above (a checkpoint
      * calls it before reading them); both NULL otherwise */
@@ -177,6 +193,9 @@ typedef enum MpProbeStatId {
     MP_PROBE_STAT_FREQ,     /* "freq": RoPE frequency usage per layer, head and frequency pair: the mean norm of
                                the rotated query's and key's 2-D components and the pair's mean |contribution|
                                to the score, with standard errors (probe_freq.h) */
+    MP_PROBE_STAT_POSITION, /* "position": a ridge probe of the position from the residual stream after the
+                               layer, fitted on 3 of 4 sequences, R² and mean absolute error on the rest
+                               with their chance levels (probe_pos.h) */
     MP_PROBE_NSTATS
 } MpProbeStatId;
 #define MP_PROBE_STAT_BIT(id) (1u << (id))
@@ -198,6 +217,10 @@ enum {
 #define MP_PROBE_VAR_MOMENTS 5
 #define MP_PROBE_VAR_GROUPS 16
 #define MP_PROBE_VAR_GROUP_ROWS 6
+/* The position probe's (model/probe_pos.h): held-out positions kept for the mean absolute error,
+ * and the columns of its output. */
+#define MP_PROBE_POS_MAE_ROWS 1024
+#define MP_PROBE_POS_COLS 10
 
 /* The length of an array (or an output) of a statistic, in terms of the accumulator's dimensions. */
 typedef enum MpProbeShape {
@@ -218,6 +241,9 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_LHP,    /* [L, H, P] */
     MP_PROBE_SH_LH3,    /* [L, H, 3] */
     MP_PROBE_SH_LP,     /* [L, P] */
+    MP_PROBE_SH_LPOS,   /* [L, 2, 3 + 2K + K²], K = pos_dim */
+    MP_PROBE_SH_LPMK,   /* [L, M, K + 1], M = MP_PROBE_POS_MAE_ROWS */
+    MP_PROBE_SH_LPQ,    /* [L, Q], Q = MP_PROBE_POS_COLS */
 } MpProbeShape;
 
 /* One sum of a statistic: a double array of MpProbeAcc, a sum over sequences (merged by addition,
@@ -305,6 +331,9 @@ size_t mp_probe_stats_names(unsigned set, char *buf, size_t cap);
  * result computes (outs and out_bytes), in bytes. */
 void mp_probe_stats_bytes(unsigned set, int L, int H, int S, int per_head, int threads, uint64_t *sums, uint64_t *scratch,
                           uint64_t *outs);
+/* The same for an accumulator shaped like `like`: L, H, S, per_head, threads and the statistics'
+ * settings (the position probe's pos_*), nothing else of it read. */
+void mp_probe_stats_bytes_acc(const MpProbeAcc *like, unsigned set, uint64_t *sums, uint64_t *scratch, uint64_t *outs);
 /* The .npy dimensions of shape for a (returns ndim, dims into d[4]). */
 int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]);
 

@@ -39,6 +39,7 @@
 #include "model/probe_recency.h" /* the recency row's functions */
 #include "model/probe_var.h"     /* the variance row's functions */
 #include "model/probe_freq.h"    /* the RoPE frequency row's functions */
+#include "model/probe_pos.h"     /* the position probe's row */
 #include "model/fwd.h"           /* MP_FWD_AT_ATTN_MIX, MP_FWD_AT_LAYER_OUT: the variance row's points */
 
 /* ================================================================ maps */
@@ -416,6 +417,16 @@ const MpProbeStat mp_probe_stats[] = {
         .dims = mp_probe_freq_dims, .scratch = mp_probe_freq_scratch, .off = mp_probe_freq_off,
         .capture = mp_probe_freq_capture, .scratch_bytes = mp_probe_freq_scratch_bytes,
     },
+    [MP_PROBE_STAT_POSITION] = {
+        .name = "position", .help = "ridge probe of the position from the residual stream: held-out R2, mean abs error",
+        .what = "the position probe's sums", .in = MP_PROBE_IN_CAPTURE, .points = 1u << MP_FWD_AT_LAYER_OUT,
+        .arrays = {ARR(pos_sums, LPOS, 0, 1), ARR(pos_test, LPMK, 0, 1)},
+        .outs = {{"pos_probe.npy", MP_PROBE_SH_LPQ, 0,
+                  "float64 [L,10] position probe per layer: held-out R2, MAE (positions), its se, chance R2, chance MAE, "
+                  "in-sample R2, positions fitted, held out, in the MAE, lambda (docs/outputs.md)", mp_probe_pos_out}},
+        .dims = mp_probe_pos_dims, .scratch = mp_probe_pos_scratch, .off = mp_probe_pos_off, .capture = mp_probe_pos_capture,
+        .scratch_bytes = mp_probe_pos_scratch_bytes, .out_bytes = mp_probe_pos_out_bytes,
+    },
 };
 #undef ARR
 _Static_assert(sizeof mp_probe_stats / sizeof mp_probe_stats[0] == MP_PROBE_NSTATS, "one row per MpProbeStatId");
@@ -492,6 +503,9 @@ int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
     case MP_PROBE_SH_LHP: d[0] = L, d[1] = H, d[2] = a->fr_rot / 2; return 3;
     case MP_PROBE_SH_LH3: d[0] = L, d[1] = H, d[2] = 3; return 3;
     case MP_PROBE_SH_LP: d[0] = L, d[1] = a->fr_rot / 2; return 2;
+    case MP_PROBE_SH_LPOS: d[0] = L, d[1] = 2, d[2] = 3 + 2 * (int64_t)a->pos_dim + (int64_t)a->pos_dim * a->pos_dim; return 3;
+    case MP_PROBE_SH_LPMK: d[0] = L, d[1] = MP_PROBE_POS_MAE_ROWS, d[2] = (int64_t)a->pos_dim + 1; return 3;
+    case MP_PROBE_SH_LPQ: d[0] = L, d[1] = MP_PROBE_POS_COLS; return 2;
     }
     MP_ASSERT(!"unknown MpProbeShape");
     return 0;
@@ -580,6 +594,8 @@ int mp_probe_acc_init_like(MpProbeAcc *part, const MpProbeAcc *a, int threads, M
     if (a->skip) mp_probe_acc_skip(part, a->skip);
     memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
     mp_probe_freq_like(part, a); /* the heads' geometry (--stats freq) */
+    part->pos_width = a->pos_width, part->pos_dim = a->pos_dim, part->pos_stride = a->pos_stride; /* the position probe's */
+    part->pos_ridge = a->pos_ridge;
     if (mp_probe_acc_stats_on(part, a->stats, e) != MP_OK) {
         mp_probe_acc_free(part);
         return MP_ERR;
@@ -778,9 +794,19 @@ size_t mp_probe_stats_names(unsigned set, char *buf, size_t cap) {
 
 void mp_probe_stats_bytes(unsigned set, int L, int H, int S, int per_head, int threads, uint64_t *sums, uint64_t *scratch,
                           uint64_t *outs) {
-    MpProbeAcc a; /* the dimensions only: nothing allocated */
+    MpProbeAcc a;
     memset(&a, 0, sizeof a);
-    a.L = L, a.H = H, a.S = S, a.per_head = per_head, a.threads = threads < 1 ? 1 : threads, a.nb = S < 16 ? S : 16;
+    a.L = L, a.H = H, a.S = S, a.per_head = per_head, a.threads = threads;
+    mp_probe_stats_bytes_acc(&a, set, sums, scratch, outs);
+}
+
+void mp_probe_stats_bytes_acc(const MpProbeAcc *like, unsigned set, uint64_t *sums, uint64_t *scratch, uint64_t *outs) {
+    MpProbeAcc a; /* the dimensions and settings only: nothing allocated */
+    memset(&a, 0, sizeof a);
+    const int S = like->S, per_head = like->per_head;
+    a.L = like->L, a.H = like->H, a.S = S, a.per_head = per_head, a.threads = like->threads < 1 ? 1 : like->threads;
+    a.nb = S < 16 ? S : 16;
+    a.pos_width = like->pos_width, a.pos_dim = like->pos_dim, a.pos_stride = like->pos_stride, a.pos_ridge = like->pos_ridge;
     *sums = *scratch = *outs = 0;
     set |= MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS);
     for (int id = 0; id < MP_PROBE_NSTATS; id++) {

@@ -14,8 +14,9 @@
  * adds only each row's head sum (mp_probe_acc_needs_heads) and f planned the reduced map for a's
  * workers (cfg.tap_headsum_workers), the forward pass hands over that sum ([16, S] doubles a block)
  * instead of every head's rows: the same bits. Activations at capture points (cfg.tap_points)
- * reach a through f->capture, set here. */
-static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr *e) {
+ * reach a through f->capture, set here. s: the sequence's index in the run. */
+static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, int64_t s, MpErr *e) {
+    a->seq_index = s; /* its index in the run (the position probe's split and positions) */
     if (a->dev) return mp_probe_dev_run(f, a, ids, seq, e); /* the sums on the forward pass's device */
     const int reduced = !mp_probe_acc_needs_heads(a) && f->cfg.tap_headsum_workers >= a->threads;
     f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};
@@ -32,7 +33,7 @@ static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, MpErr
 static int ranks_one(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, int seq, MpProbeStepFn step, void *ctx,
                      MpErr *e) {
     for (int64_t s = a->n_done; s < n; s++) {
-        if (ranks_run(f, a, ids + (size_t)s * seq, seq, e) != MP_OK)
+        if (ranks_run(f, a, ids + (size_t)s * seq, seq, s, e) != MP_OK)
             return mp_err_prefix(e, "sequence %lld", (long long)s);
         mp_probe_acc_seq_end(a);
         if (step && step(ctx, a, s, e) != MP_OK) return MP_ERR;
@@ -66,7 +67,7 @@ static int ranks_threads(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n,
 #pragma omp parallel for num_threads(cnt) schedule(static, 1)
         for (int k = 0; k < cnt; k++) {
             mp_probe_acc_reset(&part[k]);
-            bad[k] = ranks_run(&fw[k], &part[k], ids + (size_t)(s0 + k) * seq, seq, &pe[k]) != MP_OK;
+            bad[k] = ranks_run(&fw[k], &part[k], ids + (size_t)(s0 + k) * seq, seq, s0 + k, &pe[k]) != MP_OK;
             if (!bad[k]) mp_probe_acc_seq_end(&part[k]);
         }
         for (int k = 0; k < cnt && rc == MP_OK; k++) {
@@ -95,7 +96,7 @@ static void ranks_worker(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t fi
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     for (int64_t s = first + rank; s < n; s += size) {
         mp_probe_acc_reset(a);
-        if (ranks_run(f, a, ids + (size_t)s * seq, seq, &e) != MP_OK) {
+        if (ranks_run(f, a, ids + (size_t)s * seq, seq, s, &e) != MP_OK) {
             fprintf(stderr, "maskpos probe (rank %d): error: sequence %lld: %s\n", rank, (long long)s, e.msg);
             mp_mpi_abort(MP_EXIT_ERROR);
         }
@@ -124,7 +125,7 @@ static int ranks_root(MpProbeAcc *a, MpFwd *f, const int32_t *ids, int64_t n, in
     for (int64_t s = first; s < n && rc == MP_OK; s++) {
         const int owner = (int)((s - first) % size);
         if (owner == 0) {
-            if (ranks_run(f, a, ids + (size_t)s * seq, seq, e) != MP_OK) {
+            if (ranks_run(f, a, ids + (size_t)s * seq, seq, s, e) != MP_OK) {
                 rc = mp_err_prefix(e, "sequence %lld", (long long)s);
                 break;
             }

@@ -372,11 +372,11 @@ static void test_progress_bar(void **state) {
  * with the value the authors' figure prints (the verdict uses this run's standard errors; the
  * seed is fixed, so the outcome is too), the expected values are the authors' (a row copied here
  * from their fig1/fig3 PDFs), the seven figures are drawn, and a re-run reuses every folder. */
-/* Stage beyond (issue 38): its nine rows — all agree at the quick N but the embedded RoPE model's
+/* Stage beyond (issue 38): its twelve rows — all agree at the quick N but the embedded RoPE model's
  * frequency row, which says why it differs from Gemma 7B — each number in them the one
  * tests/ref/beyond_stage_ref.py recomputes with numpy from the stage's own files (the simulated
  * variance against both closed forms, the early slopes, every slope, the frequency shares and top
- * pairs); the random model's run equals a separate `maskpos probe` of the same model, ids and flags
+ * pairs, the position probes' columns); the random model's run equals a separate `maskpos probe` of the same model, ids and flags
  * byte for byte, and a re-run reuses all. */
 static void test_beyond_stage(void **state) {
     (void)state;
@@ -391,8 +391,9 @@ static void test_beyond_stage(void **state) {
     int rows = 0, differ = 0;
     for (const char *q = rep; (q = strstr(q, "\n| Variance")); q++) rows++;
     for (const char *q = rep; (q = strstr(q, "\n| RoPE frequency usage")); q++) rows++;
+    for (const char *q = rep; (q = strstr(q, "\n| Position probe")); q++) rows++;
     for (const char *q = rep; (q = strstr(q, "| ⚠ differs")); q++) differ++;
-    assert_int_equal(rows, 9);
+    assert_int_equal(rows, 12);
     assert_int_equal(differ, 1);
     const char *bad = strstr(rep, "| ⚠ differs"), *line = bad;
     while (line > rep && line[-1] != '\n') line--;
@@ -411,11 +412,11 @@ static void test_beyond_stage(void **state) {
         else snprintf(want, sizeof want, "| %s |", val); /* a row's measured cell, whole */
         if (!strstr(rep, want)) fail_msg("%s: '%s' is not in report.md", ln, want);
     }
-    assert_int_equal(lines, 12);
+    assert_int_equal(lines, 15);
     rc = mp_test_run(out, sizeof out, "probe %s/beyond/random_llama_L4_d128_seed1 --tokens %s/beyond/kjv_bytes_32x128.npy "
-                     "--no-rope --stats variance --layers all --out %s/cli_random --quiet", d, d, d);
+                     "--no-rope --stats variance,position --layers all --out %s/cli_random --quiet", d, d, d);
     if (rc != 0) fail_msg("probe exited %d: %s", rc, out);
-    const char *same[] = {"var_attn.npy", "var_attn_se.npy", "var_resid.npy", "scores.npy"};
+    const char *same[] = {"var_attn.npy", "var_attn_se.npy", "var_resid.npy", "scores.npy", "pos_probe.npy"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
         if (mp_test_shell(NULL, 0, "cmp -s %s/cli_random/%s %s/beyond/random_nope/%s", d, same[i], d, same[i]))
             fail_msg("%s differs between the stage's run and maskpos probe's", same[i]);
@@ -423,7 +424,7 @@ static void test_beyond_stage(void **state) {
     assert_true(rc == 0 || rc == 1);
     rows = 0;
     for (const char *q = out; (q = strstr(q, "up to date, skipped")); q++) rows++;
-    assert_int_equal(rows, 7); /* the simulation, the five probes and the stories corpus */
+    assert_int_equal(rows, 8); /* the simulation, the six probes and the stories corpus */
 }
 
 static void test_recency_grid(void **state) {

@@ -1,8 +1,9 @@
 /* stage_beyond.c — reproduce's stage "beyond" (issue 38: positional information beyond the score
  * maps): the variance of the attention output by position (Chi et al. 2023, arXiv 2305.13571) and
- * RoPE frequency usage (Barbero et al. 2025, arXiv 2410.06205); docs/metrics.md.
+ * RoPE frequency usage (Barbero et al. 2025, arXiv 2410.06205) and the position probe (Haviv et al.
+ * 2022, arXiv 2203.16634); docs/metrics.md.
  *
- * Implements: the stage: `probe --stats variance` (every layer; with freq on the RoPE models) of a randomly initialised NoPE
+ * Implements: the stage: `probe --stats variance,position` (every layer; with freq on the RoPE models) of a randomly initialised NoPE
  * model (mkmodel's llama, 4 layers, d 128, its RoPE switched off) over the embedded corpus's bytes,
  * causal and without the mask; of the embedded NoPE and RoPE models over the same text; of
  * stories260K over the stories stage's corpus; and the parameter-free decoder's simulated variance
@@ -34,6 +35,7 @@
 #include "repro/pretrained.h" /* mp_repro_corpus_stories */
 #include "repro/runs.h"       /* mp_repro_probe */
 #include "repro/stage.h"      /* MpReproStage */
+#include "model/probe_pos.h"  /* MP_PROBE_POS_*: pos_probe.npy's columns */
 #include "repro/store.h"      /* mp_repro_store_f64, mp_repro_store_meta_same, mp_repro_store_meta_mark */
 
 #define VR_MAX_L 8     /* layers read per run (stories260K has 5) */
@@ -42,7 +44,7 @@
 
 /* ================================================================ runs */
 
-enum { VR_RANDOM, VR_RANDOM_BIDIR, VR_NONE, VR_ROPE, VR_STORIES, VR_NRUNS };
+enum { VR_RANDOM, VR_RANDOM_BIDIR, VR_NONE, VR_NONE_BIDIR, VR_ROPE, VR_STORIES, VR_NRUNS };
 
 static const struct {
     const char *dir, *label;
@@ -50,6 +52,7 @@ static const struct {
     [VR_RANDOM] = {"beyond/random_nope", "random-init NoPE model (4 layers, d 128)"},
     [VR_RANDOM_BIDIR] = {"beyond/random_nope_bidirectional", "random-init NoPE model, no mask"},
     [VR_NONE] = {"beyond/none", "embedded NoPE model"},
+    [VR_NONE_BIDIR] = {"beyond/none_bidirectional", "embedded NoPE model, no mask"},
     [VR_ROPE] = {"beyond/rope", "embedded RoPE model"},
     [VR_STORIES] = {"beyond/stories260K", "stories260K (pretrained, RoPE)"},
 };
@@ -62,6 +65,7 @@ typedef struct VrRun {
     int freq;                             /* the run has --stats freq: */
     double q_low[VR_MAX_L];               /* meta.json freq_low_half_q_norm_share */
     int top[VR_MAX_L], pairs;             /* freq_top_pair, freq_pairs */
+    double r2[VR_MAX_L], mae[VR_MAX_L], mae_se[VR_MAX_L], mae_chance[VR_MAX_L]; /* pos_probe.npy (--stats position) */
 } VrRun;
 
 typedef struct MpReproBeyond {
@@ -119,8 +123,18 @@ static int vr_read(VrRun *r, const char *dir) {
         rc = MP_ERR;
     for (size_t l = 0; rc == MP_OK && l < L; l++) r->early[l] = vr_loglog(v + l * (size_t)sh[1], 1, VR_EARLY);
     free(v);
+    double *pp = NULL; /* the position probe, [L, MP_PROBE_POS_COLS] */
+    if (rc == MP_OK && (mp_repro_store_f64(&pp, sh, dir, "pos_probe.npy", 2, &e) != MP_OK || sh[0] != (int64_t)L ||
+                        sh[1] != MP_PROBE_POS_COLS))
+        rc = MP_ERR;
+    for (size_t l = 0; rc == MP_OK && l < L; l++) {
+        const double *row = pp + l * MP_PROBE_POS_COLS;
+        r->r2[l] = row[MP_PROBE_POS_R2], r->mae[l] = row[MP_PROBE_POS_MAE], r->mae_se[l] = row[MP_PROBE_POS_MAE_SE];
+        r->mae_chance[l] = row[MP_PROBE_POS_MAE_CHANCE];
+    }
+    free(pp);
     if (rc != MP_OK) {
-        fprintf(stderr, "maskpos reproduce: error: %s: no complete variance statistics\n", dir);
+        fprintf(stderr, "maskpos reproduce: error: %s: no complete variance and position statistics\n", dir);
         return MP_ERR;
     }
     r->L = (int)L;
@@ -265,14 +279,15 @@ static int beyond_run(MpReproCtx *c) {
         else
             for (int k = VR_RANDOM; k <= VR_RANDOM_BIDIR; k++) {
                 const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = model, .tokens = ids, .n = n, .causal = k == VR_RANDOM,
-                                               .layers = "all", .stats = "variance", .no_rope = 1};
+                                               .layers = "all", .stats = "variance,position", .no_rope = 1};
                 failed += vr_probe(c, k, &spec);
             }
         for (int k = VR_NONE; k <= VR_ROPE; k++) {
             char m[4300];
-            snprintf(m, sizeof m, "%s/%s", cfg->models, k == VR_NONE ? "none" : "rope");
-            const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = m, .data = corpus, .n = n, .seq = VR_SEQ, .causal = 1,
-                                           .pack = 1, .layers = "all", .stats = k == VR_ROPE ? "variance,freq" : "variance"};
+            snprintf(m, sizeof m, "%s/%s", cfg->models, k == VR_ROPE ? "rope" : "none");
+            const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = m, .data = corpus, .n = n, .seq = VR_SEQ,
+                                           .causal = k != VR_NONE_BIDIR, .pack = 1, .layers = "all",
+                                           .stats = k == VR_ROPE ? "variance,freq,position" : "variance,position"};
             failed += vr_probe(c, k, &spec);
         }
     }
@@ -281,7 +296,7 @@ static int beyond_run(MpReproCtx *c) {
     const int64_t want = cfg->quick ? 64 : 200; /* 16 leave layer 1's slope (-0.02) within 3 se of 0 */
     const int64_t ns = cp.n < want ? cp.n : want;
     const MpReproProbeSpec spec = {.dir = vr_runs[VR_STORIES].dir, .model = cfg->stories, .tokens = cp.ids, .n = ns, .causal = 1,
-                                   .layers = "all", .stats = "variance,freq"};
+                                   .layers = "all", .stats = "variance,freq,position"};
     return failed + vr_probe(c, VR_STORIES, &spec);
 }
 
@@ -378,6 +393,48 @@ static void vr_rows_freq(MpReport *rp, const MpReproBeyond *st) {
     }
 }
 
+/* "1: 0.96 (MAE 2.6 ± 0.1 of chance 16.0), …" of run r's position probe */
+static void vr_pos_text(char *buf, size_t cap, const VrRun *r) {
+    size_t u = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < r->L && u < cap; l++)
+        u += (size_t)snprintf(buf + u, cap - u, "%s%d: %.3f (MAE %.1f ± %.1f of chance %.1f)", l ? ", " : "", l + 1, r->r2[l], r->mae[l],
+                              r->mae_se[l], r->mae_chance[l]);
+}
+
+/* The position probe (Haviv et al. 2022): NoPE models learn position, and a linear probe reads it
+ * from the residual stream; without the mask a NoPE model cannot (permutation-equivariant). */
+static void vr_rows_position(MpReport *rp, const MpReproBeyond *st) {
+    const VrRun *a = &st->run[VR_NONE], *b = &st->run[VR_NONE_BIDIR], *ra = &st->run[VR_RANDOM], *rb = &st->run[VR_RANDOM_BIDIR];
+    char got[640];
+    if (a->ok) {
+        int ok = 1;
+        for (int l = 0; l < a->L; l++) ok &= a->r2[l] > 0.5;
+        vr_pos_text(got, sizeof got, a);
+        mp_report_row(rp, "Position probe (Haviv et al.): embedded NoPE model, held-out R² of a ridge from the residual stream",
+                      "high (> 0.5 in every layer): a NoPE model learns position", got, ok,
+                      "fitted on 3 of 4 sequences, scored on the rest; chance R² is 0 (docs/metrics.md, \"Position probe\")");
+    }
+    if (b->ok) {
+        int ok = 1;
+        for (int l = 0; l < b->L; l++) ok &= b->r2[l] < 0.1;
+        vr_pos_text(got, sizeof got, b);
+        mp_report_row(rp, "Position probe: the same model without the mask", "at chance (R² < 0.1): without the mask it is "
+                      "permutation-equivariant", got, ok, "");
+    }
+    if (ra->ok && rb->ok && ra->L == rb->L) {
+        int ok = 1;
+        size_t u = 0;
+        for (int l = 0; l < ra->L && u < sizeof got; l++) {
+            u += (size_t)snprintf(got + u, sizeof got - u, "%s%d: %.3f against %.3f", l ? ", " : "", l + 1, ra->r2[l], rb->r2[l]);
+            ok &= ra->r2[l] > rb->r2[l];
+        }
+        mp_report_row(rp, "Position probe: random-init NoPE model, causal against no mask, held-out R² by layer",
+                      "higher with the mask in every layer (the mask alone puts position in the stream)", got, ok,
+                      "untrained, so the probe reads only what the mask's averaging leaves (rising with depth)");
+    }
+}
+
 static int beyond_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
     (void)e;
     const MpReproBeyond *st = beyond_state(c);
@@ -396,6 +453,7 @@ static int beyond_report(MpReproCtx *c, MpReport *rp, MpErr *e) {
     vr_rows_random(rp, st, sig);
     vr_rows_models(rp, st, sig);
     vr_rows_freq(rp, st);
+    vr_rows_position(rp, st);
     return MP_OK;
 }
 
@@ -404,6 +462,6 @@ const MpReproStage mp_repro_stage_beyond = {
     .key = "meta.json: version, model and ids or corpus with fingerprints, n, stats (simulation: B, S, D, seed)",
     .run = beyond_run,
     .report = beyond_report,
-    .runs = (const char *const[]){"beyond/random_nope", "beyond/random_nope_bidirectional", "beyond/none", "beyond/rope",
-                                  "beyond/stories260K", NULL},
+    .runs = (const char *const[]){"beyond/random_nope", "beyond/random_nope_bidirectional", "beyond/none",
+                                  "beyond/none_bidirectional", "beyond/rope", "beyond/stories260K", NULL},
 };

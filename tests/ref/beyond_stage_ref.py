@@ -7,6 +7,8 @@
   - the trained NoPE model's early slopes: the least-squares slope of log var_attn against
     log(p + 1) over positions 1..15, layers 3 and 4;
   - the slopes of every run as meta.json holds them (what the rows print);
+  - the position rows as pos_probe.npy holds them (held-out R2, MAE, its se, chance MAE; the fit
+    itself is checked against numpy by tests/test_probe_pos.c);
   - the RoPE runs' frequency rows from freq_q_norm.npy and freq_contrib.npy [L, H, P]: per layer the
     share of the query norm (summed over heads) in pairs P/2..P-1, and the pair whose |contribution|
     summed over heads is largest.
@@ -24,6 +26,7 @@ import numpy as np
 def main():
     d = sys.argv[1] + "/beyond"
     freq_rows(d)
+    position_rows(d)
     s = d + "/sim_layer1_D32768"
     v, se = np.load(s + "/var_attn.npy")[0], np.load(s + "/var_attn_se.npy")[0]
     cl, gap = np.load(s + "/var_closed.npy")[0], np.load(s + "/var_gap_se.npy")[0]
@@ -42,6 +45,16 @@ def main():
         m = json.load(open("%s/%s/meta.json" % (d, run)))
         a, b = m["variance_slope_attn"], m["variance_slope_attn_se"]
         print("%s_slopes_%d%d %s" % (run, l0 + 1, l1, ", ".join("%d: %+.3f ± %.3f" % (k + 1, a[k], b[k]) for k in range(l0, l1))))
+
+
+def position_rows(d):
+    for run in ("none", "none_bidirectional"):
+        p = np.load("%s/%s/pos_probe.npy" % (d, run))
+        print("%s_position %s" % (run, ", ".join("%d: %.3f (MAE %.1f ± %.1f of chance %.1f)" % (k + 1, r[0], r[1], r[2], r[4])
+                                                   for k, r in enumerate(p))))
+    a = np.load(d + "/random_nope/pos_probe.npy")[:, 0]
+    b = np.load(d + "/random_nope_bidirectional/pos_probe.npy")[:, 0]
+    print("random_position %s" % ", ".join("%d: %.3f against %.3f" % (k + 1, x, y) for k, (x, y) in enumerate(zip(a, b))))
 
 
 def freq_rows(d):

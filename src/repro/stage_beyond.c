@@ -142,10 +142,11 @@ static int vr_read(VrRun *r, const char *dir) {
     return MP_OK;
 }
 
-static int vr_probe(MpReproCtx *c, int k, const MpReproProbeSpec *spec) {
+/* Run k (S tokens a row, for the log) of spec. */
+static int vr_probe(MpReproCtx *c, int k, const MpReproProbeSpec *spec, int S) {
     VrRun *r = &beyond_state(c)->run[k];
-    printf("  beyond  %-34s every layer over %lld x %s tokens%s\n", vr_runs[k].dir + 7, (long long)spec->n,
-           spec->seq ? "128" : "512", spec->causal ? "" : ", no mask");
+    printf("  beyond  %-34s every layer over %lld x %d tokens%s\n", vr_runs[k].dir + 7, (long long)spec->n, S,
+           spec->causal ? "" : ", no mask");
     fflush(stdout);
     MpReproMaps *m = NULL;
     char dir[4200];
@@ -280,7 +281,7 @@ static int beyond_run(MpReproCtx *c) {
             for (int k = VR_RANDOM; k <= VR_RANDOM_BIDIR; k++) {
                 const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = model, .tokens = ids, .n = n, .causal = k == VR_RANDOM,
                                                .layers = "all", .stats = "variance,position", .no_rope = 1};
-                failed += vr_probe(c, k, &spec);
+                failed += vr_probe(c, k, &spec, VR_SEQ);
             }
         for (int k = VR_NONE; k <= VR_ROPE; k++) {
             char m[4300];
@@ -288,7 +289,7 @@ static int beyond_run(MpReproCtx *c) {
             const MpReproProbeSpec spec = {.dir = vr_runs[k].dir, .model = m, .data = corpus, .n = n, .seq = VR_SEQ,
                                            .causal = k != VR_NONE_BIDIR, .pack = 1, .layers = "all",
                                            .stats = k == VR_ROPE ? "variance,freq,position" : "variance,position"};
-            failed += vr_probe(c, k, &spec);
+            failed += vr_probe(c, k, &spec, VR_SEQ);
         }
     }
     MpReproCorpus cp; /* stories260K over the stories stage's corpus (generated here when that stage has not run) */
@@ -297,7 +298,7 @@ static int beyond_run(MpReproCtx *c) {
     const int64_t ns = cp.n < want ? cp.n : want;
     const MpReproProbeSpec spec = {.dir = vr_runs[VR_STORIES].dir, .model = cfg->stories, .tokens = cp.ids, .n = ns, .causal = 1,
                                    .layers = "all", .stats = "variance,freq,position"};
-    return failed + vr_probe(c, VR_STORIES, &spec);
+    return failed + vr_probe(c, VR_STORIES, &spec, cp.seq);
 }
 
 /* ================================================================ report */

@@ -110,12 +110,12 @@ static void test_locate(void **state) {
 
 static void test_stage_table(void **state) {
     (void)state;
-    static const char *names[] = {"fig1", "fig2", "fig2ln", "fig3", "fig4", "fig5", "recency", "length", "stories"};
-    for (int k = 0; k < 9; k++) {
+    static const char *names[] = {"fig1", "fig2", "fig2ln", "fig3", "fig4", "fig5", "recency", "length", "stories", "beyond"};
+    for (int k = 0; k < 10; k++) {
         assert_string_equal(mp_repro_stage_name(k), names[k]);
         assert_int_equal(mp_repro_stage_find(names[k]), k);
     }
-    assert_null(mp_repro_stage_name(9));
+    assert_null(mp_repro_stage_name(10));
     assert_int_equal(mp_repro_stage_find("fig9"), -1);
     assert_int_equal(mp_repro_stage_find(""), -1);
 }

@@ -6,7 +6,8 @@
  *     accumulator directly, 12 sequences; and with noise and a ±1 projection, R² > 0.99);
  *   - a plain PyTorch forward in float64 (tests/ref/pos_ref.py on probe_ref.py's decoder) of mkmodel
  *     models, whose residual streams numpy's ridge fits on the same split: every column of
- *     pos_probe.npy within its bound (R², MAE and λ: the forward passes differ by float32 rounding);
+ *     pos_probe.npy within its bound (R², its jackknife se, MAE and λ: the forward passes differ by float32
+ *     rounding);
  *     the projection, the full width, sampled positions, other ridges, 2 threads, NoPE and the
  *     bidirectional counterfactual;
  *   - the paper's counterfactual (Haviv et al. 2022): the trained NoPE model (models/none) reads the
@@ -43,9 +44,9 @@ static void acc_pos(MpProbeAcc *a, int S, int C, int K, int stride, double ridge
 }
 
 /* N sequences of x[i, d] = i·v_d + c_d (+ noise · a fixed pseudo-random value) into a. */
-static void feed_affine(MpProbeAcc *a, int N, int S, int C, double noise) {
+static void feed_affine(MpProbeAcc *a, int N, int S, int C, double noise, uint32_t seed) {
     float *x = malloc(sizeof(float) * (size_t)S * C);
-    uint32_t r = 12345;
+    uint32_t r = seed;
     for (int s = 0; s < N; s++) {
         for (int i = 0; i < S; i++)
             for (int d = 0; d < C; d++) {
@@ -67,7 +68,7 @@ static void test_closed_form(void **state) {
     MpProbeAcc a;
     acc_pos(&a, S, C, 0, 1, alpha);
     assert_int_equal(a.pos_dim, C); /* 0: the whole width, no projection */
-    feed_affine(&a, N, S, C, 0);
+    feed_affine(&a, N, S, C, 0, 12345);
     double o[MP_PROBE_POS_COLS];
     mp_probe_pos_out(&a, o);
     const double t = (alpha / C) / (1 + alpha / C), chance = 6.0; /* mean |i − 11.5| over i = 0..23 */
@@ -83,12 +84,37 @@ static void test_closed_form(void **state) {
     mp_probe_acc_free(&a);
     /* with noise, 16-wide states projected to 4 features, every 3rd position: still read */
     acc_pos(&a, 64, 16, 4, 3, alpha);
-    feed_affine(&a, 16, 64, 16, 0.5);
+    feed_affine(&a, 16, 64, 16, 0.5, 12345);
     mp_probe_pos_out(&a, o);
     print_message("noisy states, 4 of 16 dimensions, stride 3: R2 %.5f, MAE %.3f (chance %.3f), %g positions fitted\n",
                   o[MP_PROBE_POS_R2], o[MP_PROBE_POS_MAE], o[MP_PROBE_POS_MAE_CHANCE], o[MP_PROBE_POS_N_FIT]);
     assert_true(o[MP_PROBE_POS_R2] > 0.99 && o[MP_PROBE_POS_MAE] < 0.1 * o[MP_PROBE_POS_MAE_CHANCE]);
     mp_probe_acc_free(&a);
+}
+
+/* R²'s jackknife standard error against the spread of R² over independent replicates: 40 runs of
+ * 64 noisy sequences (16 held out, one per group), 4 features of 16 noisy dimensions. */
+static void test_r2_se_against_replicates(void **state) {
+    (void)state;
+    enum { R = 40 };
+    double r2[R], se = 0, m = 0;
+    for (int k = 0; k < R; k++) {
+        MpProbeAcc a;
+        acc_pos(&a, 32, 16, 4, 1, 1e-3);
+        feed_affine(&a, 64, 32, 16, 40.0, 1000u + 7919u * (uint32_t)k);
+        double o[MP_PROBE_POS_COLS];
+        mp_probe_pos_out(&a, o);
+        r2[k] = o[MP_PROBE_POS_R2];
+        se += o[MP_PROBE_POS_R2_SE] / R;
+        m += r2[k] / R;
+        mp_probe_acc_free(&a);
+    }
+    double v = 0;
+    for (int k = 0; k < R; k++) v += (r2[k] - m) * (r2[k] - m) / (R - 1);
+    print_message("R2 %.4f over %d replicates: their spread %.4g, mean jackknife se %.4g (ratio %.3f)\n", m, R, sqrt(v), se,
+                  se / sqrt(v));
+    assert_true(m > 0.2 && m < 0.95); /* noisy enough that R² varies */
+    assert_true(se > 0.6 * sqrt(v) && se < 1.6 * sqrt(v));
 }
 
 /* The memory estimate (mp_probe_stats_bytes_acc, the figure the probe prints) counts the sums an
@@ -109,7 +135,7 @@ static void test_estimate_is_the_allocation(void **state) {
         print_message("K %llu: %llu bytes of sums, estimate %llu\n", (unsigned long long)K, (unsigned long long)have,
                       (unsigned long long)sums);
         assert_int_equal(sums, have);
-        /* the maps' sums (known to test_probe_table.c) and the position probe's: 2 splits of W and 1024 rows of K + 1 */
+        /* the maps' sums (known to test_probe_table.c) and the position probe's: 2 splits and 16 groups of W, 1024 rows of K + 1 */
         MpProbeAcc m;
         const unsigned char mask[1] = {1};
         MpErr e;
@@ -117,7 +143,7 @@ static void test_estimate_is_the_allocation(void **state) {
         const int nm = mp_probe_acc_arrays(&m, t);
         uint64_t maps = 0;
         for (int q = 0; q < nm; q++) maps += 8 * (uint64_t)t[q].n;
-        assert_int_equal(have - maps, 8 * (2 * W + MP_PROBE_POS_MAE_ROWS * (K + 1)));
+        assert_int_equal(have - maps, 8 * ((2 + 16) * W + MP_PROBE_POS_MAE_ROWS * (K + 1)));
         mp_probe_acc_free(&m);
         mp_probe_acc_free(&a);
     }
@@ -147,17 +173,18 @@ static void against_torch(const char *name, const char *mk, const char *layers, 
     snprintf(p, sizeof p, "%s/ref_pos_probe.npy", d);
     double *b = npy_load_f64(p, &n2, NULL);
     assert_int_equal(n1, n2);
-    double er = 0, em = 0; /* R²s absolute; MAEs, their se and λ relative */
+    double er = 0, em = 0; /* R²s and R²'s se absolute; MAEs, their se and λ relative */
     for (size_t k = 0; k < n1; k++) {
         const int c = (int)(k % MP_PROBE_POS_COLS);
         if (!isfinite(a[k]) || !isfinite(b[k])) fail_msg("%s: column %d: maskpos %g, numpy %g", name, c, a[k], b[k]);
-        if (c == MP_PROBE_POS_R2 || c == MP_PROBE_POS_R2_CHANCE || c == MP_PROBE_POS_R2_FIT) er = fmax(er, fabs(a[k] - b[k]));
+        if (c == MP_PROBE_POS_R2 || c == MP_PROBE_POS_R2_CHANCE || c == MP_PROBE_POS_R2_FIT || c == MP_PROBE_POS_R2_SE)
+            er = fmax(er, fabs(a[k] - b[k]));
         else if (c >= MP_PROBE_POS_N_FIT && c <= MP_PROBE_POS_N_MAE) assert_true(a[k] == b[k]); /* counts */
         else em = fmax(em, fabs(a[k] - b[k]) / fabs(b[k]));
     }
-    print_message("%s (layers %s %s%s): R2 within %.2g of numpy's ridge on torch's states (float64), MAE and lambda %.2g "
-                  "relative; R2 %.4f, MAE %.3f (chance %.3f)\n", name, layers, probe, flags, er, em, a[MP_PROBE_POS_R2],
-                  a[MP_PROBE_POS_MAE], a[MP_PROBE_POS_MAE_CHANCE]);
+    print_message("%s (layers %s %s%s): R2 and its se within %.2g of numpy's ridge on torch's states (float64), MAE and "
+                  "lambda %.2g relative; R2 %.4f +- %.4f, MAE %.3f (chance %.3f)\n", name, layers, probe, flags, er, em,
+                  a[MP_PROBE_POS_R2], a[MP_PROBE_POS_R2_SE], a[MP_PROBE_POS_MAE], a[MP_PROBE_POS_MAE_CHANCE]);
     assert_true(er < 1e-5);
     assert_true(em < 1e-5);
     free(a);
@@ -230,6 +257,7 @@ static void test_nope_causal_reads_position_bidirectional_does_not(void **state)
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_closed_form),
+        cmocka_unit_test(test_r2_se_against_replicates),
         cmocka_unit_test(test_estimate_is_the_allocation),
         cmocka_unit_test(test_nope_causal_reads_position_bidirectional_does_not),
         cmocka_unit_test(test_position_against_torch),

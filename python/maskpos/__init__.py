@@ -646,7 +646,7 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
       .recency_probability_mean_map (arrays from meta.json; docs/recency.md).
     stats: more statistics by name, a list or "a,b" (`maskpos probe --stats`; probs and recency are two
       of them): each adds the arrays its meta.json "files" lists (maskpos.probe_options()["stats"]).
-    stats="position" adds .pos_probe [L, 10]: a ridge probe of the position from the residual stream
+    stats="position" adds .pos_probe [L, 11]: a ridge probe of the position from the residual stream
       (held-out R2, mean absolute error in positions and their chance levels; docs/outputs.md), set by
       pos_dim (features, default 256; 0 the whole width), pos_stride (every k-th position) and
       pos_ridge (the relative ridge, default 1e-3).

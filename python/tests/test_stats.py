@@ -92,7 +92,7 @@ def test_position_through_the_table(tmp_path):
     t = (np.arange(8 * 16, dtype=np.int32).reshape(8, 16) * 7) % 200
     r = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="position", pos_dim=8, pos_stride=2, pos_ridge=0.01,
                       progress=False)
-    assert r.pos_probe.shape == (2, 10) and np.all(np.isfinite(r.pos_probe))
+    assert r.pos_probe.shape == (2, 11) and np.all(np.isfinite(r.pos_probe))
     assert r.meta["position_probe"]["features"] == 8 and r.meta["position_probe"]["stride"] == 2
     np.save(tmp_path / "ids.npy", t)
     Cli()("probe", MODEL, "--tokens", tmp_path / "ids.npy", "--layers", "1,2", "--stats", "position", "--pos-dim", "8",

@@ -118,6 +118,20 @@ static void position_meta(json_t *meta, const MpProbeResult *res) {
     json_object_set_new(o, "held_out", json_string("sequence s when s % 4 == 3"));
     json_object_set_new(o, "mae_rows", json_integer(MP_PROBE_POS_MAE_ROWS));
     json_object_set_new(o, "target", json_string("the 0-based position i, unscaled"));
+    /* per layer (card.json's columns): pos_probe.npy's columns by name */
+    static const struct { const char *key; int col; } cols[] = {
+        {"r2", MP_PROBE_POS_R2},         {"r2_se", MP_PROBE_POS_R2_SE},           {"r2_chance", MP_PROBE_POS_R2_CHANCE},
+        {"mae", MP_PROBE_POS_MAE},       {"mae_se", MP_PROBE_POS_MAE_SE},         {"mae_chance", MP_PROBE_POS_MAE_CHANCE},
+    };
+    const double *pp = mp_probe_result_out(res, MP_PROBE_STAT_POSITION, 0);
+    for (size_t k = 0; pp && k < sizeof cols / sizeof cols[0]; k++) {
+        json_t *a = json_array();
+        for (int l = 0; l < res->L; l++) {
+            const double v = pp[(size_t)l * MP_PROBE_POS_COLS + cols[k].col];
+            json_array_append_new(a, isfinite(v) ? json_real(v) : json_null());
+        }
+        json_object_set_new(o, cols[k].key, a);
+    }
     json_object_set_new(meta, "position_probe", o);
 }
 static void position_print(FILE *f, const MpProbeResult *res) {
@@ -126,11 +140,11 @@ static void position_print(FILE *f, const MpProbeResult *res) {
     if (res->pos_set[2] > 1) snprintf(every, sizeof every, "every %gth position", res->pos_set[2]);
     fprintf(f, "position probe (ridge from the residual stream, %g features, %s; held out: 1 sequence in %d):\n",
             res->pos_set[1], every, MP_PROBE_POS_FOLDS);
-    fprintf(f, "  layer  R2 held out (chance)   MAE positions (chance)   R2 fitted  positions fitted/held out\n");
+    fprintf(f, "  layer  R2 held out (chance)             MAE positions (chance)   R2 fitted  positions fitted/held out\n");
     for (int l = 0; o && l < res->L; l++) {
         const double *r = o + (size_t)l * MP_PROBE_POS_COLS;
-        fprintf(f, "  %5d  %8.4f (%7.4f)   %7.2f +- %-5.2f (%6.2f)   %8.4f  %.0f/%.0f\n", res->layers[l] + 1, r[MP_PROBE_POS_R2],
-                r[MP_PROBE_POS_R2_CHANCE], r[MP_PROBE_POS_MAE], r[MP_PROBE_POS_MAE_SE], r[MP_PROBE_POS_MAE_CHANCE],
+        fprintf(f, "  %5d  %8.4f +- %-7.4f (%7.4f)   %7.2f +- %-5.2f (%6.2f)   %8.4f  %.0f/%.0f\n", res->layers[l] + 1,
+                r[MP_PROBE_POS_R2], r[MP_PROBE_POS_R2_SE], r[MP_PROBE_POS_R2_CHANCE], r[MP_PROBE_POS_MAE], r[MP_PROBE_POS_MAE_SE], r[MP_PROBE_POS_MAE_CHANCE],
                 r[MP_PROBE_POS_R2_FIT], r[MP_PROBE_POS_N_FIT], r[MP_PROBE_POS_N_TEST]);
     }
 }

@@ -220,7 +220,11 @@ enum {
 /* The position probe's (model/probe_pos.h): held-out positions kept for the mean absolute error,
  * and the columns of its output. */
 #define MP_PROBE_POS_MAE_ROWS 1024
-#define MP_PROBE_POS_COLS 10
+#define MP_PROBE_POS_COLS 11
+/* The held-out sequences' groups of the R² jackknife (position probe; none above MP_PROBE_POS_GROUP_MAX_DIM
+ * features: 16 more splits of K² sums). */
+#define MP_PROBE_POS_GROUPS 16
+#define MP_PROBE_POS_GROUP_MAX_DIM 1024
 
 /* The length of an array (or an output) of a statistic, in terms of the accumulator's dimensions. */
 typedef enum MpProbeShape {
@@ -241,7 +245,7 @@ typedef enum MpProbeShape {
     MP_PROBE_SH_LHP,    /* [L, H, P] */
     MP_PROBE_SH_LH3,    /* [L, H, 3] */
     MP_PROBE_SH_LP,     /* [L, P] */
-    MP_PROBE_SH_LPOS,   /* [L, 2, 3 + 2K + K²], K = pos_dim */
+    MP_PROBE_SH_LPOS,   /* [L, 2 + G, 3 + 2K + K²], K = pos_dim, G = mp_probe_pos_groups(K) */
     MP_PROBE_SH_LPMK,   /* [L, M, K + 1], M = MP_PROBE_POS_MAE_ROWS */
     MP_PROBE_SH_LPQ,    /* [L, Q], Q = MP_PROBE_POS_COLS */
 } MpProbeShape;

@@ -422,8 +422,8 @@ const MpProbeStat mp_probe_stats[] = {
         .what = "the position probe's sums", .in = MP_PROBE_IN_CAPTURE, .points = 1u << MP_FWD_AT_LAYER_OUT,
         .arrays = {ARR(pos_sums, LPOS, 0, 1), ARR(pos_test, LPMK, 0, 1)},
         .outs = {{"pos_probe.npy", MP_PROBE_SH_LPQ, 0,
-                  "float64 [L,10] position probe per layer: held-out R2, MAE (positions), its se, chance R2, chance MAE, "
-                  "in-sample R2, positions fitted, held out, in the MAE, lambda (docs/outputs.md)", mp_probe_pos_out}},
+                  "float64 [L,11] position probe per layer: held-out R2, MAE (positions), its se, chance R2, chance MAE, "
+                  "in-sample R2, positions fitted, held out, in the MAE, lambda, held-out R2's se (docs/outputs.md)", mp_probe_pos_out}},
         .dims = mp_probe_pos_dims, .scratch = mp_probe_pos_scratch, .off = mp_probe_pos_off, .capture = mp_probe_pos_capture,
         .scratch_bytes = mp_probe_pos_scratch_bytes, .out_bytes = mp_probe_pos_out_bytes,
     },
@@ -503,7 +503,7 @@ int mp_probe_shape_dims(const MpProbeAcc *a, int shape, int64_t d[4]) {
     case MP_PROBE_SH_LHP: d[0] = L, d[1] = H, d[2] = a->fr_rot / 2; return 3;
     case MP_PROBE_SH_LH3: d[0] = L, d[1] = H, d[2] = 3; return 3;
     case MP_PROBE_SH_LP: d[0] = L, d[1] = a->fr_rot / 2; return 2;
-    case MP_PROBE_SH_LPOS: d[0] = L, d[1] = 2, d[2] = 3 + 2 * (int64_t)a->pos_dim + (int64_t)a->pos_dim * a->pos_dim; return 3;
+    case MP_PROBE_SH_LPOS: d[0] = L, d[1] = 2 + mp_probe_pos_groups(a->pos_dim), d[2] = 3 + 2 * (int64_t)a->pos_dim + (int64_t)a->pos_dim * a->pos_dim; return 3;
     case MP_PROBE_SH_LPMK: d[0] = L, d[1] = MP_PROBE_POS_MAE_ROWS, d[2] = (int64_t)a->pos_dim + 1; return 3;
     case MP_PROBE_SH_LPQ: d[0] = L, d[1] = MP_PROBE_POS_COLS; return 2;
     }

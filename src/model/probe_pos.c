@@ -83,7 +83,9 @@ uint64_t mp_probe_pos_scratch_bytes(const MpProbeAcc *a) {
     return 8 * ((uint64_t)pos_per_seq(a) * K + pos_w((int)K)) + (K < C ? 12 * C : 0);
 }
 
-uint64_t mp_probe_pos_out_bytes(const MpProbeAcc *a) { return 8 * ((uint64_t)a->pos_dim * a->pos_dim + a->pos_dim); }
+uint64_t mp_probe_pos_out_bytes(const MpProbeAcc *a) {
+    return 8 * (pos_w(a->pos_dim) + (uint64_t)a->pos_dim); /* w [K] and the solve's [K, K] (the jackknife's [W]) */
+}
 
 /* Row x [C] into the features z [K]: each dimension's value with its sign added to its feature
  * (every feature's sum in ascending dimensions, in double), or x itself when K = C. */
@@ -121,9 +123,16 @@ static void pos_add(MpProbeAcc *a, int li, int sp, const double *z, int off, int
             double *row = szz + (size_t)j * K;
             for (int l = j; l < K; l++) row[l] += zj * zp[l];
         }
-    double *dst = a->pos_sums + ((size_t)li * 2 + (size_t)sp) * W;
+    const size_t rows = 2 + (size_t)mp_probe_pos_groups(K);
+    double *dst = a->pos_sums + ((size_t)li * rows + (size_t)sp) * W;
     for (size_t k = 0; k < W; k++) dst[k] += q[k];
+    if (sp && rows > 2) { /* a held-out sequence: also its group's sums (the jackknife of R²) */
+        double *g = a->pos_sums + ((size_t)li * rows + 2 + (size_t)(a->seq_index / MP_PROBE_POS_FOLDS % MP_PROBE_POS_GROUPS)) * W;
+        for (size_t k = 0; k < W; k++) g[k] += q[k];
+    }
 }
+
+int mp_probe_pos_groups(int K) { return K <= MP_PROBE_POS_GROUP_MAX_DIM ? MP_PROBE_POS_GROUPS : 0; }
 
 void mp_probe_pos_capture(MpProbeAcc *a, int li, int point, const float *x, int T, int width) {
     if (point != MP_FWD_AT_LAYER_OUT) return;
@@ -240,11 +249,33 @@ static void pos_mae(const MpProbeAcc *a, int li, const double *w, double b, doub
     o[MP_PROBE_POS_MAE_SE] = m > 1 ? sqrt((v > 0 ? v : 0) / m) : NAN;
 }
 
-/* Slot li's row o [Q] (w [K], G [K, K] scratch). */
-static void pos_layer(const MpProbeAcc *a, int li, double *o, double *w, double *G) {
+/* The held-out R²'s delete-a-group jackknife standard error from the held-out sums t [W] and the
+ * groups' gs [G, W] (d [W] scratch): over the non-empty groups g, R² of t − gs[g]; NaN below 2. */
+static double pos_r2_se(const MpProbeAcc *a, const double *t, const double *gs, int G, const double *w, double b, double *d) {
     const int K = a->pos_dim;
     const size_t W = pos_w(K);
-    const double *f = a->pos_sums + (size_t)li * 2 * W, *t = f + W;
+    double r[MP_PROBE_POS_GROUPS], m = 0;
+    int n = 0;
+    for (int g = 0; g < G; g++) {
+        const double *s = gs + (size_t)g * W;
+        if (!(s[0] > 0)) continue;
+        for (size_t k = 0; k < W; k++) d[k] = t[k] - s[k];
+        if (!(d[0] >= 2)) return NAN; /* a group holds all but one held-out position: no R² without it */
+        r[n] = 1 - pos_sse(d, K, w, b) / pos_sst(d);
+        m += r[n++];
+    }
+    if (n < 2) return NAN;
+    m /= n;
+    double ss = 0;
+    for (int g = 0; g < n; g++) ss += (r[g] - m) * (r[g] - m);
+    return sqrt((n - 1.0) / n * ss);
+}
+
+/* Slot li's row o [Q] (w [K], G [K, K] scratch: also the jackknife's [W] when its groups are kept). */
+static void pos_layer(const MpProbeAcc *a, int li, double *o, double *w, double *G) {
+    const int K = a->pos_dim, ng = mp_probe_pos_groups(K);
+    const size_t W = pos_w(K);
+    const double *f = a->pos_sums + (size_t)li * (2 + (size_t)ng) * W, *t = f + W;
     for (int c = 0; c < MP_PROBE_POS_COLS; c++) o[c] = NAN;
     o[MP_PROBE_POS_N_FIT] = f[0];
     o[MP_PROBE_POS_N_TEST] = t[0];
@@ -259,13 +290,14 @@ static void pos_layer(const MpProbeAcc *a, int li, double *o, double *w, double 
         const double sst = pos_sst(t);
         o[MP_PROBE_POS_R2] = 1 - pos_sse(t, K, w, b) / sst;
         o[MP_PROBE_POS_R2_CHANCE] = 1 - (t[2] - 2 * ybar * t[1] + t[0] * ybar * ybar) / sst;
+        if (ng) o[MP_PROBE_POS_R2_SE] = pos_r2_se(a, t, t + W, ng, w, b, G);
     }
     pos_mae(a, li, w, b, ybar, o);
 }
 
 void mp_probe_pos_out(const MpProbeAcc *a, double *out) {
     const int K = a->pos_dim;
-    double *w = mp_try_malloc((size_t)K * sizeof(double)), *G = mp_try_malloc((size_t)K * K * sizeof(double));
+    double *w = mp_try_malloc((size_t)K * sizeof(double)), *G = mp_try_malloc(pos_w(K) * sizeof(double)); /* [K, K], then the jackknife's [W] */
     for (int l = 0; l < a->L; l++) {
         double *o = out + (size_t)l * MP_PROBE_POS_COLS;
         if (w && G) pos_layer(a, l, o, w, G);

@@ -22,7 +22,8 @@
  *     scale, so the scale of the residual stream does not matter), solved by Cholesky; on the
  *     held-out split R² (1 − SSE/SST about the held-out mean), the mean absolute error in positions
  *     with its standard error, and the chance level: the same two for predicting the fitting
- *     split's mean position everywhere.
+ *     split's mean position everywhere; R²'s standard error by the delete-a-group jackknife over the
+ *     held-out sequences, from each group's own sums (G more splits of W; the fit held fixed).
  * The target is the 0-based position i itself, unscaled: a ridge's predictions are linear in the
  * target, so scaling it changes nothing reported.
  * Does not: allocate its sums (the table does), write files (src/job/probe_out.c), run the model.
@@ -30,7 +31,7 @@
  * tests/ref/pos_ref.py; a closed form; bidirectional NoPE at chance), tests/test_probe_table.c.
  *
  * Shape legend: L selected layers, S tokens per sequence, C the residual stream's width, K the
- * features (MpProbeAcc.pos_dim), W = 3 + 2K + K² sums per split, M = MP_PROBE_POS_MAE_ROWS,
+ * features (MpProbeAcc.pos_dim), G = mp_probe_pos_groups(K) groups, W = 3 + 2K + K² sums per split, M = MP_PROBE_POS_MAE_ROWS,
  * Q = MP_PROBE_POS_COLS.
  */
 #ifndef MP_PROBE_POS_H
@@ -64,7 +65,14 @@ enum {
     MP_PROBE_POS_N_TEST,      /* positions held out (R²) */
     MP_PROBE_POS_N_MAE,       /* of those, in the mean absolute error */
     MP_PROBE_POS_LAMBDA,      /* the λ used (pos_ridge · tr(C) / K) */
+    MP_PROBE_POS_R2_SE,       /* held-out R²'s standard error: the delete-a-group jackknife over the held-out
+                                 sequences (group (s / 4) % MP_PROBE_POS_GROUPS), the fit held fixed; NaN
+                                 below 2 non-empty groups or above MP_PROBE_POS_GROUP_MAX_DIM features */
 };
+
+/* The groups of held-out sequences kept for K features: MP_PROBE_POS_GROUPS, 0 above
+ * MP_PROBE_POS_GROUP_MAX_DIM (their K² sums would outweigh the rest). */
+int mp_probe_pos_groups(int K);
 
 /* The defaults of the options (probe --pos-dim, --pos-stride, --pos-ridge; docs/metrics.md). */
 #define MP_PROBE_POS_DIM_DEFAULT 256

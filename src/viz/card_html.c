@@ -54,10 +54,15 @@ const MpCardCol mp_card_cols[] = {
      "(-1: variance like 1/position)"},
     {M, "variance_slope_resid", "variance_slope_resid_se", "var. slope resid", "var.\\ slope resid", "%.3f", 0,
      "log-log slope of the residual stream's variance after the layer against position, +- jackknife se"},
+    {M, "position_probe.r2", "position_probe.r2_se", "position R2", "position $R^2$", "%.3f", 0,
+     "held-out R2 of a ridge probe of the position from the residual stream after the layer, +- jackknife se "
+     "(about 0: chance)"},
     {NR, "nri", NULL, "NRI no RoPE", "NRI no RoPE", "%.4f", 0, "the NRI of the --no-rope pass"},
     {NR, "residue_block_z", NULL, "block z no RoPE", "$z$ no RoPE", "%.2f", 0, "the block z of the --no-rope pass"},
     {BD, "nri", NULL, "NRI bidir.", "NRI bidir.", "%.4f", 0, "the NRI of the --bidirectional pass"},
     {BD, "residue_block_z", NULL, "block z bidir.", "$z$ bidir.", "%.2f", 0, "the block z of the --bidirectional pass"},
+    {BD, "position_probe.r2", NULL, "position R2 bidir.", "position $R^2$ bidir.", "%.3f", 0,
+     "the position probe's held-out R2 of the --bidirectional pass (a model without positional encoding: chance)"},
 };
 #undef M
 #undef NR

@@ -14,8 +14,11 @@ position probe as docs/metrics.md ("Position probe") specifies it, directly on t
     intercept from the means;
   - held out: R2 = 1 - SSE / sum (y - mean y)^2, chance R2 with the fitted mean as the prediction;
     MAE (and its standard error: sample std / sqrt(m)) over the held-out rows whose slot
-    (s // 4) * ceil(S / stride) + p is below 1024, and the chance MAE |y - fitted mean| on them.
-  OUT/ref_pos_probe.npy float64 [L, 10]: the columns of pos_probe.npy (docs/outputs.md).
+    (s // 4) * ceil(S / stride) + p is below 1024, and the chance MAE |y - fitted mean| on them;
+    R2's standard error: held-out sequence s in group (s // 4) % 16; for each non-empty group, R2
+    (about its own mean) of the held-out rows outside it, w and b unchanged;
+    sqrt((n - 1) / n * sum (R2_g - mean)^2) over the n groups.
+  OUT/ref_pos_probe.npy float64 [L, 11]: the columns of pos_probe.npy (docs/outputs.md).
 usage: pos_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--dim K] [--stride K] [--ridge A]
                   [--bidirectional] [--no-rope]
 Uses only Debian's python3-torch and python3-numpy.
@@ -53,18 +56,18 @@ def projection(K, C):
 
 
 def probe_layer(resid, K, stride, ridge):
-    """resid [N, S, C] float64 -> the 10 columns."""
+    """resid [N, S, C] float64 -> the 11 columns."""
     N, S, C = resid.shape
     R = projection(K, C) if K < C else None
     per = -(-S // stride)
-    fit_z, fit_y, te_z, te_y, mae_rows = [], [], [], [], []
+    fit_z, fit_y, te_z, te_y, te_g, mae_rows = [], [], [], [], [], []
     for s in range(N):
         off = int(splitmix64(np.array([s], dtype=np.uint64))[0] % np.uint64(stride))
         pos = np.arange(off, S, stride)
         x = resid[s, pos]
         z = x @ R.T if R is not None else x
         if s % 4 == 3:
-            te_z.append(z), te_y.append(pos.astype(np.float64))
+            te_z.append(z), te_y.append(pos.astype(np.float64)), te_g.append(np.full(len(pos), (s // 4) % 16))
             for p in range(len(pos)):
                 if (s // 4) * per + p < MAE_ROWS:
                     mae_rows.append((z[p], float(pos[p])))
@@ -84,7 +87,15 @@ def probe_layer(resid, K, stride, ridge):
     r2_chance = 1 - np.sum((yt - my) ** 2) / sst
     e = np.array([abs(yy - zz @ w - b) for zz, yy in mae_rows])
     ec = np.array([abs(yy - my) for _, yy in mae_rows])
-    return [r2, e.mean(), e.std(ddof=1) / np.sqrt(len(e)), r2_chance, ec.mean(), r2_fit, len(y), len(yt), len(e), lam]
+    gt = np.concatenate(te_g)
+    r2g = []
+    for g in np.unique(gt):
+        k = gt != g
+        r2g.append(1 - np.sum((yt[k] - Zt[k] @ w - b) ** 2) / np.sum((yt[k] - yt[k].mean()) ** 2))
+    r2g = np.array(r2g)
+    r2_se = np.sqrt((len(r2g) - 1) / len(r2g) * np.sum((r2g - r2g.mean()) ** 2)) if len(r2g) >= 2 else np.nan
+    return [r2, e.mean(), e.std(ddof=1) / np.sqrt(len(e)), r2_chance, ec.mean(), r2_fit, len(y), len(yt), len(e), lam,
+            r2_se]
 
 
 def main():

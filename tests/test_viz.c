@@ -7,7 +7,7 @@
  * PNG reader, PDFs checked with poppler's pdfinfo/pdftoppm, SVGs parsed by Debian's python3 XML
  * parser. Run: make test (or build/tests/test_viz).
  */
-#include "testutil.h"
+#include "test_png_util.h"
 
 #include <cairo.h>
 #include <sys/stat.h>
@@ -20,33 +20,7 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-typedef struct Rgb {
-    int r, g, b;
-} Rgb;
-
 static Rgb hex_rgb(unsigned v) { return (Rgb){(int)(v >> 16) & 255, (int)(v >> 8) & 255, (int)v & 255}; }
-
-/* Pixel (x, y) of a decoded PNG (ARGB32 or RGB24). */
-static Rgb png_pixel(cairo_surface_t *s, int x, int y) {
-    assert_true(x >= 0 && y >= 0 && x < cairo_image_surface_get_width(s) && y < cairo_image_surface_get_height(s));
-    const unsigned char *d = cairo_image_surface_get_data(s);
-    uint32_t px = *(const uint32_t *)(const void *)(d + (size_t)y * cairo_image_surface_get_stride(s) + 4 * (size_t)x);
-    return (Rgb){(int)(px >> 16) & 255, (int)(px >> 8) & 255, (int)px & 255};
-}
-
-static cairo_surface_t *png_load(const char *path) {
-    cairo_surface_t *s = cairo_image_surface_create_from_png(path);
-    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) fail_msg("cannot decode %s as PNG", path);
-    cairo_surface_flush(s);
-    return s;
-}
-
-static int rgb_dist(Rgb a, Rgb b) {
-    int d = abs(a.r - b.r);
-    if (abs(a.g - b.g) > d) d = abs(a.g - b.g);
-    if (abs(a.b - b.b) > d) d = abs(a.b - b.b);
-    return d;
-}
 
 static void expect_rgb(Rgb got, Rgb want, int tol, const char *what) {
     if (rgb_dist(got, want) > tol)
@@ -655,7 +629,6 @@ static void test_cli(void **state) {
 /* ---------------------------------------------------------------- line plots */
 
 /* Rows of column x holding a strongly red / blue pixel: (first, last) or (-1, -1). */
-static char *png_panels_text(const char *path);
 
 static void colour_band(cairo_surface_t *s, int x, int want_red, int *first, int *last) {
     *first = *last = -1;
@@ -736,28 +709,6 @@ static void test_cli_curve(void **state) {
 }
 
 /* ---------------------------------------------------------------- colour maps and limits in the PNG */
-
-/* The text of the PNG's tEXt chunk "maskpos:panels" (malloc'd), or NULL when it has none. */
-static char *png_panels_text(const char *path) {
-    size_t n = 0;
-    char *b = NULL;
-    MpErr e;
-    if (mp_file_read_all(path, (size_t)1 << 28, "a PNG", &b, &n, &e) != MP_OK) fail_msg("%s", e.msg);
-    const unsigned char *u = (const unsigned char *)b;
-    char *out = NULL;
-    for (size_t i = 8; i + 12 <= n && !out;) {
-        const size_t len = (size_t)u[i] << 24 | (size_t)u[i + 1] << 16 | (size_t)u[i + 2] << 8 | u[i + 3];
-        if (i + 12 + len > n) break;
-        const size_t klen = strlen("maskpos:panels") + 1;
-        if (!memcmp(u + i + 4, "tEXt", 4) && len >= klen && !memcmp(u + i + 8, "maskpos:panels", klen)) {
-            out = calloc(len - klen + 1, 1);
-            memcpy(out, u + i + 8 + klen, len - klen);
-        }
-        i += 12 + len;
-    }
-    free(b);
-    return out;
-}
 
 /* Checks every line "title<TAB>cmap<TAB>lo<TAB>hi" of a PNG: colour map `cmap`, lo = -hi (centred
  * on 0), hi <= hi_max; returns the number of panels. */

@@ -24,6 +24,7 @@
 #include "core/npy.h"        /* mp_npy_write */
 #include "core/util.h"       /* mp_path_join, mp_mkdir_p, mp_try_malloc */
 #include "job/probe_len.h"   /* mp_probe_len_print, mp_probe_len_meta, mp_probe_len_write */
+#include "job/probe_curves_out.h" /* mp_probe_var_figures, mp_probe_pos_figures */
 #include "job/probe_probs.h" /* mp_probe_probs_results, _print, _meta, _figures */
 #include "job/sim_out.h"     /* mp_job_stats_json */
 #include "model/probe_var.h" /* mp_probe_var_slopes */
@@ -152,9 +153,9 @@ static void position_print(FILE *f, const MpProbeResult *res) {
 static const ProbeStatOut probe_stat_outs[MP_PROBE_NSTATS] = {
     [MP_PROBE_STAT_PROBS] = {probs_fill, probs_free, probs_meta, probs_figures, probs_print},
     [MP_PROBE_STAT_RECENCY] = {recency_fill, recency_free, recency_meta, recency_figures, recency_print},
-    [MP_PROBE_STAT_VARIANCE] = {variance_fill, variance_free, variance_meta, NULL, variance_print},
+    [MP_PROBE_STAT_VARIANCE] = {variance_fill, variance_free, variance_meta, mp_probe_var_figures, variance_print},
     [MP_PROBE_STAT_FREQ] = {NULL, NULL, mp_probe_freq_meta, mp_probe_freq_figures, mp_probe_freq_print},
-    [MP_PROBE_STAT_POSITION] = {position_fill, NULL, position_meta, NULL, position_print},
+    [MP_PROBE_STAT_POSITION] = {position_fill, NULL, position_meta, mp_probe_pos_figures, position_print},
 };
 
 /* 1 when res holds statistic id. */

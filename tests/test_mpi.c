@@ -158,6 +158,8 @@ static void test_probe_three_ranks_equal_one_process(void **state) {
     probe_case(d, model, ids, "--layers 1,3 --stats variance", "var");
     probe_case(d, model, ids, "--layers 1,3 --stats freq --rope-keep-high 0.75", "freq");
     probe_case(d, model, ids, "--layers 1,3 --stats position --pos-dim 16 --pos-stride 2", "pos");
+    /* the residual stream of sequences 0, 2, ... 10 only: each rank picks them by their index in the run */
+    probe_case(d, model, ids, "--layers 1,3 --stats variance,position --pos-dim 16 --resid-stride 2", "rs2");
     /* sliding windows (8 of 24 tokens in layer 1): every rank's sums leave the same keys out */
     char g2[256];
     snprintf(g2, sizeof g2, "%s/g2", d);

@@ -152,14 +152,14 @@ static void test_estimate_is_the_allocation(void **state) {
 /* probe --stats position of a model (mkmodel args) on N × S ids against pos_ref.py; flags: more of
  * both (the counterfactuals), probe: the probe's own (--pos-*), ref: pos_ref.py's. */
 static void against_torch(const char *name, const char *mk, const char *layers, const char *flags, const char *probe,
-                          const char *ref, int threads) {
+                          const char *ref, int threads, int n) {
     const char *top = mp_test_tmpdir();
     char model[300], ids[300], d[300], out[16384];
     snprintf(model, sizeof model, "%s/%s", top, name);
     snprintf(ids, sizeof ids, "%s/%s-ids.npy", top, name);
     snprintf(d, sizeof d, "%s/%s-out", top, name);
     model_make(model, mk);
-    ids_write(ids, 12, 40, 300, -1, 21);
+    ids_write(ids, n, 40, 300, -1, 21);
     int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers %s --stats position %s %s --threads %d --quiet",
                          model, ids, d, layers, probe, flags, threads);
     if (rc != 0) fail_msg("%s: probe failed: %s", name, out);
@@ -195,14 +195,17 @@ static void test_position_against_torch(void **state) {
     (void)state;
     if (!have_torch()) skip();
     against_torch("llama", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", "",
-                  "--pos-dim 16 --pos-stride 3 --pos-ridge 0.01", "--dim 16 --stride 3 --ridge 0.01", 2);
+                  "--pos-dim 16 --pos-stride 3 --pos-ridge 0.01", "--dim 16 --stride 3 --ridge 0.01", 2, 12);
     against_torch("phi3", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 5 --partial-rotary 0.5", "1,2", "",
-                  "--pos-dim 0", "--dim 0", 1);
-    against_torch("gemma3", "--arch gemma3 --layers 2 --head-dim 16 --sliding-window 8 --vocab 300 --seed 4", "1,2", "", "", "", 1);
+                  "--pos-dim 0", "--dim 0", 1, 12);
+    against_torch("gemma3", "--arch gemma3 --layers 2 --head-dim 16 --sliding-window 8 --vocab 300 --seed 4", "1,2", "", "", "", 1, 12);
     against_torch("nope", "--arch llama --layers 2 --dim 128 --heads 4 --kv-heads 4 --vocab 300 --seed 11", "1,2",
-                  " --no-rope", "--pos-stride 2", "--stride 2", 2);
+                  " --no-rope", "--pos-stride 2", "--stride 2", 2, 12);
+    /* the residual stream of one sequence in 3 (30 sequences: 10 read, 2 of them held out) */
+    against_torch("rs3", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", "",
+                  "--resid-stride 3 --pos-dim 16", "--resid-stride 3 --dim 16", 2, 30);
     against_torch("nopebi", "--arch llama --layers 2 --dim 128 --heads 4 --kv-heads 4 --vocab 300 --seed 11", "1,2",
-                  " --no-rope --bidirectional", "", "", 1);
+                  " --no-rope --bidirectional", "", "", 1, 12);
 }
 
 /* The held-out R² and MAE per layer of a run folder, and the chance MAE. */

@@ -348,6 +348,32 @@ static void test_every_statistic_end_to_end(void **state) {
     snprintf(b, sizeof b, "%s/r", d);
     assert_int_equal(folders_equal(a, b, "kill and --resume"), n);
     print_message("%d .npy the same at 1 and 2 threads and after a resume\n", n);
+    /* the residual stream of one sequence in 2 (--resid-stride): the same bytes at 1 and 2 threads and after a resume */
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/s1 --stats %s --resid-stride 2 --threads 1 --quiet", model, ids,
+                     d, names);
+    if (rc != 0) fail_msg("--resid-stride 2: %s", out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/s2 --stats %s --resid-stride 2 --threads 2 --quiet", model, ids,
+                     d, names);
+    if (rc != 0) fail_msg("--resid-stride 2 --threads 2: %s", out);
+    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/sr --stats %s --resid-stride 2 "
+                                        "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, names);
+    if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/sr --stats %s --resid-stride 2 --checkpoint-every 2 --resume",
+                     model, ids, d, names);
+    if (rc != 0 || !strstr(out, "2 of 8 sequences already done")) fail_msg("resume --resid-stride 2: %d: %s", rc, out);
+    snprintf(a, sizeof a, "%s/s1", d);
+    snprintf(b, sizeof b, "%s/s2", d);
+    const int ns = folders_equal(a, b, "--resid-stride 2 at --threads 1 and 2");
+    snprintf(b, sizeof b, "%s/sr", d);
+    assert_int_equal(folders_equal(a, b, "--resid-stride 2, kill and --resume"), ns);
+    /* and they are other sums than every sequence's: var_resid.npy differs, var_attn.npy does not */
+    snprintf(a, sizeof a, "%s/s1/var_resid.npy", d);
+    snprintf(b, sizeof b, "%s/t1/var_resid.npy", d);
+    assert_false(files_equal(a, b));
+    snprintf(a, sizeof a, "%s/s1/var_attn.npy", d);
+    snprintf(b, sizeof b, "%s/t1/var_attn.npy", d);
+    assert_true(files_equal(a, b));
+    print_message("--resid-stride 2: %d .npy the same at 1 and 2 threads and after a resume\n", ns);
 }
 
 static void test_accumulator_every_statistic(void **state) {

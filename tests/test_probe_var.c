@@ -85,8 +85,8 @@ static double rel_err(const char *dir, const char *name) {
     return err;
 }
 
-/* probe --stats variance of a model (mkmodel args) on N × S ids against var_ref.py. */
-static void against_torch(const char *name, const char *mk, const char *layers, int threads) {
+/* probe --stats variance of a model (mkmodel args) on N × S ids against var_ref.py; rstride: --resid-stride. */
+static void against_torch(const char *name, const char *mk, const char *layers, int threads, int rstride) {
     const char *top = mp_test_tmpdir();
     char model[300], ids[300], d[300], out[16384];
     snprintf(model, sizeof model, "%s/%s", top, name);
@@ -94,11 +94,11 @@ static void against_torch(const char *name, const char *mk, const char *layers, 
     snprintf(d, sizeof d, "%s/%s-out", top, name);
     model_make(model, mk);
     ids_write(ids, 6, 24, 300, -1, 17);
-    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers %s --stats variance --threads %d --quiet", model,
-                         ids, d, layers, threads);
+    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s --layers %s --stats variance --threads %d --resid-stride %d "
+                         "--quiet", model, ids, d, layers, threads, rstride);
     if (rc != 0) fail_msg("%s: probe failed: %s", name, out);
-    rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/var_ref.py %s %s %s --layers %s", MP_SOURCE_DIR, model, ids,
-                       d, layers);
+    rc = mp_test_shell(out, sizeof out, "/usr/bin/python3 %s/tests/ref/var_ref.py %s %s %s --layers %s --resid-stride %d",
+                       MP_SOURCE_DIR, model, ids, d, layers, rstride);
     if (rc != 0) fail_msg("var_ref.py failed: %s", out);
     const double ev = fmax(fmax(rel_err(d, "var_attn"), rel_err(d, "var_attn_heads")), rel_err(d, "var_resid"));
     const double es = fmax(fmax(rel_err(d, "var_attn_se"), rel_err(d, "var_attn_heads_se")), rel_err(d, "var_resid_se"));
@@ -177,16 +177,18 @@ static void test_random_nope_causal_falls_bidirectional_flat(void **state) {
 static void test_variance_against_torch(void **state) {
     (void)state;
     if (!have_torch()) skip();
-    against_torch("llama", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", 1);
-    against_torch("gptneox", "--arch gptneox --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 4", "1,2", 2);
-    against_torch("phi3", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 5 --partial-rotary 0.5", "1,2", 1);
+    against_torch("llama", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", 1, 1);
+    /* the residual stream of sequences 0, 2, 4 only (layer 3 runs its MLP for those; 1 and 3 stop at the mix) */
+    against_torch("llama-rs2", "--arch llama --layers 3 --heads 4 --kv-heads 2 --vocab 300 --seed 3", "1,3", 2, 2);
+    against_torch("gptneox", "--arch gptneox --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 4", "1,2", 2, 1);
+    against_torch("phi3", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --vocab 300 --seed 5 --partial-rotary 0.5", "1,2", 1, 1);
     /* more RoPE layouts and scalings: qwen3's per-head q/k norms (GQA 2), gemma3's local and global
      * bases with an 8-token window, llama3 scaling, phi3 longrope with partial rotary */
-    against_torch("qwen3", "--arch qwen3 --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 4", "1,2", 2);
-    against_torch("gemma3", "--arch gemma3 --layers 2 --head-dim 16 --sliding-window 8 --vocab 300 --seed 4", "1,2", 1);
-    against_torch("llama3", "--arch llama --layers 2 --rope-scaling llama3 --vocab 300 --seed 4", "1,2", 1);
+    against_torch("qwen3", "--arch qwen3 --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 4", "1,2", 2, 1);
+    against_torch("gemma3", "--arch gemma3 --layers 2 --head-dim 16 --sliding-window 8 --vocab 300 --seed 4", "1,2", 1, 1);
+    against_torch("llama3", "--arch llama --layers 2 --rope-scaling llama3 --vocab 300 --seed 4", "1,2", 1, 1);
     against_torch("longrope", "--arch phi3 --layers 2 --heads 4 --kv-heads 4 --rope-scaling longrope --partial-rotary 0.5 "
-                              "--vocab 300 --seed 6", "1,2", 2);
+                              "--vocab 300 --seed 6", "1,2", 2, 1);
 }
 
 /* ---------------------------------------------------------------- the deepest layer run through */
@@ -194,12 +196,14 @@ static void test_variance_against_torch(void **state) {
 typedef struct {
     int seen[4][MP_FWD_NPOINTS];
     float out[32 * 64]; /* layer 1's LAYER_OUT [T, C] */
+    float mix[32 * 64]; /* layer 1's ATTN_MIX [T, NH * HS] */
 } Cap;
 
 static void cap_fn(void *ctx, int layer, int point, const float *x, int T, int width) {
     Cap *c = ctx;
     c->seen[layer][point]++;
     if (layer == 1 && point == MP_FWD_AT_LAYER_OUT) memcpy(c->out, x, sizeof(float) * (size_t)T * width);
+    if (layer == 1 && point == MP_FWD_AT_ATTN_MIX) memcpy(c->mix, x, sizeof(float) * (size_t)T * width);
 }
 
 static void test_deepest_layer_runs_through(void **state) {
@@ -210,11 +214,13 @@ static void test_deepest_layer_runs_through(void **state) {
     model_make_open(&m, dir, "--arch llama --layers 2 --vocab 300 --seed 2");
     int32_t ids[20];
     for (int t = 0; t < 20; t++) ids[t] = (t * 37 + 5) % 300;
-    static Cap c[3];
-    const unsigned pts = 1u << MP_FWD_AT_ATTN_MIX | 1u << MP_FWD_AT_LAYER_OUT;
+    static Cap c[4];
+    const unsigned pts = 1u << MP_FWD_AT_ATTN_MIX | 1u << MP_FWD_AT_LAYER_OUT | 1u << MP_FWD_AT_ATTN_OUT;
     /* 0: logits (every layer whole); 1: no logits, the points asked for; 2: no logits, tap_points 0
-     * ("every point": stops after the scores, as gram relies on) */
-    for (int run = 0; run < 3; run++) {
+     * ("every point": stops after the scores, as gram relies on); 3: as 1 with this run leaving out
+     * LAYER_OUT and ATTN_OUT (the probe's sequences outside --resid-stride): the last layer stops at
+     * its mix of values */
+    for (int run = 0; run < 4; run++) {
         MpFwdConfig cfg = {.n_layers = 2, .max_seq = 20, .causal = 1, .rope = 1, .logits = run == 0, .tap_points = run == 2 ? 0 : pts};
         MpFwd f;
         MpErr e;
@@ -222,6 +228,7 @@ static void test_deepest_layer_runs_through(void **state) {
         memset(&c[run], 0, sizeof c[run]);
         if (mp_fwd_init(&f, &m, &cfg, &e) != MP_OK) fail_msg("%s", e.msg);
         f.capture = cap_fn, f.capture_ctx = &c[run];
+        f.skip_points = run == 3 ? 1u << MP_FWD_AT_LAYER_OUT | 1u << MP_FWD_AT_ATTN_OUT : 0u;
         if (mp_fwd_run(&f, ids, 20, NULL, NULL, &e) != MP_OK) fail_msg("%s", e.msg);
         mp_fwd_free(&f);
     }
@@ -233,6 +240,13 @@ static void test_deepest_layer_runs_through(void **state) {
     assert_int_equal(c[2].seen[1][MP_FWD_AT_ATTN_MIX], 0); /* ... and none after */
     assert_int_equal(c[2].seen[1][MP_FWD_AT_LAYER_OUT], 0);
     assert_int_equal(c[2].seen[0][MP_FWD_AT_LAYER_OUT], 1);
+    assert_int_equal(c[1].seen[1][MP_FWD_AT_ATTN_OUT], 1);
+    for (int l = 0; l < 2; l++) { /* run 3: the mix of every layer, nothing left out */
+        assert_int_equal(c[3].seen[l][MP_FWD_AT_ATTN_MIX], 1);
+        assert_int_equal(c[3].seen[l][MP_FWD_AT_ATTN_OUT], 0);
+        assert_int_equal(c[3].seen[l][MP_FWD_AT_LAYER_OUT], 0);
+    }
+    assert_memory_equal(c[1].mix, c[3].mix, sizeof(float) * 20 * 64);
     mp_model_free(&m);
 }
 

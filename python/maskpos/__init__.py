@@ -622,7 +622,7 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
           per_head=None,
           n=None, seq=None, probs=None, recency=None, stats=None, compute=None, threads=None, allow_long=None, max_mem_gib=None,
           tokenizer=None, field=None, whole=None, shuffle=None, seed=None, no_special=None, pack=None, heads_f64=None,
-          device=None, pos_dim=None, pos_stride=None, pos_ridge=None, progress=None):
+          device=None, pos_dim=None, pos_stride=None, pos_ridge=None, resid_stride=None, progress=None):
     """Mean pre-softmax attention-score maps of a model over token sequences (`maskpos probe`).
 
     model: a Model or a path. One source of tokens:
@@ -650,6 +650,9 @@ def probe(model, tokens=None, text=None, data=None, layers=None, bidirectional=N
       (held-out R2, mean absolute error in positions and their chance levels; docs/outputs.md), set by
       pos_dim (features, default 256; 0 the whole width), pos_stride (every k-th position) and
       pos_ridge (the relative ridge, default 1e-3).
+    resid_stride=K: stats "variance" (its residual-stream part) and "position" read the residual
+      stream of one sequence in K (default: every sequence below 256, else one in 8: the deepest
+      probed layer's o_proj and MLP run for those only); .meta["resid_sequences"] says how many.
     heads_f64=True (with per_head): the per-head maps as float64 (default float32; summed in double
       either way). device: the forward pass's backend ("cpu", the default).
     bidirectional=True / no_rope=True: the counterfactuals without the causal mask / without RoPE.

@@ -248,6 +248,11 @@ void mp_probe_pos_settings(MpProbeAcc *a, const MpProbeConfig *c, const MpModel 
     a->pos_ridge = c->pos_ridge;
 }
 
+int mp_probe_resid_stride(const MpProbeConfig *c, int64_t n) {
+    if (c->resid_stride > 0) return c->resid_stride;
+    return n < MP_PROBE_RESID_AUTO_N ? 1 : MP_PROBE_RESID_AUTO_STRIDE;
+}
+
 int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e) {
     *set = MP_PROBE_STAT_BIT(MP_PROBE_STAT_MAPS) | (c->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
            (c->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* the two statistics with a switch of their own */
@@ -302,7 +307,15 @@ static void probe_pos_cost(FILE *lg, const MpProbeConfig *c, const MpModel *m, i
                 "(%.1f%% of a dense layer's %.3g in its matmuls), sums %.1f MiB (in the maps above)\n",
             a.pos_dim, a.pos_width, K < C ? "hashed" : "the whole width", a.pos_stride,
             per / a.pos_stride, 100 * per / a.pos_stride / layer, layer,
-            L * 8.0 * (2 * (3 + 2 * K + K * K) + MP_PROBE_POS_MAE_ROWS * (K + 1)) / 1048576.0);
+            L * 8.0 * ((2 + mp_probe_pos_groups(a.pos_dim)) * (3 + 2 * K + K * K) + MP_PROBE_POS_MAE_ROWS * (K + 1)) / 1048576.0);
+}
+
+/* The residual-stream statistics' sampling of sequences, on the log. */
+static void probe_resid_log(FILE *lg, const MpProbeConfig *c, int64_t n, int deepest) {
+    const int k = mp_probe_resid_stride(c, n);
+    fprintf(lg, "residual stream (--stats variance, position): %lld of %lld sequences (s %% %d == 0, --resid-stride %d%s); "
+                "layer %d runs its o_proj and MLP for those only\n",
+            (long long)((n + k - 1) / k), (long long)n, k, k, c->resid_stride ? "" : ": the default at this N", deepest);
 }
 
 /* The expected peak memory (printed to the log), refused above the limit. */
@@ -343,6 +356,8 @@ static int probe_plan(ProbeState *s, MpErr *e) {
                 maps / 1048576.0, (outs + tokb) / 1048576.0, peak / 1048576.0, mapped / 1048576.0);
     }
     if (lg && (s->stats & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION))) probe_pos_cost(lg, r, m, L);
+    if (lg && (s->stats & (MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION) | MP_PROBE_STAT_BIT(MP_PROBE_STAT_VARIANCE))))
+        probe_resid_log(lg, r, tk->n, s->deepest);
     const uint64_t limit = r->max_mem_gib > 0 ? (uint64_t)(r->max_mem_gib * 1073741824.0) : probe_mem_available();
     if (limit && peak > limit)
         return mp_err_set(e, "expected peak %.1f MiB exceeds the %s %.1f MiB; HINT: %sfewer --layers, a shorter --seq or no --per-head",
@@ -367,6 +382,7 @@ static int probe_acc_setup(ProbeState *s, MpErr *e) {
         mp_probe_freq_geometry(&s->acc, s->m, s->rope, s->fc.rope_unrotated, e) != MP_OK)
         return MP_ERR;
     mp_probe_pos_settings(&s->acc, r, s->m);
+    s->acc.resid_stride = mp_probe_resid_stride(r, s->tk.n);
     if (mp_probe_acc_stats_on(&s->acc, s->stats, e) != MP_OK) return MP_ERR;
     const unsigned in = mp_probe_acc_inputs(&s->acc);
     if (in & MP_PROBE_IN_PROBS) s->f.probs_hook = mp_probe_acc_probs_hook, s->f.probs_ctx = &s->acc;
@@ -404,6 +420,11 @@ static uint64_t probe_run_key(const ProbeState *s, int bits) {
     if (s->fc.rope_unrotated) { /* --rope-keep-high: other scores (none: the key of an older maskpos) */
         const int64_t un = s->fc.rope_unrotated;
         key = mp_fnv1a64(&un, sizeof un, key);
+    }
+    if (s->acc.resid_stride > 1 && (mp_probe_acc_has(&s->acc, MP_PROBE_STAT_POSITION) ||
+                                    mp_probe_acc_has(&s->acc, MP_PROBE_STAT_VARIANCE))) { /* other sequences (1: the old key) */
+        const int64_t rs = s->acc.resid_stride;
+        key = mp_fnv1a64(&rs, sizeof rs, key);
     }
     if (mp_probe_acc_has(&s->acc, MP_PROBE_STAT_POSITION)) { /* its features and positions (λ acts on the result only) */
         const int64_t ps[2] = {s->acc.pos_dim, s->acc.pos_stride};

@@ -69,6 +69,8 @@ typedef struct MpProbeConfig {
                                 (0: the whole width; model/probe_pos.h) */
     int pos_stride;          /* --stats position: every pos_stride-th position of a sequence */
     double pos_ridge;        /* --stats position: the ridge λ relative to the features' mean variance */
+    int resid_stride;        /* --stats variance, position: the residual stream of one sequence in this many
+                                (0: mp_probe_resid_stride's default) */
     int compute;             /* MpFwdCompute: MP_FWD_COMPUTE_F32 (0, the reference) or _BF16 */
     const char *device;      /* the forward pass's backend (MpFwdConfig.device): NULL = cpu */
     int allow_long;          /* run past the trained context (else refused) */
@@ -124,6 +126,8 @@ typedef struct MpProbeResult {
     double *var_slopes;      /* variance: [L, 4] log-log slopes (attention output, its se, residual stream, its se;
                                 model/probe_var.h), then [S] scratch */
     double pos_set[4];       /* position: the probe's width C, features K, stride and ridge (model/probe_pos.h) */
+    int resid_stride;        /* variance, position: one sequence in resid_stride read the residual stream */
+    int64_t resid_seqs;      /* ... this many of the run's */
     MpProbeOut outs[MP_PROBE_MAX_OUTS]; /* the outputs of the statistics' rows (MpProbeStat.outs), in */
     int n_outs;                         /* table order: each a .npy and its meta.json "files" entry */
     char title[256];         /* the model's file name, for figure titles */
@@ -155,6 +159,11 @@ void mp_probe_result_free(MpProbeResult *res);
 int mp_probe_config_stats(const MpProbeConfig *c, unsigned *set, MpErr *e);
 /* The position probe's settings of c (and m's width) into a, before its statistics are on. */
 void mp_probe_pos_settings(MpProbeAcc *a, const MpProbeConfig *c, const MpModel *m);
+/* The stride of the residual-stream statistics for n sequences: c->resid_stride, or when 0 the
+ * default (1 below MP_PROBE_RESID_AUTO_N sequences, else MP_PROBE_RESID_AUTO_STRIDE). */
+#define MP_PROBE_RESID_AUTO_N 256
+#define MP_PROBE_RESID_AUTO_STRIDE 8
+int mp_probe_resid_stride(const MpProbeConfig *c, int64_t n);
 /* Output k of statistic stat's row in res, or NULL when the run has none. */
 const double *mp_probe_result_out(const MpProbeResult *res, int stat, int k);
 

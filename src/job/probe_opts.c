@@ -74,6 +74,11 @@ const MpOpt mp_probe_opts[MP_PROBE_OPT_COUNT] = {
     [MP_PROBE_OPT_POS_RIDGE] = {MP_OPT_DECL("pos-ridge", MP_OPT_DOUBLE, "A",
              .help = "--stats position: the ridge, lambda = A * the centred features' mean\n"
              "variance * the positions fitted (default 1e-3)", .dlo = 1e-12, .dhi = 1e6), F(pos_ridge)},
+    [MP_PROBE_OPT_RESID_STRIDE] = {MP_OPT_DECL("resid-stride", MP_OPT_INT, "K",
+             .help = "--stats variance (its residual-stream part) and position read the residual\n"
+             "stream after the layer of one sequence in K (those of index s, s % K == 0;\n"
+             "the deepest probed layer runs its o_proj and MLP for those only); default\n"
+             "0: 1 below 256 sequences, else 8 (docs/metrics.md)", .lo = 0, .hi = 1 << 20), F(resid_stride)},
     [MP_PROBE_OPT_BIDIRECTIONAL] = {MP_OPT_DECL("bidirectional", MP_OPT_BOOL, NULL,
              .help = "counterfactual: no causal mask in any layer"), F(bidirectional)},
     [MP_PROBE_OPT_NO_ROPE] = {MP_OPT_DECL("no-rope", MP_OPT_BOOL, NULL,

@@ -70,7 +70,22 @@ static json_t *probe_real(double v); /* (result, below) */
 
 /* variance: the log-log slopes of each layer's variances against the position, with their jackknife
  * standard errors (model/probe_var.h), into meta.json and a printed table. */
+/* variance and position: which sequences read the residual stream, from the sums themselves. */
+static void resid_fill(MpProbeResult *res, const MpProbeAcc *a) {
+    res->resid_stride = a->resid_stride > 1 ? a->resid_stride : 1;
+    res->resid_seqs = (a->n_done + res->resid_stride - 1) / res->resid_stride;
+}
+static void resid_meta(json_t *meta, const MpProbeResult *res) {
+    json_object_set_new(meta, "resid_stride", json_integer(res->resid_stride));
+    json_object_set_new(meta, "resid_sequences", json_integer((json_int_t)res->resid_seqs));
+    json_object_set_new(meta, "resid_of", json_string("variance's residual-stream part (var_resid*.npy, variance_slope_resid) "
+                                                      "and the position probe read sequences s with s % resid_stride == 0 "
+                                                      "(resid_sequences of them); the position probe's split goes by "
+                                                      "s / resid_stride"));
+}
+
 static int variance_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
+    resid_fill(res, a);
     res->var_slopes = mp_try_malloc(((size_t)a->L * 4 + (size_t)a->S) * sizeof(double));
     if (!res->var_slopes) return mp_err_set(e, "out of memory for the variance slopes (%d layers)", a->L);
     mp_probe_var_slopes(a, res->var_slopes, res->var_slopes + (size_t)a->L * 4);
@@ -78,6 +93,7 @@ static int variance_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
 }
 static void variance_free(MpProbeResult *res) { free(res->var_slopes); }
 static void variance_meta(json_t *meta, const MpProbeResult *res) {
+    resid_meta(meta, res);
     static const char *key[4] = {"variance_slope_attn", "variance_slope_attn_se", "variance_slope_resid",
                                  "variance_slope_resid_se"};
     for (int k = 0; k < 4; k++) {
@@ -106,10 +122,12 @@ static void variance_print(FILE *f, const MpProbeResult *res) {
 /* position: the probe's settings into meta.json, and a printed table of pos_probe.npy. */
 static int position_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
     (void)e;
+    resid_fill(res, a);
     res->pos_set[0] = a->pos_width, res->pos_set[1] = a->pos_dim, res->pos_set[2] = a->pos_stride, res->pos_set[3] = a->pos_ridge;
     return MP_OK;
 }
 static void position_meta(json_t *meta, const MpProbeResult *res) {
+    resid_meta(meta, res);
     json_t *o = json_object();
     json_object_set_new(o, "width", json_integer((json_int_t)res->pos_set[0]));
     json_object_set_new(o, "features", json_integer((json_int_t)res->pos_set[1]));

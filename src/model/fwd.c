@@ -591,6 +591,7 @@ static FwdKV fwd_kv(const MpFwd *f, int layer, FwdRows r) {
 static int fwd_tapped(const MpFwd *f, int layer, int point) {
     const uint64_t lm = f->cfg.tap_layers;
     const unsigned pm = f->cfg.tap_points;
+    if ((f->skip_points >> point) & 1u) return 0; /* left out of this run */
     if (!lm && !pm) return 1;
     return (!lm || ((lm >> (layer < 63 ? layer : 63)) & 1)) && (!pm || ((pm >> point) & 1));
 }
@@ -677,8 +678,9 @@ static void fwd_attn_core(MpFwd *f, int layer, FwdRows r, const FwdKV *kv, MpFwd
 }
 
 /* scores_only: stop once the hook has seen the scores (the last layer of a run without logits:
- * nothing reads its output). */
-static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, MpFwdHook hook, void *ctx, int scores_only) {
+ * nothing reads its output); mix_only: once ATTN_MIX is captured (nothing reads past it). */
+static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, MpFwdHook hook, void *ctx, int scores_only,
+                          int mix_only) {
     const int t0 = r.t0, n = r.T - t0;
     const int64_t ldq = (int64_t)f->NH * f->HS;
     const FwdKV kv = fwd_kv(f, layer, r);
@@ -686,6 +688,7 @@ static void fwd_attention(MpFwd *f, const MpFwdLayer *ly, int layer, FwdRows r, 
     fwd_attn_core(f, layer, r, &kv, hook, ctx, scores_only);
     if (scores_only) return;
     fwd_capture(f, r, layer, MP_FWD_AT_ATTN_MIX, f->ao, (int)ldq);
+    if (mix_only) return;
     /* output projection + residual */
     float *xn = f->xn + (size_t)t0 * f->C, *ao = f->ao + (size_t)t0 * ldq;
     fwd_linear_input(f, f->ao, ldq, t0, r.T, ldq);
@@ -899,16 +902,21 @@ static int fwd_head(MpFwd *f, FwdRows r, MpErr *e) {
     return fwd_logits_out(f, r, e);
 }
 
-/* 1 when layer l stops after its scores: the last layer of a run without logits (its softmax, values
- * and MLP would feed nothing) unless something reads past them — a capture point after the scores
- * asked for by name (cfg.tap_points holds ATTN_MIX or a later point, l among cfg.tap_layers, a
- * capture hook set): then the whole layer runs. The probabilities' hook runs the attention op to
- * its end (fwd_layers) but not the MLP. tap_points 0 ("every point") does not run it through:
- * gram reads the last layer's scores only. */
-static int fwd_stops_at_scores(const MpFwd *f, int l) {
-    if (l != f->cfg.n_layers - 1 || f->cfg.logits) return 0;
-    const unsigned after = ~((1u << MP_FWD_AT_ATTN_MIX) - 1u);
-    return !(f->capture && (f->cfg.tap_points & after) && fwd_tapped_layer(f, l));
+/* Where layer l stops. Every layer but the last of a run without logits runs through
+ * (FWD_STOP_NONE). That last layer's softmax, values and MLP would feed nothing, so it stops after
+ * its scores (FWD_STOP_SCORES) unless something reads past them — a capture point after the scores
+ * asked for by name (cfg.tap_points less this run's skip_points, l among cfg.tap_layers, a capture
+ * hook set): after the attention's mix of values (FWD_STOP_MIX) when ATTN_MIX is the last such
+ * point, else through. The probabilities' hook runs the attention op to its end (fwd_layers) but
+ * not the MLP. tap_points 0 ("every point") does not run it through: gram reads the last layer's
+ * scores only. */
+enum { FWD_STOP_NONE = 0, FWD_STOP_MIX, FWD_STOP_SCORES };
+static int fwd_stop(const MpFwd *f, int l) {
+    if (l != f->cfg.n_layers - 1 || f->cfg.logits) return FWD_STOP_NONE;
+    const unsigned pm = f->cfg.tap_points & ~f->skip_points;
+    const unsigned from_mix = ~((1u << MP_FWD_AT_ATTN_MIX) - 1u), past_mix = ~((2u << MP_FWD_AT_ATTN_MIX) - 1u);
+    if (!(f->capture && (pm & from_mix) && fwd_tapped_layer(f, l))) return FWD_STOP_SCORES;
+    return pm & past_mix ? FWD_STOP_NONE : FWD_STOP_MIX;
 }
 
 /* The layers and the output head over rows [t0, T) (embeddings and RoPE tables in place); each
@@ -920,10 +928,11 @@ static int fwd_layers(MpFwd *f, FwdRows r, MpFwdHook hook, void *ctx, MpErr *e) 
         if (f->xp) fwd_norm(f, f->xp, f->x, ly->ffn_norm, ly->ffn_norm_b, r.t0, r.T); /* parallel residual: ln2(x) before attention */
         fwd_norm(f, f->xn, f->x, ly->attn_norm, ly->attn_norm_b, r.t0, r.T);
         fwd_capture(f, r, l, MP_FWD_AT_ATTN_IN, f->xn, f->C);
-        const int last = fwd_stops_at_scores(f, l);
-        fwd_attention(f, ly, l, r, hook, ctx, last && !f->probs_hook); /* probe --probs needs the softmax */
-        if (!last) fwd_mlp(f, ly, l, r);
-        if (fwd_check(f, l, r, last, e) != MP_OK) return MP_ERR;
+        const int stop = fwd_stop(f, l); /* x is not made past FWD_STOP_NONE: the checks skip it */
+        fwd_attention(f, ly, l, r, hook, ctx, stop == FWD_STOP_SCORES && !f->probs_hook, /* probe --probs needs the softmax */
+                      stop != FWD_STOP_NONE);
+        if (stop == FWD_STOP_NONE) fwd_mlp(f, ly, l, r);
+        if (fwd_check(f, l, r, stop != FWD_STOP_NONE, e) != MP_OK) return MP_ERR;
     }
     if (f->cfg.logits && fwd_head(f, r, e) != MP_OK) return MP_ERR;
     return f->ops->synchronize(f->ctx, e);

@@ -214,6 +214,11 @@ typedef struct MpFwd {
      * through); a backend copies to the host only those */
     MpFwdCaptureFn capture;
     void *capture_ctx;
+    /* optional, set by the caller before each mp_fwd_run: capture points (bit MpFwdPoint) of
+     * cfg.tap_points that this run leaves out (0: none). The last layer runs only as far as the
+     * points left need: past ATTN_MIX (o_proj, MLP) only when a later point is still asked for.
+     * The probe's residual-stream statistics read one sequence in resid_stride this way. */
+    unsigned skip_points;
     MpFwdCheck chk;            /* non-finite activations of the layer at hand (fwd_check.h) */
 } MpFwd;
 
@@ -240,7 +245,8 @@ void mp_fwd_free(MpFwd *f); /* accepts a zeroed struct; frees the weights only w
  * overflow to NaN or ±Inf ends the run with MP_ERR naming the layer, the position and the tensor
  * (fwd_check.h; the hooks may have seen that layer's bad scores by then). With cfg.logits, f->logits [T, V] holds next-token logits; without,
  * the last layer stops at its scores (its softmax, values and MLP would feed nothing) unless
- * cfg.tap_points names a capture point after them (ATTN_MIX and on) and f->capture is set. */
+ * cfg.tap_points (less f->skip_points) names a capture point after them and f->capture is set:
+ * then it runs to ATTN_MIX when that is the last point asked for, else through. */
 int mp_fwd_run(MpFwd *f, const int32_t *ids, int T, MpFwdHook hook, void *ctx, MpErr *e);
 
 /* p-RoPE (Barbero et al. 2025): of `pairs` frequency pairs (pair p: dims p and p + R/2, the

@@ -148,6 +148,10 @@ typedef struct MpProbeAcc {
                              (feature hashing; 0 or >= C: K = C, none) */
     int pos_stride;       /* every pos_stride-th position of a sequence sampled (0: 1) */
     double pos_ridge;     /* λ relative to tr(C)/K (0: MP_PROBE_POS_RIDGE_DEFAULT) */
+    int resid_stride;     /* the residual stream (LAYER_OUT: variance's residual part, the position probe) of
+                             sequence s only when s % resid_stride == 0 (0, 1: every sequence): the caller
+                             leaves the point out of the others' forward passes (MpFwd.skip_points); the
+                             position probe's split and offsets go by s / resid_stride */
     int64_t seq_index;    /* the index of the sequence being added in the run's order (set by the
                              caller before its forward pass: the split and the sampled positions) */
     double *pos_sums;     /* [L, 2, W] per split (fitted, held out): n, Σi, Σi², Σz [K], Σz·i [K],

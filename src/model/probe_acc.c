@@ -595,7 +595,7 @@ int mp_probe_acc_init_like(MpProbeAcc *part, const MpProbeAcc *a, int threads, M
     memcpy(part->window, a->window, sizeof part->window); /* the sliding windows, so the sums merge */
     mp_probe_freq_like(part, a); /* the heads' geometry (--stats freq) */
     part->pos_width = a->pos_width, part->pos_dim = a->pos_dim, part->pos_stride = a->pos_stride; /* the position probe's */
-    part->pos_ridge = a->pos_ridge;
+    part->pos_ridge = a->pos_ridge, part->resid_stride = a->resid_stride;
     if (mp_probe_acc_stats_on(part, a->stats, e) != MP_OK) {
         mp_probe_acc_free(part);
         return MP_ERR;

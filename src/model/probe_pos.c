@@ -44,6 +44,10 @@ int mp_probe_pos_offset(int64_t s, int stride) { return (int)(pos_mix((uint64_t)
 /* W, the sums per split, of K features. */
 static size_t pos_w(int K) { return 3 + 2 * (size_t)K + (size_t)K * K; }
 
+/* The index of the sequence at hand among those that read the residual stream (every
+ * resid_stride-th of the run's): its split, its offset and its group go by it. */
+static int64_t pos_seq(const MpProbeAcc *a) { return a->resid_stride > 1 ? a->seq_index / a->resid_stride : a->seq_index; }
+
 /* The sampled positions of one sequence at most (every stride-th of S, from any offset). */
 static int pos_per_seq(const MpProbeAcc *a) { return (a->S + a->pos_stride - 1) / a->pos_stride; }
 
@@ -127,7 +131,7 @@ static void pos_add(MpProbeAcc *a, int li, int sp, const double *z, int off, int
     double *dst = a->pos_sums + ((size_t)li * rows + (size_t)sp) * W;
     for (size_t k = 0; k < W; k++) dst[k] += q[k];
     if (sp && rows > 2) { /* a held-out sequence: also its group's sums (the jackknife of R²) */
-        double *g = a->pos_sums + ((size_t)li * rows + 2 + (size_t)(a->seq_index / MP_PROBE_POS_FOLDS % MP_PROBE_POS_GROUPS)) * W;
+        double *g = a->pos_sums + ((size_t)li * rows + 2 + (size_t)(pos_seq(a) / MP_PROBE_POS_FOLDS % MP_PROBE_POS_GROUPS)) * W;
         for (size_t k = 0; k < W; k++) g[k] += q[k];
     }
 }
@@ -137,14 +141,15 @@ int mp_probe_pos_groups(int K) { return K <= MP_PROBE_POS_GROUP_MAX_DIM ? MP_PRO
 void mp_probe_pos_capture(MpProbeAcc *a, int li, int point, const float *x, int T, int width) {
     if (point != MP_FWD_AT_LAYER_OUT) return;
     MP_ASSERT(width == a->pos_width && a->seq_index >= 0);
-    const int K = a->pos_dim, stride = a->pos_stride, held = mp_probe_pos_held_out(a->seq_index);
-    const int len = a->cur_len > 0 && a->cur_len < T ? a->cur_len : T, off = mp_probe_pos_offset(a->seq_index, stride);
+    const int64_t j = pos_seq(a); /* the sequence's index among those that read the residual stream */
+    const int K = a->pos_dim, stride = a->pos_stride, held = mp_probe_pos_held_out(j);
+    const int len = a->cur_len > 0 && a->cur_len < T ? a->cur_len : T, off = mp_probe_pos_offset(j, stride);
     int P = 0;
     for (int i = off; i < len; i += stride, P++) pos_features(a, x + (size_t)i * width, a->pos_z + (size_t)P * K);
     pos_add(a, li, held, a->pos_z, off, P);
     if (!held) return;
     /* its rows of the held-out store: the first M held-out positions in sequence order */
-    const int64_t first = a->seq_index / MP_PROBE_POS_FOLDS * (int64_t)pos_per_seq(a);
+    const int64_t first = j / MP_PROBE_POS_FOLDS * (int64_t)pos_per_seq(a);
     for (int p = 0; p < P && first + p < MP_PROBE_POS_MAE_ROWS; p++) {
         double *row = a->pos_test + ((size_t)li * MP_PROBE_POS_MAE_ROWS + (size_t)(first + p)) * (size_t)(K + 1);
         memcpy(row, a->pos_z + (size_t)p * K, (size_t)K * sizeof(double));

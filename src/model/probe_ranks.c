@@ -17,6 +17,8 @@
  * reach a through f->capture, set here. s: the sequence's index in the run. */
 static int ranks_run(MpFwd *f, MpProbeAcc *a, const int32_t *ids, int seq, int64_t s, MpErr *e) {
     a->seq_index = s; /* its index in the run (the position probe's split and positions) */
+    /* the residual stream of one sequence in resid_stride (the deepest layer's o_proj and MLP saved) */
+    f->skip_points = a->resid_stride > 1 && s % a->resid_stride ? 1u << MP_FWD_AT_LAYER_OUT : 0u;
     if (a->dev) return mp_probe_dev_run(f, a, ids, seq, e); /* the sums on the forward pass's device */
     const int reduced = !mp_probe_acc_needs_heads(a) && f->cfg.tap_headsum_workers >= a->threads;
     f->rows_hook = (MpFwdRowsHook){reduced ? NULL : mp_probe_acc_rows, mp_probe_acc_layer_done, a, a->threads};

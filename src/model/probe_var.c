@@ -123,8 +123,21 @@ void mp_probe_var_heads(const MpProbeAcc *a, double *out) {
 void mp_probe_var_heads_se(const MpProbeAcc *a, double *out) {
     var_fill(a->vheads, (size_t)a->L * a->H, a->S, (double)a->n_done, 1, out);
 }
-void mp_probe_var_resid(const MpProbeAcc *a, double *out) { var_fill(a->vresid, a->L, a->S, (double)a->n_done, 0, out); }
-void mp_probe_var_resid_se(const MpProbeAcc *a, double *out) { var_fill(a->vresid, a->L, a->S, (double)a->n_done, 1, out); }
+/* The sequences whose residual stream slot li read (one in resid_stride of the run's: MpProbeAcc):
+ * the groups' counts at position 0, which every sequence has. */
+double mp_probe_var_resid_n(const MpProbeAcc *a, int li) {
+    const size_t S = (size_t)a->S;
+    double n = 0;
+    for (int g = 0; g < VG; g++) n += a->vgroup[((size_t)li * VG + g) * VJ * S + 5 * S];
+    return n;
+}
+
+static void var_resid_fill(const MpProbeAcc *a, int se, double *out) {
+    for (int l = 0; l < a->L; l++)
+        var_fill(a->vresid + (size_t)l * VM * a->S, 1, a->S, mp_probe_var_resid_n(a, l), se, out + (size_t)l * a->S);
+}
+void mp_probe_var_resid(const MpProbeAcc *a, double *out) { var_resid_fill(a, 0, out); }
+void mp_probe_var_resid_se(const MpProbeAcc *a, double *out) { var_resid_fill(a, 1, out); }
 
 double mp_probe_var_loglog_slope(const double *v, int S, int from) {
     const int n = S - from;
@@ -149,7 +162,7 @@ double mp_probe_var_loglog_slope(const double *v, int S, int from) {
  * its delete-a-group jackknife standard error, v [S] scratch. */
 static void var_slope(const MpProbeAcc *a, int li, int q, const double *mo, double *v, double *slope, double *se) {
     const int S = a->S;
-    const double n = (double)a->n_done;
+    const double n = q ? mp_probe_var_resid_n(a, li) : (double)a->n_done;
     for (int i = 0; i < S; i++) v[i] = var_of(mo, S, i, n);
     *slope = mp_probe_var_loglog_slope(v, S, MP_PROBE_VAR_FIT_FROM);
     double b[VG];

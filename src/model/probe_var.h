@@ -48,6 +48,8 @@ void mp_probe_var_attn_se(const MpProbeAcc *a, double *out);
 void mp_probe_var_heads(const MpProbeAcc *a, double *out);
 void mp_probe_var_heads_se(const MpProbeAcc *a, double *out);
 void mp_probe_var_resid(const MpProbeAcc *a, double *out);
+/* The sequences whose residual stream layer slot li read (MpProbeAcc.resid_stride: one in so many). */
+double mp_probe_var_resid_n(const MpProbeAcc *a, int li);
 void mp_probe_var_resid_se(const MpProbeAcc *a, double *out);
 
 /* The first position (0-based) of the slopes' fit. */

@@ -19,8 +19,10 @@ position probe as docs/metrics.md ("Position probe") specifies it, directly on t
     (about its own mean) of the held-out rows outside it, w and b unchanged;
     sqrt((n - 1) / n * sum (R2_g - mean)^2) over the n groups.
   OUT/ref_pos_probe.npy float64 [L, 11]: the columns of pos_probe.npy (docs/outputs.md).
+  --resid-stride K: only sequences s = 0, K, 2K, ... take part, each as sequence s // K of the rules
+  above (its offset, its split, its MAE rows, its group).
 usage: pos_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--dim K] [--stride K] [--ridge A]
-                  [--bidirectional] [--no-rope]
+                  [--bidirectional] [--no-rope] [--resid-stride K]
 Uses only Debian's python3-torch and python3-numpy.
 """
 import argparse
@@ -55,16 +57,17 @@ def projection(K, C):
     return R
 
 
-def probe_layer(resid, K, stride, ridge):
+def probe_layer(resid, K, stride, ridge, every=1):
     """resid [N, S, C] float64 -> the 11 columns."""
     N, S, C = resid.shape
     R = projection(K, C) if K < C else None
     per = -(-S // stride)
     fit_z, fit_y, te_z, te_y, te_g, mae_rows = [], [], [], [], [], []
-    for s in range(N):
+    for s in range(N // every + (N % every > 0)):
+        x_all = resid[s * every]
         off = int(splitmix64(np.array([s], dtype=np.uint64))[0] % np.uint64(stride))
         pos = np.arange(off, S, stride)
-        x = resid[s, pos]
+        x = x_all[pos]
         z = x @ R.T if R is not None else x
         if s % 4 == 3:
             te_z.append(z), te_y.append(pos.astype(np.float64)), te_g.append(np.full(len(pos), (s // 4) % 16))
@@ -109,6 +112,7 @@ def main():
     ap.add_argument("--ridge", type=float, default=1e-3)
     ap.add_argument("--bidirectional", action="store_true")
     ap.add_argument("--no-rope", action="store_true")
+    ap.add_argument("--resid-stride", type=int, default=1)
     a = ap.parse_args()
     with open(os.path.join(a.model, "config.json")) as f:
         cfg = json.load(f)
@@ -125,7 +129,7 @@ def main():
     resid = torch.stack(resid, dim=1).double().numpy()                     # [L, N, S, C]
     C = resid.shape[3]
     K = C if a.dim == 0 or a.dim >= C else a.dim
-    out = np.array([probe_layer(resid[li], K, a.stride, a.ridge) for li in range(len(wanted))])
+    out = np.array([probe_layer(resid[li], K, a.stride, a.ridge, a.resid_stride) for li in range(len(wanted))])
     np.save(os.path.join(a.out, "ref_pos_probe.npy"), out)
     print(f"pos_ref: {cfg['model_type']} N={ids.shape[0]} S={ids.shape[1]} layers={wanted} K={K} stride={a.stride} "
           f"causal={not a.bidirectional} rope={not a.no_rope} R2={out[:, 0].round(4).tolist()} torch {torch.__version__}")

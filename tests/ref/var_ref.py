@@ -14,7 +14,8 @@ on token ids, keeps per selected layer the attention output before the output pr
                               sequence's mean value and mean square there, m the mean of u1) / sqrt(N)
   OUT/ref_var_slopes.npy      float64 [L, 2]: the least-squares slope (numpy.polyfit) of log variance
                               against log(i + 1) over positions i >= 1, attention output then residual
-usage: var_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope]
+  --resid-stride K: the residual stream's variances (and slope) from sequences 0, K, 2K, ... only
+usage: var_ref.py MODEL_DIR TOKENS.npy OUT_DIR [--layers 1,2] [--bidirectional] [--no-rope] [--resid-stride K]
 Uses only Debian's python3-torch and python3-numpy.
 """
 import argparse
@@ -62,6 +63,7 @@ def main():
     ap.add_argument("--layers", default="")
     ap.add_argument("--bidirectional", action="store_true")
     ap.add_argument("--no-rope", action="store_true")
+    ap.add_argument("--resid-stride", type=int, default=1)
     a = ap.parse_args()
     with open(os.path.join(a.model, "config.json")) as f:
         cfg = json.load(f)
@@ -85,7 +87,7 @@ def main():
     slopes = []
     for li in range(Lw):
         va, sa = variance(mix[li])
-        vr, sr = variance(resid[li])
+        vr, sr = variance(resid[li][::a.resid_stride])
         hv = [variance(mix[li].reshape(N, S, NH, D // NH)[:, :, h, :]) for h in range(NH)]
         out["attn"].append(va), out["attn_se"].append(sa), out["resid"].append(vr), out["resid_se"].append(sr)
         out["heads"].append(np.stack([v for v, _ in hv])), out["heads_se"].append(np.stack([e for _, e in hv]))

@@ -93,6 +93,21 @@ static void test_probe_heads_and_text_in_browser(void **state) {
     browser_check(page, run, NULL, extra);
 }
 
+/* probe --stats variance,position,freq on the embedded RoPE model: the statistics section (the
+ * position table's numbers against pos_probe.npy, the variance chart, the frequency maps). */
+static void test_statistics_in_browser(void **state) {
+    (void)state;
+    need_browser();
+    const char *d = mp_test_tmpdir();
+    char out[8192], page[512], run[512];
+    snprintf(run, sizeof run, "%s/stats", d);
+    assert_int_equal(mp_test_run(out, sizeof out, "probe %s/models/rope --data %s/models/kjv.txt --pack --n 16 --seq 64 --layers all "
+                                 "--stats variance,position,freq --quiet --out %s", MP_SOURCE_DIR, MP_SOURCE_DIR, run), 0);
+    snprintf(page, sizeof page, "%s/view.html", d);
+    assert_int_equal(mp_test_run(out, sizeof out, "view %s -o %s", run, page), 0);
+    browser_check(page, run, NULL, NULL);
+}
+
 /* Issue 31: hostile strings in the folder name (the label), meta.json, --title and the token
  * text: none runs as script in Chromium, each is shown as text (tests/browser/check_hostile.js).
  * Issue 40: with "<!--<script>" in them the page never left "loading the maps…" (no code ran: the
@@ -217,10 +232,16 @@ static void test_theory_and_bad_input(void **state) {
     mp_test_write_file(path, "\x93NUMPY\x01\x00\x10\x00{'descr'", 18);
     snprintf(path, sizeof path, "%s/empty", d);
     mkdir(path, 0755);
+    /* a finished run with a pos_probe.npy of another shape than [L, 11] */
+    assert_int_equal(mp_test_shell(out, sizeof out, "cp -r %s/th %s/badpos", d, d), 0);
+    snprintf(path, sizeof path, "%s/badpos/pos_probe.npy", d);
+    int64_t psh[2] = {1, 5};
+    assert_int_equal(mp_npy_write(path, MP_DT_F64, z, 2, psh, &e), MP_OK);
     const char *bad[][2] = {
         {"bad", "scores_se.npy: shape does not match"}, {"trunc", "trunc/scores.npy"}, {"empty", "no scores.npy"},
         {"nonexistent", "no scores.npy"},          {"th --max-mb 0", "--max-mb"},        {"th --label a --label b", "--label"},
         {"th --bogus", "bogus"},                   {"th --max-side 4", "--max-side"},
+        {"badpos", "badpos/pos_probe.npy: shape does not match the run"},
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         int rc = mp_test_run(out, sizeof out, "view %s/%s -o %s", d, bad[k][0], page);
@@ -258,6 +279,7 @@ int main(void) {
         cmocka_unit_test(test_theory_and_bad_input),
         cmocka_unit_test(test_simulate_pair_in_browser),
         cmocka_unit_test(test_probe_heads_and_text_in_browser),
+        cmocka_unit_test(test_statistics_in_browser),
         cmocka_unit_test(test_budget_in_browser),
         cmocka_unit_test(test_report_viewer_in_browser),
         cmocka_unit_test(test_hostile_strings_in_browser),

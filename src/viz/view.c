@@ -17,6 +17,7 @@
 #include "core/util.h"       /* mp_path_join, mp_file_exists, MpAtomicFile, mp_fnv1a64 */
 #include "kernels/posmap.h"  /* mp_posmap_diagnorm */
 #include "load/quant.h"      /* mp_f32_to_f16 */
+#include "model/probe.h"     /* MP_PROBE_POS_COLS: pos_probe.npy's columns */
 #include "tok/corpus.h"      /* mp_tok_corpus_build: the text of --data runs */
 #include "train/gram.h"      /* mp_train_gram_title: names of gram.npy's matrices */
 #include "viz/cmap.h"        /* mp_plot_cmap_find: the figures' colour maps */
@@ -73,6 +74,7 @@ typedef struct ViewRun {
     int causal;               /* every scores map is NaN above its diagonal */
     int gram;                 /* the maps are gram.npy's nine matrices (a)-(i), not layers */
     json_t *tokens;           /* array of S strings (first sequence) or NULL (owned) */
+    json_t *stats;            /* the small arrays of probe --stats variance/position/freq, or NULL (owned) */
     char text_note[256];      /* why no text is shown, or "" */
 } ViewRun;
 
@@ -90,6 +92,7 @@ static void view_run_free(ViewRun *r) {
     view_arr_free(&r->heads_se);
     if (r->meta) json_decref(r->meta);
     if (r->tokens) json_decref(r->tokens);
+    if (r->stats) json_decref(r->stats);
     memset(r, 0, sizeof *r);
 }
 
@@ -241,6 +244,67 @@ static int view_read_meta(ViewRun *r, MpErr *e) {
     return MP_OK;
 }
 
+/* ---------------------------------------------------------------- the statistics beside the maps */
+
+/* The arrays of `probe --stats variance, position, freq` the page shows (docs/outputs.md), each with
+ * its shape in terms of the run's L and S: 'S' [L, S], 'Q' [L, MP_PROBE_POS_COLS], 'P' [L, H', P]. */
+static const struct {
+    const char *file, *key;
+    char shape;
+} view_stat_files[] = {
+    {"var_attn.npy", "var_attn", 'S'},   {"var_attn_se.npy", "var_attn_se", 'S'}, {"var_resid.npy", "var_resid", 'S'},
+    {"var_resid_se.npy", "var_resid_se", 'S'}, {"pos_probe.npy", "pos_probe", 'Q'}, {"freq_q_norm.npy", "freq_q_norm", 'P'},
+    {"freq_contrib.npy", "freq_contrib", 'P'},
+};
+
+/* v [n] as a JSON array of numbers, null where not finite. */
+static json_t *view_num_array(const double *v, size_t n) {
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < n; k++) json_array_append_new(a, isfinite(v[k]) ? json_real(v[k]) : json_null());
+    return a;
+}
+
+/* Reads the statistics' arrays present in r->dir into r->stats ({key: flat array, key_shape: [...]});
+ * a file of another shape than the run's is refused, naming it. */
+static int view_read_stats(ViewRun *r, MpErr *e) {
+    for (size_t k = 0; k < sizeof view_stat_files / sizeof view_stat_files[0]; k++) {
+        ViewArr a;
+        if (view_arr_read(&a, r->dir, view_stat_files[k].file, e) != MP_OK) return MP_ERR;
+        if (!a.npy.data) continue;
+        const int64_t *sh = a.npy.shape;
+        const char s = view_stat_files[k].shape;
+        const int ok = s == 'S' ? a.npy.ndim == 2 && sh[0] == r->L && sh[1] == r->S
+                     : s == 'Q' ? a.npy.ndim == 2 && sh[0] == r->L && sh[1] == MP_PROBE_POS_COLS
+                                : a.npy.ndim == 3 && sh[0] == r->L && sh[1] >= 1 && sh[2] >= 1 && sh[1] * sh[2] <= (1 << 20);
+        if (!ok) {
+            view_arr_free(&a);
+            return mp_err_set(e, "%s/%s: shape does not match the run (want [%d,%s]; docs/outputs.md)", r->dir,
+                              view_stat_files[k].file, r->L, s == 'S' ? "S" : s == 'Q' ? "11" : "H,P");
+        }
+        if (!r->stats && !(r->stats = json_object())) {
+            view_arr_free(&a);
+            return mp_err_set(e, "view: out of memory");
+        }
+        size_t n = 1;
+        json_t *shape = json_array();
+        for (int d = 0; d < a.npy.ndim; d++) n *= (size_t)sh[d], json_array_append_new(shape, json_integer(sh[d]));
+        char sk[64];
+        snprintf(sk, sizeof sk, "%s_shape", view_stat_files[k].key);
+        json_object_set_new(r->stats, view_stat_files[k].key, view_num_array(view_arr(&a), n));
+        json_object_set_new(r->stats, sk, shape);
+        view_arr_free(&a);
+    }
+    if (r->stats && r->meta) { /* the slopes and the sequences read, as meta.json has them */
+        static const char *keys[] = {"variance_slope_attn", "variance_slope_attn_se", "variance_slope_resid",
+                                     "variance_slope_resid_se", "resid_sequences"};
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            json_t *v = json_object_get(r->meta, keys[k]);
+            if (v) json_object_set(r->stats, keys[k], v);
+        }
+    }
+    return MP_OK;
+}
+
 /* Reads one run folder (scores first, then the optional arrays, meta.json and the text). */
 static int view_run_load(ViewRun *r, const char *dir, const char *label, const MpViewOptions *o, MpErr *e) {
     memset(r, 0, sizeof *r);
@@ -266,7 +330,7 @@ static int view_run_load(ViewRun *r, const char *dir, const char *label, const M
             return mp_err_set(e, "%s/scores_heads_se.npy: %lld heads, scores_heads.npy %d", dir,
                               (long long)r->heads_se.npy.shape[1], r->H);
     }
-    if (view_read_meta(r, e) != MP_OK) return MP_ERR;
+    if (view_read_meta(r, e) != MP_OK || view_read_stats(r, e) != MP_OK) return MP_ERR;
     r->causal = view_is_causal(view_arr(&r->scores), r->L, r->S);
     if (label) snprintf(r->label, sizeof r->label, "%s", label);
     else {
@@ -513,6 +577,7 @@ static json_t *view_run_json(const ViewRun *r, ViewBlob *bl, const ViewKind *kin
         else json_decref(sg);
     }
     if (r->tokens) json_object_set(j, "tokens", r->tokens);
+    if (r->stats) json_object_set(j, "stats", r->stats);
     if (r->text_note[0]) json_object_set_new(j, "text_note", json_string(r->text_note));
     for (int a = 0; a < nk; a++) {
         json_t *k = view_encode_kind(bl, &kinds[a], r->S, e);

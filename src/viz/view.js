@@ -267,6 +267,7 @@
     const legend = el("div", "mpv-legend", root, "profiles: ");
     this.runs.forEach((r, k) => { el("span", "", legend, "— " + r.label + "  ").style.color = LINE_COLOURS[k % LINE_COLOURS.length]; });
     if (this.runs.length > 1) el("span", "", legend, "— difference");
+    this.statsDiv = el("div", "mpv-stats", root);
     const notes = el("ul", "mpv-notes", root);
     for (const r of this.runs) {
       el("li", "", notes, r.note + (r.text_note ? "; " + r.text_note : "") + (r.tokens ? "; text of sequence 1 shown on hover" : ""));
@@ -357,6 +358,140 @@
       this.panels.push(pl);
     });
     this.showHover();
+    this.renderStats();
+  };
+
+  // ---------------------------------------------------------------- the statistics beside the maps
+  // (probe --stats variance, position, freq: the run's small arrays in its header, "stats")
+  const POS = { r2: 0, mae: 1, maeSe: 2, r2Chance: 3, maeChance: 4, r2Se: 10 }; // pos_probe.npy's columns (docs/outputs.md)
+  const STAT_W = 460, STAT_H = 220;
+
+  // The selected layer as the first run numbers it ("layer 3").
+  Viewer.prototype.layerWord = function (l) {
+    const r0 = this.runs[0];
+    return "layer " + (r0.layers && l < r0.layers.length ? r0.layers[l] : l + 1);
+  };
+
+  Viewer.prototype.renderStats = function () {
+    const div = this.statsDiv, l = this.st.layer;
+    div.textContent = "";
+    const withs = (k) => this.runs.map((r, i) => [r, i]).filter(([r]) => r.stats && r.stats[k]);
+    const pos = withs("pos_probe"), vr = withs("var_attn"), fq = withs("freq_q_norm");
+    if (!pos.length && !vr.length && !fq.length) return;
+    el("h3", "", div, "Statistics beside the maps");
+    if (pos.length) this.posTable(el("div", "mpv-stat-pos", div), pos);
+    if (vr.length) this.varChart(el("div", "mpv-stat-var", div), vr, l);
+    if (fq.length) this.freqMaps(el("div", "mpv-stat-freq", div), fq, l);
+  };
+
+  // The position probe: a row per run and layer, held-out R² ± se against chance, MAE ± se against chance.
+  Viewer.prototype.posTable = function (div, runs) {
+    el("div", "mpv-stat-title", div, "Position probe (ridge from the residual stream after the layer; held out 1 sequence in 4)");
+    const t = el("table", "mpv-pos", div), head = el("tr", "", t);
+    for (const h of ["run", "layer", "R² held out", "± se", "chance R²", "MAE (positions)", "± se", "chance MAE"]) el("th", "", head, h);
+    for (const [r, i] of runs) {
+      const p = r.stats.pos_probe, Q = r.stats.pos_probe_shape[1];
+      for (let l = 0; l < r.L; l++) {
+        const tr = el("tr", "", t), at = (c) => p[l * Q + c];
+        el("td", "", tr, r.label);
+        el("td", "", tr, String(r.layers ? r.layers[l] : l + 1));
+        const cells = [["r2", POS.r2], ["r2se", POS.r2Se], ["r2chance", POS.r2Chance], ["mae", POS.mae], ["maese", POS.maeSe],
+          ["maechance", POS.maeChance]];
+        for (const [k, c] of cells) {
+          const td = el("td", "mpv-pos-" + k, tr, short(at(c) === null ? NaN : at(c)));
+          td.dataset.run = i;
+          td.dataset.layer = l;
+        }
+      }
+    }
+  };
+
+  // Variance against position, log-log, at the selected layer: attention output (solid) and residual
+  // stream (dashed) of every run, the slopes of meta.json in the caption.
+  Viewer.prototype.varChart = function (div, runs, l) {
+    el("div", "mpv-stat-title", div, "Variance by position, " + this.layerWord(l) + " (log2 variance against log2(position + 1); " +
+      "solid: attention output before o_proj, dashed: residual stream after the layer)");
+    const c = el("canvas", "mpv-var", div);
+    c.width = STAT_W;
+    c.height = STAT_H;
+    const ctx = c.getContext("2d"), pad = 40, series = [];
+    let x1 = 1, y0 = Infinity, y1 = -Infinity;
+    for (const [r, i] of runs) {
+      if (l >= r.L) continue;
+      for (const [key, dash] of [["var_attn", false], ["var_resid", true]]) {
+        const v = r.stats[key];
+        if (!v) continue;
+        const pts = [];
+        for (let p = 1; p < r.S; p++) {
+          const y = v[l * r.S + p];
+          if (y === null || !(y > 0)) continue;
+          pts.push([Math.log2(p + 1), Math.log2(y)]);
+          y0 = Math.min(y0, Math.log2(y));
+          y1 = Math.max(y1, Math.log2(y));
+          x1 = Math.max(x1, Math.log2(p + 1));
+        }
+        series.push({ pts: pts, dash: dash, colour: LINE_COLOURS[i % LINE_COLOURS.length] });
+      }
+    }
+    if (!series.length || !(y0 <= y1)) return;
+    if (y0 === y1) { y0 -= 1; y1 += 1; }
+    const X = (x) => pad + ((STAT_W - pad - 8) * x) / x1, Y = (y) => STAT_H - 20 - ((STAT_H - 30) * (y - y0)) / (y1 - y0);
+    ctx.strokeStyle = "#999";
+    ctx.strokeRect(pad, 10, STAT_W - pad - 8, STAT_H - 30);
+    ctx.fillStyle = "#444";
+    ctx.font = "10px sans-serif";
+    ctx.fillText(short(y1), 2, 16);
+    ctx.fillText(short(y0), 2, STAT_H - 20);
+    ctx.fillText("0", pad, STAT_H - 6);
+    ctx.fillText(short(x1), STAT_W - 30, STAT_H - 6);
+    for (const s of series) {
+      ctx.strokeStyle = s.colour;
+      ctx.setLineDash(s.dash ? [5, 3] : []);
+      ctx.beginPath();
+      s.pts.forEach((q, k) => (k ? ctx.lineTo(X(q[0]), Y(q[1])) : ctx.moveTo(X(q[0]), Y(q[1]))));
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    const cap = el("div", "mpv-var-slopes", div);
+    for (const [r, i] of runs) {
+      const s = r.stats, sl = (k) => (s[k] && l < s[k].length && s[k][l] !== null ? short(s[k][l]) : "–");
+      const line = el("span", "", cap, r.label + ": slope attention " + sl("variance_slope_attn") + " ± " + sl("variance_slope_attn_se") +
+        ", residual " + sl("variance_slope_resid") + " ± " + sl("variance_slope_resid_se") +
+        (s.resid_sequences !== undefined ? " (residual stream of " + s.resid_sequences + " sequences)" : "") + "  ");
+      line.style.color = LINE_COLOURS[i % LINE_COLOURS.length];
+    }
+  };
+
+  // RoPE frequency usage at the selected layer: head × frequency pair, the query norm and the pair's
+  // mean |contribution|, in the figures' "rocket" colours, each map scaled to its own maximum.
+  Viewer.prototype.freqMaps = function (div, runs, l) {
+    el("div", "mpv-stat-title", div, "RoPE frequency usage, " + this.layerWord(l) + " (rows: heads, columns: frequency pairs, " +
+      "pair 0 the highest frequency; each map from 0 to its maximum)");
+    const cm = this.meta.cmaps.rocket;
+    for (const [r] of runs) {
+      if (l >= r.L) continue;
+      for (const key of ["freq_q_norm", "freq_contrib"]) {
+        const v = r.stats[key];
+        if (!v) continue;
+        const sh = r.stats[key + "_shape"], H = sh[1], P = sh[2], off = l * H * P, px = Math.max(2, Math.floor(360 / P));
+        let hi = 0;
+        for (let k = 0; k < H * P; k++) if (v[off + k] !== null) hi = Math.max(hi, v[off + k]);
+        const fig = el("figure", "mpv-freq-fig", div);
+        el("figcaption", "", fig, r.label + ": " + (key === "freq_q_norm" ? "query norm" : "mean |contribution|") + " (max " + short(hi) + ")");
+        const c = el("canvas", "mpv-freq", fig);
+        c.width = P * px;
+        c.height = H * Math.max(2, Math.min(12, Math.floor(240 / H)));
+        const ctx = c.getContext("2d"), ph = c.height / H;
+        for (let h = 0; h < H; h++)
+          for (let p = 0; p < P; p++) {
+            const x = v[off + h * P + p];
+            if (x === null) continue;
+            const rgb = cmapEval(cm, hi > 0 ? x / hi : 0, false);
+            ctx.fillStyle = "rgb(" + rgb[0] + "," + rgb[1] + "," + rgb[2] + ")";
+            ctx.fillRect(p * px, h * ph, px, Math.ceil(ph));
+          }
+      }
+    }
   };
 
   Viewer.prototype.makePanel = function (title, c, size, sg) {

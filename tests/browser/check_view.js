@@ -5,7 +5,9 @@
 // residue R = S − diagonal mean, so |shown − npy| ≤ 2^-11·|R| (+ display rounding, 1e-6 relative);
 // 8-bit maps are within the half step the page states, which must be ≤ 1/200 of the map's range.
 // Also: drag-zoom changes the axis, the difference panel appears, profiles are drawn, no console
-// or page errors.
+// or page errors. When DIR holds probe --stats position / variance / freq arrays: the position
+// table's R², its se and the MAE of each layer equal pos_probe.npy's (4 significant digits, as
+// shown; --wrong: against the next layer's), the variance chart and the frequency maps are drawn.
 // usage: node check_view.js PAGE.html DIR [DIR2] [--shot FILE.png] [--wrong] [--bytes-text FILE] [--id ID]
 //   --id: the viewer element to check (default mpv0, the page of `maskpos view`); in a report,
 //     every folded viewer is opened and must draw, then viewer ID (DIR: its first run) is checked;
@@ -249,6 +251,33 @@ async function main() {
       check((await page.$$(`${V} canvas.mpv-map`)).length === nruns + 1, "difference panel beside the runs");
       const both = await page.$$eval(`${V} .mpv-info .mpv-val`, (v) => v.map((e) => e.textContent));
       check(both.length >= 2, `hover shows ${both.length} values (each run and the difference)`);
+    }
+    const pp = opt("pos_probe.npy");
+    if (pp) { // the position probe's table: run 0's rows
+      const Q = pp.shape[1], rows = await page.$$eval(`${V} td[data-run="0"]`, (tds) => tds.map((t) => [t.className, +t.dataset.layer, t.textContent]));
+      const col = { "mpv-pos-r2": 0, "mpv-pos-r2se": 10, "mpv-pos-mae": 1 };
+      let worst = 0, seen = 0;
+      for (const [cls, l, txt] of rows) {
+        if (!(cls in col)) continue;
+        const want = pp.v[((l + wrong) % L) * Q + col[cls]], got = Number(txt);
+        worst = Math.max(worst, Math.abs(got - want) / Math.max(Math.abs(want), 1e-12));
+        seen++;
+      }
+      check(seen === 3 * L && worst <= 5e-4, `position table: ${seen} cells (R², se, MAE of ${L} layers) within ${worst.toExponential(2)} relative of pos_probe.npy`);
+    }
+    const inkedOf = (sel) => page.$$eval(sel, (cs) => cs.map((c) => {
+      const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+      let k = 0;
+      for (let a = 3; a < d.length; a += 4) k += d[a] > 0;
+      return k;
+    }));
+    if (opt("var_attn.npy")) {
+      const ink = await inkedOf(`${V} canvas.mpv-var`);
+      check(ink.length === 1 && ink[0] > 300, `variance chart drawn (${ink[0]} pixels)`);
+    }
+    if (opt("freq_q_norm.npy")) {
+      const ink = await inkedOf(`${V} canvas.mpv-freq`);
+      check(ink.length >= 2 && ink.every((k) => k > 50), `frequency maps drawn (${ink.length}: ${ink.join(", ")} pixels)`);
     }
     if (shot) {
       await page.mouse.move(box[0] + 0.55 * box[2], box[1] + 0.7 * box[2]);

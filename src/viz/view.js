@@ -94,6 +94,17 @@
   function esc(s) {
     return String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
   }
+  // The box of a line chart at (x, y), w × h, its y range lo..hi at the left, x from 0 to xEnd below.
+  function lineFrame(ctx, x, y, w, h, lo, hi, xEnd) {
+    ctx.strokeStyle = "#999";
+    ctx.strokeRect(x, y, w, h);
+    ctx.fillStyle = "#444";
+    ctx.font = "10px sans-serif";
+    ctx.fillText(short(hi), 2, y + 6);
+    ctx.fillText(short(lo), 2, y + h);
+    ctx.fillText("0", x, y + h + 12);
+    ctx.fillText(xEnd, x + w - 24, y + h + 12);
+  }
   function el(tag, cls, parent, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -436,14 +447,7 @@
     if (!series.length || !(y0 <= y1)) return;
     if (y0 === y1) { y0 -= 1; y1 += 1; }
     const X = (x) => pad + ((STAT_W - pad - 8) * x) / x1, Y = (y) => STAT_H - 20 - ((STAT_H - 30) * (y - y0)) / (y1 - y0);
-    ctx.strokeStyle = "#999";
-    ctx.strokeRect(pad, 10, STAT_W - pad - 8, STAT_H - 30);
-    ctx.fillStyle = "#444";
-    ctx.font = "10px sans-serif";
-    ctx.fillText(short(y1), 2, 16);
-    ctx.fillText(short(y0), 2, STAT_H - 20);
-    ctx.fillText("0", pad, STAT_H - 6);
-    ctx.fillText(short(x1), STAT_W - 30, STAT_H - 6);
+    lineFrame(ctx, pad, 10, STAT_W - pad - 8, STAT_H - 30, y0, y1, short(x1));
     for (const s of series) {
       ctx.strokeStyle = s.colour;
       ctx.setLineDash(s.dash ? [5, 3] : []);
@@ -705,14 +709,7 @@
       if (!series.length || !(lo <= hi)) continue;
       if (lo === hi) { lo -= 1; hi += 1; }
       const X = (t) => pad + ((W - pad - 6) * t) / Math.max(1, len - 1), Y = (y) => H - 16 - ((H - 24) * (y - lo)) / (hi - lo);
-      ctx.strokeStyle = "#999";
-      ctx.strokeRect(pad, 8, W - pad - 6, H - 24);
-      ctx.fillStyle = "#444";
-      ctx.font = "10px sans-serif";
-      ctx.fillText(short(hi), 2, 14);
-      ctx.fillText(short(lo), 2, H - 16);
-      ctx.fillText("0", pad, H - 4);
-      ctx.fillText(String(len - 1), W - 30, H - 4);
+      lineFrame(ctx, pad, 8, W - pad - 6, H - 24, lo, hi, String(len - 1));
       const at = pr.which === "row" ? h.v : h.u;
       ctx.strokeStyle = "#bbb";
       ctx.beginPath();

@@ -395,6 +395,12 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     options must fit), returned sums in .accumulator of the result.
     """
     import torch
+    words = stats.split(",") if isinstance(stats, str) else list(stats or [])
+    for w in ("variance", "freq", "position"):
+        if w in [x.strip() for x in words]:
+            raise _error("maskpos.hf.probe: stats=%r reads the forward pass's activations, which hf.probe does not capture "
+                         "yet; feed them to maskpos.Accumulator(stats=\"variance\").add(..., attn_out=, hidden=) or run "
+                         "maskpos.probe" % w)
     if registry is None:
         check_transformers()
     cfg = _text_config(model)

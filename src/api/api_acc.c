@@ -343,6 +343,7 @@ MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
         if (counts[l] < 0 || counts[l] > ((int64_t)1 << 53)) /* (beyond 2^53 a count is no longer exact in a double) */
             return mp_api_failf("accumulator: layer %d: count %lld is outside [0, 2^53]", l, (long long)counts[l]);
     memcpy(c->n_layer, counts, sizeof(int64_t) * (size_t)c->o.n_layers);
+    for (int p = 0; p < 2; p++) memcpy(c->n_cap[p], counts, sizeof(int64_t) * (size_t)c->o.n_layers); /* a whole state's */
     return MASKPOS_OK;
 }
 

@@ -399,11 +399,31 @@ class Accumulator:
         if ids is not None:
             self._ids(ids, B)
         self._add_scores(layer, scores, probs, lens)
+        self._add_caps(layer, caps)
+
+    def _add_caps(self, layer, caps):
         with self._lock:
             for point, x in caps:
-                if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, B, _DT_F32, x.ctypes.data,
+                if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, x.shape[0], _DT_F32, x.ctypes.data,
                                                     x.shape[2]) != _lib.OK:
                     raise _error()
+
+    def add_captures(self, layer, attn_out=None, hidden=None):
+        """The activations of add(attn_out=, hidden=) alone, for a forward pass that yields them
+        at other times than the scores (the residual stream after the layer's MLP: a forward hook;
+        maskpos.hf.probe). The batch is the tensor's first axis (a 2-D hidden [S, C]: one sequence).
+        Every sequence's scores and both captures must be added before result()."""
+        from . import Error
+        self._check_layer(layer)
+        if "variance" not in self.options["stats"]:
+            raise Error("accumulator: attn_out/hidden given but no statistic asked reads them (stats=\"variance\")")
+        caps = []
+        for point, x, what, heads in ((_AT_ATTN_MIX, attn_out, "attn_out", True), (_AT_LAYER_OUT, hidden, "hidden", False)):
+            if x is None:
+                continue
+            B = 1 if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != self.options["seq"]) else int(x.shape[0])
+            caps.append((point, self._capture(x, what, B, heads)))
+        self._add_caps(layer, caps)
 
     def _add_scores(self, layer, scores, probs, lens):
         from . import Error

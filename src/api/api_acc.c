@@ -5,7 +5,10 @@
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
  * position of the statistics, the statistics asked for: probs, recency, stats by name, those
- * rows of the accumulator's table that scores and probabilities feed; maskpos_acc_check: the
+ * rows of the accumulator's table that scores and probabilities feed, and variance, fed the
+ * activations of two capture points by maskpos_acc_add_capture through the probe's own capture
+ * dispatch (mp_probe_acc_capture), its counts per layer and point checked against the scores';
+ * maskpos_acc_check: the
  * options' sizes alone); adding [B,H,S,S] f32/f64 scores through the
  * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
  * probabilities through its probs hook (given, or from the scores with the forward pass's own
@@ -22,7 +25,8 @@
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests_torch/test_accumulator.py and test_accumulator_more.py (tests/test_pyapi.c):
+ * Tested by: python/tests_torch/test_accumulator.py, test_accumulator_more.py and
+ * test_accumulator_var.py (tests/test_pyapi.c), tests/test_api.c (captures against m2 - m1²):
  * equality with `maskpos probe` byte for byte, merge, lengths, state, bad input; tests/fuzz/fuzz_acc_state.c.
  */
 #include <errno.h>

@@ -233,6 +233,21 @@ MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *a, int layer, int64_t batch,
  * (maskpos_acc_check checks the options before an accumulator exists.) */
 MASKPOS_API int maskpos_acc_check_add(const MaskposAcc *a, int layer, int64_t batch, int dtype, const void *scores,
                                       const void *probs, const int32_t *lengths);
+/* Capture points maskpos_acc_add_capture takes (the forward pass's, src/model/fwd.h). */
+enum {
+    MASKPOS_AT_ATTN_MIX = 3,  /* [batch, S, H*hd] the attention output per head (softmax(scores)·v), before o_proj */
+    MASKPOS_AT_LAYER_OUT = 7, /* [batch, S, C] the residual stream after the layer (after the MLP's residual) */
+};
+/* Activations x [batch, S, width] (float32, C order, whole sequences of S positions) of capture
+ * point `point` of layer slot `layer`, handed to the statistics that read that point with the
+ * probe's own functions: the same sums as `maskpos probe` for the same activations. Only the
+ * variance statistic (stats "variance") reads captures through the accumulator so far (freq and
+ * position are refused at maskpos_acc_new). Both points of every sequence whose scores were added
+ * (maskpos_acc_add) must be added before the result or a state file; not with lengths shorter
+ * than S. Refused with one line: no statistic reads captures, a layer out of range, another point,
+ * another dtype, an attention-output width not a multiple of n_heads, a value not finite. */
+MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *a, int layer, int point, int64_t batch, int dtype, const void *x,
+                                        int64_t width);
 /* Counts lengths from now on (what a sequence shorter than S switches on; a state with them needs
  * it before its sums are set). Not with recency. */
 MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *a);

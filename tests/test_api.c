@@ -281,10 +281,85 @@ static void test_accumulator(void **state) {
     maskpos_acc_free(b);
 }
 
+/* Captures into the variance statistic through the header alone: three sequences of made-up
+ * attention outputs [3, 4, 2*3] and residual streams [3, 4, 5] give, per position, the variance
+ * over sequences and dimensions computed here in double (m2 - m1^2 of the pooled values), per head
+ * too; the refusals name their problem and add nothing; freq is still refused at maskpos_acc_new. */
+static void test_accumulator_captures(void **state) {
+    (void)state;
+    MaskposAccOptions o = {.n_layers = 2, .n_heads = 2, .seq = 4, .causal = 1, .stats = "variance"};
+    MaskposAcc *a = NULL;
+    assert_int_equal(maskpos_acc_new(&o, &a), MASKPOS_OK);
+    float sc[3][2][4][4], at[3][4][6], hid[3][4][5];
+    for (int s = 0; s < 3; s++) {
+        for (int h = 0; h < 2; h++)
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) sc[s][h][i][j] = j > i ? NAN : (float)(i - j);
+        for (int i = 0; i < 4; i++) {
+            for (int d = 0; d < 6; d++) at[s][i][d] = (float)sin(1.0 + s * 7.1 + i * 3.3 + d * 1.7) * (1.0f + i);
+            for (int d = 0; d < 5; d++) hid[s][i][d] = (float)cos(0.5 + s * 5.3 + i * 2.9 + d * 0.7) * (2.0f + d);
+        }
+    }
+    for (int l = 0; l < 2; l++) assert_int_equal(maskpos_acc_add(a, l, 3, MASKPOS_F32, sc, NULL), MASKPOS_OK);
+    MaskposResult *r = NULL;
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_ERR); /* the captures are missing */
+    assert_non_null(strstr(maskpos_last_error(), "captures"));
+    assert_int_equal(maskpos_acc_add_capture(a, 2, MASKPOS_AT_ATTN_MIX, 3, MASKPOS_F32, at, 6), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "layer 2 is out of range"));
+    assert_int_equal(maskpos_acc_add_capture(a, 0, 1, 3, MASKPOS_F32, at, 6), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "read by no statistic"));
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_ATTN_MIX, 3, MASKPOS_F32, at, 5), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "not n_heads 2"));
+    float bad[4][5];
+    memcpy(bad, hid[0], sizeof bad);
+    bad[2][3] = NAN;
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_LAYER_OUT, 1, MASKPOS_F32, bad, 5), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "capture[0, 2, 3] = nan"));
+    for (int l = 0; l < 2; l++) {
+        assert_int_equal(maskpos_acc_add_capture(a, l, MASKPOS_AT_ATTN_MIX, 3, MASKPOS_F32, at, 6), MASKPOS_OK);
+        assert_int_equal(maskpos_acc_add_capture(a, l, MASKPOS_AT_LAYER_OUT, 3, MASKPOS_F32, hid, 5), MASKPOS_OK);
+    }
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_OK);
+    int dt, nd;
+    int64_t sh[MASKPOS_MAX_DIMS];
+    const double *va = maskpos_result_array(r, "var_attn", &dt, &nd, sh);
+    assert_true(va && dt == MASKPOS_F64 && nd == 2 && sh[0] == 2 && sh[1] == 4);
+    const double *vr = maskpos_result_array(r, "var_resid", &dt, &nd, sh);
+    assert_true(vr && dt == MASKPOS_F64 && nd == 2 && sh[0] == 2 && sh[1] == 4);
+    const double *vh = maskpos_result_array(r, "var_attn_heads", &dt, &nd, sh);
+    assert_true(vh && dt == MASKPOS_F64 && nd == 3 && sh[0] == 2 && sh[1] == 2 && sh[2] == 4);
+    for (int l = 0; l < 2; l++)
+        for (int i = 0; i < 4; i++) {
+            double m1 = 0, m2 = 0, r1 = 0, r2 = 0, h1[2] = {0, 0}, h2[2] = {0, 0};
+            for (int s = 0; s < 3; s++)
+                for (int d = 0; d < 6; d++) m1 += at[s][i][d], m2 += (double)at[s][i][d] * at[s][i][d],
+                                            h1[d / 3] += at[s][i][d], h2[d / 3] += (double)at[s][i][d] * at[s][i][d];
+            for (int s = 0; s < 3; s++)
+                for (int d = 0; d < 5; d++) r1 += hid[s][i][d], r2 += (double)hid[s][i][d] * hid[s][i][d];
+            m1 /= 18, m2 /= 18, r1 /= 15, r2 /= 15;
+            assert_true(fabs(va[l * 4 + i] - (m2 - m1 * m1)) < 1e-12);
+            assert_true(fabs(vr[l * 4 + i] - (r2 - r1 * r1)) < 1e-12);
+            for (int h = 0; h < 2; h++)
+                assert_true(fabs(vh[(l * 2 + h) * 4 + i] - (h2[h] / 9 - (h1[h] / 9) * (h1[h] / 9))) < 1e-12);
+        }
+    maskpos_result_free(r);
+    maskpos_acc_free(a);
+    MaskposAccOptions f = o;
+    f.stats = "freq";
+    assert_int_equal(maskpos_acc_new(&f, &a), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "'freq'"));
+    MaskposAccOptions none = {.n_layers = 1, .n_heads = 2, .seq = 4, .causal = 1};
+    assert_int_equal(maskpos_acc_new(&none, &a), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_LAYER_OUT, 3, MASKPOS_F32, hid, 5), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "no statistic asked reads them"));
+    maskpos_acc_free(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_library_round_trip), cmocka_unit_test(test_errors_are_the_commands),
                                        cmocka_unit_test(test_progress_stop), cmocka_unit_test(test_save_load_equals_cli),
                                        cmocka_unit_test(test_theory_closed_form),
-                                       cmocka_unit_test(test_load_refuses_mixed_folder), cmocka_unit_test(test_accumulator)};
+                                       cmocka_unit_test(test_load_refuses_mixed_folder), cmocka_unit_test(test_accumulator),
+                                       cmocka_unit_test(test_accumulator_captures)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

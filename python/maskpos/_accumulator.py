@@ -31,6 +31,7 @@ import numpy as np
 from . import _lib
 
 _DT_F64, _DT_F32 = 0, 1
+_AT_ATTN_MIX, _AT_LAYER_OUT = 3, 7  # MASKPOS_AT_*: the capture points maskpos_acc_add_capture takes
 
 
 class _Options(ctypes.Structure):
@@ -55,6 +56,8 @@ _SIGNATURES = {
     "maskpos_acc_check_add": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P, _P, _P],
                               "acc layer batch dtype"),
     "maskpos_acc_lengths_on": (ctypes.c_int, [_P]),
+    "maskpos_acc_add_capture": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P,
+                                               ctypes.c_int64], "acc layer point batch dtype width"),
     "maskpos_acc_meta": (_P, [_P]),
     "maskpos_acc_open_state": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P)], "path"),
     "maskpos_acc_add_sums": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
@@ -328,7 +331,43 @@ class Accumulator:
             self._warn("every sequence starts with BOS id %d but first=0: its column enters every statistic (a false "
                        "'non-relative' layer 1); make the accumulator with first=1 (or first=None and ids=)" % self.bos_id)
 
-    def add(self, layer, scores, probs=None, lengths=None, ids=None):
+    def _capture(self, x, what, B, heads):
+        """A capture as a C-contiguous float32 numpy array [B, S, width] (numpy or torch, any
+        device: copied to the host); heads: [B, S, H, hd] (or [B, H, S, hd]) accepted and merged."""
+        from . import Error
+        if _is_torch(x):
+            x = x.detach()
+            if x.device.type != "cpu":
+                x = x.cpu()  # one copy to the host per call (docs/python.md, "Variance")
+            if not x.is_floating_point():
+                raise Error("accumulator: %s must be floating point, not %s" % (what, x.dtype))
+            x = x.float().contiguous().numpy()
+        else:
+            x = np.asarray(x)
+            if x.dtype.kind != "f":
+                raise Error("accumulator: %s must be floating point, not %s" % (what, x.dtype))
+        o = self.options
+        S, H = o["seq"], o["n_heads"]
+        if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != S):
+            x = x[None]  # one sequence: [S, C], or [S, H, hd] / [H, S, hd]
+        if heads and x.ndim == 4 and x.shape[1] == H and x.shape[2] == S and x.shape[1] != S:
+            x = x.transpose(0, 2, 1, 3)  # [B, H, S, hd]: the layout of softmax(scores)·v
+        if heads and x.ndim == 4:
+            if x.shape[2] != H:
+                raise Error("accumulator: %s of shape %s; expected [B, %d, %d, head_dim], [B, %d, %d, head_dim] or "
+                            "[B, %d, C]" % (what, list(x.shape), S, H, H, S, S))
+            x = x.reshape(x.shape[0], x.shape[1], -1)
+        if x.ndim != 3 or x.shape[0] != B or x.shape[1] != S or (heads and x.shape[2] % H):
+            raise Error("accumulator: %s of shape %s; expected [%d, %d, %s] (the batch of the scores, S positions)"
+                        % (what, list(x.shape), B, S, "%d*head_dim" % H if heads else "C"))
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if not np.isfinite(x).all():
+            k = np.argwhere(~np.isfinite(x))[0]
+            raise Error("accumulator: %s[%d, %d, %d] = %r is not finite; nothing was added"
+                        % (what, k[0], k[1], k[2], float(x[tuple(k)])))
+        return x
+
+    def add(self, layer, scores, probs=None, lengths=None, ids=None, attn_out=None, hidden=None):
         """Adds one layer's pre-softmax scores for a batch: [B, H, S, S] or [H, S, S] (numpy, or a
         torch tensor on any device). Entries outside the causal mask or window are never read
         (-inf, NaN or anything). probs: the post-softmax probabilities in the same layout (needs
@@ -338,7 +377,10 @@ class Accumulator:
         added, padding never read. ids: [B, S] token ids: the first add() with them decides first
         (BOS) when the accumulator was made with first=None; later ones are checked against it.
         A score of magnitude 1e4 or more in an observed entry is refused as a padding or mask
-        value. A bad input raises maskpos.Error and adds nothing."""
+        value. attn_out, hidden (stats="variance", both with every batch): the attention output
+        before o_proj, [B, S, H, head_dim], [B, H, S, head_dim] or [B, S, H*head_dim], and the
+        residual stream after the layer, [B, S, C] (numpy or torch, any device: copied to the host
+        in float32). A bad input raises maskpos.Error and adds nothing."""
         from . import Error
         self._check_layer(layer)
         if probs is not None and not self.options["probs"]:
@@ -347,8 +389,44 @@ class Accumulator:
         if B is None:
             raise self._shape_error("scores", scores.shape)
         lens = self._lengths(lengths, B)
+        caps = []
+        if (attn_out is not None or hidden is not None) and "variance" not in self.options["stats"]:
+            raise Error("accumulator: attn_out/hidden given but no statistic asked reads them (stats=\"variance\")")
+        if attn_out is not None:
+            caps.append((_AT_ATTN_MIX, self._capture(attn_out, "attn_out", B, True)))
+        if hidden is not None:
+            caps.append((_AT_LAYER_OUT, self._capture(hidden, "hidden", B, False)))
         if ids is not None:
             self._ids(ids, B)
+        self._add_scores(layer, scores, probs, lens)
+        self._add_caps(layer, caps)
+
+    def _add_caps(self, layer, caps):
+        with self._lock:
+            for point, x in caps:
+                if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, x.shape[0], _DT_F32, x.ctypes.data,
+                                                    x.shape[2]) != _lib.OK:
+                    raise _error()
+
+    def add_captures(self, layer, attn_out=None, hidden=None):
+        """The activations of add(attn_out=, hidden=) alone, for a forward pass that yields them
+        at other times than the scores (the residual stream after the layer's MLP: a forward hook;
+        maskpos.hf.probe). The batch is the tensor's first axis (a 2-D hidden [S, C]: one sequence).
+        Every sequence's scores and both captures must be added before result()."""
+        from . import Error
+        self._check_layer(layer)
+        if "variance" not in self.options["stats"]:
+            raise Error("accumulator: attn_out/hidden given but no statistic asked reads them (stats=\"variance\")")
+        caps = []
+        for point, x, what, heads in ((_AT_ATTN_MIX, attn_out, "attn_out", True), (_AT_LAYER_OUT, hidden, "hidden", False)):
+            if x is None:
+                continue
+            B = 1 if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != self.options["seq"]) else int(x.shape[0])
+            caps.append((point, self._capture(x, what, B, heads)))
+        self._add_caps(layer, caps)
+
+    def _add_scores(self, layer, scores, probs, lens):
+        from . import Error
         if _is_torch(scores) and scores.device.type != "cpu" and set(self.options["stats"]) <= {"probs"}:
             # the sums maskpos._torch computes on the device: the maps' and the probabilities'; any
             # other statistic takes the scores on the host

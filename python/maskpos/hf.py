@@ -92,6 +92,21 @@ def attention_modules(model):
     return out
 
 
+def decoder_layers(model, mods):
+    """{layer_idx: module} of the modules that hold each attention module of mods as a direct child
+    (HF's *DecoderLayer: self_attn), containers (ModuleList, ModuleDict, Sequential) aside."""
+    import torch
+    want = {id(m): li for li, m in mods.items()}
+    out = {}
+    for m in model.modules():
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential)):
+            continue
+        for c in m.children():
+            if id(c) in want:
+                out.setdefault(want[id(c)], m)
+    return out
+
+
 def transformers_version():
     """transformers' version as (major, minor, text); ImportError when it is not installed."""
     import transformers
@@ -162,6 +177,8 @@ class Capture:
     def __init__(self, acc, slots, causal, windows, stop_after=None):
         self.acc, self.slots, self.causal, self.windows = acc, slots, causal, windows
         self.stop_after = stop_after
+        self.variance = "variance" in acc.options["stats"]
+        self.stop_layer = None  # with variance: the deepest probed decoder layer's hook stops the forward
         self.seconds = 0.0
         self.lengths = None
 
@@ -214,7 +231,23 @@ class Capture:
         if dropout and module.training:
             p = torch.nn.functional.dropout(p, p=dropout, training=True)
         out = torch.matmul(p, value).transpose(1, 2).contiguous()
+        if li in self.slots and self.variance:  # [B, T, H, D]: the attention output before o_proj
+            t0 = time.perf_counter()
+            self.acc.add_captures(self.slots[li], attn_out=out)
+            self.seconds += time.perf_counter() - t0
         return out, p
+
+    def layer_hook(self, li):
+        """A forward hook on decoder layer li: its output (the residual stream after the layer) to
+        the accumulator; the forward stops after the deepest probed layer (stop_layer)."""
+        def hook(module, inputs, output):
+            h = output[0] if isinstance(output, (tuple, list)) else output
+            t0 = time.perf_counter()
+            self.acc.add_captures(self.slots[li], hidden=h)
+            self.seconds += time.perf_counter() - t0
+            if self.stop_layer is not None and li >= self.stop_layer:
+                raise _Stop()
+        return hook
 
 
 def _set_impl(cfg, name):
@@ -386,7 +419,10 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     concatenated and cut into rows of seq, BOS first when the tokenizer adds one). layers: 1-based
     model layers (default 1-4, all when fewer). batch_size: sequences per forward pass.
     bidirectional: the counterfactual without the causal mask. per_head, probs, recency, stats:
-    as maskpos.probe (recency needs whole sequences). first: the position the statistics start from
+    as maskpos.probe (recency needs whole sequences; of the statistics that read activations,
+    "variance" is captured: the attention output here, the residual stream by forward hooks on the
+    decoder layers, the forward run through the deepest layer's MLP; "freq" and "position" are
+    refused). first: the position the statistics start from
     (default: 1 when every sequence starts with the tokenizer's / config's BOS, as the probe
     decides, else 0). attention_mask: [N, S] of a right-padded batch: each sequence is probed over
     its own length (its top-left block of the maps; padding never read). registry: the mapping the
@@ -395,6 +431,11 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     options must fit), returned sums in .accumulator of the result.
     """
     import torch
+    words = [x.strip() for x in (stats.split(",") if isinstance(stats, str) else list(stats or []))]
+    for w in ("freq", "position"):
+        if w in words:
+            raise _error("maskpos.hf.probe: stats=%r reads activations hf.probe does not capture yet (it captures variance's: "
+                         "the attention output and the residual stream); run maskpos.probe" % w)
     if registry is None:
         check_transformers()
     cfg = _text_config(model)
@@ -434,8 +475,18 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
         accumulator = Accumulator(len(layers), H, S, causal=not bidirectional, window=[windows[l - 1] for l in layers],
                                   per_head=per_head, probs=probs, recency=recency, stats=stats, first=first, layer_ids=layers,
                                   meta=info)
+    variance = "variance" in accumulator.options["stats"]
     cap = Capture(accumulator, {l - 1: k for k, l in enumerate(layers)}, not bidirectional, windows,
-                  stop_after=max(layers) - 1 if stop_early else None)
+                  stop_after=max(layers) - 1 if stop_early and not variance else None)
+    hooks = []
+    if variance:  # the residual stream after each probed layer: forward hooks on its decoder layer
+        cap.stop_layer = max(layers) - 1 if stop_early else None
+        owners = decoder_layers(model, mods)
+        for l in layers:
+            if l - 1 not in owners:
+                raise _error("maskpos.hf.probe: stats=\"variance\" needs the decoder layer holding attention layer %d (a "
+                             "module with it as a direct child) for the residual stream; none found" % l)
+            hooks.append(owners[l - 1].register_forward_hook(cap.layer_hook(l - 1)))
     dev = next(model.parameters()).device
     bar = _progress(progress, N)
     t0 = time.perf_counter()
@@ -462,6 +513,8 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
                 elif bar is not None:
                     bar.update(done - bar.n)
     finally:
+        for hk in hooks:
+            hk.remove()
         model.train(was_training)
         if bar == "plain":
             sys.stderr.write("\n")

@@ -46,7 +46,7 @@ def test_accumulator_stats_by_name():
 
 def test_variance_through_the_table(tmp_path):
     """probe(stats="variance") gives the arrays and slopes `maskpos probe --stats variance` writes, to
-    the byte; the accumulator, fed scores, refuses it (it reads activations: issue 38 item 4)."""
+    the byte; the accumulator fed scores alone names the activations it lacks."""
     t = (np.arange(4 * 16, dtype=np.int32).reshape(4, 16) * 7) % 200
     r = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="variance", progress=False)
     assert r.var_attn.shape == (2, 16) and r.var_resid.shape == (2, 16)
@@ -58,8 +58,12 @@ def test_variance_through_the_table(tmp_path):
     for name in ("var_attn", "var_attn_se", "var_attn_heads", "var_attn_heads_se", "var_resid", "var_resid_se"):
         assert np.array_equal(getattr(r, name), np.load(tmp_path / "o" / (name + ".npy"))), name
     assert len(r.meta["variance_slope_attn"]) == 2 and r.meta["variance_slope_first_position"] == 1
-    with pytest.raises(maskpos.Error, match="'variance' reads the forward pass's activations"):
-        maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="variance")
+    # the accumulator takes it with the activations (python/tests_torch/test_accumulator_var.py compares
+    # it with the probe); fed scores alone, its result names the captures missing
+    acc = maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="variance")
+    acc.add(0, np.zeros((2, 8, 8)))
+    with pytest.raises(maskpos.Error, match=r"layer 0 has 1 sequences of scores but 0 of attn_out \(ATTN_MIX\) captures"):
+        acc.result()
 
 
 def test_freq_and_rope_keep_high(tmp_path):

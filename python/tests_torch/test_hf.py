@@ -259,3 +259,43 @@ def test_transformers_version_named(models, monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # not installed
     with pytest.raises(maskpos.Error, match=r"transformers is not installed \(needs >= 4\.51"):
         maskpos.hf.probe(m, ids(n=2), progress=False)
+
+
+VAR = ("var_attn", "var_attn_se", "var_attn_heads", "var_attn_heads_se", "var_resid", "var_resid_se")
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral"])
+def test_hf_probe_variance_equals_maskpos_probe(models, arch):
+    """stats="variance": the attention output from the capture, the residual stream from forward hooks
+    on the decoder layers (the float64 tiny model against the C probe's float32 forward; measured at
+    most 2.8e-7 of each array's largest value, the standard errors; 1.3e-7 the variances). Layers 1-2 of 3: the forward runs through layer 2's
+    MLP and stops there (layer 3 never runs)."""
+    d = models[arch]
+    t = ids()
+    m = tiny_hf.TinyModel(d)
+    ran = []
+    hk = m.decoder[2].register_forward_hook(lambda mod, i, o: ran.append(3))
+    r = maskpos.hf.probe(m, t, layers=[1, 2], registry=REG, stats="variance", batch_size=2, progress=False)
+    hk.remove()
+    assert ran == [] and all(not h for h in (dm._forward_hooks for dm in m.decoder))
+    p = maskpos.probe(d, tokens=t.astype(np.int32), layers="1-2", stats="variance", progress=False)
+    for k in VAR:
+        a, b = r.arrays[k], p.arrays[k]
+        assert a.shape == b.shape, k
+        dd = np.abs(a - b).max() / np.abs(b).max()
+        assert dd < 5e-6, (k, dd)
+
+
+def test_hf_probe_refuses_freq_position(models):
+    m = tiny_hf.TinyModel(models["llama"])
+    for s in ("freq", "position"):
+        with pytest.raises(maskpos.Error, match="stats='%s' reads activations hf.probe does not capture" % s):
+            maskpos.hf.probe(m, ids(), registry=REG, stats=s, progress=False)
+
+
+def test_hf_probe_variance_refuses_padding(models):
+    m = tiny_hf.TinyModel(models["llama"])
+    am = np.ones((5, 20), dtype=np.int64)
+    am[1, 15:] = 0
+    with pytest.raises(maskpos.Error, match="lengths shorter than S cannot be counted with the variance statistic"):
+        maskpos.hf.probe(m, ids(), registry=REG, stats="variance", attention_mask=am, progress=False)

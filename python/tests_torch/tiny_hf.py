@@ -76,6 +76,24 @@ class Attention(torch.nn.Module):
         return out.reshape(B, T, -1) @ self.W[p + "o_proj.weight"].T
 
 
+class DecoderLayer(torch.nn.Module):
+    """One layer as transformers' *DecoderLayer: self_attn (the Attention above) and the MLP, each
+    with its residual; returns the residual stream after the layer (what a forward hook sees)."""
+
+    def __init__(self, config, W, att):
+        super().__init__()
+        self.config, self.W, self.self_attn = config, W, att
+
+    def forward(self, x, cos, sin, rdim, mask):
+        p = "model.layers.%d." % self.self_attn.layer_idx
+        eps = self.config.raw["rms_norm_eps"]
+        x = x + self.self_attn(probe_ref.rmsnorm(x, self.W[p + "input_layernorm.weight"], eps), cos, sin, rdim, mask)
+        h2 = probe_ref.rmsnorm(x, self.W[p + "post_attention_layernorm.weight"], eps)
+        g = h2 @ self.W[p + "mlp.gate_proj.weight"].T
+        u = h2 @ self.W[p + "mlp.up_proj.weight"].T
+        return x + (torch.nn.functional.silu(g) * u) @ self.W[p + "mlp.down_proj.weight"].T
+
+
 class TinyModel(torch.nn.Module):
     """model(input_ids=[B, T], attention_mask=[B, T]) -> logits [B, T, V] (float64)."""
 
@@ -88,6 +106,7 @@ class TinyModel(torch.nn.Module):
         self.dummy = torch.nn.Parameter(torch.zeros(1, dtype=DT))  # next(parameters()) names the device
         wins = probe_ref.layer_windows(cfg)
         self.layers = torch.nn.ModuleList(Attention(self.config, self.W, i, wins[i]) for i in range(cfg["num_hidden_layers"]))
+        self.decoder = torch.nn.ModuleList(DecoderLayer(self.config, self.W, a) for a in self.layers)
 
     def forward(self, input_ids, attention_mask=None, use_cache=False):
         cfg = self.config.raw
@@ -97,16 +116,11 @@ class TinyModel(torch.nn.Module):
         cos, sin, rdim = probe_ref.rope_table(cfg, HS, T, True)
         x = self.W["model.embed_tokens.weight"][input_ids]
         for li, att in enumerate(self.layers):
-            p = "model.layers.%d." % li
             m = probe_ref.attn_mask(T, True, att.sliding_window or 0)[None, None].expand(B, 1, T, T)
             if attention_mask is not None:  # padded keys masked for every query, as transformers' masks do
                 m = m & (attention_mask != 0).view(B, 1, 1, T)
             mask = torch.zeros(B, 1, T, T, dtype=DT).masked_fill(~m, torch.finfo(DT).min)
-            x = x + att(probe_ref.rmsnorm(x, self.W[p + "input_layernorm.weight"], eps), cos, sin, rdim, mask)
-            h2 = probe_ref.rmsnorm(x, self.W[p + "post_attention_layernorm.weight"], eps)
-            g = h2 @ self.W[p + "mlp.gate_proj.weight"].T
-            u = h2 @ self.W[p + "mlp.up_proj.weight"].T
-            x = x + (torch.nn.functional.silu(g) * u) @ self.W[p + "mlp.down_proj.weight"].T
+            x = self.decoder[li](x, cos, sin, rdim, mask)
         xn = probe_ref.rmsnorm(x, self.W["model.norm.weight"], eps)
         head = self.W.get("lm_head.weight", self.W["model.embed_tokens.weight"])
         return xn @ head.T

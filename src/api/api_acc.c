@@ -5,7 +5,10 @@
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
  * position of the statistics, the statistics asked for: probs, recency, stats by name, those
- * rows of the accumulator's table that scores and probabilities feed; maskpos_acc_check: the
+ * rows of the accumulator's table that scores and probabilities feed, and variance, fed the
+ * activations of two capture points by maskpos_acc_add_capture through the probe's own capture
+ * dispatch (mp_probe_acc_capture), its counts per layer and point checked against the scores';
+ * maskpos_acc_check: the
  * options' sizes alone); adding [B,H,S,S] f32/f64 scores through the
  * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
  * probabilities through its probs hook (given, or from the scores with the forward pass's own
@@ -22,7 +25,8 @@
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests_torch/test_accumulator.py and test_accumulator_more.py (tests/test_pyapi.c):
+ * Tested by: python/tests_torch/test_accumulator.py, test_accumulator_more.py and
+ * test_accumulator_var.py (tests/test_pyapi.c), tests/test_api.c (captures against m2 - m1²):
  * equality with `maskpos probe` byte for byte, merge, lengths, state, bad input; tests/fuzz/fuzz_acc_state.c.
  */
 #include <errno.h>
@@ -49,6 +53,7 @@ struct MaskposAcc {
     int windows[256], layer_ids[256];
     char stats[512];         /* the optional statistics on, "probs,recency" (lengths aside: switched on by the data) */
     int64_t n_layer[256];    /* sequences added per layer slot */
+    int64_t n_cap[2][256];   /* sequences of captures added per layer slot: [0] ATTN_MIX, [1] LAYER_OUT (variance) */
     float *pbuf;             /* [H,S,S] one sequence's probabilities (given or computed) */
     json_t *extra;           /* meta keys the caller set (maskpos_acc_set_meta), or NULL */
 };
@@ -69,15 +74,16 @@ static int acc_check_options(const MaskposAccOptions *o) {
 }
 
 /* The statistics of opt (probs, recency, stats by name) as bits of MpProbeStatId; refused: a
- * statistic that reads more than scores and probabilities. */
+ * statistic that reads more than scores, probabilities and the captures maskpos_acc_add_capture
+ * takes (variance's: the attention output and the residual stream). */
 static int acc_stat_set(const MaskposAccOptions *opt, unsigned *set, MpErr *e) {
     *set = (opt->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
            (opt->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* their switches of their own */
     if (mp_probe_stats_parse(opt->stats, set, e) != MP_OK) return mp_err_prefix(e, "accumulator: stats");
     for (int id = 0; id < MP_PROBE_NSTATS; id++)
-        if ((*set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE))
-            return mp_err_set(e, "accumulator: the statistic '%s' reads the forward pass's activations, which "
-                                 "maskpos_acc_add does not carry (scores and probabilities only); run maskpos_probe",
+        if ((*set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE) && id != MP_PROBE_STAT_VARIANCE)
+            return mp_err_set(e, "accumulator: the statistic '%s' reads the forward pass's activations, which the "
+                                 "accumulator does not take yet (maskpos_acc_add_capture feeds variance only); run maskpos_probe",
                               mp_probe_stats[id].name);
     return MP_OK;
 }
@@ -216,6 +222,9 @@ MASKPOS_API int maskpos_acc_add_lengths(MaskposAcc *c, int layer, int64_t batch,
                                 "at most S); nothing was added", (long long)b, lengths[b], c->o.first + 2, c->o.seq, c->o.first);
         ragged |= lengths[b] < c->o.seq;
     }
+    if (ragged && mp_probe_acc_has(&c->a, MP_PROBE_STAT_VARIANCE))
+        return mp_api_failf("accumulator: lengths shorter than S cannot be counted with the variance statistic (its captures "
+                            "are whole sequences of S positions); nothing was added");
     if (ragged && mp_probe_acc_has(&c->a, MP_PROBE_STAT_RECENCY))
         return mp_api_failf("accumulator: lengths shorter than S cannot be counted with recency=True (its triple counts and "
                             "prefix lengths need whole sequences); nothing was added");
@@ -274,6 +283,47 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
 /* ================================================================ state */
 
 /* The accumulator's sums (mp_probe_acc_arrays), with the layer-slot layout of each. */
+/* ---------------------------------------------------------------- adding captures */
+_Static_assert((int)MASKPOS_AT_ATTN_MIX == (int)MP_FWD_AT_ATTN_MIX && (int)MASKPOS_AT_LAYER_OUT == (int)MP_FWD_AT_LAYER_OUT,
+               "the public capture points are MpFwdPoint's");
+
+/* The check maskpos_acc_add_capture makes (every argument, every value finite), adding nothing. */
+static int acc_capture_check(const MaskposAcc *c, int layer, int point, int64_t batch, int dtype, const float *x, int64_t width) {
+    if (!mp_probe_acc_has(&c->a, MP_PROBE_STAT_VARIANCE))
+        return mp_api_failf("accumulator: captures given but no statistic asked reads them (stats=\"variance\")");
+    if (layer < 0 || layer >= c->o.n_layers) return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
+    if (point != MASKPOS_AT_ATTN_MIX && point != MASKPOS_AT_LAYER_OUT)
+        return mp_api_failf("accumulator: capture point %d is read by no statistic asked (variance reads MASKPOS_AT_ATTN_MIX "
+                            "= %d and MASKPOS_AT_LAYER_OUT = %d)", point, MASKPOS_AT_ATTN_MIX, MASKPOS_AT_LAYER_OUT);
+    if (dtype != MASKPOS_F32) return mp_api_failf("accumulator: captures must be float32 (what the forward pass captures)");
+    if (batch < 0) return mp_api_failf("accumulator: batch %lld is negative", (long long)batch);
+    if (width < 1 || width > (1 << 20)) return mp_api_failf("accumulator: capture width %lld is outside [1, 2^20]", (long long)width);
+    if (point == MASKPOS_AT_ATTN_MIX && width % c->o.n_heads)
+        return mp_api_failf("accumulator: the attention output's width %lld is not n_heads %d x head_dim", (long long)width,
+                            c->o.n_heads);
+    if (mp_probe_acc_has(&c->a, MP_PROBE_STAT_LENGTHS))
+        return mp_api_failf("accumulator: captures cannot be added once sequences shorter than S were (lengths)");
+    const size_t n = (size_t)batch * c->o.seq * (size_t)width;
+    for (size_t k = 0; k < n; k++)
+        if (!isfinite(x[k])) {
+            const size_t per = (size_t)c->o.seq * (size_t)width;
+            return mp_api_failf("accumulator: capture[%zu, %zu, %zu] = %g is not finite; nothing was added", k / per,
+                                k % per / (size_t)width, k % (size_t)width, (double)x[k]);
+        }
+    return MP_OK;
+}
+
+MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *c, int layer, int point, int64_t batch, int dtype, const void *x,
+                                        int64_t width) {
+    if (!c || !x) return mp_api_failf("maskpos_acc_add_capture: NULL argument");
+    if (acc_capture_check(c, layer, point, batch, dtype, x, width) != MP_OK) return MASKPOS_ERR;
+    const size_t per = (size_t)c->o.seq * (size_t)width;
+    for (int64_t b = 0; b < batch; b++) /* the probe's own dispatch: the rows of the statistics table */
+        mp_probe_acc_capture(&c->a, layer, point, (const float *)x + (size_t)b * per, c->o.seq, (int)width);
+    c->n_cap[point == MASKPOS_AT_LAYER_OUT][layer] += batch;
+    return MASKPOS_OK;
+}
+
 MASKPOS_API int maskpos_acc_state_narrays(const MaskposAcc *c) {
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     return c ? mp_probe_acc_arrays(&c->a, t) : 0;
@@ -297,6 +347,7 @@ MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
         if (counts[l] < 0 || counts[l] > ((int64_t)1 << 53)) /* (beyond 2^53 a count is no longer exact in a double) */
             return mp_api_failf("accumulator: layer %d: count %lld is outside [0, 2^53]", l, (long long)counts[l]);
     memcpy(c->n_layer, counts, sizeof(int64_t) * (size_t)c->o.n_layers);
+    for (int p = 0; p < 2; p++) memcpy(c->n_cap[p], counts, sizeof(int64_t) * (size_t)c->o.n_layers); /* a whole state's */
     return MASKPOS_OK;
 }
 
@@ -393,6 +444,9 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     if (!acc_same(dst, src, 1))
         return mp_api_failf("accumulator merge: the two were made with different options (layers, heads, causal, "
                             "window, first, per_head or statistics)");
+    if (dst->o.seq != src->o.seq && mp_probe_acc_has(&dst->a, MP_PROBE_STAT_VARIANCE))
+        return mp_api_failf("accumulator merge: lengths %d and %d differ, which the variance statistic cannot merge", dst->o.seq,
+                            src->o.seq);
     if (dst->o.seq != src->o.seq && mp_probe_acc_has(&dst->a, MP_PROBE_STAT_RECENCY))
         return mp_api_failf("accumulator merge: lengths %d and %d differ, which recency=True cannot merge", dst->o.seq, src->o.seq);
     if (src->o.seq > dst->o.seq && acc_grow(dst, src->o.seq, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
@@ -403,7 +457,10 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     else rc = mp_probe_acc_merge(&dst->a, &src->a, &e);
     if (rc != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
     dst->a.n_done = n0; /* the API counts per layer */
-    for (int l = 0; l < dst->o.n_layers; l++) dst->n_layer[l] += src->n_layer[l];
+    for (int l = 0; l < dst->o.n_layers; l++) {
+        dst->n_layer[l] += src->n_layer[l];
+        dst->n_cap[0][l] += src->n_cap[0][l], dst->n_cap[1][l] += src->n_cap[1][l];
+    }
     return MASKPOS_OK;
 }
 
@@ -487,12 +544,26 @@ static uint64_t acc_key(const MaskposAcc *c) {
 }
 
 /* "" when every layer has seen the same number of sequences, else a message into msg. */
+/* With the variance statistic: every layer slot's captures at both points cover the sequences its
+ * scores did (its sums are divided by that count). */
+static int acc_caps_equal(const MaskposAcc *c, const char *what) {
+    static const char *const pname[2] = {"attn_out (ATTN_MIX)", "hidden (LAYER_OUT)"};
+    if (!mp_probe_acc_has(&c->a, MP_PROBE_STAT_VARIANCE)) return MP_OK;
+    for (int l = 0; l < c->o.n_layers; l++)
+        for (int p = 0; p < 2; p++)
+            if (c->n_cap[p][l] != c->n_layer[l])
+                return mp_api_failf("accumulator %s: layer %d has %lld sequences of scores but %lld of %s captures (the "
+                                    "variance statistic needs both captures of every sequence added)", what, l,
+                                    (long long)c->n_layer[l], (long long)c->n_cap[p][l], pname[p]);
+    return MP_OK;
+}
+
 static int acc_counts_equal(const MaskposAcc *c, const char *what) {
     for (int l = 1; l < c->o.n_layers; l++)
         if (c->n_layer[l] != c->n_layer[0])
             return mp_api_failf("accumulator %s: layer %d has seen %lld sequences, layer 0 %lld (add every layer of each "
                                 "batch first)", what, l, (long long)c->n_layer[l], (long long)c->n_layer[0]);
-    return MP_OK;
+    return acc_caps_equal(c, what);
 }
 
 /* ---------------------------------------------------------------- the state file
@@ -537,6 +608,7 @@ static json_t *acc_state_header(const MaskposAcc *c, const MpProbeArray *t, int 
 MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *c, const char *path) {
     MpErr e;
     if (!c || !path) return mp_api_failf("maskpos_acc_save_state: NULL argument");
+    if (acc_caps_equal(c, "state") != MP_OK) return MASKPOS_ERR; /* the file keeps one count per layer */
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&c->a, t);
     json_t *hj = acc_state_header(c, t, n);
@@ -691,7 +763,7 @@ static int acc_state_read(AccStateFile *sf, MaskposAcc *c, const char *path) {
     for (int l = 0; rc == MP_OK && l < c->o.n_layers; l++) {
         json_t *v = json_array_get(cnt, (size_t)l);
         if (!json_is_integer(v) || json_integer_value(v) < 0) rc = mp_api_failf("%s: the state's counts are malformed", path);
-        else c->n_layer[l] = json_integer_value(v);
+        else c->n_layer[l] = c->n_cap[0][l] = c->n_cap[1][l] = json_integer_value(v); /* saved whole */
     }
     json_t *meta = json_object_get(sf->hd, "meta");
     if (rc == MP_OK && json_is_object(meta)) {
@@ -762,7 +834,7 @@ MASKPOS_API int maskpos_acc_load_state(MaskposAcc *c, const char *path) {
     }
     if (rc != 1) return MASKPOS_ERR;
     if (mp_probe_ckpt_load(path, &c->a, acc_key(c), &missing, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
-    for (int l = 0; l < c->o.n_layers; l++) c->n_layer[l] = c->a.n_done;
+    for (int l = 0; l < c->o.n_layers; l++) c->n_layer[l] = c->n_cap[0][l] = c->n_cap[1][l] = c->a.n_done; /* saved whole */
     c->a.n_done = 0;
     return MASKPOS_OK;
 }

@@ -134,7 +134,7 @@ static void position_meta(json_t *meta, const MpProbeResult *res) {
     json_object_set_new(o, "projection", json_string(res->pos_set[1] < res->pos_set[0] ? "feature hashing: dimension d adds sign(d) x_d to feature h(d) mod features, h(d) the low 31 bits of splitmix64(d), sign(d) -1 where its top bit is set" : "none"));
     json_object_set_new(o, "stride", json_integer((json_int_t)res->pos_set[2]));
     json_object_set_new(o, "ridge", json_real(res->pos_set[3]));
-    json_object_set_new(o, "held_out", json_string("sequence s when s % 4 == 3"));
+    json_object_set_new(o, "held_out", json_string("sequence s when (s / resid_stride) % 4 == 3 (of those read: s % resid_stride == 0)"));
     json_object_set_new(o, "mae_rows", json_integer(MP_PROBE_POS_MAE_ROWS));
     json_object_set_new(o, "target", json_string("the 0-based position i, unscaled"));
     /* per layer (card.json's columns): pos_probe.npy's columns by name */

@@ -10,7 +10,7 @@
  *     ±1 matrix, one entry per column (feature hashing: dimension d adds ±x_d to feature
  *     h(d) mod K, h and the sign from a hash of d; K·C work becomes C), or z = x when K = C
  *     (pos_dim 0 or >= C);
- *   - per split of the sequences (sequence s held out for scoring when s % 4 == 3, fitted on the
+ *   - per split of the sequences (sequence s held out for scoring when (s / resid_stride) % 4 == 3, fitted on the
  *     others) the sufficient statistics of a least-squares fit of i on z, in double: the count, Σi,
  *     Σi², Σz [K], Σz·i [K], Σz·zᵀ [K, K] (upper triangle); a sequence's own sums are formed from
  *     0.0 and then added once, so a part merged by MPI ranks or worker threads and the plain loop

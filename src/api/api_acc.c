@@ -282,7 +282,6 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
 
 /* ================================================================ state */
 
-/* The accumulator's sums (mp_probe_acc_arrays), with the layer-slot layout of each. */
 /* ---------------------------------------------------------------- adding captures */
 _Static_assert((int)MASKPOS_AT_ATTN_MIX == (int)MP_FWD_AT_ATTN_MIX && (int)MASKPOS_AT_LAYER_OUT == (int)MP_FWD_AT_LAYER_OUT,
                "the public capture points are MpFwdPoint's");
@@ -324,6 +323,7 @@ MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *c, int layer, int point, int
     return MASKPOS_OK;
 }
 
+/* The accumulator's sums (mp_probe_acc_arrays), with the layer-slot layout of each. */
 MASKPOS_API int maskpos_acc_state_narrays(const MaskposAcc *c) {
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     return c ? mp_probe_acc_arrays(&c->a, t) : 0;
@@ -543,7 +543,6 @@ static uint64_t acc_key(const MaskposAcc *c) {
     return mp_fnv1a64(c->layer_ids, sizeof c->layer_ids, k);
 }
 
-/* "" when every layer has seen the same number of sequences, else a message into msg. */
 /* With the variance statistic: every layer slot's captures at both points cover the sequences its
  * scores did (its sums are divided by that count). */
 static int acc_caps_equal(const MaskposAcc *c, const char *what) {
@@ -558,6 +557,8 @@ static int acc_caps_equal(const MaskposAcc *c, const char *what) {
     return MP_OK;
 }
 
+/* MP_OK when every layer has seen the same number of sequences (and their captures), else the
+ * failure, named. */
 static int acc_counts_equal(const MaskposAcc *c, const char *what) {
     for (int l = 1; l < c->o.n_layers; l++)
         if (c->n_layer[l] != c->n_layer[0])

@@ -303,18 +303,41 @@ static int folders_equal(const char *dir, const char *other, const char *what) {
     return n;
 }
 
+/* probe --stats names (and flags) of model on ids into d/TAG1 at 1 thread, d/TAG2 at 2 threads and
+ * d/TAGr killed after 3 sequences and resumed: the three folders' .npy the same bytes; returns how
+ * many .npy. */
+static int same_at_threads_and_resume(const char *model, const char *ids, const char *d, const char *names, const char *flags,
+                                      const char *tag) {
+    char out[8192], a[512], b[512];
+    for (int t = 1; t <= 2; t++)
+        if (mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/%s%d --stats %s %s --threads %d --quiet", model, ids, d, tag,
+                        t, names, flags, t) != 0)
+            fail_msg("probe %s --threads %d: %s", flags, t, out);
+    int rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/%sr --stats %s %s "
+                                            "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, tag, names, flags);
+    if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
+    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/%sr --stats %s %s --checkpoint-every 2 --resume", model, ids, d,
+                     tag, names, flags);
+    if (rc != 0 || !strstr(out, "2 of 8 sequences already done")) fail_msg("resume %s: %d: %s", flags, rc, out);
+    snprintf(a, sizeof a, "%s/%s1", d, tag);
+    snprintf(b, sizeof b, "%s/%s2", d, tag);
+    const int n = folders_equal(a, b, "--threads 1 and 2");
+    snprintf(b, sizeof b, "%s/%sr", d, tag);
+    assert_int_equal(folders_equal(a, b, "kill and --resume"), n);
+    print_message("%s: %d .npy the same at 1 and 2 threads and after a resume\n", flags, n);
+    return n;
+}
+
 static void test_every_statistic_end_to_end(void **state) {
     (void)state;
     const char *d = mp_test_tmpdir();
-    char model[256], ids[256], out[8192], names[512], a[512], b[512];
+    char model[256], ids[256], names[512], a[512], b[512];
     snprintf(model, sizeof model, "%s/m", d);
     model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 7");
     snprintf(ids, sizeof ids, "%s/ids.npy", d);
     ids_write(ids, 8, 20, 300, -1, 11); /* 8: two held-out sequences, so the position probe's R² has its se */
     every_name(names, sizeof names, 0);
-    int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t1 --per-head --stats %s --threads 1 --quiet", model, ids,
-                         d, names);
-    if (rc != 0) fail_msg("probe --stats %s: %s", names, out);
+    same_at_threads_and_resume(model, ids, d, names, "--per-head", "t");
     /* each row's outputs are listed, written and finite */
     snprintf(a, sizeof a, "%s/t1/meta.json", d);
     json_t *meta = mp_json_read(a, NULL);
@@ -333,39 +356,8 @@ static void test_every_statistic_end_to_end(void **state) {
         }
     json_decref(meta);
     print_message("--stats %s: %d outputs of the rows\n", names, outs);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/t2 --per-head --stats %s --threads 2 --quiet", model, ids, d,
-                     names);
-    if (rc != 0) fail_msg("probe --threads 2: %s", out);
-    snprintf(a, sizeof a, "%s/t1", d);
-    snprintf(b, sizeof b, "%s/t2", d);
-    const int n = folders_equal(a, b, "--threads 1 and 2");
-    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/r --per-head --stats %s "
-                                        "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, names);
-    if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/r --per-head --stats %s --checkpoint-every 2 --resume",
-                     model, ids, d, names);
-    if (rc != 0 || !strstr(out, "2 of 8 sequences already done")) fail_msg("resume: %d: %s", rc, out);
-    snprintf(b, sizeof b, "%s/r", d);
-    assert_int_equal(folders_equal(a, b, "kill and --resume"), n);
-    print_message("%d .npy the same at 1 and 2 threads and after a resume\n", n);
     /* the residual stream of one sequence in 2 (--resid-stride): the same bytes at 1 and 2 threads and after a resume */
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/s1 --stats %s --resid-stride 2 --threads 1 --quiet", model, ids,
-                     d, names);
-    if (rc != 0) fail_msg("--resid-stride 2: %s", out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/s2 --stats %s --resid-stride 2 --threads 2 --quiet", model, ids,
-                     d, names);
-    if (rc != 0) fail_msg("--resid-stride 2 --threads 2: %s", out);
-    rc = mp_test_shell(out, sizeof out, "MASKPOS_TEST_KILL_AFTER=3 %s probe %s --tokens %s --out %s/sr --stats %s --resid-stride 2 "
-                                        "--checkpoint-every 2 --threads 1 --quiet", MP_TEST_BIN, model, ids, d, names);
-    if (rc != 128 + SIGKILL) fail_msg("expected death by SIGKILL, got %d: %s", rc, out);
-    rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/sr --stats %s --resid-stride 2 --checkpoint-every 2 --resume",
-                     model, ids, d, names);
-    if (rc != 0 || !strstr(out, "2 of 8 sequences already done")) fail_msg("resume --resid-stride 2: %d: %s", rc, out);
-    snprintf(a, sizeof a, "%s/s1", d);
-    snprintf(b, sizeof b, "%s/s2", d);
-    const int ns = folders_equal(a, b, "--resid-stride 2 at --threads 1 and 2");
-    snprintf(b, sizeof b, "%s/sr", d);
-    assert_int_equal(folders_equal(a, b, "--resid-stride 2, kill and --resume"), ns);
+    same_at_threads_and_resume(model, ids, d, names, "--resid-stride 2", "s");
     /* and they are other sums than every sequence's: var_resid.npy differs, var_attn.npy does not */
     snprintf(a, sizeof a, "%s/s1/var_resid.npy", d);
     snprintf(b, sizeof b, "%s/t1/var_resid.npy", d);
@@ -373,7 +365,6 @@ static void test_every_statistic_end_to_end(void **state) {
     snprintf(a, sizeof a, "%s/s1/var_attn.npy", d);
     snprintf(b, sizeof b, "%s/t1/var_attn.npy", d);
     assert_true(files_equal(a, b));
-    print_message("--resid-stride 2: %d .npy the same at 1 and 2 threads and after a resume\n", ns);
 }
 
 static void test_accumulator_every_statistic(void **state) {

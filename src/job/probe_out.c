@@ -68,9 +68,7 @@ static void recency_print(FILE *f, const MpProbeResult *res) { mp_probe_len_prin
 
 static json_t *probe_real(double v); /* (result, below) */
 
-/* variance: the log-log slopes of each layer's variances against the position, with their jackknife
- * standard errors (model/probe_var.h), into meta.json and a printed table. */
-/* variance and position: which sequences read the residual stream, from the sums themselves. */
+/* variance and position: which sequences read the residual stream (--resid-stride), into meta.json. */
 static void resid_fill(MpProbeResult *res, const MpProbeAcc *a) {
     res->resid_stride = a->resid_stride > 1 ? a->resid_stride : 1;
     res->resid_seqs = (a->n_done + res->resid_stride - 1) / res->resid_stride;
@@ -84,6 +82,8 @@ static void resid_meta(json_t *meta, const MpProbeResult *res) {
                                                       "s / resid_stride"));
 }
 
+/* variance: the log-log slopes of each layer's variances against the position, with their jackknife
+ * standard errors (model/probe_var.h), into meta.json and a printed table. */
 static int variance_fill(MpProbeResult *res, const MpProbeAcc *a, MpErr *e) {
     resid_fill(res, a);
     res->var_slopes = mp_try_malloc(((size_t)a->L * 4 + (size_t)a->S) * sizeof(double));

@@ -128,7 +128,7 @@ void mp_probe_var_heads_se(const MpProbeAcc *a, double *out) {
 double mp_probe_var_resid_n(const MpProbeAcc *a, int li) {
     const size_t S = (size_t)a->S;
     double n = 0;
-    for (int g = 0; g < VG; g++) n += a->vgroup[((size_t)li * VG + g) * VJ * S + 5 * S];
+    for (int g = 0; g < VG; g++) n += a->vgroup[((size_t)li * VG + g) * VJ * S + (1 * 3 + 2) * S]; /* q = 1's count row */
     return n;
 }
 

@@ -201,6 +201,23 @@ typedef struct MaskposAccOptions {
     const char *stats;          /* also these statistics, by name, comma-separated (probe --stats: "probs,recency";
                                    probs and recency above are two of them), or NULL. maskpos_acc_options gives
                                    back every optional statistic on, and probs and recency set to match */
+    /* The model's geometry, for the statistics that read its activations (maskpos_acc_add_capture);
+     * 0 / NULL: not given. freq (RoPE frequency usage) needs head_dim: */
+    int head_dim;               /* HS, the size of a query/key head */
+    int n_kv_heads;             /* key/value heads (0: n_heads); n_heads a multiple of it */
+    int rot_dim;                /* R, the rotated dims at the start of a head, even (0: head_dim; partial rotary below) */
+    int rope_interleaved;       /* 1: RoPE rotates dims (2p, 2p + 1) of a head (GPT-J, GGUF); 0: (p, p + R/2), HF's rotate_half */
+    double scale;               /* the score scale (0: 1/sqrt(head_dim)) */
+    const double *inv_freq;     /* [n_layers, R/2] each layer's inverse frequency of pair p (0: not rotated), or NULL */
+    const double *rope_base;    /* [n_layers] each layer's RoPE base (0: none), or NULL (freq_angle, freq_base: NaN) */
+    /* position (the position probe) needs resid_width: */
+    int resid_width;            /* C, the residual stream's width (the hidden size) */
+    int pos_dim;                /* the probe's features (0: 256; C when above it), as probe --pos-dim */
+    int pos_stride;             /* every pos_stride-th position of a sequence (0: 1), as probe --pos-stride */
+    double pos_ridge;           /* its ridge, relative (0: 1e-3), as probe --pos-ridge */
+    int resid_stride;           /* variance's residual part and the position probe read the residual stream of
+                                   sequence s only when s % resid_stride == 0 (0, 1: every one), as probe
+                                   --resid-stride: maskpos_acc_capture_rows says which */
 } MaskposAccOptions;
 MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *o, MaskposAcc **out);
 /* The checks maskpos_acc_new makes (sizes, first, windows, layer ids), allocating nothing: a
@@ -235,19 +252,29 @@ MASKPOS_API int maskpos_acc_check_add(const MaskposAcc *a, int layer, int64_t ba
                                       const void *probs, const int32_t *lengths);
 /* Capture points maskpos_acc_add_capture takes (the forward pass's, src/model/fwd.h). */
 enum {
-    MASKPOS_AT_ATTN_MIX = 3,  /* [batch, S, H*hd] the attention output per head (softmax(scores)·v), before o_proj */
-    MASKPOS_AT_LAYER_OUT = 7, /* [batch, S, C] the residual stream after the layer (after the MLP's residual) */
+    MASKPOS_AT_Q = 1,         /* [batch, S, H*HS] the queries after q norm and RoPE (freq) */
+    MASKPOS_AT_K = 2,         /* [batch, S, NKV*HS] the keys after k norm and RoPE, before GQA's repeat (freq) */
+    MASKPOS_AT_ATTN_MIX = 3,  /* [batch, S, H*hd] the attention output per head (softmax(scores)·v), before o_proj (variance) */
+    MASKPOS_AT_LAYER_OUT = 7, /* [batch, S, C] the residual stream after the layer, after the MLP's residual (variance,
+                                 position) */
 };
-/* Activations x [batch, S, width] (float32, C order, whole sequences of S positions) of capture
- * point `point` of layer slot `layer`, handed to the statistics that read that point with the
- * probe's own functions: the same sums as `maskpos probe` for the same activations. Only the
- * variance statistic (stats "variance") reads captures through the accumulator so far (freq and
- * position are refused at maskpos_acc_new). Both points of every sequence whose scores were added
- * (maskpos_acc_add) must be added before the result or a state file; not with lengths shorter
- * than S. Refused with one line: no statistic reads captures, a layer out of range, another point,
- * another dtype, an attention-output width not a multiple of n_heads, a value not finite. */
+/* Activations x [rows, S, width] (float32, C order, whole sequences of S positions) of capture
+ * point `point` for the next `batch` sequences of layer slot `layer`, handed to the statistics that
+ * read that point with the probe's own functions: the same sums as `maskpos probe` for the same
+ * activations. rows is batch, except at MASKPOS_AT_LAYER_OUT with resid_stride K > 1: only the
+ * sequences s (counted per layer from 0 in the order added) with s % K == 0 are given, in order
+ * (maskpos_acc_capture_rows names them). The queries of a batch come first, then its keys (the
+ * keys add the pair). Every point a statistic asked reads must cover every sequence whose scores
+ * were added (maskpos_acc_add) before the result or a state file; not with lengths shorter than S.
+ * Refused with one line: no statistic asked reads the point, a layer out of range, another dtype,
+ * a width that is not the geometry's (n_heads x head_dim, n_kv_heads x head_dim, resid_width),
+ * keys without their queries, a value not finite. */
 MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *a, int layer, int point, int64_t batch, int dtype, const void *x,
                                         int64_t width);
+/* The rows maskpos_acc_add_capture reads of the next `batch` sequences of layer slot `layer` at
+ * `point`: their indices in the batch into rows [batch] (may be NULL); returns how many (batch but
+ * at MASKPOS_AT_LAYER_OUT with resid_stride > 1), -1 on a bad argument. */
+MASKPOS_API int64_t maskpos_acc_capture_rows(const MaskposAcc *a, int layer, int point, int64_t batch, int64_t *rows);
 /* Counts lengths from now on (what a sequence shorter than S switches on; a state with them needs
  * it before its sums are set). Not with recency. */
 MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *a);

@@ -284,7 +284,7 @@ static void test_accumulator(void **state) {
 /* Captures into the variance statistic through the header alone: three sequences of made-up
  * attention outputs [3, 4, 2*3] and residual streams [3, 4, 5] give, per position, the variance
  * over sequences and dimensions computed here in double (m2 - m1^2 of the pooled values), per head
- * too; the refusals name their problem and add nothing; freq is still refused at maskpos_acc_new. */
+ * too; the refusals name their problem and add nothing; freq without the heads' geometry is refused at maskpos_acc_new. */
 static void test_accumulator_captures(void **state) {
     (void)state;
     MaskposAccOptions o = {.n_layers = 2, .n_heads = 2, .seq = 4, .causal = 1, .stats = "variance"};
@@ -351,8 +351,70 @@ static void test_accumulator_captures(void **state) {
     MaskposAccOptions none = {.n_layers = 1, .n_heads = 2, .seq = 4, .causal = 1};
     assert_int_equal(maskpos_acc_new(&none, &a), MASKPOS_OK);
     assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_LAYER_OUT, 3, MASKPOS_F32, hid, 5), MASKPOS_ERR);
-    assert_non_null(strstr(maskpos_last_error(), "no statistic asked reads them"));
+    assert_non_null(strstr(maskpos_last_error(), "read by no statistic asked"));
     maskpos_acc_free(a);
+}
+
+/* resid_stride 2: the residual stream of sequences 0 and 2 of 3 (maskpos_acc_capture_rows names
+ * rows 0 and 2 of the batch, then row 1 of the next batch of 2, sequence 4), var_resid the variance
+ * of those alone (m2 - m1^2 here), the attention part of all; a missing LAYER_OUT batch refused at the
+ * result; freq without head_dim and position without resid_width refused naming what to give. */
+static void test_accumulator_resid_stride(void **state) {
+    (void)state;
+    MaskposAccOptions o = {.n_layers = 1, .n_heads = 1, .seq = 3, .causal = 1, .stats = "variance", .resid_stride = 2};
+    MaskposAcc *a = NULL;
+    assert_int_equal(maskpos_acc_new(&o, &a), MASKPOS_OK);
+    float sc[5][3][3], at[5][3][2], hid[5][3][4];
+    for (int s = 0; s < 5; s++)
+        for (int i = 0; i < 3; i++) {
+            for (int j = 0; j < 3; j++) sc[s][i][j] = (float)(i * j) - s;
+            for (int d = 0; d < 2; d++) at[s][i][d] = (float)sin(0.3 + s * 1.9 + i * 0.7 + d);
+            for (int d = 0; d < 4; d++) hid[s][i][d] = (float)cos(0.2 + s * 2.3 + i * 1.1 + d * 0.4) * (1.0f + d);
+        }
+    int64_t rows[3];
+    assert_int_equal(maskpos_acc_capture_rows(a, 0, MASKPOS_AT_LAYER_OUT, 3, rows), 2);
+    assert_true(rows[0] == 0 && rows[1] == 2);
+    assert_int_equal(maskpos_acc_capture_rows(a, 0, MASKPOS_AT_ATTN_MIX, 3, NULL), 3);
+    float read[2][3][4];
+    memcpy(read[0], hid[0], sizeof read[0]);
+    memcpy(read[1], hid[2], sizeof read[1]);
+    assert_int_equal(maskpos_acc_add(a, 0, 3, MASKPOS_F32, sc, NULL), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_ATTN_MIX, 3, MASKPOS_F32, at, 2), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_LAYER_OUT, 3, MASKPOS_F32, read, 4), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_add(a, 0, 2, MASKPOS_F32, sc[3], NULL), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_ATTN_MIX, 2, MASKPOS_F32, at[3], 2), MASKPOS_OK);
+    MaskposResult *r = NULL;
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "hidden (LAYER_OUT)"));
+    assert_int_equal(maskpos_acc_capture_rows(a, 0, MASKPOS_AT_LAYER_OUT, 2, rows), 1);
+    assert_int_equal(rows[0], 1);
+    assert_int_equal(maskpos_acc_add_capture(a, 0, MASKPOS_AT_LAYER_OUT, 2, MASKPOS_F32, hid[4], 4), MASKPOS_OK);
+    assert_int_equal(maskpos_acc_result(a, &r), MASKPOS_OK);
+    int dt, nd;
+    int64_t sh[MASKPOS_MAX_DIMS];
+    const double *vr = maskpos_result_array(r, "var_resid", &dt, &nd, sh), *va = maskpos_result_array(r, "var_attn", &dt, &nd, sh);
+    assert_true(vr && va);
+    for (int i = 0; i < 3; i++) {
+        double r1 = 0, r2 = 0, m1 = 0, m2 = 0;
+        for (int s = 0; s < 5; s += 2)
+            for (int d = 0; d < 4; d++) r1 += hid[s][i][d], r2 += (double)hid[s][i][d] * hid[s][i][d];
+        for (int s = 0; s < 5; s++)
+            for (int d = 0; d < 2; d++) m1 += at[s][i][d], m2 += (double)at[s][i][d] * at[s][i][d];
+        r1 /= 12, r2 /= 12, m1 /= 10, m2 /= 10;
+        assert_true(fabs(vr[i] - (r2 - r1 * r1)) < 1e-12);
+        assert_true(fabs(va[i] - (m2 - m1 * m1)) < 1e-12);
+    }
+    maskpos_result_free(r);
+    maskpos_acc_free(a);
+    MaskposAccOptions f = {.n_layers = 1, .n_heads = 2, .seq = 4, .causal = 1, .stats = "freq"};
+    assert_int_equal(maskpos_acc_new(&f, &a), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "give head_dim"));
+    f.stats = "position";
+    assert_int_equal(maskpos_acc_new(&f, &a), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "give resid_width"));
+    f.stats = "freq", f.head_dim = 4, f.rot_dim = 3;
+    assert_int_equal(maskpos_acc_new(&f, &a), MASKPOS_ERR);
+    assert_non_null(strstr(maskpos_last_error(), "rot_dim 3"));
 }
 
 int main(void) {
@@ -360,6 +422,7 @@ int main(void) {
                                        cmocka_unit_test(test_progress_stop), cmocka_unit_test(test_save_load_equals_cli),
                                        cmocka_unit_test(test_theory_closed_form),
                                        cmocka_unit_test(test_load_refuses_mixed_folder), cmocka_unit_test(test_accumulator),
-                                       cmocka_unit_test(test_accumulator_captures)};
+                                       cmocka_unit_test(test_accumulator_captures),
+                                       cmocka_unit_test(test_accumulator_resid_stride)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,17 @@ import numpy as np
 from . import _lib
 
 _DT_F64, _DT_F32 = 0, 1
-_AT_ATTN_MIX, _AT_LAYER_OUT = 3, 7  # MASKPOS_AT_*: the capture points maskpos_acc_add_capture takes
+# MASKPOS_AT_*: the capture points maskpos_acc_add_capture takes
+_AT_Q, _AT_K, _AT_ATTN_MIX, _AT_LAYER_OUT = 1, 2, 3, 7
+
+# The model's geometry (freq's heads and RoPE, position's residual stream): Accumulator keyword,
+# the field of MaskposAccOptions, its C type (include/maskpos.h).
+_GEOMETRY = (("head_dim", "head_dim", ctypes.c_int), ("n_kv_heads", "n_kv_heads", ctypes.c_int),
+             ("rot_dim", "rot_dim", ctypes.c_int), ("rope_interleaved", "rope_interleaved", ctypes.c_int),
+             ("scale", "scale", ctypes.c_double), ("inv_freq", "inv_freq", ctypes.POINTER(ctypes.c_double)),
+             ("rope_base", "rope_base", ctypes.POINTER(ctypes.c_double)), ("hidden_size", "resid_width", ctypes.c_int),
+             ("pos_dim", "pos_dim", ctypes.c_int), ("pos_stride", "pos_stride", ctypes.c_int),
+             ("pos_ridge", "pos_ridge", ctypes.c_double), ("resid_stride", "resid_stride", ctypes.c_int))
 
 
 class _Options(ctypes.Structure):
@@ -39,7 +49,7 @@ class _Options(ctypes.Structure):
                 ("causal", ctypes.c_int), ("windows", ctypes.POINTER(ctypes.c_int)),
                 ("layer_ids", ctypes.POINTER(ctypes.c_int)), ("first", ctypes.c_int), ("per_head", ctypes.c_int),
                 ("probs", ctypes.c_int), ("recency", ctypes.c_int), ("heads_f64", ctypes.c_int),
-                ("stats", ctypes.c_char_p)]
+                ("stats", ctypes.c_char_p)] + [(field, ct) for _, field, ct in _GEOMETRY]
 
 
 _P = ctypes.c_void_p
@@ -58,6 +68,8 @@ _SIGNATURES = {
     "maskpos_acc_lengths_on": (ctypes.c_int, [_P]),
     "maskpos_acc_add_capture": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int, _P,
                                                ctypes.c_int64], "acc layer point batch dtype width"),
+    "maskpos_acc_capture_rows": (ctypes.c_int64, [_P, ctypes.c_int, ctypes.c_int, ctypes.c_int64, _P],
+                                 "acc layer point batch"),
     "maskpos_acc_meta": (_P, [_P]),
     "maskpos_acc_open_state": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_P)], "path"),
     "maskpos_acc_add_sums": (ctypes.c_int, [_P, ctypes.c_int, ctypes.c_int64, ctypes.c_int,
@@ -123,6 +135,64 @@ def _int_rows(x, what, n=None):
 _SINK_SPREADS = 3.0
 
 
+def _table(x, what, L, P):
+    """inv_freq ([P] for every layer, or [L, P]) or rope_base (a number, or [L]) as a list of lists
+    [L][P] (P None: a list [L]) of floats; None stays None."""
+    from . import Error
+    if x is None:
+        return None
+    if _is_torch(x):
+        x = x.detach().cpu().double().numpy()
+    a = np.asarray(x, dtype=np.float64)
+    want = (L,) if P is None else (L, P)
+    if a.ndim == len(want) - 1 and a.shape == want[1:]:
+        a = np.broadcast_to(a, want)  # one for every layer
+    if a.shape != want:
+        raise Error("accumulator: %s of shape %s; expected %s%s" % (what, list(a.shape), list(want),
+                                                                   "" if P is None else " or [%d] (every layer)" % P))
+    return a.tolist()
+
+
+def _geometry(L, head_dim=None, n_kv_heads=None, rot_dim=None, rope_interleaved=False, scale=None, inv_freq=None,
+              rope_base=None, hidden_size=None, pos_dim=None, pos_stride=None, pos_ridge=None, resid_stride=None):
+    """The geometry keywords of Accumulator as options (0: not given, the library's default)."""
+    hd = 0 if head_dim is None else _lib.whole(head_dim, "head_dim", 0, 65536)
+    rd = 0 if rot_dim is None else _lib.whole(rot_dim, "rot_dim", 0, 65536)
+    C = 0 if hidden_size is None else _lib.whole(hidden_size, "hidden_size", 0, 2 ** 20)
+    pd = 0 if pos_dim is None else _lib.whole(pos_dim, "pos_dim", 0)
+    return dict(head_dim=hd, n_kv_heads=0 if n_kv_heads is None else _lib.whole(n_kv_heads, "n_kv_heads", 0),
+                rot_dim=rd, rope_interleaved=bool(rope_interleaved), scale=0.0 if scale is None else float(scale),
+                inv_freq=_table(inv_freq, "inv_freq", L, (rd or hd) // 2), rope_base=_table(rope_base, "rope_base", L, None),
+                hidden_size=C, pos_dim=C if pos_dim is not None and pd == 0 else pd,  # 0: the whole width, as probe --pos-dim 0
+                pos_stride=0 if pos_stride is None else _lib.whole(pos_stride, "pos_stride", 0),
+                pos_ridge=0.0 if pos_ridge is None else float(pos_ridge),
+                resid_stride=0 if resid_stride is None else _lib.whole(resid_stride, "resid_stride", 0))
+
+
+def _geometry_c(g, keep):
+    """The geometry options g as _Options keyword values (the tables as C arrays appended to keep)."""
+    out = {}
+    for key, field, ct in _GEOMETRY:
+        v = g[key]
+        if key in ("inv_freq", "rope_base"):
+            flat = None if v is None else np.ascontiguousarray(np.asarray(v, dtype=np.float64).ravel())
+            if flat is not None:
+                keep.append(flat)
+            v = None if flat is None or not flat.size else flat.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+        out[field] = int(v) if ct is ctypes.c_int else v
+    return out
+
+
+def _geometry_of(o):
+    """The geometry options of a library _Options o (its tables copied)."""
+    L, P = int(o.n_layers), int(o.rot_dim) // 2
+    g = {key: getattr(o, field) for key, field, _ in _GEOMETRY}
+    g["rope_interleaved"] = bool(g["rope_interleaved"])
+    g["inv_freq"] = [[float(o.inv_freq[l * P + p]) for p in range(P)] for l in range(L)] if o.inv_freq and P else None
+    g["rope_base"] = [float(o.rope_base[l]) for l in range(L)] if o.rope_base else None
+    return g
+
+
 class Accumulator:
     """Streaming sums of pre-softmax attention scores, as `maskpos probe` keeps them.
 
@@ -143,12 +213,28 @@ class Accumulator:
     meta: dict of keys put into the result's meta.json (e.g. {"model": "gpt2"}).
     heads_f64: per-head maps as float64 (default float32, as `maskpos probe` without --heads-f64;
         summed in double either way).
+
+    The statistics that read activations (docs/python.md, "Variance, frequencies, position") take
+    the model's geometry. stats "freq" (RoPE frequency usage; add(query=, key=)): head_dim,
+    n_kv_heads (default n_heads), rot_dim (the rotated dims at the start of a head, default
+    head_dim: partial rotary), rope_interleaved (True: RoPE rotates dims (2p, 2p+1), GPT-J's and
+    GGUF's layout; False: (p, p + rot_dim/2), HF's rotate_half), scale (the score scale, default
+    1/sqrt(head_dim); HF's module.scaling), inv_freq ([rot_dim/2] or [n_layers, rot_dim/2], the
+    inverse frequencies, 0 for a pair not rotated) and rope_base (a number or one per layer; both
+    only reported, as freq_angle and freq_base: NaN when not given). stats "position" (add(hidden=)):
+    hidden_size (the residual stream's width), pos_dim (features, default 256; 0 the whole width),
+    pos_stride, pos_ridge: as maskpos.probe. resid_stride=K: variance's residual part and the
+    position probe read the residual stream of every K-th sequence only (as maskpos.probe; default
+    every one): add(hidden=) still takes the whole batch and keeps those rows (on the tensor's
+    device, so only they are copied).
     """
 
     _h = None  # a half-made accumulator (a bad argument) has nothing to free in __del__
 
     def __init__(self, n_layers, n_heads, seq, causal=True, window=None, per_head=False, probs=False,
-                 recency=False, first=None, layer_ids=None, meta=None, heads_f64=False, bos_id=None, stats=None):
+                 recency=False, first=None, layer_ids=None, meta=None, heads_f64=False, bos_id=None, stats=None,
+                 head_dim=None, n_kv_heads=None, rot_dim=None, rope_interleaved=False, scale=None, inv_freq=None,
+                 rope_base=None, hidden_size=None, pos_dim=None, pos_stride=None, pos_ridge=None, resid_stride=None):
         from . import Error
         # one lock per accumulator around every call into C: add() from several threads (a data
         # loader's workers) adds every batch once (issue 40: 4 threads lost updates, 1 try in 6)
@@ -159,8 +245,11 @@ class Accumulator:
                                                      (0 if first is None else first, "first")))
         words = stats if isinstance(stats, (str, bytes)) or stats is None else ",".join(str(x) for x in stats)
         words = _lib.text(words, "stats") if words is not None else None
+        geo = _geometry(L, head_dim, n_kv_heads, rot_dim, rope_interleaved, scale, inv_freq, rope_base, hidden_size,
+                        pos_dim, pos_stride, pos_ridge, resid_stride)
+        keep = []
         o = _Options(L, H, S, 1 if causal else 0, None, None, f0, *[1 if f else 0 for f in (per_head, probs, recency, heads_f64)],
-                     words)
+                     words, **_geometry_c(geo, keep))
         if _lib.lib.maskpos_acc_check(ctypes.byref(o)) != _lib.OK:
             raise _error()
         w = _windows(window, L)
@@ -173,7 +262,7 @@ class Accumulator:
         self._first_auto = first is None
         self.options = dict(n_layers=L, n_heads=H, seq=S, causal=bool(causal), window=w, per_head=bool(per_head),
                             probs=bool(probs), recency=bool(recency), first=f0, layer_ids=ids, heads_f64=bool(heads_f64),
-                            stats=words.decode() if words else "")
+                            stats=words.decode() if words else "", **geo)
         self.bos_id = None if bos_id is None else _lib.whole(bos_id, "bos_id", 0)
         self._make()
         self.meta = dict(meta or {})
@@ -188,9 +277,10 @@ class Accumulator:
         st = o["stats"] if isinstance(o["stats"], str) else ",".join(o["stats"])
         self._wbuf = (ctypes.c_int * len(o["window"]))(*o["window"])
         self._ibuf = (ctypes.c_int * len(o["layer_ids"]))(*o["layer_ids"])
+        keep = []
         opts = _Options(o["n_layers"], o["n_heads"], o["seq"], 1 if o["causal"] else 0, self._wbuf, self._ibuf, o["first"],
                         1 if o["per_head"] else 0, 1 if o["probs"] else 0, 1 if o["recency"] else 0,
-                        1 if o["heads_f64"] else 0, st.encode() if st else None)
+                        1 if o["heads_f64"] else 0, st.encode() if st else None, **_geometry_c(o, keep))
         h = _P()
         if _lib.lib.maskpos_acc_new(ctypes.byref(opts), ctypes.byref(h)) != _lib.OK:
             raise _error()
@@ -200,13 +290,14 @@ class Accumulator:
         self._read_stats()
 
     def _read_stats(self):
-        """options' probs, recency and stats from the library (the statistics on, however asked for)."""
+        """options' probs, recency and stats from the library (the statistics on, however asked for),
+        and the geometry with its defaults filled in."""
         on = _Options()
         with self._lock:
             if _lib.lib.maskpos_acc_options(self._h, ctypes.byref(on)) != _lib.OK:
                 raise _error()
-        self.options.update(probs=bool(on.probs), recency=bool(on.recency),
-                            stats=[x for x in (on.stats or b"").decode().split(",") if x])
+            self.options.update(probs=bool(on.probs), recency=bool(on.recency),
+                                stats=[x for x in (on.stats or b"").decode().split(",") if x], **_geometry_of(on))
 
     # ------------------------------------------------------------ basics
     def _set_meta(self):
@@ -331,10 +422,20 @@ class Accumulator:
             self._warn("every sequence starts with BOS id %d but first=0: its column enters every statistic (a false "
                        "'non-relative' layer 1); make the accumulator with first=1 (or first=None and ids=)" % self.bos_id)
 
-    def _capture(self, x, what, B, heads):
-        """A capture as a C-contiguous float32 numpy array [B, S, width] (numpy or torch, any
-        device: copied to the host); heads: [B, S, H, hd] (or [B, H, S, hd]) accepted and merged."""
+    def _capture(self, x, what, B, heads, rows=None):
+        """A capture as a C-contiguous float32 numpy array [len(rows), S, width] (numpy or torch, any
+        device: only the rows kept are copied to the host); heads (the number of heads, 0: [B, S, C]):
+        [B, S, heads, hd] or [B, heads, S, hd] accepted and merged. rows: the batch's rows kept (None:
+        all)."""
         from . import Error
+        S = self.options["seq"]
+        if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != S):
+            x = x[None]  # one sequence: [S, C], or [S, heads, hd] / [heads, S, hd]
+        if x.shape[0] != B:
+            raise Error("accumulator: %s of shape %s; expected [%d, ...] (the batch of the scores first)"
+                        % (what, list(x.shape), B))
+        if rows is not None and len(rows) < B:  # (indexed where it lives: only the rows kept are copied)
+            x = x[__import__("torch").as_tensor(rows, device=x.device)] if _is_torch(x) else x[np.asarray(rows, dtype=np.int64)]
         if _is_torch(x):
             x = x.detach()
             if x.device.type != "cpu":
@@ -346,20 +447,17 @@ class Accumulator:
             x = np.asarray(x)
             if x.dtype.kind != "f":
                 raise Error("accumulator: %s must be floating point, not %s" % (what, x.dtype))
-        o = self.options
-        S, H = o["seq"], o["n_heads"]
-        if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != S):
-            x = x[None]  # one sequence: [S, C], or [S, H, hd] / [H, S, hd]
-        if heads and x.ndim == 4 and x.shape[1] == H and x.shape[2] == S and x.shape[1] != S:
-            x = x.transpose(0, 2, 1, 3)  # [B, H, S, hd]: the layout of softmax(scores)·v
+        n = x.shape[0]
+        if heads and x.ndim == 4 and x.shape[1] == heads and x.shape[2] == S and x.shape[1] != S:
+            x = x.transpose(0, 2, 1, 3)  # [n, heads, S, hd]: HF's layout of queries, keys and softmax(scores)·v
         if heads and x.ndim == 4:
-            if x.shape[2] != H:
+            if x.shape[2] != heads:
                 raise Error("accumulator: %s of shape %s; expected [B, %d, %d, head_dim], [B, %d, %d, head_dim] or "
-                            "[B, %d, C]" % (what, list(x.shape), S, H, H, S, S))
-            x = x.reshape(x.shape[0], x.shape[1], -1)
-        if x.ndim != 3 or x.shape[0] != B or x.shape[1] != S or (heads and x.shape[2] % H):
+                            "[B, %d, C]" % (what, list(x.shape), S, heads, heads, S, S))
+            x = x.reshape(n, x.shape[1], -1)
+        if x.ndim != 3 or x.shape[1] != S or (heads and x.shape[2] % heads):
             raise Error("accumulator: %s of shape %s; expected [%d, %d, %s] (the batch of the scores, S positions)"
-                        % (what, list(x.shape), B, S, "%d*head_dim" % H if heads else "C"))
+                        % (what, list(x.shape), B, S, "%d*head_dim" % heads if heads else "C"))
         x = np.ascontiguousarray(x, dtype=np.float32)
         if not np.isfinite(x).all():
             k = np.argwhere(~np.isfinite(x))[0]
@@ -367,7 +465,43 @@ class Accumulator:
                         % (what, k[0], k[1], k[2], float(x[tuple(k)])))
         return x
 
-    def add(self, layer, scores, probs=None, lengths=None, ids=None, attn_out=None, hidden=None):
+    # the activations add() takes: the statistics that read each
+    _READS = {"attn_out": ("variance",), "hidden": ("variance", "position"), "query": ("freq",), "key": ("freq",)}
+
+    def _captures(self, layer, B, attn_out=None, hidden=None, query=None, key=None):
+        """[(point, batch, host array)] of the activations given, checked (each read by a statistic
+        asked; query and key together, of the geometry's widths); hidden's rows those resid_stride
+        keeps (maskpos_acc_capture_rows)."""
+        from . import Error
+        o = self.options
+        given = [k for k, v in (("attn_out", attn_out), ("hidden", hidden), ("query", query), ("key", key)) if v is not None]
+        for k in given:
+            if not set(self._READS[k]) & set(o["stats"]):
+                raise Error("accumulator: %s given but no statistic asked reads it (stats=%s)" % (
+                    k, " or ".join('"%s"' % r for r in self._READS[k])))
+        if ("query" in given) != ("key" in given):
+            raise Error("accumulator: query and key come together (the freq statistic reads the pair)")
+        caps = []
+        if attn_out is not None:
+            caps.append((_AT_ATTN_MIX, B, self._capture(attn_out, "attn_out", B, o["n_heads"])))
+        if hidden is not None:
+            rows = (ctypes.c_int64 * max(B, 1))()
+            with self._lock:
+                n = _lib.lib.maskpos_acc_capture_rows(self._h, int(layer), _AT_LAYER_OUT, B, rows)
+            if n < 0:
+                raise _error()
+            caps.append((_AT_LAYER_OUT, B, self._capture(hidden, "hidden", B, 0, list(rows[:n]))))
+        if query is not None:
+            q = self._capture(query, "query", B, o["n_heads"])
+            k = self._capture(key, "key", B, o["n_kv_heads"])
+            for what, x, h in (("query", q, o["n_heads"]), ("key", k, o["n_kv_heads"])):
+                if x.shape[2] != h * o["head_dim"]:
+                    raise Error("accumulator: %s of width %d; expected %d heads x head_dim %d" % (
+                        what, x.shape[2], h, o["head_dim"]))
+            caps += [(_AT_Q, B, q), (_AT_K, B, k)]
+        return caps
+
+    def add(self, layer, scores, probs=None, lengths=None, ids=None, attn_out=None, hidden=None, query=None, key=None):
         """Adds one layer's pre-softmax scores for a batch: [B, H, S, S] or [H, S, S] (numpy, or a
         torch tensor on any device). Entries outside the causal mask or window are never read
         (-inf, NaN or anything). probs: the post-softmax probabilities in the same layout (needs
@@ -377,10 +511,14 @@ class Accumulator:
         added, padding never read. ids: [B, S] token ids: the first add() with them decides first
         (BOS) when the accumulator was made with first=None; later ones are checked against it.
         A score of magnitude 1e4 or more in an observed entry is refused as a padding or mask
-        value. attn_out, hidden (stats="variance", both with every batch): the attention output
-        before o_proj, [B, S, H, head_dim], [B, H, S, head_dim] or [B, S, H*head_dim], and the
-        residual stream after the layer, [B, S, C] (numpy or torch, any device: copied to the host
-        in float32). A bad input raises maskpos.Error and adds nothing."""
+        value. The activations, each with every batch when a statistic asked reads it (numpy or
+        torch, any device: copied to the host in float32): attn_out (stats "variance"), the
+        attention output before o_proj, [B, S, H, head_dim], [B, H, S, head_dim] or
+        [B, S, H*head_dim]; hidden ("variance", "position"), the residual stream after the layer,
+        [B, S, C] (the whole batch: resid_stride keeps its rows); query and key ("freq"), after
+        q/k norms and RoPE, [B, H, S, head_dim] and [B, n_kv_heads, S, head_dim] (HF's layout; or
+        [B, S, heads, head_dim], [B, S, heads*head_dim]), the keys before GQA's repeat. A bad
+        input raises maskpos.Error and adds nothing."""
         from . import Error
         self._check_layer(layer)
         if probs is not None and not self.options["probs"]:
@@ -389,13 +527,7 @@ class Accumulator:
         if B is None:
             raise self._shape_error("scores", scores.shape)
         lens = self._lengths(lengths, B)
-        caps = []
-        if (attn_out is not None or hidden is not None) and "variance" not in self.options["stats"]:
-            raise Error("accumulator: attn_out/hidden given but no statistic asked reads them (stats=\"variance\")")
-        if attn_out is not None:
-            caps.append((_AT_ATTN_MIX, self._capture(attn_out, "attn_out", B, True)))
-        if hidden is not None:
-            caps.append((_AT_LAYER_OUT, self._capture(hidden, "hidden", B, False)))
+        caps = self._captures(layer, B, attn_out, hidden, query, key)
         if ids is not None:
             self._ids(ids, B)
         self._add_scores(layer, scores, probs, lens)
@@ -403,27 +535,24 @@ class Accumulator:
 
     def _add_caps(self, layer, caps):
         with self._lock:
-            for point, x in caps:
-                if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, x.shape[0], _DT_F32, x.ctypes.data,
+            for point, B, x in caps:
+                if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, B, _DT_F32, x.ctypes.data,
                                                     x.shape[2]) != _lib.OK:
                     raise _error()
 
-    def add_captures(self, layer, attn_out=None, hidden=None):
-        """The activations of add(attn_out=, hidden=) alone, for a forward pass that yields them
-        at other times than the scores (the residual stream after the layer's MLP: a forward hook;
-        maskpos.hf.probe). The batch is the tensor's first axis (a 2-D hidden [S, C]: one sequence).
-        Every sequence's scores and both captures must be added before result()."""
-        from . import Error
+    def add_captures(self, layer, attn_out=None, hidden=None, query=None, key=None):
+        """The activations of add(attn_out=, hidden=, query=, key=) alone, for a forward pass that
+        yields them at other times than the scores (the residual stream after the layer's MLP: a
+        forward hook; maskpos.hf.probe). The batch is the tensors' first axis (a 2-D hidden [S, C]:
+        one sequence). Every sequence's scores and captures must be added before result()."""
         self._check_layer(layer)
-        if "variance" not in self.options["stats"]:
-            raise Error("accumulator: attn_out/hidden given but no statistic asked reads them (stats=\"variance\")")
-        caps = []
-        for point, x, what, heads in ((_AT_ATTN_MIX, attn_out, "attn_out", True), (_AT_LAYER_OUT, hidden, "hidden", False)):
-            if x is None:
-                continue
-            B = 1 if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != self.options["seq"]) else int(x.shape[0])
-            caps.append((point, self._capture(x, what, B, heads)))
-        self._add_caps(layer, caps)
+        o = self.options
+        B = None
+        for x, heads in ((attn_out, o["n_heads"]), (hidden, 0), (query, o["n_heads"]), (key, o["n_kv_heads"])):
+            if x is not None and B is None:
+                B = 1 if x.ndim == 2 or (heads and x.ndim == 3 and x.shape[1] != o["seq"]) else int(x.shape[0])
+        if B is not None:
+            self._add_caps(layer, self._captures(layer, B, attn_out, hidden, query, key))
 
     def _add_scores(self, layer, scores, probs, lens):
         from . import Error
@@ -589,7 +718,8 @@ class Accumulator:
         acc.options = dict(n_layers=L, n_heads=int(o.n_heads), seq=int(o.seq), causal=bool(o.causal),
                            window=[int(o.windows[l]) for l in range(L)], per_head=bool(o.per_head), probs=bool(o.probs),
                            recency=bool(o.recency), first=int(o.first), layer_ids=[int(o.layer_ids[l]) for l in range(L)],
-                           heads_f64=bool(o.heads_f64), stats=[x for x in (o.stats or b"").decode().split(",") if x])
+                           heads_f64=bool(o.heads_f64), stats=[x for x in (o.stats or b"").decode().split(",") if x],
+                           **_geometry_of(o))
         acc._wbuf = (ctypes.c_int * L)(*acc.options["window"])
         acc._ibuf = (ctypes.c_int * L)(*acc.options["layer_ids"])
         p = _lib.lib.maskpos_acc_meta(h)

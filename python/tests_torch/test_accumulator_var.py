@@ -11,7 +11,7 @@ include/maskpos.h maskpos_acc_add_capture) against `maskpos probe --stats varian
   variance is the same within 1e-12 relative (merge: sums grouped differently) and byte for byte
   (state);
 - bad input (no variance asked, a wrong shape, a NaN, a missing capture) raises maskpos.Error with one
-  line and adds nothing; freq and position are still refused at construction.
+  line and adds nothing; freq and position without their geometry are refused at construction.
 """
 import json
 import os
@@ -117,7 +117,7 @@ def test_bad_input():
     H = cfg["num_attention_heads"]
     sc, mix, res = fw[0]
     plain = maskpos.Accumulator(1, H, 24)
-    with pytest.raises(maskpos.Error, match="no statistic asked reads them"):
+    with pytest.raises(maskpos.Error, match="hidden given but no statistic asked reads it"):
         plain.add(0, sc[0], hidden=res[0].numpy())
     assert plain.counts == [0]
     acc = maskpos.Accumulator(1, H, 24, stats="variance")
@@ -133,6 +133,6 @@ def test_bad_input():
     acc.add(0, sc[0], hidden=res[0].numpy())  # the attention output missing
     with pytest.raises(maskpos.Error, match=r"captures"):
         acc.result()
-    for s in ("freq", "position"):
-        with pytest.raises(maskpos.Error, match="'%s'" % s):
+    for s, what in (("freq", "head_dim"), ("position", "resid_width")):  # (test_accumulator_freqpos.py: with them)
+        with pytest.raises(maskpos.Error, match="'%s' .*give %s" % (s, what)):
             maskpos.Accumulator(1, H, 24, stats=s)

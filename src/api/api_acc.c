@@ -46,19 +46,61 @@
 #include "model/fwd.h"          /* MpFwd: maskpos_model_scores */
 #include "model/fwd_kernels.h"  /* mp_fwd_softmax_row: the forward pass's softmax */
 #include "model/probe.h"        /* MpProbeAcc, mp_probe_stats */
+#include "model/probe_pos.h"    /* MP_PROBE_POS_*_DEFAULT: the position probe's defaults */
+
+/* The kinds of captures counted per layer slot (MaskposAcc.n_cap). */
+enum { ACC_MIX = 0, ACC_OUT, ACC_QK, ACC_NCAP };
 
 struct MaskposAcc {
     MpProbeAcc a;
-    MaskposAccOptions o;     /* windows, layer_ids, stats point into the arrays below */
+    MaskposAccOptions o;     /* windows, layer_ids, stats, inv_freq, rope_base point into the arrays below */
     int windows[256], layer_ids[256];
     char stats[512];         /* the optional statistics on, "probs,recency" (lengths aside: switched on by the data) */
+    double *inv_freq;        /* [n_layers, R/2] the caller's inverse frequencies (freq), or NULL */
+    double *rope_base;       /* [n_layers] the caller's RoPE bases (freq), or NULL */
     int64_t n_layer[256];    /* sequences added per layer slot */
-    int64_t n_cap[2][256];   /* sequences of captures added per layer slot: [0] ATTN_MIX, [1] LAYER_OUT (variance) */
+    int64_t n_cap[ACC_NCAP][256]; /* sequences each kind of capture covered per layer slot: ATTN_MIX (variance),
+                                     LAYER_OUT (variance, position; those resid_stride passes over included),
+                                     query-key pairs (freq) */
+    float *qbuf;             /* [q_batch, S, H·HS] queries waiting for their keys (half-split pairs) */
+    size_t qcap;             /* floats qbuf holds */
+    int q_layer;             /* their layer slot */
+    int64_t q_batch;         /* their sequences (0: none waiting) */
+    float *kbuf;             /* [batch, S, NKV·HS] scratch: keys turned to half-split pairs */
+    size_t kcap;
     float *pbuf;             /* [H,S,S] one sequence's probabilities (given or computed) */
     json_t *extra;           /* meta keys the caller set (maskpos_acc_set_meta), or NULL */
 };
 
 /* ================================================================ set-up */
+
+/* The model's geometry (freq's heads and RoPE, position's residual stream): each size in range,
+ * the heads' division, the rotary dims even and within the head, the tables finite. */
+static int acc_check_geometry(const MaskposAccOptions *o) {
+    if (o->head_dim < 0 || o->head_dim > 65536) return mp_api_failf("accumulator: head_dim %d is outside [0, 65536]", o->head_dim);
+    if (o->n_kv_heads < 0 || (o->n_kv_heads && o->n_heads % o->n_kv_heads))
+        return mp_api_failf("accumulator: n_heads %d is not a multiple of n_kv_heads %d", o->n_heads, o->n_kv_heads);
+    if (o->rot_dim < 0 || o->rot_dim % 2 || o->rot_dim > o->head_dim)
+        return mp_api_failf("accumulator: rot_dim %d is not an even number of dims within head_dim %d", o->rot_dim, o->head_dim);
+    if (!(o->scale >= 0) || !isfinite(o->scale)) return mp_api_failf("accumulator: scale %g is not a finite number >= 0", o->scale);
+    if ((o->inv_freq || o->rope_base) && !o->head_dim)
+        return mp_api_failf("accumulator: inv_freq or rope_base given without head_dim (the heads' geometry)");
+    const int P = (o->rot_dim ? o->rot_dim : o->head_dim) / 2;
+    for (int k = 0; o->inv_freq && k < o->n_layers * P; k++)
+        if (!(o->inv_freq[k] >= 0) || !isfinite(o->inv_freq[k]))
+            return mp_api_failf("accumulator: inv_freq[%d, %d] = %g is not a finite frequency >= 0", k / P, k % P, o->inv_freq[k]);
+    for (int l = 0; o->rope_base && l < o->n_layers; l++)
+        if (!(o->rope_base[l] >= 0) || !isfinite(o->rope_base[l]))
+            return mp_api_failf("accumulator: rope_base[%d] = %g is not a finite base >= 0", l, o->rope_base[l]);
+    if (o->resid_width < 0 || o->resid_width > (1 << 20))
+        return mp_api_failf("accumulator: resid_width %d is outside [0, 2^20]", o->resid_width);
+    if (o->pos_dim < 0 || o->pos_stride < 0 || o->resid_stride < 0 || o->pos_stride > 65536 || o->resid_stride > (1 << 20))
+        return mp_api_failf("accumulator: pos_dim %d, pos_stride %d or resid_stride %d is negative or too large", o->pos_dim,
+                            o->pos_stride, o->resid_stride);
+    if (!(o->pos_ridge >= 0) || !isfinite(o->pos_ridge))
+        return mp_api_failf("accumulator: pos_ridge %g is not a finite number >= 0", o->pos_ridge);
+    return MP_OK;
+}
 
 static int acc_check_options(const MaskposAccOptions *o) {
     if (o->n_layers < 1 || o->n_layers > 256) return mp_api_failf("accumulator: n_layers %d is outside [1, 256]", o->n_layers);
@@ -70,21 +112,57 @@ static int acc_check_options(const MaskposAccOptions *o) {
         if (o->windows[l] < 0) return mp_api_failf("accumulator: layer %d: window %d is negative", l, o->windows[l]);
     for (int l = 0; o->layer_ids && l < o->n_layers; l++)
         if (o->layer_ids[l] < 1) return mp_api_failf("accumulator: layer id %d is not a 1-based layer number", o->layer_ids[l]);
-    return MP_OK;
+    return acc_check_geometry(o);
 }
 
+/* The capture points the accumulator takes (maskpos_acc_add_capture): variance's, freq's, position's. */
+#define ACC_POINTS (1u << MP_FWD_AT_Q | 1u << MP_FWD_AT_K | 1u << MP_FWD_AT_ATTN_MIX | 1u << MP_FWD_AT_LAYER_OUT)
+
 /* The statistics of opt (probs, recency, stats by name) as bits of MpProbeStatId; refused: a
- * statistic that reads more than scores, probabilities and the captures maskpos_acc_add_capture
- * takes (variance's: the attention output and the residual stream). */
+ * statistic that reads captures the accumulator does not take, freq without the heads' geometry,
+ * position without the residual stream's width. */
 static int acc_stat_set(const MaskposAccOptions *opt, unsigned *set, MpErr *e) {
     *set = (opt->probs ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_PROBS) : 0) |
            (opt->recency ? MP_PROBE_STAT_BIT(MP_PROBE_STAT_RECENCY) : 0); /* their switches of their own */
     if (mp_probe_stats_parse(opt->stats, set, e) != MP_OK) return mp_err_prefix(e, "accumulator: stats");
     for (int id = 0; id < MP_PROBE_NSTATS; id++)
-        if ((*set >> id & 1u) && (mp_probe_stats[id].in & MP_PROBE_IN_CAPTURE) && id != MP_PROBE_STAT_VARIANCE)
-            return mp_err_set(e, "accumulator: the statistic '%s' reads the forward pass's activations, which the "
-                                 "accumulator does not take yet (maskpos_acc_add_capture feeds variance only); run maskpos_probe",
-                              mp_probe_stats[id].name);
+        if ((*set >> id & 1u) && (mp_probe_stats_points(MP_PROBE_STAT_BIT(id)) & ~ACC_POINTS))
+            return mp_err_set(e, "accumulator: the statistic '%s' reads forward-pass activations the accumulator does not "
+                                 "take; run maskpos_probe", mp_probe_stats[id].name);
+    if ((*set & MP_PROBE_STAT_BIT(MP_PROBE_STAT_FREQ)) && (!opt->head_dim || (opt->rot_dim ? opt->rot_dim : opt->head_dim) < 2))
+        return mp_err_set(e, "accumulator: the statistic 'freq' reads the queries and keys per RoPE pair: give head_dim "
+                             "(and n_kv_heads, rot_dim, scale, inv_freq as the model has them), with at least 2 rotary dims");
+    if ((*set & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION)) && !opt->resid_width)
+        return mp_err_set(e, "accumulator: the statistic 'position' reads the residual stream: give resid_width (the "
+                             "model's hidden size)");
+    return MP_OK;
+}
+
+/* o's geometry with its defaults filled in (the options maskpos_acc_options gives back). */
+static void acc_geometry_defaults(MaskposAccOptions *o) {
+    if (o->head_dim) {
+        if (!o->n_kv_heads) o->n_kv_heads = o->n_heads;
+        if (!o->rot_dim) o->rot_dim = o->head_dim;
+        if (!(o->scale > 0)) o->scale = 1.0 / sqrt((double)o->head_dim);
+    }
+    if (!o->pos_dim) o->pos_dim = MP_PROBE_POS_DIM_DEFAULT;
+    if (!o->pos_stride) o->pos_stride = MP_PROBE_POS_STRIDE_DEFAULT;
+    if (!(o->pos_ridge > 0)) o->pos_ridge = MP_PROBE_POS_RIDGE_DEFAULT;
+    if (o->resid_stride < 1) o->resid_stride = 1;
+}
+
+/* c's copies of the caller's RoPE tables (o.inv_freq, o.rope_base then point at them). */
+static int acc_copy_tables(MaskposAcc *c, const MaskposAccOptions *opt, MpErr *e) {
+    const size_t L = (size_t)opt->n_layers, P = (size_t)c->o.rot_dim / 2;
+    if (opt->inv_freq && P) {
+        if (!(c->inv_freq = mp_try_malloc(L * P * sizeof(double)))) return mp_err_set(e, "out of memory for inv_freq");
+        memcpy(c->inv_freq, opt->inv_freq, L * P * sizeof(double));
+    }
+    if (opt->rope_base) {
+        if (!(c->rope_base = mp_try_malloc(L * sizeof(double)))) return mp_err_set(e, "out of memory for rope_base");
+        memcpy(c->rope_base, opt->rope_base, L * sizeof(double));
+    }
+    c->o.inv_freq = c->inv_freq, c->o.rope_base = c->rope_base;
     return MP_OK;
 }
 
@@ -113,8 +191,10 @@ MASKPOS_API int maskpos_acc_new(const MaskposAccOptions *opt, MaskposAcc **out) 
     }
     c->o.windows = c->windows;
     c->o.layer_ids = c->layer_ids;
+    acc_geometry_defaults(&c->o);
     unsigned set = 0;
     int rc = acc_stat_set(opt, &set, &e);
+    if (rc == MP_OK) rc = acc_copy_tables(c, opt, &e);
     if (rc == MP_OK) rc = acc_make(&c->a, &c->o, c->windows, opt->seq, set, &e);
     if (rc == MP_OK && acc_with_probs(c)) { /* one sequence's probabilities, given or computed */
         c->pbuf = mp_try_malloc((size_t)opt->n_heads * opt->seq * opt->seq * sizeof(float));
@@ -138,6 +218,10 @@ MASKPOS_API void maskpos_acc_free(MaskposAcc *c) {
     if (!c) return;
     if (c->a.sum) mp_probe_acc_free(&c->a);
     free(c->pbuf);
+    free(c->qbuf);
+    free(c->kbuf);
+    free(c->inv_freq);
+    free(c->rope_base);
     if (c->extra) json_decref(c->extra);
     free(c);
 }
@@ -283,26 +367,63 @@ MASKPOS_API int maskpos_acc_add(MaskposAcc *c, int layer, int64_t batch, int dty
 /* ================================================================ state */
 
 /* ---------------------------------------------------------------- adding captures */
-_Static_assert((int)MASKPOS_AT_ATTN_MIX == (int)MP_FWD_AT_ATTN_MIX && (int)MASKPOS_AT_LAYER_OUT == (int)MP_FWD_AT_LAYER_OUT,
+_Static_assert((int)MASKPOS_AT_ATTN_MIX == (int)MP_FWD_AT_ATTN_MIX && (int)MASKPOS_AT_LAYER_OUT == (int)MP_FWD_AT_LAYER_OUT &&
+                   (int)MASKPOS_AT_Q == (int)MP_FWD_AT_Q && (int)MASKPOS_AT_K == (int)MP_FWD_AT_K,
                "the public capture points are MpFwdPoint's");
 
-/* The check maskpos_acc_add_capture makes (every argument, every value finite), adding nothing. */
+/* The kind of count a capture point adds to (n_cap). */
+static int acc_cap_kind(int point) {
+    return point == MASKPOS_AT_ATTN_MIX ? ACC_MIX : point == MASKPOS_AT_LAYER_OUT ? ACC_OUT : ACC_QK;
+}
+
+/* The capture points the statistics on read (bits MpFwdPoint). */
+static unsigned acc_points(const MaskposAcc *c) { return mp_probe_stats_points(c->a.stats); }
+
+/* The rows of the next batch sequences of slot li read at point (their indices into rows, when
+ * given): every one, but at LAYER_OUT one sequence in resid_stride (counted from the slot's first). */
+static int64_t acc_rows(const MaskposAcc *c, int li, int point, int64_t batch, int64_t *rows) {
+    const int64_t K = point == MASKPOS_AT_LAYER_OUT && c->o.resid_stride > 1 ? c->o.resid_stride : 1, s0 = c->n_cap[ACC_OUT][li];
+    int64_t n = 0;
+    for (int64_t b = 0; b < batch; b++)
+        if (K == 1 || (s0 + b) % K == 0) {
+            if (rows) rows[n] = b;
+            n++;
+        }
+    return n;
+}
+
+/* The width point must have (0: any; the attention output's checked as a multiple of n_heads). */
+static int64_t acc_point_width(const MaskposAcc *c, int point) {
+    if (point == MASKPOS_AT_Q) return (int64_t)c->o.n_heads * c->o.head_dim;
+    if (point == MASKPOS_AT_K) return (int64_t)c->o.n_kv_heads * c->o.head_dim;
+    if (point == MASKPOS_AT_LAYER_OUT && mp_probe_acc_has(&c->a, MP_PROBE_STAT_POSITION)) return c->o.resid_width;
+    return 0;
+}
+
+/* The check maskpos_acc_add_capture makes (every argument, every value of its rows finite), adding nothing. */
 static int acc_capture_check(const MaskposAcc *c, int layer, int point, int64_t batch, int dtype, const float *x, int64_t width) {
-    if (!mp_probe_acc_has(&c->a, MP_PROBE_STAT_VARIANCE))
-        return mp_api_failf("accumulator: captures given but no statistic asked reads them (stats=\"variance\")");
+    if (point < 0 || point > 31 || !(ACC_POINTS >> point & 1u) || !(acc_points(c) >> point & 1u))
+        return mp_api_failf("accumulator: capture point %d is read by no statistic asked (variance reads MASKPOS_AT_ATTN_MIX and "
+                            "MASKPOS_AT_LAYER_OUT, position MASKPOS_AT_LAYER_OUT, freq MASKPOS_AT_Q and MASKPOS_AT_K)", point);
     if (layer < 0 || layer >= c->o.n_layers) return mp_api_failf("accumulator: layer %d is out of range [0, %d)", layer, c->o.n_layers);
-    if (point != MASKPOS_AT_ATTN_MIX && point != MASKPOS_AT_LAYER_OUT)
-        return mp_api_failf("accumulator: capture point %d is read by no statistic asked (variance reads MASKPOS_AT_ATTN_MIX "
-                            "= %d and MASKPOS_AT_LAYER_OUT = %d)", point, MASKPOS_AT_ATTN_MIX, MASKPOS_AT_LAYER_OUT);
     if (dtype != MASKPOS_F32) return mp_api_failf("accumulator: captures must be float32 (what the forward pass captures)");
     if (batch < 0) return mp_api_failf("accumulator: batch %lld is negative", (long long)batch);
-    if (width < 1 || width > (1 << 20)) return mp_api_failf("accumulator: capture width %lld is outside [1, 2^20]", (long long)width);
+    const int64_t want = acc_point_width(c, point);
+    if (width < 1 || width > (1 << 20) || (want && width != want))
+        return mp_api_failf("accumulator: capture point %d: width %lld, expected %lld (%s)", point, (long long)width,
+                            (long long)want, point == MASKPOS_AT_Q ? "n_heads x head_dim" : point == MASKPOS_AT_K ? "n_kv_heads x head_dim"
+                                                                     : "resid_width");
     if (point == MASKPOS_AT_ATTN_MIX && width % c->o.n_heads)
         return mp_api_failf("accumulator: the attention output's width %lld is not n_heads %d x head_dim", (long long)width,
                             c->o.n_heads);
+    if (point == MASKPOS_AT_Q && c->q_batch)
+        return mp_api_failf("accumulator: the queries of layer %d's last batch still wait for their keys (MASKPOS_AT_K)", c->q_layer);
+    if (point == MASKPOS_AT_K && (c->q_batch != batch || c->q_layer != layer || !c->q_batch))
+        return mp_api_failf("accumulator: keys of layer %d (%lld sequences) without their queries: give MASKPOS_AT_Q of the same "
+                            "batch first", layer, (long long)batch);
     if (mp_probe_acc_has(&c->a, MP_PROBE_STAT_LENGTHS))
         return mp_api_failf("accumulator: captures cannot be added once sequences shorter than S were (lengths)");
-    const size_t n = (size_t)batch * c->o.seq * (size_t)width;
+    const size_t n = (size_t)acc_rows(c, layer, point, batch, NULL) * c->o.seq * (size_t)width;
     for (size_t k = 0; k < n; k++)
         if (!isfinite(x[k])) {
             const size_t per = (size_t)c->o.seq * (size_t)width;
@@ -312,15 +433,81 @@ static int acc_capture_check(const MaskposAcc *c, int layer, int point, int64_t 
     return MP_OK;
 }
 
+/* x [n, S, G·HS] (G heads) into dst with each head's rotary dims in half-split order: dims (2p, 2p + 1)
+ * to (p, p + R/2) when the caller's RoPE is interleaved (the unrotated dims R..HS-1 as they are). */
+static void acc_half_split(const MaskposAcc *c, float *dst, const float *x, int64_t n, int64_t width) {
+    const int HS = c->o.head_dim, P = c->o.rot_dim / 2;
+    const size_t rows = (size_t)n * c->o.seq * (size_t)(width / HS);
+    if (!c->o.rope_interleaved) {
+        memcpy(dst, x, rows * HS * sizeof(float));
+        return;
+    }
+    for (size_t r = 0; r < rows; r++) {
+        const float *v = x + r * HS;
+        float *d = dst + r * HS;
+        for (int p = 0; p < P; p++) d[p] = v[2 * p], d[p + P] = v[2 * p + 1];
+        memcpy(d + 2 * P, v + 2 * P, (size_t)(HS - 2 * P) * sizeof(float));
+    }
+}
+
+/* *buf grown to hold n floats (*cap its size). */
+static int acc_reserve(float **buf, size_t *cap, size_t n) {
+    if (n <= *cap) return MP_OK;
+    float *p = realloc(*buf, n * sizeof(float));
+    if (!p) return mp_api_failf("accumulator: out of memory for %zu captured values", n);
+    *buf = p, *cap = n;
+    return MP_OK;
+}
+
+/* The queries of a batch kept (half-split pairs) until its keys come. */
+static int acc_queries(MaskposAcc *c, int layer, int64_t batch, const float *x, int64_t width) {
+    if (acc_reserve(&c->qbuf, &c->qcap, (size_t)batch * c->o.seq * (size_t)width) != MP_OK) return MASKPOS_ERR;
+    acc_half_split(c, c->qbuf, x, batch, width);
+    c->q_layer = layer, c->q_batch = batch;
+    return MASKPOS_OK;
+}
+
+/* The keys of the batch whose queries wait: each sequence's queries, then its keys, to the probe's dispatch. */
+static int acc_keys(MaskposAcc *c, int layer, int64_t batch, const float *x, int64_t width) {
+    if (acc_reserve(&c->kbuf, &c->kcap, (size_t)batch * c->o.seq * (size_t)width) != MP_OK) return MASKPOS_ERR;
+    acc_half_split(c, c->kbuf, x, batch, width);
+    const size_t pq = (size_t)c->o.seq * c->o.n_heads * c->o.head_dim, pk = (size_t)c->o.seq * (size_t)width;
+    for (int64_t b = 0; b < batch; b++) {
+        mp_probe_acc_capture(&c->a, layer, MP_FWD_AT_Q, c->qbuf + (size_t)b * pq, c->o.seq, c->o.n_heads * c->o.head_dim);
+        mp_probe_acc_capture(&c->a, layer, MP_FWD_AT_K, c->kbuf + (size_t)b * pk, c->o.seq, (int)width);
+    }
+    c->q_batch = 0;
+    return MASKPOS_OK;
+}
+
 MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *c, int layer, int point, int64_t batch, int dtype, const void *x,
                                         int64_t width) {
     if (!c || !x) return mp_api_failf("maskpos_acc_add_capture: NULL argument");
     if (acc_capture_check(c, layer, point, batch, dtype, x, width) != MP_OK) return MASKPOS_ERR;
-    const size_t per = (size_t)c->o.seq * (size_t)width;
-    for (int64_t b = 0; b < batch; b++) /* the probe's own dispatch: the rows of the statistics table */
-        mp_probe_acc_capture(&c->a, layer, point, (const float *)x + (size_t)b * per, c->o.seq, (int)width);
-    c->n_cap[point == MASKPOS_AT_LAYER_OUT][layer] += batch;
+    if (point == MASKPOS_AT_Q) return acc_queries(c, layer, batch, x, width); /* (counted with the keys) */
+    if (point == MASKPOS_AT_K && acc_keys(c, layer, batch, x, width) != MASKPOS_OK) return MASKPOS_ERR;
+    if (point != MASKPOS_AT_K) { /* the probe's own dispatch: the rows of the statistics table */
+        int64_t *rows = mp_try_malloc((size_t)(batch ? batch : 1) * sizeof(int64_t));
+        if (!rows) return mp_api_failf("accumulator: out of memory");
+        const int64_t n = acc_rows(c, layer, point, batch, rows), s0 = c->n_cap[ACC_OUT][layer];
+        const size_t per = (size_t)c->o.seq * (size_t)width;
+        for (int64_t r = 0; r < n; r++) {
+            c->a.seq_index = point == MASKPOS_AT_LAYER_OUT ? s0 + rows[r] : 0; /* the position probe's split and positions */
+            mp_probe_acc_capture(&c->a, layer, point, (const float *)x + (size_t)r * per, c->o.seq, (int)width);
+        }
+        free(rows);
+    }
+    c->n_cap[acc_cap_kind(point)][layer] += batch;
     return MASKPOS_OK;
+}
+
+MASKPOS_API int64_t maskpos_acc_capture_rows(const MaskposAcc *c, int layer, int point, int64_t batch, int64_t *rows) {
+    if (!c || layer < 0 || layer >= c->o.n_layers || batch < 0) {
+        mp_api_failf("maskpos_acc_capture_rows: a NULL accumulator, layer %d out of range or batch %lld negative", layer,
+                     (long long)batch);
+        return -1;
+    }
+    return acc_rows(c, layer, point, batch, rows);
 }
 
 /* The accumulator's sums (mp_probe_acc_arrays), with the layer-slot layout of each. */
@@ -347,8 +534,23 @@ MASKPOS_API int maskpos_acc_set_counts(MaskposAcc *c, const int64_t *counts) {
         if (counts[l] < 0 || counts[l] > ((int64_t)1 << 53)) /* (beyond 2^53 a count is no longer exact in a double) */
             return mp_api_failf("accumulator: layer %d: count %lld is outside [0, 2^53]", l, (long long)counts[l]);
     memcpy(c->n_layer, counts, sizeof(int64_t) * (size_t)c->o.n_layers);
-    for (int p = 0; p < 2; p++) memcpy(c->n_cap[p], counts, sizeof(int64_t) * (size_t)c->o.n_layers); /* a whole state's */
+    for (int p = 0; p < ACC_NCAP; p++) memcpy(c->n_cap[p], counts, sizeof(int64_t) * (size_t)c->o.n_layers); /* a whole state's */
     return MASKPOS_OK;
+}
+
+/* 1 when the tables x and y of n doubles (either NULL) hold the same values. */
+static int acc_same_table(const double *x, const double *y, size_t n) {
+    return (!x && !y) || (x && y && !memcmp(x, y, n * sizeof(double)));
+}
+
+/* 1 when a and b have the same geometry (freq's heads and RoPE tables, position's settings). */
+static int acc_same_geometry(const MaskposAcc *a, const MaskposAcc *b) {
+    const MaskposAccOptions *x = &a->o, *y = &b->o;
+    return x->head_dim == y->head_dim && x->n_kv_heads == y->n_kv_heads && x->rot_dim == y->rot_dim &&
+           !x->rope_interleaved == !y->rope_interleaved && x->scale == y->scale && x->resid_width == y->resid_width &&
+           x->pos_dim == y->pos_dim && x->pos_stride == y->pos_stride && x->pos_ridge == y->pos_ridge &&
+           x->resid_stride == y->resid_stride && acc_same_table(a->inv_freq, b->inv_freq, (size_t)x->n_layers * (x->rot_dim / 2)) &&
+           acc_same_table(a->rope_base, b->rope_base, (size_t)x->n_layers);
 }
 
 /* 1 when a and b were made with the same options (seq aside when any_seq; the lengths row, which
@@ -358,7 +560,8 @@ static int acc_same(const MaskposAcc *a, const MaskposAcc *b, int any_seq) {
     const unsigned len_bit = MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS);
     return x->n_layers == y->n_layers && x->n_heads == y->n_heads && (any_seq || x->seq == y->seq) && !x->causal == !y->causal &&
            x->first == y->first && !x->per_head == !y->per_head && (a->a.stats & ~len_bit) == (b->a.stats & ~len_bit) &&
-           !memcmp(a->windows, b->windows, sizeof a->windows) && !memcmp(a->layer_ids, b->layer_ids, sizeof a->layer_ids);
+           !memcmp(a->windows, b->windows, sizeof a->windows) && !memcmp(a->layer_ids, b->layer_ids, sizeof a->layer_ids) &&
+           acc_same_geometry(a, b);
 }
 
 /* The statistics named in a's stats other than those with switches of their own (probs, recency). */
@@ -381,7 +584,9 @@ static int acc_differs(char *buf, size_t cap, const MaskposAcc *a, const Maskpos
              {"recency", !!x->recency, !!y->recency, 1},    {"heads_f64", !!x->heads_f64, !!y->heads_f64, 1},
              {"stats", acc_other_stats(a) != acc_other_stats(c), 0, 2},
              {"window", memcmp(a->windows, c->windows, sizeof a->windows) != 0, 0, 2},
-             {"layer_ids", memcmp(a->layer_ids, c->layer_ids, sizeof a->layer_ids) != 0, 0, 2}};
+             {"layer_ids", memcmp(a->layer_ids, c->layer_ids, sizeof a->layer_ids) != 0, 0, 2},
+             {"geometry (head_dim, n_kv_heads, rot_dim, rope_interleaved, scale, inv_freq, rope_base, resid_width, pos_dim, "
+              "pos_stride, pos_ridge, resid_stride)", x->n_layers == y->n_layers && !acc_same_geometry(a, c), 0, 2}};
     size_t w = 0;
     buf[0] = 0;
     for (size_t k = 0; k < sizeof t / sizeof t[0]; k++) {
@@ -394,6 +599,20 @@ static int acc_differs(char *buf, size_t cap, const MaskposAcc *a, const Maskpos
         w += (size_t)m;
     }
     return w > 0;
+}
+
+/* freq's table of the RoPE in this run (model/probe.h fr_table: [L, P + 1], each layer's inverse
+ * frequencies, then its base) from the caller's: a NULL one NaN (the outputs that read it say unknown). */
+static int acc_freq_table(MpProbeAcc *a, const MaskposAccOptions *o, MpErr *e) {
+    const int P = o->rot_dim / 2;
+    a->fr_table = mp_try_calloc((size_t)a->L * (size_t)(P + 1), sizeof(double));
+    if (!a->fr_table) return mp_err_set(e, "out of memory for the RoPE tables (%d layers)", a->L);
+    for (int l = 0; l < o->n_layers; l++) {
+        double *t = a->fr_table + (size_t)l * (P + 1);
+        for (int p = 0; p < P; p++) t[p] = o->inv_freq ? o->inv_freq[(size_t)l * P + p] : NAN;
+        t[P] = o->rope_base ? o->rope_base[l] : NAN;
+    }
+    return MP_OK;
 }
 
 /* The probe accumulator of c's options at length S: layers, windows (those that mask at S), first,
@@ -410,7 +629,11 @@ static int acc_make(MpProbeAcc *a, const MaskposAccOptions *o, const int *window
     if (o->first) mp_probe_acc_skip(a, o->first);
     for (int l = 0; l < o->n_layers; l++) /* as mp_probe_acc_windows: a window masks only below S */
         a->window[l] = windows[l] > 0 && windows[l] < S ? windows[l] : 0;
+    a->fr_hs = o->head_dim, a->fr_nkv = o->n_kv_heads, a->fr_rot = o->rot_dim, a->fr_scale = o->scale; /* freq */
+    a->pos_width = o->resid_width, a->pos_dim = o->pos_dim, a->pos_stride = o->pos_stride, a->pos_ridge = o->pos_ridge;
+    a->resid_stride = o->resid_stride;
     rc = mp_probe_acc_stats_on(a, set, e);
+    if (rc == MP_OK && mp_probe_acc_has(a, MP_PROBE_STAT_FREQ) && (o->inv_freq || o->rope_base)) rc = acc_freq_table(a, o, e);
     if (rc != MP_OK) mp_probe_acc_free(a);
     return rc;
 }
@@ -444,9 +667,11 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     if (!acc_same(dst, src, 1))
         return mp_api_failf("accumulator merge: the two were made with different options (layers, heads, causal, "
                             "window, first, per_head or statistics)");
-    if (dst->o.seq != src->o.seq && mp_probe_acc_has(&dst->a, MP_PROBE_STAT_VARIANCE))
-        return mp_api_failf("accumulator merge: lengths %d and %d differ, which the variance statistic cannot merge", dst->o.seq,
-                            src->o.seq);
+    if (dst->o.seq != src->o.seq && (acc_points(dst) & ACC_POINTS))
+        return mp_api_failf("accumulator merge: lengths %d and %d differ, which the statistics that read captures (variance, "
+                            "freq, position) cannot merge", dst->o.seq, src->o.seq);
+    if (dst->q_batch || src->q_batch)
+        return mp_api_failf("accumulator merge: queries still wait for their keys (MASKPOS_AT_K) in one of the two");
     if (dst->o.seq != src->o.seq && mp_probe_acc_has(&dst->a, MP_PROBE_STAT_RECENCY))
         return mp_api_failf("accumulator merge: lengths %d and %d differ, which recency=True cannot merge", dst->o.seq, src->o.seq);
     if (src->o.seq > dst->o.seq && acc_grow(dst, src->o.seq, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
@@ -459,7 +684,7 @@ MASKPOS_API int maskpos_acc_merge(MaskposAcc *dst, const MaskposAcc *src) {
     dst->a.n_done = n0; /* the API counts per layer */
     for (int l = 0; l < dst->o.n_layers; l++) {
         dst->n_layer[l] += src->n_layer[l];
-        dst->n_cap[0][l] += src->n_cap[0][l], dst->n_cap[1][l] += src->n_cap[1][l];
+        for (int p = 0; p < ACC_NCAP; p++) dst->n_cap[p][l] += src->n_cap[p][l];
     }
     return MASKPOS_OK;
 }
@@ -543,16 +768,19 @@ static uint64_t acc_key(const MaskposAcc *c) {
     return mp_fnv1a64(c->layer_ids, sizeof c->layer_ids, k);
 }
 
-/* With the variance statistic: every layer slot's captures at both points cover the sequences its
- * scores did (its sums are divided by that count). */
+/* Every layer slot's captures at each point the statistics on read cover the sequences its scores
+ * did (the sums are divided by that count), and no queries wait for their keys. */
 static int acc_caps_equal(const MaskposAcc *c, const char *what) {
-    static const char *const pname[2] = {"attn_out (ATTN_MIX)", "hidden (LAYER_OUT)"};
-    if (!mp_probe_acc_has(&c->a, MP_PROBE_STAT_VARIANCE)) return MP_OK;
+    static const char *const pname[ACC_NCAP] = {"attn_out (ATTN_MIX)", "hidden (LAYER_OUT)", "query and key (Q, K)"};
+    static const int point[ACC_NCAP] = {MASKPOS_AT_ATTN_MIX, MASKPOS_AT_LAYER_OUT, MASKPOS_AT_K};
+    if (c->q_batch)
+        return mp_api_failf("accumulator %s: the queries of layer %d's last batch wait for their keys (MASKPOS_AT_K)", what,
+                            c->q_layer);
     for (int l = 0; l < c->o.n_layers; l++)
-        for (int p = 0; p < 2; p++)
-            if (c->n_cap[p][l] != c->n_layer[l])
+        for (int p = 0; p < ACC_NCAP; p++)
+            if ((acc_points(c) >> point[p] & 1u) && c->n_cap[p][l] != c->n_layer[l])
                 return mp_api_failf("accumulator %s: layer %d has %lld sequences of scores but %lld of %s captures (the "
-                                    "variance statistic needs both captures of every sequence added)", what, l,
+                                    "statistics asked read them for every sequence added)", what, l,
                                     (long long)c->n_layer[l], (long long)c->n_cap[p][l], pname[p]);
     return MP_OK;
 }
@@ -574,10 +802,31 @@ static int acc_counts_equal(const MaskposAcc *c, const char *what) {
 #define ACC_STATE_MAGIC "MPACCST1"
 #define ACC_STATE_MAX_JSON (1u << 20)
 
+/* The geometry's integer options by name, in the order of acc_geometry_header and acc_state_geometry. */
+static const char *const acc_geom_int[8] = {"head_dim", "n_kv_heads", "rot_dim", "rope_interleaved", "resid_width", "pos_dim",
+                                            "pos_stride", "resid_stride"};
+
 static json_t *acc_int_array(const int *x, int n) {
     json_t *a = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(x[i]));
     return a;
+}
+
+static json_t *acc_real_array(const double *x, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) json_array_append_new(a, json_real(x[i]));
+    return a;
+}
+
+/* The geometry's options (freq's, position's) into the header's "options" o. */
+static void acc_geometry_header(json_t *o, const MaskposAcc *c) {
+    const int ints[] = {c->o.head_dim, c->o.n_kv_heads, c->o.rot_dim, !!c->o.rope_interleaved, c->o.resid_width,
+                        c->o.pos_dim, c->o.pos_stride, c->o.resid_stride};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) json_object_set_new(o, acc_geom_int[k], json_integer(ints[k]));
+    json_object_set_new(o, "scale", json_real(c->o.scale));
+    json_object_set_new(o, "pos_ridge", json_real(c->o.pos_ridge));
+    json_object_set_new(o, "inv_freq", c->inv_freq ? acc_real_array(c->inv_freq, (size_t)c->o.n_layers * (c->o.rot_dim / 2)) : json_null());
+    json_object_set_new(o, "rope_base", c->rope_base ? acc_real_array(c->rope_base, (size_t)c->o.n_layers) : json_null());
 }
 
 /* The JSON header of c's state file. */
@@ -596,6 +845,7 @@ static json_t *acc_state_header(const MaskposAcc *c, const MpProbeArray *t, int 
     json_object_set_new(o, "recency", json_boolean(c->o.recency));
     json_object_set_new(o, "stats", json_string(c->stats));
     json_object_set_new(o, "heads_f64", json_boolean(c->o.heads_f64));
+    acc_geometry_header(o, c);
     json_object_set_new(j, "options", o);
     json_object_set_new(j, "lengths", json_boolean(c->a.npos != NULL));
     for (int l = 0; l < c->o.n_layers; l++) json_array_append_new(cnt, json_integer(c->n_layer[l]));
@@ -637,9 +887,14 @@ MASKPOS_API int maskpos_acc_save_state(const MaskposAcc *c, const char *path) {
     return mp_atomic_commit(&af, &e) == MP_OK ? MASKPOS_OK : mp_api_fail(&e, MASKPOS_ERR);
 }
 
+static int acc_state_geometry(const char *path, json_t *oj, MaskposAccOptions *o, double **inv, double **base);
+
 /* Options from the header's "options" into o (windows, layer_ids into w, ids [256]; the statistics
- * by name, as maskpos_acc_new names them, into stats [512]; none in a file without "stats"). */
-static int acc_state_options(const char *path, json_t *oj, MaskposAccOptions *o, int *w, int *ids, char *stats) {
+ * by name, as maskpos_acc_new names them, into stats [512]; none in a file without "stats"; the
+ * geometry, its tables into *inv and *base: acc_state_geometry). */
+static int acc_state_options(const char *path, json_t *oj, MaskposAccOptions *o, int *w, int *ids, char *stats, double **inv,
+                             double **base) {
+    *inv = *base = NULL;
     memset(o, 0, sizeof *o);
     json_t *wa = json_object_get(oj, "window"), *ia = json_object_get(oj, "layer_ids");
     json_int_t nl = 0, nh = 0, sq = 0, fi = 0;
@@ -662,7 +917,49 @@ static int acc_state_options(const char *path, json_t *oj, MaskposAccOptions *o,
     if ((sj && !json_is_string(sj)) || mp_probe_stats_parse(json_string_value(sj), &set, &e) != MP_OK)
         return mp_api_failf("%s: the state's options are malformed (stats)", path);
     mp_probe_stats_names(set & ~MP_PROBE_STAT_BIT(MP_PROBE_STAT_LENGTHS), stats, 512);
-    *o = (MaskposAccOptions){(int)nl, (int)nh, (int)sq, causal, w, ids, (int)fi, ph, pr, rc, hf, stats};
+    *o = (MaskposAccOptions){.n_layers = (int)nl, .n_heads = (int)nh, .seq = (int)sq, .causal = causal, .windows = w,
+                             .layer_ids = ids, .first = (int)fi, .per_head = ph, .probs = pr, .recency = rc, .heads_f64 = hf,
+                             .stats = stats};
+    return acc_state_geometry(path, oj, o, inv, base);
+}
+
+/* The real array key of oj, n values, into *out (malloc'd; NULL when absent or null). */
+static int acc_state_reals(const char *path, json_t *oj, const char *key, size_t n, double **out) {
+    json_t *a = json_object_get(oj, key);
+    *out = NULL;
+    if (!a || json_is_null(a)) return MP_OK;
+    if (!json_is_array(a) || json_array_size(a) != n || !n || !(*out = mp_try_malloc(n * sizeof(double))))
+        return mp_api_failf("%s: the state's options are malformed (%s: %zu values expected)", path, key, n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_number(v)) return mp_api_failf("%s: the state's options are malformed (%s[%zu])", path, key, i);
+        (*out)[i] = json_number_value(v);
+    }
+    return MP_OK;
+}
+
+/* The geometry's options of the header's "options" oj into o (absent in an older state: 0); the
+ * tables into *inv, *base (malloc'd, or NULL; the caller frees them, also on failure). The values
+ * themselves are checked by maskpos_acc_new. */
+static int acc_state_geometry(const char *path, json_t *oj, MaskposAccOptions *o, double **inv, double **base) {
+    int *ints[] = {&o->head_dim, &o->n_kv_heads, &o->rot_dim, &o->rope_interleaved, &o->resid_width,
+                   &o->pos_dim, &o->pos_stride, &o->resid_stride};
+    for (size_t k = 0; k < sizeof ints / sizeof ints[0]; k++) {
+        json_t *v = json_object_get(oj, acc_geom_int[k]);
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1 << 30))
+            return mp_api_failf("%s: the state's options are malformed (%s)", path, acc_geom_int[k]);
+        *ints[k] = v ? (int)json_integer_value(v) : 0;
+    }
+    json_t *sc = json_object_get(oj, "scale"), *pr = json_object_get(oj, "pos_ridge");
+    if ((sc && !json_is_number(sc)) || (pr && !json_is_number(pr)))
+        return mp_api_failf("%s: the state's options are malformed (scale or pos_ridge)", path);
+    o->scale = sc ? json_number_value(sc) : 0, o->pos_ridge = pr ? json_number_value(pr) : 0;
+    if (o->rot_dim % 2 || o->rot_dim > 65536) return mp_api_failf("%s: the state's options are malformed (rot_dim)", path);
+    if (acc_state_reals(path, oj, "inv_freq", (size_t)o->n_layers * (o->rot_dim / 2), inv) != MP_OK ||
+        acc_state_reals(path, oj, "rope_base", (size_t)o->n_layers, base) != MP_OK)
+        return MP_ERR;
+    o->inv_freq = *inv, o->rope_base = *base;
+    acc_geometry_defaults(o); /* (an older state has none: the defaults an accumulator made now has) */
     return MP_OK;
 }
 
@@ -764,7 +1061,10 @@ static int acc_state_read(AccStateFile *sf, MaskposAcc *c, const char *path) {
     for (int l = 0; rc == MP_OK && l < c->o.n_layers; l++) {
         json_t *v = json_array_get(cnt, (size_t)l);
         if (!json_is_integer(v) || json_integer_value(v) < 0) rc = mp_api_failf("%s: the state's counts are malformed", path);
-        else c->n_layer[l] = c->n_cap[0][l] = c->n_cap[1][l] = json_integer_value(v); /* saved whole */
+        else { /* saved whole */
+            c->n_layer[l] = json_integer_value(v);
+            for (int p = 0; p < ACC_NCAP; p++) c->n_cap[p][l] = c->n_layer[l];
+        }
     }
     json_t *meta = json_object_get(sf->hd, "meta");
     if (rc == MP_OK && json_is_object(meta)) {
@@ -790,11 +1090,14 @@ MASKPOS_API int maskpos_acc_open_state(const char *path, MaskposAcc **out) {
     MaskposAccOptions o;
     int w[256], ids[256];
     char stats[512];
+    double *inv, *base;
     MaskposAcc *c = NULL;
-    int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, stats);
+    int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, stats, &inv, &base);
     if (r == MP_OK) r = maskpos_acc_new(&o, &c);
     if (r == MP_OK) r = acc_state_read(&sf, c, path);
     acc_state_close(&sf);
+    free(inv);
+    free(base);
     if (r != MP_OK) {
         maskpos_acc_free(c);
         return MASKPOS_ERR;
@@ -814,28 +1117,35 @@ MASKPOS_API int maskpos_acc_load_state(MaskposAcc *c, const char *path) {
     if (rc == MP_OK) { /* the options must be these */
         MaskposAccOptions o;
         int w[256], ids[256];
+        double *inv, *base;
         MaskposAcc tmp;
-        int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, tmp.stats);
+        int r = acc_state_options(path, json_object_get(sf.hd, "options"), &o, w, ids, tmp.stats, &inv, &base);
         if (r == MP_OK) {
             char st[512];
             memcpy(st, tmp.stats, sizeof st);
             memset(&tmp, 0, sizeof tmp);
             memcpy(tmp.stats, st, sizeof st);
             tmp.o = o;
+            tmp.inv_freq = inv, tmp.rope_base = base;
             memcpy(tmp.windows, w, sizeof(int) * (size_t)o.n_layers);
             memcpy(tmp.layer_ids, ids, sizeof(int) * (size_t)o.n_layers);
-            char d[256];
+            char d[512];
             if (acc_differs(d, sizeof d, &tmp, c))
                 r = mp_api_failf("%s: the state was saved with other options (%s): open it alone "
                                  "(Accumulator.load_state(path)) to get them", path, d);
         }
         if (r == MP_OK) r = acc_state_read(&sf, c, path);
         acc_state_close(&sf);
+        free(inv);
+        free(base);
         return r == MP_OK ? MASKPOS_OK : MASKPOS_ERR;
     }
     if (rc != 1) return MASKPOS_ERR;
     if (mp_probe_ckpt_load(path, &c->a, acc_key(c), &missing, &e) != MP_OK) return mp_api_fail(&e, MASKPOS_ERR);
-    for (int l = 0; l < c->o.n_layers; l++) c->n_layer[l] = c->n_cap[0][l] = c->n_cap[1][l] = c->a.n_done; /* saved whole */
+    for (int l = 0; l < c->o.n_layers; l++) { /* saved whole */
+        c->n_layer[l] = c->a.n_done;
+        for (int p = 0; p < ACC_NCAP; p++) c->n_cap[p][l] = c->a.n_done;
+    }
     c->a.n_done = 0;
     return MASKPOS_OK;
 }

@@ -435,7 +435,11 @@ class Accumulator:
             raise Error("accumulator: %s of shape %s; expected [%d, ...] (the batch of the scores first)"
                         % (what, list(x.shape), B))
         if rows is not None and len(rows) < B:  # (indexed where it lives: only the rows kept are copied)
-            x = x[__import__("torch").as_tensor(rows, device=x.device)] if _is_torch(x) else x[np.asarray(rows, dtype=np.int64)]
+            if _is_torch(x):
+                import torch
+                x = x[torch.as_tensor(rows, dtype=torch.long, device=x.device)]
+            else:
+                x = x[np.asarray(rows, dtype=np.int64)]
         if _is_torch(x):
             x = x.detach()
             if x.device.type != "cpu":
@@ -485,12 +489,7 @@ class Accumulator:
         if attn_out is not None:
             caps.append((_AT_ATTN_MIX, B, self._capture(attn_out, "attn_out", B, o["n_heads"])))
         if hidden is not None:
-            rows = (ctypes.c_int64 * max(B, 1))()
-            with self._lock:
-                n = _lib.lib.maskpos_acc_capture_rows(self._h, int(layer), _AT_LAYER_OUT, B, rows)
-            if n < 0:
-                raise _error()
-            caps.append((_AT_LAYER_OUT, B, self._capture(hidden, "hidden", B, 0, list(rows[:n]))))
+            caps.append((_AT_LAYER_OUT, B, self._capture(hidden, "hidden", B, 0, self.capture_rows(layer, B))))
         if query is not None:
             q = self._capture(query, "query", B, o["n_heads"])
             k = self._capture(key, "key", B, o["n_kv_heads"])
@@ -539,6 +538,16 @@ class Accumulator:
                 if _lib.lib.maskpos_acc_add_capture(self._h, int(layer), point, B, _DT_F32, x.ctypes.data,
                                                     x.shape[2]) != _lib.OK:
                     raise _error()
+
+    def capture_rows(self, layer, batch):
+        """The rows of the next batch of `batch` sequences of layer slot `layer` whose residual stream
+        (hidden=) is read: every one, or with resid_stride=K those of sequences s with s % K == 0."""
+        rows = (ctypes.c_int64 * max(int(batch), 1))()
+        with self._lock:
+            n = _lib.lib.maskpos_acc_capture_rows(self._h, int(layer), _AT_LAYER_OUT, int(batch), rows)
+        if n < 0:
+            raise _error()
+        return list(rows[:n])
 
     def add_captures(self, layer, attn_out=None, hidden=None, query=None, key=None):
         """The activations of add(attn_out=, hidden=, query=, key=) alone, for a forward pass that

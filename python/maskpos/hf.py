@@ -18,6 +18,10 @@ causal mask and sliding window (one window per layer, decided before the run fro
 config and checked against what the model passes: the mask and the statistics always use the same
 one), and each sequence's length; bidirectional=True drops the causal part (the window stays, both
 ways, as maskpos' --bidirectional). The forward pass stops after the deepest selected layer.
+The statistics that read activations get them here too: freq the queries and keys this function
+receives (the geometry from the model: rope_geometry), variance the attention output it computes,
+variance and position the residual stream from forward hooks on the decoder layers (the forward
+then runs through the deepest layer's MLP, except in a batch resid_stride reads no sequence of).
 Padded batches (right padding: attention_mask [N, S] of ones then zeros) are probed with each
 sequence's length (Accumulator lengths=); texts are tokenized, each a sequence of up to seq tokens,
 or packed (pack=True: concatenated and cut into rows of seq, BOS first when the tokenizer adds one,
@@ -178,7 +182,9 @@ class Capture:
         self.acc, self.slots, self.causal, self.windows = acc, slots, causal, windows
         self.stop_after = stop_after
         self.variance = "variance" in acc.options["stats"]
-        self.stop_layer = None  # with variance: the deepest probed decoder layer's hook stops the forward
+        self.freq = "freq" in acc.options["stats"]
+        self.stop_layer = None  # with variance or position: the deepest probed decoder layer's hook stops the forward
+        self.resid_rows = 1     # the batch's sequences whose residual stream is read (resid_stride; 0: none)
         self.seconds = 0.0
         self.lengths = None
 
@@ -205,6 +211,10 @@ class Capture:
         li = module.layer_idx
         self._check_kwargs(li, kwargs)
         B, H, T, D = query.shape
+        if li in self.slots and self.freq:  # the queries and keys after RoPE, before GQA's repeat
+            t0 = time.perf_counter()
+            self.acc.add_captures(self.slots[li], query=query, key=key)
+            self.seconds += time.perf_counter() - t0
         rep = H // key.shape[1]
         if rep > 1:  # grouped-query attention: query head h reads key/value head h // rep
             key = key.repeat_interleave(rep, dim=1)
@@ -235,6 +245,12 @@ class Capture:
             t0 = time.perf_counter()
             self.acc.add_captures(self.slots[li], attn_out=out)
             self.seconds += time.perf_counter() - t0
+        if self.stop_layer is not None and li >= self.stop_layer and not self.resid_rows:
+            # no sequence of this batch has its residual stream read (resid_stride): the deepest
+            # layer's o_proj and MLP are not run, its hook's count advanced without a copy
+            self.acc.add_captures(self.slots[li], hidden=np.broadcast_to(np.float32(0), (B, T, self.acc.options["hidden_size"]
+                                                                                        or 1)))
+            raise _Stop()
         return out, p
 
     def layer_hook(self, li):
@@ -408,9 +424,80 @@ def _progress(show, total):
         return "plain"
 
 
+def rope_interleaved(module):
+    """True when the model's modeling code rotates the dims (2p, 2p + 1) of a head (its rotate_half
+    or GPT-J's rotate_every_two takes x[..., ::2]), False for HF's half-split rotate_half (dims p and
+    p + R/2), read from the source of the module that defines the attention class; False when
+    neither function is found there."""
+    import inspect
+    mod = sys.modules.get(type(module).__module__)
+    for name in ("rotate_every_two", "rotate_half"):
+        fn = getattr(mod, name, None)
+        if not callable(fn):
+            continue
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            continue
+        if "::2" in src:
+            return True
+        if name == "rotate_half":
+            return False
+    return False
+
+
+def _rope_base(cfg, local):
+    """The config's RoPE base (gemma3's local one for a sliding layer), None when it names none."""
+    rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict) and isinstance(rp.get("sliding_attention" if local else "full_attention"), dict):
+        rp = rp["sliding_attention" if local else "full_attention"]  # transformers 5: per layer type
+    if local and getattr(cfg, "rope_local_base_freq", None):
+        return float(cfg.rope_local_base_freq)
+    v = rp.get("rope_theta") if isinstance(rp, dict) else None
+    v = getattr(cfg, "rope_theta", None) if v is None else v
+    return float(v) if isinstance(v, (int, float)) else None
+
+
+def rope_geometry(model, cfg, mods, layers, windows):
+    """The freq statistic's geometry of an HF model: head_dim, n_kv_heads, scale (the attention
+    module's scaling), rot_dim, inv_freq per probed layer (the rotary embedding modules' inv_freq
+    buffers: a module whose name says "local", or a buffer named sliding_attention_inv_freq, for
+    sliding-window layers; zeros for the layers config.no_rope_layers leaves without RoPE), rope_base
+    per layer (None when the config names none) and rope_interleaved (rope_interleaved())."""
+    import torch
+    m0 = mods[layers[0] - 1]
+    H = int(getattr(cfg, "num_attention_heads"))
+    hd = getattr(m0, "head_dim", None) or getattr(cfg, "head_dim", None) or int(cfg.hidden_size) // H
+    tables = {}
+    for name, m in model.named_modules():
+        for key in ("inv_freq", "full_attention_inv_freq", "sliding_attention_inv_freq"):
+            t = getattr(m, key, None)
+            if isinstance(t, torch.Tensor) and t.dim() == 1:
+                local = "local" in name.lower() or key.startswith("sliding")
+                tables.setdefault(local, t.detach().double().cpu())
+    if not tables:
+        raise _error("maskpos.hf.probe: stats=\"freq\" reads RoPE's frequency pairs, and the model has no rotary "
+                     "embedding module with an inv_freq buffer (a model without RoPE has no pairs)")
+    nope = getattr(cfg, "no_rope_layers", None)
+    inv, base = [], []
+    for l in layers:
+        local = bool(windows.get(l - 1)) and True in tables
+        t = tables.get(local, tables.get(False, tables.get(True)))
+        on = not (isinstance(nope, (list, tuple)) and l - 1 < len(nope) and not nope[l - 1])
+        inv.append((t if on else torch.zeros_like(t)).tolist())
+        base.append((_rope_base(cfg, local) or float("nan")) if on else 0.0)
+    P = len(inv[0])
+    if any(len(x) != P for x in inv):
+        raise _error("maskpos.hf.probe: the probed layers' RoPE tables have different numbers of pairs")
+    return dict(head_dim=int(hd), n_kv_heads=int(getattr(cfg, "num_key_value_heads", H) or H),
+                scale=float(getattr(m0, "scaling", 0.0) or 0.0), rot_dim=2 * P, inv_freq=inv,
+                rope_base=None if any(b != b for b in base) else base, rope_interleaved=rope_interleaved(m0))
+
+
 def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, bidirectional=False, progress=True,
           seq=None, per_head=False, probs=False, recency=False, attention_mask=None, first=None, registry=None, stats=None,
-          stop_early=True, accumulator=None, meta=None, pack=False):
+          stop_early=True, accumulator=None, meta=None, pack=False, resid_stride=None, pos_dim=None, pos_stride=None,
+          pos_ridge=None, rope_interleaved=None):
     """Mean pre-softmax attention-score maps of an HF model over token sequences → maskpos.Result
     (the same arrays, statistics and meta keys as maskpos.probe).
 
@@ -419,10 +506,14 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     concatenated and cut into rows of seq, BOS first when the tokenizer adds one). layers: 1-based
     model layers (default 1-4, all when fewer). batch_size: sequences per forward pass.
     bidirectional: the counterfactual without the causal mask. per_head, probs, recency, stats:
-    as maskpos.probe (recency needs whole sequences; of the statistics that read activations,
-    "variance" is captured: the attention output here, the residual stream by forward hooks on the
-    decoder layers, the forward run through the deepest layer's MLP; "freq" and "position" are
-    refused). first: the position the statistics start from
+    as maskpos.probe (recency needs whole sequences). The statistics that read activations are
+    captured: "freq" from the queries and keys the attention function receives (after q/k norms
+    and RoPE; the geometry from the model: rope_geometry(), rope_interleaved=True/False overriding
+    the layout read from its code), "variance" from the attention output computed here, "variance"
+    and "position" from the residual stream after each probed layer (forward hooks on the decoder
+    layers; the forward then runs through the deepest layer's MLP, except in batches where
+    resid_stride reads no sequence). resid_stride, pos_dim, pos_stride, pos_ridge: as maskpos.probe
+    (resid_stride default: 1 below 256 sequences, else 8). first: the position the statistics start from
     (default: 1 when every sequence starts with the tokenizer's / config's BOS, as the probe
     decides, else 0). attention_mask: [N, S] of a right-padded batch: each sequence is probed over
     its own length (its top-left block of the maps; padding never read). registry: the mapping the
@@ -432,10 +523,6 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
     """
     import torch
     words = [x.strip() for x in (stats.split(",") if isinstance(stats, str) else list(stats or []))]
-    for w in ("freq", "position"):
-        if w in words:
-            raise _error("maskpos.hf.probe: stats=%r reads activations hf.probe does not capture yet (it captures variance's: "
-                         "the attention output and the residual stream); run maskpos.probe" % w)
     if registry is None:
         check_transformers()
     cfg = _text_config(model)
@@ -472,20 +559,30 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
                 "kv_heads": int(getattr(cfg, "num_key_value_heads", H) or H), "dropped_texts": dropped,
                 "packed": bool(pack)}
         info.update(meta or {})
+        geo = {}
+        if "freq" in words:
+            geo.update(rope_geometry(model, cfg, mods, layers, windows))
+            if rope_interleaved is not None:
+                geo["rope_interleaved"] = bool(rope_interleaved)
+        if "position" in words:
+            geo["hidden_size"] = int(getattr(cfg, "hidden_size"))
         accumulator = Accumulator(len(layers), H, S, causal=not bidirectional, window=[windows[l - 1] for l in layers],
                                   per_head=per_head, probs=probs, recency=recency, stats=stats, first=first, layer_ids=layers,
-                                  meta=info)
-    variance = "variance" in accumulator.options["stats"]
+                                  meta=info, pos_dim=pos_dim, pos_stride=pos_stride, pos_ridge=pos_ridge,
+                                  resid_stride=(resid_stride if resid_stride is not None else 1 if N < 256 else 8), **geo)
+    on = accumulator.options["stats"]
+    resid = "variance" in on or "position" in on
     cap = Capture(accumulator, {l - 1: k for k, l in enumerate(layers)}, not bidirectional, windows,
-                  stop_after=max(layers) - 1 if stop_early and not variance else None)
+                  stop_after=max(layers) - 1 if stop_early and not resid else None)
     hooks = []
-    if variance:  # the residual stream after each probed layer: forward hooks on its decoder layer
+    if resid:  # the residual stream after each probed layer: forward hooks on its decoder layer
         cap.stop_layer = max(layers) - 1 if stop_early else None
         owners = decoder_layers(model, mods)
         for l in layers:
             if l - 1 not in owners:
-                raise _error("maskpos.hf.probe: stats=\"variance\" needs the decoder layer holding attention layer %d (a "
-                             "module with it as a direct child) for the residual stream; none found" % l)
+                raise _error("maskpos.hf.probe: stats %s needs the decoder layer holding attention layer %d (a module "
+                             "with it as a direct child) for the residual stream; none found" % (
+                                 "/".join(w for w in ("variance", "position") if w in on), l))
             hooks.append(owners[l - 1].register_forward_hook(cap.layer_hook(l - 1)))
     dev = next(model.parameters()).device
     bar = _progress(progress, N)
@@ -497,6 +594,8 @@ def probe(model, input_ids_or_texts, tokenizer=None, layers=None, batch_size=8, 
             for b0 in range(0, N, batch_size):
                 x = ids[b0:b0 + batch_size].to(dev)
                 cap.lengths = None if lens is None else lens[b0:b0 + batch_size]
+                if resid:  # does resid_stride read a sequence of this batch? (else the forward stops after attention)
+                    cap.resid_rows = len(accumulator.capture_rows(0, x.shape[0]))
                 am = torch.ones_like(x) if lens is None else (
                     torch.arange(S).view(1, S) < cap.lengths.view(-1, 1)).to(x.dtype).to(dev)
                 try:

@@ -85,14 +85,14 @@ def test_freq_and_rope_keep_high(tmp_path):
     assert r.meta["rope_unrotated_pairs"] == P - P // 2
     with pytest.raises(maskpos.Error, match="rope_keep_high"):
         maskpos.probe(MODEL, tokens=t, layers=[1], rope_keep_high=1.5, progress=False)
-    with pytest.raises(maskpos.Error, match="'freq' reads the forward pass's activations"):
+    with pytest.raises(maskpos.Error, match="'freq' reads the queries and keys per RoPE pair: give head_dim"):
         maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="freq")
 
 
 def test_position_through_the_table(tmp_path):
     """probe(stats="position", pos_dim=, pos_stride=, pos_ridge=) gives the pos_probe.npy that
     `maskpos probe --stats position` with the same flags writes, to the byte, and its settings in
-    meta.json; the accumulator, fed scores, refuses it (it reads the residual stream)."""
+    meta.json; the accumulator, made without the residual stream's width, refuses it and names it."""
     t = (np.arange(8 * 16, dtype=np.int32).reshape(8, 16) * 7) % 200
     r = maskpos.probe(MODEL, tokens=t, layers=[1, 2], stats="position", pos_dim=8, pos_stride=2, pos_ridge=0.01,
                       progress=False)
@@ -102,5 +102,5 @@ def test_position_through_the_table(tmp_path):
     Cli()("probe", MODEL, "--tokens", tmp_path / "ids.npy", "--layers", "1,2", "--stats", "position", "--pos-dim", "8",
           "--pos-stride", "2", "--pos-ridge", "0.01", "--out", tmp_path / "o", "--quiet")
     assert np.array_equal(r.pos_probe, np.load(tmp_path / "o" / "pos_probe.npy"))
-    with pytest.raises(maskpos.Error, match="'position' reads the forward pass's activations"):
+    with pytest.raises(maskpos.Error, match="'position' reads the residual stream: give resid_width"):
         maskpos.Accumulator(n_layers=1, n_heads=2, seq=8, stats="position")

@@ -7,6 +7,10 @@ sliding window of 8 < S):
   float32 forward pass), causal and bidirectional, per head and with probabilities;
 - the capture is exact plumbing: hf.probe equals an Accumulator fed the scores the tiny model's
   own eager attention computes, byte for byte (layers chosen, windows, batches, early stop);
+- stats "freq,position" (queries and keys from the attention function, the residual stream from the
+  decoder layers' hooks, the RoPE geometry read from the model) equal maskpos.probe's within 2.9e-7;
+  resid_stride=2 reads the residual stream of every other sequence, as maskpos.probe's, and batches
+  it reads none of stop after the deepest layer's attention;
 - with the capture installed and no early stop, the model's logits equal its eager logits;
   afterwards the model's attention implementation is restored;
 - right-padded batches (attention_mask) give each sequence's own maps: equal to an Accumulator fed
@@ -286,11 +290,57 @@ def test_hf_probe_variance_equals_maskpos_probe(models, arch):
         assert dd < 5e-6, (k, dd)
 
 
-def test_hf_probe_refuses_freq_position(models):
-    m = tiny_hf.TinyModel(models["llama"])
-    for s in ("freq", "position"):
-        with pytest.raises(maskpos.Error, match="stats='%s' reads activations hf.probe does not capture" % s):
-            maskpos.hf.probe(m, ids(), registry=REG, stats=s, progress=False)
+FREQ = ("freq_q_norm", "freq_q_norm_se", "freq_k_norm", "freq_k_norm_se", "freq_contrib", "freq_contrib_se", "freq_angle",
+        "freq_base")
+
+
+@pytest.mark.parametrize("arch", ["llama", "mistral"])
+def test_hf_probe_freq_position_equals_maskpos_probe(models, arch):
+    """stats="freq,position": the queries and keys the attention function receives, the residual
+    stream from the decoder layers' hooks, the geometry read from the model (head_dim, GQA, scaling,
+    the rotary module's inv_freq, half-split pairs); against the C probe's float32 forward (measured
+    at most 2.9e-7 of each freq array's largest value, pos_probe within 1.7e-9 relative)."""
+    d = models[arch]
+    t = ids(n=8)
+    m = tiny_hf.TinyModel(d)
+    r = maskpos.hf.probe(m, t, layers=[1, 2], registry=REG, stats="freq,position", pos_dim=16, batch_size=3,
+                         progress=False)
+    p = maskpos.probe(d, tokens=t.astype(np.int32), layers="1-2", stats="freq,position", pos_dim=16, progress=False)
+    assert r.accumulator.options["rope_interleaved"] is False and r.accumulator.options["rot_dim"] == m.layers[0].HS
+    worst = {}
+    for k in FREQ:
+        a, b = r.arrays[k], p.arrays[k]
+        assert a.shape == b.shape, k
+        worst[k] = float(np.abs(a - b).max() / np.abs(b).max())
+    pa, pp = r.arrays["pos_probe"], p.arrays["pos_probe"]
+    print("%s: freq within %.2g, pos_probe within %.2g" % (arch, max(worst.values()),
+                                                           np.nanmax(np.abs(pa - pp)) / np.nanmax(np.abs(pp))))
+    assert max(worst.values()) < 5e-6, worst
+    assert np.array_equal(pa[:, 6:9], pp[:, 6:9])
+    assert np.allclose(pa, pp, rtol=1e-5, atol=1e-6, equal_nan=True), pa - pp
+
+
+def test_hf_probe_resid_stride(models):
+    """resid_stride=2 with one sequence per batch: the residual stream of sequences 0, 2, 4 only, as
+    maskpos.probe --resid-stride 2; in the other batches the forward stops after the deepest probed
+    layer's attention (its decoder layer's output never computed)."""
+    d = models["llama"]
+    t = ids(n=5)
+    m = tiny_hf.TinyModel(d)
+    ran = []
+    hk = m.decoder[1].register_forward_hook(lambda mod, i, o: ran.append(1))
+    r = maskpos.hf.probe(m, t, layers=[1, 2], registry=REG, stats="variance,position", pos_dim=16, resid_stride=2,
+                         batch_size=1, progress=False)
+    hk.remove()
+    assert len(ran) == 3
+    p = maskpos.probe(d, tokens=t.astype(np.int32), layers="1-2", stats="variance,position", pos_dim=16, resid_stride=2,
+                      progress=False)
+    for k in ("var_resid", "var_resid_se", "var_attn", "pos_probe"):
+        a, b = r.arrays[k], p.arrays[k]
+        assert np.array_equal(np.isnan(a), np.isnan(b)), k
+        f = ~np.isnan(b)
+        assert np.abs(a[f] - b[f]).max() <= 5e-6 * np.abs(b[f]).max(), k
+    assert r.meta["resid_stride"] == 2 and r.meta["resid_sequences"] == 3
 
 
 def test_hf_probe_variance_refuses_padding(models):

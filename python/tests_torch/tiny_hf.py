@@ -43,6 +43,8 @@ class Config:
     def __init__(self, cfg):
         self.raw = cfg
         self.model_type = cfg["model_type"]
+        self.hidden_size = cfg["hidden_size"]
+        self.rope_theta = cfg.get("rope_theta", 10000.0)
         self.num_hidden_layers = cfg["num_hidden_layers"]
         self.num_attention_heads = cfg["num_attention_heads"]
         self.num_key_value_heads = cfg.get("num_key_value_heads", self.num_attention_heads)
@@ -57,6 +59,7 @@ class Attention(torch.nn.Module):
         self.config, self.layer_idx, self.W = config, li, W
         C, NH, NKV, HS, L = probe_ref.model_dims(config.raw)
         self.NH, self.NKV, self.HS = NH, NKV, HS
+        self.head_dim = HS
         self.scaling = HS ** -0.5
         self.sliding_window = window or None
         self.capture = None
@@ -94,6 +97,14 @@ class DecoderLayer(torch.nn.Module):
         return x + (torch.nn.functional.silu(g) * u) @ self.W[p + "mlp.down_proj.weight"].T
 
 
+class RotaryEmbedding(torch.nn.Module):
+    """transformers' *RotaryEmbedding as far as maskpos.hf reads it: the inv_freq buffer."""
+
+    def __init__(self, inv_freq):
+        super().__init__()
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+
 class TinyModel(torch.nn.Module):
     """model(input_ids=[B, T], attention_mask=[B, T]) -> logits [B, T, V] (float64)."""
 
@@ -107,6 +118,8 @@ class TinyModel(torch.nn.Module):
         wins = probe_ref.layer_windows(cfg)
         self.layers = torch.nn.ModuleList(Attention(self.config, self.W, i, wins[i]) for i in range(cfg["num_hidden_layers"]))
         self.decoder = torch.nn.ModuleList(DecoderLayer(self.config, self.W, a) for a in self.layers)
+        C, NH, NKV, HS, L = probe_ref.model_dims(cfg)
+        self.rotary_emb = RotaryEmbedding(probe_ref.rope_inv_freq(cfg, HS, cfg.get("max_position_embeddings", 128))[0])
 
     def forward(self, input_ids, attention_mask=None, use_cache=False):
         cfg = self.config.raw

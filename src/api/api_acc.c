@@ -5,10 +5,13 @@
  *
  * Implements: options → an MpProbeAcc (every layer slot selected, sliding windows, the first
  * position of the statistics, the statistics asked for: probs, recency, stats by name, those
- * rows of the accumulator's table that scores and probabilities feed, and variance, fed the
- * activations of two capture points by maskpos_acc_add_capture through the probe's own capture
- * dispatch (mp_probe_acc_capture), its counts per layer and point checked against the scores';
- * maskpos_acc_check: the
+ * rows of the accumulator's table that scores and probabilities feed, and those that read capture
+ * points — variance, freq, position — with the model's geometry the options give (heads, RoPE
+ * layout and tables, the residual stream's width, the position probe's settings, resid_stride),
+ * fed by maskpos_acc_add_capture through the probe's own capture dispatch (mp_probe_acc_capture):
+ * a batch's queries kept until its keys come, interleaved RoPE pairs turned half-split, the
+ * residual stream of one sequence in resid_stride (maskpos_acc_capture_rows), the counts per layer
+ * and point checked against the scores'; maskpos_acc_check: the
  * options' sizes alone); adding [B,H,S,S] f32/f64 scores through the
  * probe's own row sums (mp_probe_acc_hook / mp_probe_acc_rows_f64, mp_probe_acc_layer_done) and
  * probabilities through its probs hook (given, or from the scores with the forward pass's own
@@ -25,8 +28,9 @@
  * Counts are kept per layer (layers may be added in any order); the result needs every layer to
  * have seen the same sequences.
  * Does not: run a model except in maskpos_model_scores; print.
- * Tested by: python/tests_torch/test_accumulator.py, test_accumulator_more.py and
- * test_accumulator_var.py (tests/test_pyapi.c), tests/test_api.c (captures against m2 - m1²):
+ * Tested by: python/tests_torch/test_accumulator.py, test_accumulator_more.py,
+ * test_accumulator_var.py and test_accumulator_freqpos.py (tests/test_pyapi.c), tests/test_api.c
+ * (captures against m2 - m1², resid_stride's rows):
  * equality with `maskpos probe` byte for byte, merge, lengths, state, bad input; tests/fuzz/fuzz_acc_state.c.
  */
 #include <errno.h>
@@ -134,7 +138,7 @@ static int acc_stat_set(const MaskposAccOptions *opt, unsigned *set, MpErr *e) {
                              "(and n_kv_heads, rot_dim, scale, inv_freq as the model has them), with at least 2 rotary dims");
     if ((*set & MP_PROBE_STAT_BIT(MP_PROBE_STAT_POSITION)) && !opt->resid_width)
         return mp_err_set(e, "accumulator: the statistic 'position' reads the residual stream: give resid_width (the "
-                             "model's hidden size)");
+                             "model's hidden size; Python: hidden_size=)");
     return MP_OK;
 }
 

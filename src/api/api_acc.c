@@ -101,8 +101,11 @@ static int acc_check_geometry(const MaskposAccOptions *o) {
     if (o->pos_dim < 0 || o->pos_stride < 0 || o->resid_stride < 0 || o->pos_stride > 65536 || o->resid_stride > (1 << 20))
         return mp_api_failf("accumulator: pos_dim %d, pos_stride %d or resid_stride %d is negative or too large", o->pos_dim,
                             o->pos_stride, o->resid_stride);
-    if (!(o->pos_ridge >= 0) || !isfinite(o->pos_ridge))
-        return mp_api_failf("accumulator: pos_ridge %g is not a finite number >= 0", o->pos_ridge);
+    if ((o->pos_dim ? o->pos_dim : MP_PROBE_POS_DIM_DEFAULT) > 46340 && o->resid_width > 46340)
+        return mp_api_failf("accumulator: the position probe's features, min(pos_dim %d, resid_width %d), are above 46340 "
+                            "(its K^2 sums)", o->pos_dim, o->resid_width);
+    if (!(o->pos_ridge >= 0 && o->pos_ridge <= 1e6))
+        return mp_api_failf("accumulator: pos_ridge %g is not a number in [0, 1e6] (0: the default)", o->pos_ridge);
     return MP_OK;
 }
 

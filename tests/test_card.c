@@ -120,7 +120,7 @@ static void test_card_against_probe_runs(void **state) {
     check(again, a2, 0);
 }
 
-/* --no-counterfactuals: one pass; a model without RoPE: no no-rope pass. */
+/* --no-counterfactuals: one pass; a model without RoPE: no no-rope pass; --resid-stride named in the runs table. */
 static void test_card_passes(void **state) {
     (void)state;
     if (!need_python()) skip();
@@ -145,6 +145,18 @@ static void test_card_passes(void **state) {
     probe_apart(fx.nope, run0, "");
     snprintf(args, sizeof args, "--pass probe=%s --pass bidirectional=%s --same-bytes", run0, run);
     check(card, args, 0);
+    /* --resid-stride 2: the runs table says the residual stream of 1 sequence in 2 (5 of 10) was read;
+     * checked against a probe run with the same stride, and refused against one without */
+    snprintf(card, sizeof card, "%s/stride", d);
+    rc = mp_test_run(out, sizeof out, "card %s --data %s %s --resid-stride 2 --no-counterfactuals --quiet --out %s", fx.model,
+                     fx.txt, card_opts, card);
+    if (rc != 0) fail_msg("card --resid-stride 2: %s", out);
+    snprintf(run, sizeof run, "%s/apart-stride", d);
+    probe_apart(fx.model, run, "--resid-stride 2");
+    snprintf(args, sizeof args, "--pass probe=%s --same-bytes", run);
+    check(card, args, 0);
+    snprintf(args, sizeof args, "--pass probe=%s/apart", d); /* the same model, every sequence read */
+    check(card, args, 1);
 }
 
 /* Bad input: one line naming the folder, exit 2, no card written. */

@@ -137,6 +137,10 @@ static json_t *card_pass(const char *dir, const char *folder, json_t **meta_out,
     json_object_set_new(p, "folder", json_string(folder));
     json_object_set(p, "causal", json_object_get(m, "causal"));
     json_object_set(p, "rope", json_object_get(m, "rope"));
+    for (int k = 0; k < 2; k++) { /* the residual-stream statistics' sampling (probe --resid-stride), where run */
+        const char *key = k ? "resid_sequences" : "resid_stride";
+        if (json_is_integer(json_object_get(m, key))) json_object_set(p, key, json_object_get(m, key));
+    }
     card_stats_series(pl, json_object_get(m, "stats"));
     card_flatten(pl, "", m, L, json_is_integer(heads) ? (size_t)json_integer_value(heads) : 0, 0);
     json_object_set_new(p, "per_layer", pl);

@@ -103,11 +103,23 @@ static const char card_css[] =
     "dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{font-weight:600}dd{margin:0}"
     ".small{font-size:.9em;color:#555}";
 
-/* The runs: one line each (model, family, sequences, length, layers, folder). */
+/* The sequences whose residual stream the probe pass of model md read (variance's residual part,
+ * the position probe: probe --resid-stride), as a cell; an en dash where neither was run. */
+static void html_resid_cell(FILE *f, const json_t *md) {
+    const json_t *p = json_object_get(json_object_get(md, "passes"), mp_card_passes[0].name);
+    const json_int_t k = json_integer_value(json_object_get(p, "resid_stride"));
+    const json_int_t n = json_integer_value(json_object_get(p, "resid_sequences"));
+    if (k < 1) fputs("\xe2\x80\x93", f); /* en dash */
+    else if (k == 1) fputs("every sequence", f);
+    else fprintf(f, "1 in %lld (%lld sequences)", (long long)k, (long long)n);
+}
+
+/* The runs: one line each (model, family, sequences, length, layers, passes, residual stream read, folder). */
 static void html_runs(FILE *f, const json_t *models) {
     fputs("<h2>Runs</h2>\n<table id=\"runs\"><thead><tr><th class=\"t\">model</th><th class=\"t\">family</th>"
-          "<th>sequences N</th><th>length S</th><th>layers</th><th class=\"t\">passes</th><th class=\"t\">folder</th>"
-          "</tr></thead><tbody>\n", f);
+          "<th>sequences N</th><th>length S</th><th>layers</th><th class=\"t\">passes</th>"
+          "<th class=\"t\" title=\"the sequences whose residual stream the variance and position columns read "
+          "(probe --resid-stride)\">residual stream read</th><th class=\"t\">folder</th></tr></thead><tbody>\n", f);
     size_t m;
     const json_t *md;
     json_array_foreach(models, m, md) {
@@ -121,6 +133,8 @@ static void html_runs(FILE *f, const json_t *models) {
         for (int p = 0, k = 0; p < MP_CARD_NPASS; p++)
             if (json_object_get(json_object_get(md, "passes"), mp_card_passes[p].name))
                 fprintf(f, "%s%s", k++ ? ", " : "", mp_card_passes[p].name);
+        fputs("</td><td class=\"t\">", f);
+        html_resid_cell(f, md);
         fputs("</td><td class=\"t\">", f);
         mp_html_text(f, json_string_value(json_object_get(md, "folder")));
         fputs("</td></tr>\n", f);

@@ -76,6 +76,9 @@ def check_pass(card_dir, model, name, run_dir, same_bytes):
     if p is None:
         fail("card has no pass %s" % name)
     pl = p["per_layer"]
+    for k in ("resid_stride", "resid_sequences"):  # the residual stream's sampling, as the run's meta.json says
+        if p.get(k) != meta.get(k):
+            fail("%s: %s = %r in the card, %r in %s/meta.json" % (name, k, p.get(k), meta.get(k), run_dir))
     if model["layers"] != meta["layers"]:
         fail("%s: layers %s, the run's %s" % (name, model["layers"], meta["layers"]))
     for k, v in expected(meta).items():
@@ -174,6 +177,13 @@ def main():
     page.close()
     if page.bad or page.stack != []:
         fail("card.html: %s" % (page.bad[:3] or "unclosed %s" % page.stack))
+    if "probe" in metas:  # the runs table names the sequences whose residual stream was read
+        k, n = metas["probe"].get("resid_stride"), metas["probe"].get("resid_sequences")
+        want = "\u2013" if k is None else "every sequence" if k == 1 else "1 in %d (%d sequences)" % (k, n)
+        html_text = open(os.path.join(a.card, "card.html"), encoding="utf-8").read()
+        runs = html_text.split('id="runs"', 1)[1].split("</table>", 1)[0].split("<tr>")[2:]
+        if len(runs) != a.models or "<td class=\"t\">%s</td>" % want not in runs[a.model]:
+            fail("card.html: the runs table's row %d does not say %r (residual stream read)" % (a.model, want))
     L_all = sum(len(m["layers"]) for m in card["models"])
     if len(page.rows) != L_all:
         fail("card.html: %d rows in the per-layer table, %d layers" % (len(page.rows), L_all))

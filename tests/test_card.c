@@ -157,6 +157,21 @@ static void test_card_passes(void **state) {
     check(card, args, 0);
     snprintf(args, sizeof args, "--pass probe=%s/apart", d); /* the same model, every sequence read */
     check(card, args, 1);
+    /* a model named with a '|' (its folder's name): card.md escapes it, its rows keep their cells */
+    char cmp[600];
+    assert_int_equal(mp_test_shell(out, sizeof out, "ln -s %s/apart '%s/a|b'", d, d), 0);
+    snprintf(cmp, sizeof cmp, "%s/pipe", d);
+    rc = mp_test_run(out, sizeof out, "card %s '%s/a|b' --quiet --out %s", card, d, cmp);
+    if (rc != 0) fail_msg("card A 'a|b': %s", out);
+    snprintf(args, sizeof args, "--models 2 --model 1 --pass probe=%s/apart", d);
+    check(cmp, args, 0);
+    assert_true(mp_file_exists(strcat(strcpy(out, cmp), "/card.md")));
+    FILE *f = fopen(out, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    fclose(f);
+    out[n] = 0;
+    assert_non_null(strstr(out, "/a\\|b) |")); /* (both are m.gguf: each name adds its folder) */
 }
 
 /* Bad input: one line naming the folder, exit 2, no card written. */

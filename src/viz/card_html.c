@@ -350,6 +350,14 @@ static void tex_text(FILE *f, const char *s) {
     }
 }
 
+/* s as the text of a Markdown table cell: '|' and '\\' escaped, a line break a space (NULL: nothing). */
+static void md_text(FILE *f, const char *s) {
+    for (; s && *s; s++) {
+        if (*s == '|' || *s == '\\') fputc('\\', f);
+        fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
+    }
+}
+
 /* The table as Markdown (tex 0) or LaTeX (tex 1). */
 static int card_write_text(const char *path, const json_t *card, int tex, MpErr *e) {
     const json_t *models = json_object_get(card, "models");
@@ -379,7 +387,11 @@ static int card_write_text(const char *path, const json_t *card, int tex, MpErr 
     json_array_foreach(models, m, md) {
         json_array_foreach(json_object_get(md, "layers"), l, lj) {
             if (many && tex) tex_text(f, json_string_value(json_object_get(md, "name")));
-            else if (many) fprintf(f, "| %s ", json_string_value(json_object_get(md, "name")));
+            else if (many) {
+                fputs("| ", f);
+                md_text(f, json_string_value(json_object_get(md, "name")));
+                fputc(' ', f);
+            }
             fprintf(f, tex ? "%s%lld" : "| %s%lld |", many && tex ? " & " : "", (long long)json_integer_value(lj));
             for (int c = 0; c < mp_card_ncols; c++)
                 fprintf(f, tex ? " & %s" : " %s |", mp_card_cell(cell, sizeof cell, md, &mp_card_cols[c], (int)l, tex));

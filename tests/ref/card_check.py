@@ -20,6 +20,7 @@ import html.parser
 import json
 import math
 import os
+import re
 import sys
 
 VOID = {"meta", "img", "br", "hr", "link", "input"}
@@ -207,6 +208,12 @@ def main():
     md = [ln for ln in open(os.path.join(a.card, "card.md")) if ln.startswith("|")]
     if len(md) != L_all + 2:
         fail("card.md: %d table lines for %d layers" % (len(md), L_all))
+
+    def cells(line):  # the cell separators of a Markdown table line: '|' not escaped
+        return len(re.findall(r"(?<!\\)\|", line))
+    for ln in md[1:]:
+        if cells(ln) != cells(md[0]):
+            fail("card.md: %d cells in %r, %d in the header (an unescaped '|' in a name?)" % (cells(ln), ln, cells(md[0])))
     tex = open(os.path.join(a.card, "card.tex")).read()
     if tex.count("\\\\") != L_all + 1 or "\\begin{tabular}" not in tex:
         fail("card.tex: %d rows for %d layers" % (tex.count("\\\\") - 1, L_all))

@@ -7,18 +7,36 @@
  * `logits --tokens`), logprob_stats(), logprob_diff() and logits_vs_ref() (log-probs of
  * `maskpos logits` against reference logits; test_stories_oracle.c uses them too),
  * logits_and_oracle() (`maskpos logits` and llama.cpp's logits of the same ids),
- * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte), and
- * model_poke() (bytes written over a stored tensor of a model on disk: damaged weights).
+ * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte),
+ * model_poke() (bytes written over a stored tensor of a model on disk: damaged weights), and
+ * meta_key() (one key of a run folder's meta.json as JSON text).
  */
 #ifndef MP_TEST_MODEL_UTIL_H
 #define MP_TEST_MODEL_UTIL_H
 
 #include "testutil.h"
 
+#include "core/json.h"         /* mp_json_read: meta_key */
 #include "core/npy.h"
 #include "load/gguf.h"        /* MpGguf: model_poke */
 #include "load/model.h"       /* mp_model_open */
 #include "load/safetensors.h" /* MpSt: model_poke */
+
+/* meta.json's key of run folder dir as compact JSON text (keys sorted, reals to 17 digits;
+ * malloc'd); fails the test when the file or the key is missing. */
+static char *meta_key(const char *dir, const char *key) __attribute__((unused));
+static char *meta_key(const char *dir, const char *key) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/meta.json", dir);
+    MpErr e;
+    json_t *m = mp_json_read(path, &e);
+    if (!m) fail_msg("%s", e.msg);
+    json_t *v = json_object_get(m, key);
+    if (!v) fail_msg("%s: no %s", path, key);
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
+    json_decref(m);
+    return s;
+}
 
 /* Runs `maskpos mkmodel <args> OUT`; fails the test on a non-zero exit. */
 static void model_make(const char *out, const char *args) __attribute__((unused));

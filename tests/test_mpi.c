@@ -28,7 +28,6 @@
 
 #include <signal.h>
 
-#include "core/json.h" /* mp_json_read */
 #include "core/util.h" /* mp_file_exists */
 
 #define MPIRUN "mpirun --allow-run-as-root --oversubscribe --bind-to none"
@@ -55,20 +54,6 @@ static const char *mp_mpi_reason(void) {
 #else
     return "mpirun not found (apt-get install openmpi-bin)";
 #endif
-}
-
-/* meta.json's key as compact JSON text (numbers printed to 17 digits), for equality. */
-static char *meta_key(const char *dir, const char *key) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    MpErr e;
-    json_t *m = mp_json_read(path, &e);
-    if (!m) fail_msg("%s", e.msg);
-    json_t *v = json_object_get(m, key);
-    if (!v) fail_msg("%s: no %s", path, key);
-    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(17) | JSON_ENCODE_ANY);
-    json_decref(m);
-    return s;
 }
 
 static void same_files(const char *a, const char *b, const char **files, int n) {

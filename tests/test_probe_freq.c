@@ -31,7 +31,6 @@
 
 #include <sys/stat.h>
 
-#include "core/json.h" /* mp_json_read */
 #include "model/fwd.h"  /* MP_FWD_AT_Q, MP_FWD_AT_K, mp_fwd_rope_unrotated */
 #include "model/probe.h" /* MpProbeAcc */
 #include "model/probe_freq.h"
@@ -292,20 +291,6 @@ static void test_closed_form(void **state) {
 
 /* ---------------------------------------------------------------- what the run adds */
 
-/* meta.json's value of key in dir, as compact JSON text (owned). */
-static char *meta_key_str(const char *dir, const char *key) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/meta.json", dir);
-    MpErr e;
-    json_t *m = mp_json_read(path, &e);
-    if (!m) fail_msg("%s", e.msg);
-    json_t *v = json_object_get(m, key);
-    if (!v) fail_msg("%s: no %s", path, key);
-    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-    json_decref(m);
-    return s;
-}
-
 /* The printed table's low-half shares from the .npy files, meta.json's sampling, freq.png with --plot. */
 static void test_table_meta_figure(void **state) {
     (void)state;
@@ -334,7 +319,7 @@ static void test_table_meta_figure(void **state) {
     char want[128];
     snprintf(want, sizeof want, "%18.3f  %26.3f", ql / qa, cl / ca);
     if (!strstr(out, "RoPE frequency usage (8 pairs") || !strstr(out, want)) fail_msg("no row '%s' in:\n%s", want, out);
-    char *rows = meta_key_str(d, "freq_rows"), *pairs = meta_key_str(d, "freq_pairs");
+    char *rows = meta_key(d, "freq_rows"), *pairs = meta_key(d, "freq_pairs");
     assert_string_equal(rows, "64");
     assert_string_equal(pairs, "8");
     snprintf(p, sizeof p, "%s/freq.png", d);

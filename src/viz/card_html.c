@@ -103,6 +103,15 @@ static const char card_css[] =
     "dl{display:grid;grid-template-columns:max-content auto;gap:.1em 1em}dt{font-weight:600}dd{margin:0}"
     ".small{font-size:.9em;color:#555}";
 
+/* One entry of a <dl>: term and its description, escaped (NULL: empty). */
+static void html_term(FILE *f, const char *term, const char *of) {
+    fputs("<dt>", f);
+    mp_html_text(f, term);
+    fputs("</dt><dd>", f);
+    mp_html_text(f, of ? of : "");
+    fputs("</dd>\n", f);
+}
+
 /* The sequences whose residual stream the probe pass of model md read (variance's residual part,
  * the position probe: probe --resid-stride), as a cell; an en dash where neither was run. */
 static void html_resid_cell(FILE *f, const json_t *md) {
@@ -180,13 +189,7 @@ static void html_table(FILE *f, const json_t *models) {
         }
     }
     fputs("</tbody></table>\n<dl class=\"small\">\n", f);
-    for (int c = 0; c < mp_card_ncols; c++) {
-        fputs("<dt>", f);
-        mp_html_text(f, mp_card_cols[c].head);
-        fputs("</dt><dd>", f);
-        mp_html_text(f, mp_card_cols[c].of);
-        fputs("</dd>\n", f);
-    }
+    for (int c = 0; c < mp_card_ncols; c++) html_term(f, mp_card_cols[c].head, mp_card_cols[c].of);
     fputs("</dl>\n", f);
 }
 
@@ -194,13 +197,7 @@ static void html_table(FILE *f, const json_t *models) {
 static void html_passes(FILE *f, const json_t *card) {
     fputs("<h2>Counterfactuals</h2>\n<p>Each column group comes from a separate probe pass over the same sequences "
           "with the same options; the counterfactual columns are shaded.</p>\n<dl>\n", f);
-    for (int p = 0; p < MP_CARD_NPASS; p++) {
-        fputs("<dt>", f);
-        mp_html_text(f, mp_card_passes[p].name);
-        fputs("</dt><dd>", f);
-        mp_html_text(f, mp_card_passes[p].of);
-        fputs("</dd>\n", f);
-    }
+    for (int p = 0; p < MP_CARD_NPASS; p++) html_term(f, mp_card_passes[p].name, mp_card_passes[p].of);
     fputs("</dl>\n", f);
     const char *note = json_string_value(json_object_get(card, "passes_note"));
     if (note) {
@@ -292,13 +289,7 @@ static void html_files(FILE *f, const json_t *models) {
             fputs("</summary><dl class=\"small\">\n", f);
             const char *k;
             const json_t *v;
-            json_object_foreach((json_t *)json_object_get(pass, "files"), k, v) {
-                fputs("<dt>", f);
-                mp_html_text(f, k);
-                fputs("</dt><dd>", f);
-                mp_html_text(f, json_string_value(v) ? json_string_value(v) : "");
-                fputs("</dd>\n", f);
-            }
+            json_object_foreach((json_t *)json_object_get(pass, "files"), k, v) html_term(f, k, json_string_value(v));
             fputs("</dl></details>\n", f);
         }
     }

@@ -622,7 +622,7 @@ static json_t *view_cmaps_json(void) {
 }
 
 void mp_html_text(FILE *f, const char *s) {
-    for (; *s; s++) {
+    for (; s && *s; s++) { /* (NULL: nothing) */
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;

@@ -8,6 +8,7 @@
  * `maskpos logits` against reference logits; test_stories_oracle.c uses them too),
  * logits_and_oracle() (`maskpos logits` and llama.cpp's logits of the same ids),
  * threads_identical() (probe and logits outputs of 1 and 2 threads compared byte for byte),
+ * probe_threads_same() (named files of a probe at --threads 1 and 2 compared byte for byte),
  * model_poke() (bytes written over a stored tensor of a model on disk: damaged weights), and
  * meta_key() (one key of a run folder's meta.json as JSON text).
  */
@@ -97,6 +98,25 @@ static int files_equal(const char *a, const char *b) {
     if (fa) fclose(fa);
     if (fb) fclose(fb);
     return eq;
+}
+
+/* `maskpos probe MODEL --tokens IDS <flags>` at --threads 1 and 2 into top/thr1 and top/thr2; fails
+ * the test unless each of the n files is the same in both. */
+static void probe_threads_same(const char *top, const char *model, const char *ids, const char *flags,
+                               const char *const *files, size_t n) __attribute__((unused));
+static void probe_threads_same(const char *top, const char *model, const char *ids, const char *flags,
+                               const char *const *files, size_t n) {
+    char out[16384], a[600], b[600];
+    for (int t = 1; t <= 2; t++) {
+        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/thr%d %s --threads %d --quiet", model, ids, top, t,
+                             flags, t);
+        if (rc != 0) fail_msg("probe --threads %d: %s", t, out);
+    }
+    for (size_t k = 0; k < n; k++) {
+        snprintf(a, sizeof a, "%s/thr1/%s", top, files[k]);
+        snprintf(b, sizeof b, "%s/thr2/%s", top, files[k]);
+        if (!files_equal(a, b)) fail_msg("%s differs between --threads 1 and 2", files[k]);
+    }
 }
 
 /* list <- T comma-separated ids in [0, V) from an LCG seeded with seed. */

@@ -335,23 +335,14 @@ static void test_table_meta_figure(void **state) {
 static void test_threads_same_bytes(void **state) {
     (void)state;
     const char *top = mp_test_tmpdir();
-    char model[300], ids[300], out[16384], a[600], b[600];
+    char model[300], ids[300];
     snprintf(model, sizeof model, "%s/thr", top);
     snprintf(ids, sizeof ids, "%s/thr-ids.npy", top);
     model_make(model, "--arch llama --layers 2 --heads 4 --kv-heads 2 --vocab 300 --seed 9");
     ids_write(ids, 7, 90, 300, -1, 4);
-    for (int t = 1; t <= 2; t++) {
-        int rc = mp_test_run(out, sizeof out, "probe %s --tokens %s --out %s/thr%d --layers all --stats freq --threads %d --quiet",
-                             model, ids, top, t, t);
-        if (rc != 0) fail_msg("probe --threads %d: %s", t, out);
-    }
     const char *files[] = {"freq_q_norm.npy", "freq_q_norm_se.npy", "freq_k_norm.npy", "freq_k_norm_se.npy", "freq_contrib.npy",
                            "freq_contrib_se.npy", "freq_rest.npy", "freq_rest_se.npy", "freq_angle.npy", "freq_base.npy"};
-    for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
-        snprintf(a, sizeof a, "%s/thr1/%s", top, files[k]);
-        snprintf(b, sizeof b, "%s/thr2/%s", top, files[k]);
-        if (!files_equal(a, b)) fail_msg("%s differs between --threads 1 and 2", files[k]);
-    }
+    probe_threads_same(top, model, ids, "--layers all --stats freq", files, sizeof files / sizeof files[0]);
     print_message("--threads 2: 10 .npy the same as --threads 1\n");
 }
 

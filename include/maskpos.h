@@ -283,7 +283,8 @@ MASKPOS_API int maskpos_acc_lengths_on(MaskposAcc *a);
 MASKPOS_API char *maskpos_acc_meta(const MaskposAcc *a);
 /* Sums computed elsewhere (a GPU) for `count` sequences of one layer slot: k arrays named as
  * maskpos_acc_state_array names them, each that array's slot `layer` (its length / n_layers
- * doubles), every sum of the accumulator given. Not with recency. */
+ * doubles), every sum of the accumulator given but those of the statistics fed by captures alone
+ * (variance, freq, position: maskpos_acc_add_capture). Not with recency. */
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *a, int layer, int64_t count, int k, const char *const *names,
                                      const double *const *data);
 /* dst += src (same options but seq): sum by sum, entry by entry; counts per layer added. Merging in

@@ -14,9 +14,9 @@ computes, every output equals `maskpos probe`'s byte for byte. numpy arrays and 
 (float32, float64; float16/bfloat16 widened to float32, exactly) go to the library as they are.
 CUDA tensors are reduced on the GPU in float64 (maskpos._torch) to [S,S]-sized sums per layer
 (and [H,S,S] with per_head), so only those cross to the host; their bits differ from the host
-path by the order of the float64 sums (docs/python.md states the bound). With recency=True (or any
-statistic of stats= other than probs) the scores of a CUDA tensor go to the host (the exact triple
-counts need the scores row by row).
+path by the order of the float64 sums (docs/python.md states the bound). With recency=True the
+scores of a CUDA tensor go to the host (the exact triple counts need the scores row by row); the
+activations of variance, freq and position always do (their rows, as float32).
 torch is imported only when a tensor is given. Docs: docs/python.md, "Accumulator".
 Tests: python/tests_torch/test_accumulator.py.
 """
@@ -130,6 +130,9 @@ def _int_rows(x, what, n=None):
         raise Error("accumulator: %s has %s rows for a batch of %d" % (what, list(a.shape)[:1] or "no", n))
     return a
 
+
+# the statistics fed by activations alone (add(attn_out=, hidden=, query=, key=)), not by the scores
+_CAPTURED = frozenset(("variance", "freq", "position"))
 
 # a first column this many times the spread of the rest of its rows above them: a BOS or sink (result())
 _SINK_SPREADS = 3.0
@@ -565,9 +568,9 @@ class Accumulator:
 
     def _add_scores(self, layer, scores, probs, lens):
         from . import Error
-        if _is_torch(scores) and scores.device.type != "cpu" and set(self.options["stats"]) <= {"probs"}:
-            # the sums maskpos._torch computes on the device: the maps' and the probabilities'; any
-            # other statistic takes the scores on the host
+        if _is_torch(scores) and scores.device.type != "cpu" and set(self.options["stats"]) - _CAPTURED <= {"probs"}:
+            # the sums maskpos._torch computes on the device: the maps' and the probabilities' (the
+            # statistics fed by captures alone take theirs apart); recency takes the scores on the host
             from . import _torch
             _torch.add_on_device(self, int(layer), scores, probs, lens)
             return

@@ -12,6 +12,8 @@ MASKPOS_AT_Q, MASKPOS_AT_K, MASKPOS_AT_LAYER_OUT) against `maskpos probe --stats
   rope_interleaved=True give the same bytes as the half-split ones;
 - resid_stride=2 reads the residual stream of sequences 0, 2, 4, ... as `maskpos probe
   --resid-stride 2` does (the whole batch given, its rows chosen by the accumulator);
+- the scores reduced by the CUDA path's code (maskpos._torch, run on the CPU) beside the captures
+  give the host path's freq and position bytes;
 - the state file and state_dict keep the geometry (inv_freq included) and give the same bytes;
 - bad input (no geometry, a key without its query, a width not the geometry's, a capture no
   statistic reads) raises maskpos.Error with one line and adds nothing.
@@ -135,6 +137,30 @@ def test_interleaved_pairs_same_bytes():
     inter = accumulate(cfg, geo, fw, 2, interleaved=True).result()
     for k in FREQ:
         assert inter.arrays[k].tobytes() == half.arrays[k].tobytes(), k
+
+
+def test_device_reduction_with_captures():
+    """The CUDA path (maskpos._torch's reduction of the scores, run here on the CPU) beside the
+    captures: the freq and position arrays the same bytes as the host path's (the captures take
+    the same route), the maps within 1e-12 (float64 sums in another order)."""
+    from maskpos import _torch
+    path = os.path.join(ROOT, "models", "rope")
+    cfg, geo, fw = torch_forward(path, ids(n=4), 2)
+    host = accumulate(cfg, geo, fw, 2)
+    dev = maskpos.Accumulator(2, cfg["num_attention_heads"], 24, stats="freq,position", **geo)
+    for sc, qk, res in fw:
+        for l in range(2):
+            _torch.add_on_device(dev, l, torch_tensor(sc[l][None]), None)
+            dev.add_captures(l, query=qk[l][0][None], key=qk[l][1][None], hidden=res[l][None])
+    a, b = dev.result(), host.result()
+    for k in FREQ + ("pos_probe",):
+        assert a.arrays[k].tobytes() == b.arrays[k].tobytes(), k
+    assert np.allclose(a.arrays["scores"], b.arrays["scores"], rtol=1e-12, atol=0, equal_nan=True)
+
+
+def torch_tensor(x):
+    import torch
+    return torch.as_tensor(x)
 
 
 def test_resid_stride_equals_probe():

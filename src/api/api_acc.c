@@ -706,6 +706,10 @@ static int acc_from_block_means(const char *name) {
     return !strcmp(name, "bsum") || !strcmp(name, "bsumsq") || !strcmp(name, "bflip") || !strcmp(name, "bcnt");
 }
 
+/* 1 for the sums of a statistic that reads captures alone (variance, freq, position): fed by
+ * maskpos_acc_add_capture, so the sums of scores computed elsewhere may leave them out. */
+static int acc_from_captures(const MpProbeArray *t) { return mp_probe_stats[t->stat].in == MP_PROBE_IN_CAPTURE; }
+
 MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, int k, const char *const *names,
                                      const double *const *data) {
     MpErr e;
@@ -724,7 +728,7 @@ MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, in
     MpProbeArray t[MP_PROBE_MAX_ARRAYS];
     const int n = mp_probe_acc_arrays(&c->a, t);
     for (int j = 0; j < n; j++)
-        if (!t[j].by_layer)
+        if (!t[j].by_layer && !acc_from_captures(&t[j]))
             return mp_api_failf("accumulator: sums computed elsewhere come one layer at a time, and the sums of '%s' are "
                                 "not all laid out by layer (%s); add the scores", mp_probe_stats[t[j].stat].name, t[j].name);
     const double *src[MP_PROBE_MAX_ARRAYS] = {0};
@@ -737,7 +741,7 @@ MASKPOS_API int maskpos_acc_add_sums(MaskposAcc *c, int layer, int64_t count, in
         src[found] = data[i];
     }
     for (int j = 0; j < n; j++) {
-        if (!strcmp(t[j].name, "npos")) continue;
+        if (!strcmp(t[j].name, "npos") || (!src[j] && acc_from_captures(&t[j]))) continue;
         if (!src[j] && bmeans && acc_from_block_means(t[j].name)) continue;
         if (!src[j]) return mp_api_failf("accumulator: the sum '%s' is missing (every sum of the layer is needed)", t[j].name);
         const size_t m = acc_slot_len(&c->a, &t[j]);

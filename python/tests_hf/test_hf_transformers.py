@@ -8,6 +8,7 @@ bidirectional run; a bfloat16 model gives the same maps within bf16's precision.
 
 Bounds: scores, heads, standard errors and diagonal-normalised maps: 1e-4 × max(1, max |map|);
 probabilities 1e-5. First measured on the GPU machine by scripts/device_check.sh (not yet run).
+The statistics beyond the maps (variance, freq, position) for five families: the bounds at that test.
 """
 import os
 import subprocess
@@ -98,3 +99,38 @@ def test_version_in_range_and_padded_batch(tmp_path):
         one = maskpos.hf.probe(m, ids[s:s + 1, :L], layers=[1, 2], progress=False)
         acc = one.accumulator if acc is None else acc.merge(one.accumulator)
     compare(r, acc.result(), tol_probs=1e-5)
+
+
+BEYOND = ("var_attn", "var_attn_se", "var_attn_heads", "var_resid", "var_resid_se", "freq_q_norm", "freq_q_norm_se",
+          "freq_k_norm", "freq_contrib", "freq_contrib_se", "freq_rest")
+
+
+@pytest.mark.parametrize("arch", ["llama", "phi3", "gptneox", "qwen3", "gemma3"])
+def test_variance_freq_position_equal_probe(tmp_path, arch):
+    """stats "variance,freq,position" through transformers' attention interface (queries and keys as
+    the model passes them, the geometry read from the model: maskpos.hf.rope_geometry; the residual
+    stream from decoder-layer hooks) against `maskpos probe` on the same folder and ids: the arrays
+    within 1e-4 of their largest value, the RoPE table (freq_angle) within 1e-6, pos_probe's counts
+    the same and its R² within 1e-3. phi3 and gptneox rotate part of each head, qwen3 has q/k
+    norms, gemma3 local and global RoPE bases."""
+    extra = ["--sliding-window", "8"] if arch == "gemma3" else []
+    d = mkmodel(tmp_path, arch, *extra)
+    ids = np.random.default_rng(7).integers(3, 290, size=(8, 24))
+    st = "variance,freq,position"
+    r = maskpos.hf.probe(load(d), ids, layers=[1, 2, 3], stats=st, pos_dim=16, batch_size=3, progress=False)
+    p = maskpos.probe(d, tokens=ids.astype(np.int32), layers="1-3", stats=st, pos_dim=16, progress=False)
+    worst = {}
+    for k in BEYOND:
+        a, b = r.arrays[k], p.arrays[k]
+        assert a.shape == b.shape, (k, a.shape, b.shape)
+        worst[k] = float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+    print(arch, "relative |hf - probe|:", {k: "%.1e" % v for k, v in worst.items()})
+    assert max(worst.values()) < 1e-4, worst
+    assert np.allclose(r.arrays["freq_angle"], p.arrays["freq_angle"], rtol=1e-6, atol=0), (
+        r.arrays["freq_angle"], p.arrays["freq_angle"])
+    rb, pb = r.arrays["freq_base"], p.arrays["freq_base"]
+    print(arch, "freq_base hf", rb, "probe", pb)
+    assert np.all(np.isnan(rb) | (rb == pb)), (rb, pb)  # (NaN: a config that names no base)
+    pa, pp = r.arrays["pos_probe"], p.arrays["pos_probe"]
+    assert np.array_equal(pa[:, 6:9], pp[:, 6:9])
+    assert np.allclose(pa[:, 0], pp[:, 0], rtol=0, atol=1e-3), (pa[:, 0], pp[:, 0])

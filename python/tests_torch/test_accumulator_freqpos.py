@@ -27,6 +27,7 @@ import numpy as np
 import pytest
 
 import maskpos
+import ref_forward
 from conftest import BIN, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
@@ -44,25 +45,9 @@ def torch_forward(model, t, L):
     [L][NKV, S, HS] after RoPE, residual stream [L][S, C], of probe_ref's float64 forward."""
     import freq_ref
     import probe_ref
-    import torch
-    cfg = json.load(open(os.path.join(model, "config.json")))
-    W = probe_ref.load_weights(model)
+    cfg, _, out = ref_forward.run(model, t, L, "rope", freq_ref.rope_kept, freq_ref.ROPED.clear,
+                                  lambda: [(freq_ref.ROPED[2 * l], freq_ref.ROPED[2 * l + 1]) for l in range(L)])
     C, NH, NKV, HS, _ = probe_ref.model_dims(cfg)
-    kept = probe_ref.rope
-    probe_ref.rope = freq_ref.rope_kept
-    out = []
-    try:
-        with torch.no_grad():
-            for s in t:
-                freq_ref.ROPED.clear()
-                probe_ref.RESID = {}
-                sc, _, _ = probe_ref.forward(cfg, W, torch.from_numpy(s.astype(np.int64)), list(range(1, L + 1)), True,
-                                             True, False)
-                qk = [(freq_ref.ROPED[2 * l], freq_ref.ROPED[2 * l + 1]) for l in range(L)]
-                out.append(([sc[l].numpy() for l in range(1, L + 1)], qk, [probe_ref.RESID[l] for l in range(1, L + 1)]))
-    finally:
-        probe_ref.rope = kept
-        probe_ref.RESID = None
     inv, _, rdim = probe_ref.rope_inv_freq(cfg, HS, t.shape[1])
     geo = dict(head_dim=HS, n_kv_heads=NKV, rot_dim=rdim, scale=HS ** -0.5, inv_freq=inv.numpy(),
                rope_base=cfg.get("rope_theta", 10000.0), hidden_size=C)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 import maskpos
+import ref_forward
 from conftest import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
@@ -35,28 +36,12 @@ def ids(n=6, s=24, seed=3, lo=3, hi=250):
 def torch_forward(model, t, L):
     """Per sequence: scores [L, H, S, S], attention output [L, S, H*hd], residual stream [L, S, C]
     of probe_ref's float64 forward (var_ref.py's capture of the attention output)."""
-    import probe_ref
-    import torch
     import var_ref
     cfg = json.load(open(os.path.join(model, "config.json")))
-    W = probe_ref.load_weights(model)
-    kept = probe_ref.attend
-    probe_ref.attend = var_ref.attend_kept
     # smollm3's no_rope_layers: 0 = that layer has no RoPE (the embedded NoPE model: all 0)
-    use_rope = any(cfg.get("no_rope_layers", [1]))
-    out = []
-    try:
-        with torch.no_grad():
-            for s in t:
-                var_ref.MIX.clear()
-                probe_ref.RESID = {}
-                sc, _, _ = probe_ref.forward(cfg, W, torch.from_numpy(s.astype(np.int64)), list(range(1, L + 1)), True,
-                                             use_rope, False)
-                out.append(([sc[l].numpy() for l in range(1, L + 1)], [var_ref.MIX[l] for l in range(1, L + 1)],
-                            [probe_ref.RESID[l] for l in range(1, L + 1)]))
-    finally:
-        probe_ref.attend = kept
-        probe_ref.RESID = None
+    cfg, _, out = ref_forward.run(model, t, L, "attend", var_ref.attend_kept, var_ref.MIX.clear,
+                                  lambda: [var_ref.MIX[l] for l in range(1, L + 1)],
+                                  use_rope=any(cfg.get("no_rope_layers", [1])))
     return cfg, out
 
 

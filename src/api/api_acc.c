@@ -386,13 +386,18 @@ static int acc_cap_kind(int point) {
 /* The capture points the statistics on read (bits MpFwdPoint). */
 static unsigned acc_points(const MaskposAcc *c) { return mp_probe_stats_points(c->a.stats); }
 
+/* 1 when point's capture of sequence s (counted per layer slot from 0) is read: every one, but at
+ * LAYER_OUT one sequence in resid_stride. */
+static int acc_reads(const MaskposAcc *c, int point, int64_t s) {
+    return point != MASKPOS_AT_LAYER_OUT || c->o.resid_stride <= 1 || s % c->o.resid_stride == 0;
+}
+
 /* The rows of the next batch sequences of slot li read at point (their indices into rows, when
- * given): every one, but at LAYER_OUT one sequence in resid_stride (counted from the slot's first). */
+ * given), and how many. */
 static int64_t acc_rows(const MaskposAcc *c, int li, int point, int64_t batch, int64_t *rows) {
-    const int64_t K = point == MASKPOS_AT_LAYER_OUT && c->o.resid_stride > 1 ? c->o.resid_stride : 1, s0 = c->n_cap[ACC_OUT][li];
     int64_t n = 0;
     for (int64_t b = 0; b < batch; b++)
-        if (K == 1 || (s0 + b) % K == 0) {
+        if (acc_reads(c, point, c->n_cap[ACC_OUT][li] + b)) {
             if (rows) rows[n] = b;
             n++;
         }
@@ -494,15 +499,13 @@ MASKPOS_API int maskpos_acc_add_capture(MaskposAcc *c, int layer, int point, int
     if (point == MASKPOS_AT_Q) return acc_queries(c, layer, batch, x, width); /* (counted with the keys) */
     if (point == MASKPOS_AT_K && acc_keys(c, layer, batch, x, width) != MASKPOS_OK) return MASKPOS_ERR;
     if (point != MASKPOS_AT_K) { /* the probe's own dispatch: the rows of the statistics table */
-        int64_t *rows = mp_try_malloc((size_t)(batch ? batch : 1) * sizeof(int64_t));
-        if (!rows) return mp_api_failf("accumulator: out of memory");
-        const int64_t n = acc_rows(c, layer, point, batch, rows), s0 = c->n_cap[ACC_OUT][layer];
+        const int64_t s0 = c->n_cap[ACC_OUT][layer];
         const size_t per = (size_t)c->o.seq * (size_t)width;
-        for (int64_t r = 0; r < n; r++) {
-            c->a.seq_index = point == MASKPOS_AT_LAYER_OUT ? s0 + rows[r] : 0; /* the position probe's split and positions */
-            mp_probe_acc_capture(&c->a, layer, point, (const float *)x + (size_t)r * per, c->o.seq, (int)width);
+        for (int64_t b = 0, r = 0; b < batch; b++) {
+            if (!acc_reads(c, point, s0 + b)) continue; /* (x holds the rows read only) */
+            c->a.seq_index = point == MASKPOS_AT_LAYER_OUT ? s0 + b : 0; /* the position probe's split and positions */
+            mp_probe_acc_capture(&c->a, layer, point, (const float *)x + (size_t)r++ * per, c->o.seq, (int)width);
         }
-        free(rows);
     }
     c->n_cap[acc_cap_kind(point)][layer] += batch;
     return MASKPOS_OK;
